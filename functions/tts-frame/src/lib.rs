@@ -1,0 +1,216 @@
+//! `tts-frame`: frame text for speech synthesis and assemble the synthesized audio into a WAV file.
+//!
+//! **Input**: UTF-8 text. It is split into sentences; each sentence is encoded as phoneme ids and sent to the
+//! model in slot `voice` (config `slot`) with the input signature of a Piper VITS voice:
+//! `input` i64 `[1, n]`, `input_lengths` i64 `[1]`, `scales` f32 `[3]` (noise, length, noise-w). The model
+//! answers with `f32` samples in `[-1, 1]` (or `i16` samples), any shape.
+//!
+//! **Returns** a 16-bit mono PCM WAV: the sentences' audio in order, `sentence-silence` seconds apart.
+//!
+//! **Configuration** (all optional): `slot`; `sample-rate` (default 22050); `sentence-silence` (seconds, default
+//! 0.2); `noise-scale`, `length-scale`, `noise-w` (defaults 0.667, 1.0, 0.8, Piper's); `phoneme-id-map`, the
+//! JSON map from phoneme to ids of the voice's config (with it, ids are framed as Piper does: `^`, each
+//! phoneme followed by the pad `_`, then `$`; characters missing from the map are skipped). Without a map,
+//! ids are the characters' Unicode code points.
+
+use std::collections::HashMap;
+
+use jig_sdk::{DType, Error, Function, Result, Tensor};
+
+/// Split `text` into sentences: after `.`, `!`, `?` or `…` followed by whitespace, and at line breaks.
+/// Sentences are trimmed; empty ones are dropped.
+pub fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next_is_space = chars.peek().is_none_or(|&(_, n)| n.is_whitespace());
+        let ends = c == '\n' || (matches!(c, '.' | '!' | '?' | '…') && next_is_space);
+        if ends {
+            let end = i + c.len_utf8();
+            out.push(text[start..end].trim());
+            start = end;
+        }
+    }
+    out.push(text[start..].trim());
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// Maps text to the ids a voice model reads.
+pub enum PhonemeIds {
+    /// Piper's `phoneme_id_map`: each character to its ids, with `^` (start), `_` (pad) and `$` (end).
+    Map(HashMap<char, Vec<i64>>),
+    /// Unicode code points.
+    CodePoints,
+}
+
+impl PhonemeIds {
+    /// Parse a Piper `phoneme_id_map` (JSON object of single-character strings to id lists).
+    pub fn from_json(json: &str) -> Result<Self> {
+        let raw: HashMap<String, Vec<i64>> = serde_json::from_str(json).map_err(|e| {
+            Error::invalid_input(format!(
+                "config key `phoneme-id-map` is not a JSON map of ids: {e}"
+            ))
+        })?;
+        let mut map = HashMap::with_capacity(raw.len());
+        for (key, ids) in raw {
+            let mut chars = key.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => map.insert(c, ids),
+                _ => {
+                    return Err(Error::invalid_input(format!(
+                        "`phoneme-id-map` key {key:?} is not one character"
+                    )));
+                }
+            };
+        }
+        Ok(PhonemeIds::Map(map))
+    }
+
+    /// The ids of `sentence`.
+    pub fn encode(&self, sentence: &str) -> Vec<i64> {
+        match self {
+            PhonemeIds::CodePoints => sentence.chars().map(|c| i64::from(u32::from(c))).collect(),
+            PhonemeIds::Map(map) => {
+                let ids = |c: char| map.get(&c).map(Vec::as_slice).unwrap_or(&[]);
+                let mut out = Vec::with_capacity(sentence.len() * 2 + 4);
+                out.extend_from_slice(ids('^'));
+                out.extend_from_slice(ids('_'));
+                for c in sentence.chars().filter(|c| map.contains_key(c)) {
+                    out.extend_from_slice(ids(c));
+                    out.extend_from_slice(ids('_'));
+                }
+                out.extend_from_slice(ids('$'));
+                out
+            }
+        }
+    }
+}
+
+/// A 16-bit mono PCM WAV of `samples` at `sample_rate`.
+pub fn wav(samples: &[i16], sample_rate: u32) -> Vec<u8> {
+    let data_len = (samples.len() * 2) as u32;
+    let mut out = Vec::with_capacity(44 + samples.len() * 2);
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + data_len).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes()); // fmt chunk size
+    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    out.extend_from_slice(&1u16.to_le_bytes()); // mono
+    out.extend_from_slice(&sample_rate.to_le_bytes());
+    out.extend_from_slice(&(sample_rate * 2).to_le_bytes()); // byte rate
+    out.extend_from_slice(&2u16.to_le_bytes()); // block align
+    out.extend_from_slice(&16u16.to_le_bytes()); // bits per sample
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&data_len.to_le_bytes());
+    for s in samples {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out
+}
+
+/// The samples of a voice model's output as 16-bit PCM.
+fn pcm(output: &Tensor) -> Result<Vec<i16>> {
+    match output.dtype() {
+        DType::F32 => Ok(output
+            .view::<f32>()?
+            .as_slice()
+            .iter()
+            .map(|&s| (s.clamp(-1.0, 1.0) * 32767.0) as i16)
+            .collect()),
+        DType::I16 => Ok(output.view::<i16>()?.as_slice().to_vec()),
+        other => Err(Error::internal(format!(
+            "voice model returned {other:?} audio; expected f32 or i16 samples"
+        ))),
+    }
+}
+
+pub struct TtsFrame;
+
+impl Function for TtsFrame {
+    fn handle(payload: Vec<u8>) -> Result<Vec<u8>> {
+        let text = String::from_utf8(payload)
+            .map_err(|e| Error::invalid_input(format!("text is not UTF-8: {e}")))?;
+        let slot = jig_sdk::config("slot").unwrap_or_else(|| "voice".to_string());
+        let sample_rate: u32 = jig_sdk::config_or("sample-rate", 22_050)?;
+        let silence: f32 = jig_sdk::config_or("sentence-silence", 0.2)?;
+        let scales = [
+            jig_sdk::config_or("noise-scale", 0.667f32)?,
+            jig_sdk::config_or("length-scale", 1.0f32)?,
+            jig_sdk::config_or("noise-w", 0.8f32)?,
+        ];
+        let ids = match jig_sdk::config("phoneme-id-map") {
+            Some(json) => PhonemeIds::from_json(&json)?,
+            None => PhonemeIds::CodePoints,
+        };
+        if !(0.0..=10.0).contains(&silence) {
+            return Err(Error::invalid_input(
+                "config key `sentence-silence` must be between 0 and 10 seconds",
+            ));
+        }
+        let gap = vec![0i16; (silence * sample_rate as f32) as usize];
+
+        let mut samples = Vec::new();
+        for (i, sentence) in sentences(&text).into_iter().enumerate() {
+            let encoded = ids.encode(sentence);
+            if encoded.is_empty() {
+                continue;
+            }
+            let n = encoded.len() as u64;
+            let inputs = [
+                Tensor::from_i64(&[1, n], &encoded),
+                Tensor::from_i64(&[1], &[n as i64]),
+                Tensor::from_f32(&[3], &scales),
+            ];
+            let outputs = jig_sdk::infer(&slot, &inputs)?;
+            let audio = outputs
+                .first()
+                .ok_or_else(|| Error::internal("voice model returned no outputs"))?;
+            if i > 0 {
+                samples.extend_from_slice(&gap);
+            }
+            samples.extend(pcm(audio)?);
+        }
+        Ok(wav(&samples, sample_rate))
+    }
+}
+
+jig_sdk::export!(TtsFrame);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_sentences_but_not_decimals() {
+        assert_eq!(
+            sentences("Stop here. Pi is 3.14!  Really?\nNew line…done… end"),
+            vec![
+                "Stop here.",
+                "Pi is 3.14!",
+                "Really?",
+                "New line…done…",
+                "end"
+            ]
+        );
+        assert!(sentences("  \n ").is_empty());
+    }
+
+    #[test]
+    fn piper_framing_pads_every_phoneme() {
+        let ids = PhonemeIds::from_json(r#"{"^":[1],"_":[0],"$":[2],"a":[5],"b":[6,7]}"#).unwrap();
+        assert_eq!(ids.encode("ab?a"), vec![1, 0, 5, 0, 6, 7, 0, 5, 0, 2]);
+        assert!(PhonemeIds::from_json(r#"{"ab":[1]}"#).is_err());
+    }
+
+    #[test]
+    fn wav_header_describes_the_samples() {
+        let w = wav(&[1, -1, 300], 16_000);
+        assert_eq!(w.len(), 44 + 6);
+        assert_eq!(&w[0..4], b"RIFF");
+        assert_eq!(u32::from_le_bytes(w[24..28].try_into().unwrap()), 16_000);
+        assert_eq!(u32::from_le_bytes(w[40..44].try_into().unwrap()), 6);
+        assert_eq!(i16::from_le_bytes([w[48], w[49]]), 300);
+    }
+}

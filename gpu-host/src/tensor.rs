@@ -1,0 +1,151 @@
+//! The tensor that crosses the `infer` boundary between glue and models.
+
+/// Element type of a tensor; the same set as `dtype` in `sdk/wit/function.wit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F16,
+    F64,
+    U8,
+    I8,
+    U16,
+    I16,
+    I32,
+    I64,
+    Bool,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 | DType::I8 | DType::Bool => 1,
+            DType::F16 | DType::U16 | DType::I16 => 2,
+            DType::F32 | DType::I32 => 4,
+            DType::F64 | DType::I64 => 8,
+        }
+    }
+}
+
+/// A dense, row-major tensor of little-endian elements. Construction checks that the bytes match the shape, so
+/// a `Tensor` is always well-formed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    dtype: DType,
+    shape: Vec<u64>,
+    data: Vec<u8>,
+}
+
+/// Why bytes do not form a tensor.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TensorError {
+    #[error("tensor shape {shape:?} has more elements than fit in memory")]
+    TooLarge { shape: Vec<u64> },
+    #[error(
+        "tensor of dtype {dtype:?} and shape {shape:?} needs {expected} bytes of data, got {actual}"
+    )]
+    LengthMismatch {
+        dtype: DType,
+        shape: Vec<u64>,
+        expected: usize,
+        actual: usize,
+    },
+    #[error("a bool tensor holds a byte other than 0 or 1 at element {index}")]
+    InvalidBool { index: usize },
+}
+
+impl Tensor {
+    /// A tensor from raw little-endian bytes; fails unless `data` holds exactly product(shape) valid elements.
+    pub fn new(dtype: DType, shape: Vec<u64>, data: Vec<u8>) -> Result<Self, TensorError> {
+        let expected = shape
+            .iter()
+            .try_fold(dtype.size(), |n, &d| {
+                n.checked_mul(usize::try_from(d).ok()?)
+            })
+            .ok_or_else(|| TensorError::TooLarge {
+                shape: shape.clone(),
+            })?;
+        if data.len() != expected {
+            return Err(TensorError::LengthMismatch {
+                dtype,
+                shape,
+                expected,
+                actual: data.len(),
+            });
+        }
+        if dtype == DType::Bool {
+            if let Some(index) = data.iter().position(|&b| b > 1) {
+                return Err(TensorError::InvalidBool { index });
+            }
+        }
+        Ok(Tensor { dtype, shape, data })
+    }
+
+    /// An `f32` tensor of `shape` holding `values`.
+    pub fn from_f32(shape: Vec<u64>, values: &[f32]) -> Result<Self, TensorError> {
+        Self::new(
+            DType::F32,
+            shape,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        )
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// The raw little-endian bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.data.len() / self.dtype.size()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The parts, for moving the bytes elsewhere without a copy.
+    pub fn into_parts(self) -> (DType, Vec<u64>, Vec<u8>) {
+        (self.dtype, self.shape, self.data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn construction_checks_length_overflow_and_bools() {
+        assert!(Tensor::new(DType::F32, vec![2, 3], vec![0; 24]).is_ok());
+        assert_eq!(
+            Tensor::new(DType::F32, vec![2, 3], vec![0; 23]),
+            Err(TensorError::LengthMismatch {
+                dtype: DType::F32,
+                shape: vec![2, 3],
+                expected: 24,
+                actual: 23
+            })
+        );
+        assert!(matches!(
+            Tensor::new(DType::I64, vec![u64::MAX, 4], vec![]),
+            Err(TensorError::TooLarge { .. })
+        ));
+        assert_eq!(
+            Tensor::new(DType::Bool, vec![3], vec![0, 1, 2]),
+            Err(TensorError::InvalidBool { index: 2 })
+        );
+        assert_eq!(
+            Tensor::new(DType::U8, vec![], vec![5]).unwrap().len(),
+            1,
+            "a scalar has one element"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! The `jig` command line.
