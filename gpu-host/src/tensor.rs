@@ -41,15 +41,8 @@ pub struct Tensor {
 pub enum TensorError {
     #[error("tensor shape {shape:?} has more elements than fit in memory")]
     TooLarge { shape: Vec<u64> },
-    #[error(
-        "tensor of dtype {dtype:?} and shape {shape:?} needs {expected} bytes of data, got {actual}"
-    )]
-    LengthMismatch {
-        dtype: DType,
-        shape: Vec<u64>,
-        expected: usize,
-        actual: usize,
-    },
+    #[error("tensor of dtype {dtype:?} and shape {shape:?} needs {expected} bytes of data, got {actual}")]
+    LengthMismatch { dtype: DType, shape: Vec<u64>, expected: usize, actual: usize },
     #[error("a bool tensor holds a byte other than 0 or 1 at element {index}")]
     InvalidBool { index: usize },
 }
@@ -59,19 +52,10 @@ impl Tensor {
     pub fn new(dtype: DType, shape: Vec<u64>, data: Vec<u8>) -> Result<Self, TensorError> {
         let expected = shape
             .iter()
-            .try_fold(dtype.size(), |n, &d| {
-                n.checked_mul(usize::try_from(d).ok()?)
-            })
-            .ok_or_else(|| TensorError::TooLarge {
-                shape: shape.clone(),
-            })?;
+            .try_fold(dtype.size(), |n, &d| n.checked_mul(usize::try_from(d).ok()?))
+            .ok_or_else(|| TensorError::TooLarge { shape: shape.clone() })?;
         if data.len() != expected {
-            return Err(TensorError::LengthMismatch {
-                dtype,
-                shape,
-                expected,
-                actual: data.len(),
-            });
+            return Err(TensorError::LengthMismatch { dtype, shape, expected, actual: data.len() });
         }
         if dtype == DType::Bool {
             if let Some(index) = data.iter().position(|&b| b > 1) {
@@ -83,11 +67,7 @@ impl Tensor {
 
     /// An `f32` tensor of `shape` holding `values`.
     pub fn from_f32(shape: Vec<u64>, values: &[f32]) -> Result<Self, TensorError> {
-        Self::new(
-            DType::F32,
-            shape,
-            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        )
+        Self::new(DType::F32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect())
     }
 
     pub fn dtype(&self) -> DType {
@@ -127,25 +107,10 @@ mod tests {
         assert!(Tensor::new(DType::F32, vec![2, 3], vec![0; 24]).is_ok());
         assert_eq!(
             Tensor::new(DType::F32, vec![2, 3], vec![0; 23]),
-            Err(TensorError::LengthMismatch {
-                dtype: DType::F32,
-                shape: vec![2, 3],
-                expected: 24,
-                actual: 23
-            })
+            Err(TensorError::LengthMismatch { dtype: DType::F32, shape: vec![2, 3], expected: 24, actual: 23 })
         );
-        assert!(matches!(
-            Tensor::new(DType::I64, vec![u64::MAX, 4], vec![]),
-            Err(TensorError::TooLarge { .. })
-        ));
-        assert_eq!(
-            Tensor::new(DType::Bool, vec![3], vec![0, 1, 2]),
-            Err(TensorError::InvalidBool { index: 2 })
-        );
-        assert_eq!(
-            Tensor::new(DType::U8, vec![], vec![5]).unwrap().len(),
-            1,
-            "a scalar has one element"
-        );
+        assert!(matches!(Tensor::new(DType::I64, vec![u64::MAX, 4], vec![]), Err(TensorError::TooLarge { .. })));
+        assert_eq!(Tensor::new(DType::Bool, vec![3], vec![0, 1, 2]), Err(TensorError::InvalidBool { index: 2 }));
+        assert_eq!(Tensor::new(DType::U8, vec![], vec![5]).unwrap().len(), 1, "a scalar has one element");
     }
 }

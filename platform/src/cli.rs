@@ -1,1 +1,209 @@
 //! The `jig` command line.
+//!
+//! * `jig run FUNCTION.wasm [INPUT]` — invoke a glue function once, locally, and print what it returned and
+//!   emitted. The input is a file (`-` or nothing for standard input); `--meta JSON` wraps it in the
+//!   envelope framing of `jig_sdk::envelope` (body, JSON metadata, u32 length) for functions such as `crop`.
+//!
+//! Exit status: 0 on success, 1 when the function failed, 2 when it could not be loaded or the command
+//! line is wrong.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+use crate::runtime::{FunctionLimits, FunctionOptions, Outcome, Runtime, RuntimeConfig};
+
+#[derive(Parser)]
+#[command(name = "jig", version, about = "Serve compound inference: graphs of ML tasks with WebAssembly glue")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Invoke a glue function (a .wasm component) once and print its output and emitted payloads.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The function's component, built for wasm32-wasip2.
+    component: PathBuf,
+    /// The payload: a file, or `-` (the default) for standard input.
+    #[arg(default_value = "-")]
+    input: PathBuf,
+    /// Wrap the payload in an envelope with this JSON metadata (for functions such as `crop`).
+    #[arg(long, value_name = "JSON")]
+    meta: Option<String>,
+    /// A configuration value the function reads with `config(key)`; repeatable.
+    #[arg(long = "config", short = 'c', value_name = "KEY=VALUE")]
+    config: Vec<String>,
+    /// Deadline for the invocation, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Memory limit of the function, in MiB.
+    #[arg(long, default_value_t = 128)]
+    memory_mib: usize,
+    /// Write the output to this file instead of standard output.
+    #[arg(long, short = 'o')]
+    output: Option<PathBuf>,
+    /// Write each emitted payload to DIR/<port>-<n>.bin (an envelope as <port>-<n>.json and its body).
+    #[arg(long, value_name = "DIR")]
+    emit_dir: Option<PathBuf>,
+    /// Where compiled components are cached.
+    #[arg(long, env = "JIG_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+/// Run the command line; returns the process exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,jig=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let mut payload = read_input(&args.input)?;
+    if let Some(meta) = &args.meta {
+        let meta: serde_json::Value = serde_json::from_str(meta).context("--meta is not valid JSON")?;
+        payload = envelope(&meta, payload);
+    }
+    let config = parse_config(&args.config)?;
+    let name = args.component.file_stem().and_then(|s| s.to_str()).unwrap_or("function").to_string();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(args.cache_dir.clone().unwrap_or_else(default_cache_dir)),
+        max_instances: 16,
+        max_memory: args.memory_mib.max(128) << 20,
+        ..RuntimeConfig::default()
+    })?;
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let limits = FunctionLimits { memory: args.memory_mib << 20, timeout, ..FunctionLimits::default() };
+    let loaded = Instant::now();
+    let function =
+        runtime.load_file(&name, &args.component, FunctionOptions { limits, config, ..FunctionOptions::default() })?;
+    tracing::debug!("loaded {name} in {:?}", loaded.elapsed());
+
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let started = Instant::now();
+    match tokio.block_on(function.invoke(&payload, Some(started + timeout))) {
+        Ok(outcome) => {
+            report(&name, &outcome, started.elapsed(), &args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
+    if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::stdin().read_to_end(&mut buf).context("reading the payload from standard input")?;
+        Ok(buf)
+    } else {
+        std::fs::read(path).with_context(|| format!("reading the payload from {}", path.display()))
+    }
+}
+
+/// The envelope framing of `jig_sdk::Envelope`: body, metadata JSON, u32 LE metadata length.
+fn envelope(meta: &serde_json::Value, mut body: Vec<u8>) -> Vec<u8> {
+    let meta = serde_json::to_vec(meta).expect("a JSON value serialises");
+    body.extend_from_slice(&meta);
+    body.extend_from_slice(&(meta.len() as u32).to_le_bytes());
+    body
+}
+
+/// The metadata and body of an envelope, if `payload` is one with a JSON object as metadata.
+fn split_envelope(payload: &[u8]) -> Option<(serde_json::Value, &[u8])> {
+    let trailer = payload.len().checked_sub(4)?;
+    let len = u32::from_le_bytes(payload[trailer..].try_into().ok()?) as usize;
+    let meta_start = trailer.checked_sub(len)?;
+    let meta: serde_json::Value = serde_json::from_slice(&payload[meta_start..trailer]).ok()?;
+    meta.is_object().then_some((meta, &payload[..meta_start]))
+}
+
+fn parse_config(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    pairs
+        .iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => bail!("--config {pair:?} is not KEY=VALUE"),
+        })
+        .collect()
+}
+
+fn default_cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("jig/components")
+}
+
+fn report(name: &str, outcome: &Outcome, elapsed: Duration, args: &RunArgs) -> anyhow::Result<()> {
+    eprintln!("{name}: ok in {:.1} ms, {} payload(s) emitted", elapsed.as_secs_f64() * 1e3, outcome.emitted.len());
+    if let Some(dir) = &args.emit_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    for (i, emission) in outcome.emitted.iter().enumerate() {
+        let envelope = split_envelope(&emission.payload);
+        let what = match &envelope {
+            Some((meta, body)) => format!("{meta} + {} bytes", body.len()),
+            None => match std::str::from_utf8(&emission.payload) {
+                Ok(text) if text.len() <= 200 => text.to_string(),
+                _ => format!("{} bytes", emission.payload.len()),
+            },
+        };
+        eprintln!("  emit[{i}] -> {}: {what}", emission.port);
+        if let Some(dir) = &args.emit_dir {
+            // An envelope is written as its metadata and its body; a PNG body gets its extension.
+            let stem = dir.join(format!("{}-{i}", emission.port));
+            let files: Vec<(PathBuf, Vec<u8>)> = match &envelope {
+                Some((meta, body)) => {
+                    let ext = if body.starts_with(b"\x89PNG") { "png" } else { "bin" };
+                    vec![
+                        (stem.with_extension("json"), meta.to_string().into_bytes()),
+                        (stem.with_extension(ext), body.to_vec()),
+                    ]
+                }
+                None => vec![(stem.with_extension("bin"), emission.payload.clone())],
+            };
+            for (path, bytes) in files {
+                std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+    }
+    match &args.output {
+        Some(path) => std::fs::write(path, &outcome.output).with_context(|| format!("writing {}", path.display()))?,
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(&outcome.output)?;
+            if std::str::from_utf8(&outcome.output).is_ok() {
+                writeln!(stdout)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,1 +1,5 @@
-fn main() {}
+//! The `jig` binary; see [`jig_platform::cli`].
+
+fn main() -> std::process::ExitCode {
+    jig_platform::cli::main()
+}

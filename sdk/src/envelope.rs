@@ -1,11 +1,13 @@
 //! A payload framing for functions that pass structured metadata together with a binary body (an image, a
-//! crop, audio) without base64 or copies:
+//! crop, audio), without base64 and without copying the body:
 //!
 //! ```text
-//! u32 little-endian: length of the metadata | metadata, UTF-8 JSON | body bytes (the rest)
+//! body bytes | metadata, UTF-8 JSON | u32 little-endian: length of the metadata
 //! ```
 //!
-//! The bundled `crop` function takes and emits envelopes; `jig run --meta JSON` builds one from the command line.
+//! The metadata trails the body so that decoding only truncates the payload: the body is handed on in the
+//! payload's own allocation. The bundled `crop` function takes and emits envelopes; `jig run --meta JSON`
+//! builds one from the command line.
 
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -19,40 +21,31 @@ pub struct Envelope<M> {
 }
 
 impl<M: Serialize> Envelope<M> {
-    /// The framed bytes.
-    pub fn encode(&self) -> Vec<u8> {
-        let meta = serde_json::to_vec(&self.meta).expect("metadata types serialise to JSON");
-        let mut out = Vec::with_capacity(4 + meta.len() + self.body.len());
-        out.extend_from_slice(&(meta.len() as u32).to_le_bytes());
-        out.extend_from_slice(&meta);
-        out.extend_from_slice(&self.body);
+    /// The framed bytes, built in the body's allocation.
+    pub fn encode(self) -> Vec<u8> {
+        let mut out = self.body;
+        let body_len = out.len();
+        serde_json::to_writer(&mut out, &self.meta).expect("metadata types serialise to JSON");
+        let meta_len = (out.len() - body_len) as u32;
+        out.extend_from_slice(&meta_len.to_le_bytes());
         out
     }
 }
 
 impl<M: DeserializeOwned> Envelope<M> {
-    /// Parse framed bytes; the body is moved out of `bytes` without a copy of the whole payload.
+    /// Parse framed bytes; the body keeps the payload's allocation.
     pub fn decode(mut bytes: Vec<u8>) -> Result<Self> {
-        let header: [u8; 4] = bytes
-            .get(..4)
-            .and_then(|h| h.try_into().ok())
-            .ok_or_else(|| {
-                Error::invalid_input("envelope shorter than its 4-byte metadata length")
-            })?;
-        let meta_len = u32::from_le_bytes(header) as usize;
-        let meta_end = 4usize
-            .checked_add(meta_len)
-            .filter(|&end| end <= bytes.len())
-            .ok_or_else(|| {
-                Error::invalid_input(format!(
-                    "envelope metadata length {meta_len} runs past the payload's {} bytes",
-                    bytes.len()
-                ))
-            })?;
-        let meta = serde_json::from_slice(&bytes[4..meta_end])
+        let total = bytes.len();
+        let trailer = total
+            .checked_sub(4)
+            .ok_or_else(|| Error::invalid_input("envelope shorter than its 4-byte metadata length"))?;
+        let meta_len = u32::from_le_bytes(bytes[trailer..].try_into().expect("4 bytes")) as usize;
+        let meta_start = trailer.checked_sub(meta_len).ok_or_else(|| {
+            Error::invalid_input(format!("envelope metadata length {meta_len} runs past the payload's {total} bytes"))
+        })?;
+        let meta = serde_json::from_slice(&bytes[meta_start..trailer])
             .map_err(|e| Error::invalid_input(format!("envelope metadata: {e}")))?;
-        // Shift the body to the front in place rather than copying it into a new allocation.
-        bytes.drain(..meta_end);
+        bytes.truncate(meta_start);
         Ok(Envelope { meta, body: bytes })
     }
 }
@@ -63,16 +56,16 @@ mod tests {
 
     #[test]
     fn round_trip_and_truncation() {
-        let env = Envelope {
-            meta: serde_json::json!({"k": [1, 2]}),
-            body: vec![9, 8, 7],
-        };
-        let bytes = env.encode();
-        assert_eq!(
-            Envelope::<serde_json::Value>::decode(bytes.clone()).unwrap(),
-            env
-        );
-        assert!(Envelope::<serde_json::Value>::decode(bytes[..6].to_vec()).is_err());
+        let env = Envelope { meta: serde_json::json!({"k": [1, 2]}), body: vec![9, 8, 7] };
+        let bytes = env.clone().encode();
+        assert_eq!(&bytes[..3], &[9, 8, 7]);
+        assert_eq!(Envelope::<serde_json::Value>::decode(bytes.clone()).unwrap(), env);
+        let mut overlong = bytes.clone();
+        let n = overlong.len();
+        overlong[n - 4..].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(Envelope::<serde_json::Value>::decode(overlong).is_err());
+        assert!(Envelope::<serde_json::Value>::decode(bytes[..n - 1].to_vec()).is_err());
         assert!(Envelope::<serde_json::Value>::decode(vec![1, 0]).is_err());
+        assert!(Envelope::<serde_json::Value>::decode(vec![0, 0, 0, 0]).is_err(), "empty metadata is not JSON");
     }
 }

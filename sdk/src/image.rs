@@ -22,16 +22,9 @@ impl BoundingBox {
     /// `None` when nothing of it is inside.
     pub fn pixels_within(&self, width: u32, height: u32) -> Option<(u32, u32, u32, u32)> {
         let clamp = |v: f32, max: u32| {
-            if v.is_nan() {
-                0
-            } else {
-                v.clamp(0.0, max as f32) as u32
-            }
+            if v.is_nan() { 0 } else { v.clamp(0.0, max as f32) as u32 }
         };
-        let (x0, y0) = (
-            clamp(self.x0.floor(), width),
-            clamp(self.y0.floor(), height),
-        );
+        let (x0, y0) = (clamp(self.x0.floor(), width), clamp(self.y0.floor(), height));
         let (x1, y1) = (clamp(self.x1.ceil(), width), clamp(self.y1.ceil(), height));
         (x1 > x0 && y1 > y0).then(|| (x0, y0, x1 - x0, y1 - y0))
     }
@@ -76,12 +69,7 @@ pub fn crop(image: &RgbImage, region: &BoundingBox) -> Option<RgbImage> {
 
 /// Resize to exactly `width` × `height` with bilinear filtering.
 pub fn resize(image: &RgbImage, width: u32, height: u32) -> RgbImage {
-    ::image::imageops::resize(
-        image,
-        width,
-        height,
-        ::image::imageops::FilterType::Triangle,
-    )
+    ::image::imageops::resize(image, width, height, ::image::imageops::FilterType::Triangle)
 }
 
 /// Per-channel normalisation applied by [`to_nchw`]: `(pixel / 255 - mean) / std`.
@@ -93,20 +81,11 @@ pub struct Normalize {
 
 impl Normalize {
     /// Pixels scaled to `[0, 1]`.
-    pub const UNIT: Normalize = Normalize {
-        mean: [0.0; 3],
-        std: [1.0; 3],
-    };
+    pub const UNIT: Normalize = Normalize { mean: [0.0; 3], std: [1.0; 3] };
     /// ImageNet statistics, used by most classification backbones.
-    pub const IMAGENET: Normalize = Normalize {
-        mean: [0.485, 0.456, 0.406],
-        std: [0.229, 0.224, 0.225],
-    };
+    pub const IMAGENET: Normalize = Normalize { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
     /// Pixels scaled to `[-1, 1]`, as PP-OCR's recognizer expects.
-    pub const SYMMETRIC: Normalize = Normalize {
-        mean: [0.5; 3],
-        std: [0.5; 3],
-    };
+    pub const SYMMETRIC: Normalize = Normalize { mean: [0.5; 3], std: [0.5; 3] };
 }
 
 /// A `[1, 3, height, width]` `f32` tensor of `image`, channel-planar, normalised by `norm`.
@@ -135,43 +114,12 @@ mod tests {
     #[test]
     fn crop_rounds_outward_and_clamps() {
         let img = gradient(10, 8);
-        let c = crop(
-            &img,
-            &BoundingBox {
-                x0: 2.5,
-                y0: -3.0,
-                x1: 5.2,
-                y1: 2.0,
-            },
-        )
-        .unwrap();
+        let c = crop(&img, &BoundingBox { x0: 2.5, y0: -3.0, x1: 5.2, y1: 2.0 }).unwrap();
         assert_eq!(c.dimensions(), (4, 2));
         assert_eq!(c.get_pixel(0, 0).0, [2, 0, 7]);
         assert_eq!(c.get_pixel(3, 1).0, [5, 1, 7]);
-        assert!(
-            crop(
-                &img,
-                &BoundingBox {
-                    x0: 20.0,
-                    y0: 0.0,
-                    x1: 30.0,
-                    y1: 5.0
-                }
-            )
-            .is_none()
-        );
-        assert!(
-            crop(
-                &img,
-                &BoundingBox {
-                    x0: f32::NAN,
-                    y0: 0.0,
-                    x1: f32::NAN,
-                    y1: 5.0
-                }
-            )
-            .is_none()
-        );
+        assert!(crop(&img, &BoundingBox { x0: 20.0, y0: 0.0, x1: 30.0, y1: 5.0 }).is_none());
+        assert!(crop(&img, &BoundingBox { x0: f32::NAN, y0: 0.0, x1: f32::NAN, y1: 5.0 }).is_none());
     }
 
     #[test]
@@ -188,10 +136,7 @@ mod tests {
     fn png_round_trips_and_garbage_is_invalid_input() {
         let img = gradient(5, 4);
         assert_eq!(decode(&encode_png(&img).unwrap()).unwrap(), img);
-        assert!(matches!(
-            decode(b"not an image"),
-            Err(Error::InvalidInput(_))
-        ));
+        assert!(matches!(decode(b"not an image"), Err(Error::InvalidInput(_))));
         assert!(from_rgb8(2, 2, vec![0; 11]).is_err());
     }
 }

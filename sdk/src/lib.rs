@@ -88,15 +88,12 @@ macro_rules! export {
             impl $crate::bindings::exports::jig::function::handler::Guest for JigExport {
                 fn handle(
                     payload: ::std::vec::Vec<u8>,
-                ) -> ::core::result::Result<
-                    ::std::vec::Vec<u8>,
-                    $crate::bindings::jig::function::types::Error,
-                > {
-            <$function as $crate::Function>::handle(payload)
-                        .map_err(::core::convert::Into::into)
+                ) -> ::core::result::Result<::std::vec::Vec<u8>, $crate::bindings::jig::function::types::Error>
+                {
+                    <$function as $crate::Function>::handle(payload).map_err(::core::convert::Into::into)
                 }
             }
-            $crate::bindings::__export_function!(JigExport with_types_in $crate::bindings);
+    $crate::bindings::__export_function!(JigExport with_types_in $crate::bindings);
         };
     };
 }
@@ -108,9 +105,7 @@ macro_rules! export {
 pub fn infer(slot: &str, inputs: &[Tensor]) -> std::result::Result<Vec<Tensor>, InferError> {
     // Tensors are moved across the boundary; cloning here keeps the caller's inputs usable.
     let wire: Vec<inference::Tensor> = inputs.iter().cloned().map(Into::into).collect();
-    inference::infer(slot, &wire)
-        .map(|outputs| outputs.into_iter().map(Into::into).collect())
-        .map_err(Into::into)
+    inference::infer(slot, &wire).map(|outputs| outputs.into_iter().map(Into::into).collect()).map_err(Into::into)
 }
 
 /// Send `payload` to the tasks connected to this function's output `port`; each emitted payload becomes
@@ -138,9 +133,10 @@ where
 {
     match config(key) {
         None => Ok(default),
-        Some(raw) => raw.trim().parse().map_err(|e| {
-            Error::invalid_input(format!("config key `{key}` = {raw:?} is not valid: {e}"))
-        }),
+        Some(raw) => raw
+            .trim()
+            .parse()
+            .map_err(|e| Error::invalid_input(format!("config key `{key}` = {raw:?} is not valid: {e}"))),
     }
 }
 

@@ -55,11 +55,7 @@ impl Tensor {
                 data.len()
             )));
         }
-        Ok(Tensor {
-            dtype,
-            shape: shape.to_vec(),
-            data,
-        })
+        Ok(Tensor { dtype, shape: shape.to_vec(), data })
     }
 
     /// A tensor of `shape` holding `values`.
@@ -73,11 +69,7 @@ impl Tensor {
             "tensor shape {shape:?} does not match {} values",
             values.len()
         );
-        Tensor {
-            dtype: T::DTYPE,
-            shape: shape.to_vec(),
-            data: bytemuck::cast_slice(values).to_vec(),
-        }
+        Tensor { dtype: T::DTYPE, shape: shape.to_vec(), data: bytemuck::cast_slice(values).to_vec() }
     }
 
     /// An `f32` tensor; see [`Tensor::from_slice`].
@@ -128,9 +120,7 @@ impl Tensor {
                 self.shape
             )));
         }
-        if element_count(&self.shape).and_then(|n| n.checked_mul(self.dtype.size()))
-            != Some(self.data.len())
-        {
+        if element_count(&self.shape).and_then(|n| n.checked_mul(self.dtype.size())) != Some(self.data.len()) {
             return Err(Error::internal(format!(
                 "tensor of shape {:?} carries {} bytes of {:?}",
                 self.shape,
@@ -142,10 +132,7 @@ impl Tensor {
             Ok(aligned) => Cow::Borrowed(aligned),
             Err(_) => Cow::Owned(bytemuck::pod_collect_to_vec(&self.data)),
         };
-        Ok(TensorView {
-            shape: &self.shape,
-            values,
-        })
+        Ok(TensorView { shape: &self.shape, values })
     }
 }
 
@@ -194,28 +181,18 @@ impl<T: Element> TensorView<'_, T> {
 
 /// Product of `shape`, or `None` on overflow.
 fn element_count(shape: &[u64]) -> Option<usize> {
-    shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))
 }
 
 impl From<Tensor> for wire::Tensor {
     fn from(t: Tensor) -> Self {
-        wire::Tensor {
-            dtype: t.dtype,
-            shape: t.shape,
-            data: t.data,
-        }
+        wire::Tensor { dtype: t.dtype, shape: t.shape, data: t.data }
     }
 }
 
 impl From<wire::Tensor> for Tensor {
     fn from(t: wire::Tensor) -> Self {
-        Tensor {
-            dtype: t.dtype,
-            shape: t.shape,
-            data: t.data,
-        }
+        Tensor { dtype: t.dtype, shape: t.shape, data: t.data }
     }
 }
 

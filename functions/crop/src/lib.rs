@@ -75,9 +75,7 @@ pub fn crop_request(payload: Vec<u8>) -> Result<Cropped> {
         (Some(w), Some(h)) => image::from_rgb8(w, h, body)?,
         (None, None) => image::decode(&body)?,
         _ => {
-            return Err(Error::invalid_input(
-                "give both `width` and `height` for a raw RGB image, or neither",
-            ));
+            return Err(Error::invalid_input("give both `width` and `height` for a raw RGB image, or neither"));
         }
     };
     let crops = meta
@@ -87,22 +85,26 @@ pub fn crop_request(payload: Vec<u8>) -> Result<Cropped> {
         .filter_map(|(index, region)| {
             let crop = image::crop(&image, region)?;
             let (width, height) = crop.dimensions();
-            Some((
-                CropMeta {
-                    index,
-                    region: *region,
-                    width,
-                    height,
-                    encoding: Encoding::Rgb8,
-                },
-                crop,
-            ))
+            Some((CropMeta { index, region: *region, width, height, encoding: Encoding::Rgb8 }, crop))
         })
         .collect();
-    Ok(Cropped {
-        requested: meta.boxes.len(),
-        crops,
-    })
+    Ok(Cropped { requested: meta.boxes.len(), crops })
+}
+
+/// Cut every box of the request and pass each crop, framed as an envelope in `encoding`, to `emit`; returns
+/// the handler's JSON summary. The handler passes `jig_sdk::emit`; native callers pass their own sink.
+pub fn crop_and_emit(payload: Vec<u8>, encoding: Encoding, mut emit: impl FnMut(Vec<u8>)) -> Result<Vec<u8>> {
+    let Cropped { requested, crops } = crop_request(payload)?;
+    let emitted = crops.len();
+    for (mut meta, crop) in crops {
+        let body = match encoding {
+            Encoding::Rgb8 => crop.into_raw(),
+            Encoding::Png => image::encode_png(&crop)?,
+        };
+        meta.encoding = encoding;
+        emit(Envelope { meta, body }.encode());
+    }
+    Ok(serde_json::to_vec(&serde_json::json!({ "crops": emitted, "skipped": requested - emitted }))?)
 }
 
 pub struct Crop;
@@ -111,19 +113,7 @@ impl Function for Crop {
     fn handle(payload: Vec<u8>) -> Result<Vec<u8>> {
         let port = jig_sdk::config("port").unwrap_or_else(|| "crops".to_string());
         let encoding: Encoding = jig_sdk::config_or("encoding", Encoding::Rgb8)?;
-        let Cropped { requested, crops } = crop_request(payload)?;
-        let emitted = crops.len();
-        for (mut meta, crop) in crops {
-            let body = match encoding {
-                Encoding::Rgb8 => crop.into_raw(),
-                Encoding::Png => image::encode_png(&crop)?,
-            };
-            meta.encoding = encoding;
-            jig_sdk::emit(&port, &Envelope { meta, body }.encode());
-        }
-        Ok(serde_json::to_vec(
-            &serde_json::json!({ "crops": emitted, "skipped": requested - emitted }),
-        )?)
+        crop_and_emit(payload, encoding, |crop| jig_sdk::emit(&port, &crop))
     }
 }
 

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Detection {
     pub label: String,
-    pub score: f32,
+    pub score: f64,
     #[serde(flatten)]
     pub rest: Map<String, Value>,
 }
@@ -44,7 +44,7 @@ pub enum Route {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rules {
     pub labels: Option<Vec<String>>,
-    pub min_score: f32,
+    pub min_score: f64,
     pub top_k: Option<usize>,
     pub route: Route,
 }
@@ -52,36 +52,21 @@ pub struct Rules {
 impl Rules {
     /// The rules in this function's configuration.
     pub fn from_config() -> Result<Self> {
-        let labels = jig_sdk::config("labels").map(|l| {
-            l.split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
-        });
-        let min_score: f32 = jig_sdk::config_or("min-score", 0.5)?;
+        let labels = jig_sdk::config("labels")
+            .map(|l| l.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect());
+        let min_score: f64 = jig_sdk::config_or("min-score", 0.5)?;
         if !min_score.is_finite() {
-            return Err(Error::invalid_input(
-                "config key `min-score` must be a finite number",
-            ));
+            return Err(Error::invalid_input("config key `min-score` must be a finite number"));
         }
         let top_k = jig_sdk::config("top-k")
-            .map(|k| {
-                k.trim()
-                    .parse()
-                    .map_err(|e| Error::invalid_input(format!("config key `top-k` = {k:?}: {e}")))
-            })
+            .map(|k| k.trim().parse().map_err(|e| Error::invalid_input(format!("config key `top-k` = {k:?}: {e}"))))
             .transpose()?;
         let route = match jig_sdk::config("route").as_deref().map(str::trim) {
             Some("label") => Route::ByLabel,
             Some(port) if !port.is_empty() => Route::Port(port.to_string()),
             _ => Route::Port("selected".to_string()),
         };
-        Ok(Rules {
-            labels,
-            min_score,
-            top_k,
-            route,
-        })
+        Ok(Rules { labels, min_score, top_k, route })
     }
 
     /// The detections to keep, highest score first (ties keep input order), each with its port.
@@ -89,11 +74,7 @@ impl Rules {
         let mut kept: Vec<Detection> = detections
             .into_iter()
             .filter(|d| d.score >= self.min_score)
-            .filter(|d| {
-                self.labels
-                    .as_ref()
-                    .is_none_or(|labels| labels.contains(&d.label))
-            })
+            .filter(|d| self.labels.as_ref().is_none_or(|labels| labels.contains(&d.label)))
             .collect();
         kept.sort_by(|a, b| b.score.total_cmp(&a.score));
         kept.truncate(self.top_k.unwrap_or(usize::MAX));
@@ -115,9 +96,7 @@ impl Function for Select {
     fn handle(payload: Vec<u8>) -> Result<Vec<u8>> {
         let rules = Rules::from_config()?;
         let Input { detections } = serde_json::from_slice(&payload).map_err(|e| {
-            Error::invalid_input(format!(
-                "expected {{\"detections\": [{{\"label\", \"score\", ...}}]}}: {e}"
-            ))
+            Error::invalid_input(format!("expected {{\"detections\": [{{\"label\", \"score\", ...}}]}}: {e}"))
         })?;
         let total = detections.len();
         let kept = rules.apply(detections);
@@ -129,9 +108,7 @@ impl Function for Select {
             selected.push(entry);
         }
         let dropped = total - selected.len();
-        Ok(serde_json::to_vec(
-            &serde_json::json!({ "selected": selected, "dropped": dropped }),
-        )?)
+        Ok(serde_json::to_vec(&serde_json::json!({ "selected": selected, "dropped": dropped }))?)
     }
 }
 
@@ -141,12 +118,8 @@ jig_sdk::export!(Select);
 mod tests {
     use super::*;
 
-    fn det(label: &str, score: f32) -> Detection {
-        Detection {
-            label: label.into(),
-            score,
-            rest: Map::new(),
-        }
+    fn det(label: &str, score: f64) -> Detection {
+        Detection { label: label.into(), score, rest: Map::new() }
     }
 
     #[test]
@@ -157,13 +130,8 @@ mod tests {
             top_k: Some(2),
             route: Route::ByLabel,
         };
-        let out = rules.apply(vec![
-            det("cat", 0.4),
-            det("dog", 0.9),
-            det("car", 0.99),
-            det("cat", 0.2),
-            det("dog", 0.5),
-        ]);
+        let out =
+            rules.apply(vec![det("cat", 0.4), det("dog", 0.9), det("car", 0.99), det("cat", 0.2), det("dog", 0.5)]);
         let got: Vec<_> = out.iter().map(|(p, d)| (p.as_str(), d.score)).collect();
         assert_eq!(got, vec![("dog", 0.9), ("dog", 0.5)]);
     }

@@ -48,20 +48,15 @@ pub enum PhonemeIds {
 impl PhonemeIds {
     /// Parse a Piper `phoneme_id_map` (JSON object of single-character strings to id lists).
     pub fn from_json(json: &str) -> Result<Self> {
-        let raw: HashMap<String, Vec<i64>> = serde_json::from_str(json).map_err(|e| {
-            Error::invalid_input(format!(
-                "config key `phoneme-id-map` is not a JSON map of ids: {e}"
-            ))
-        })?;
+        let raw: HashMap<String, Vec<i64>> = serde_json::from_str(json)
+            .map_err(|e| Error::invalid_input(format!("config key `phoneme-id-map` is not a JSON map of ids: {e}")))?;
         let mut map = HashMap::with_capacity(raw.len());
         for (key, ids) in raw {
             let mut chars = key.chars();
             match (chars.next(), chars.next()) {
                 (Some(c), None) => map.insert(c, ids),
                 _ => {
-                    return Err(Error::invalid_input(format!(
-                        "`phoneme-id-map` key {key:?} is not one character"
-                    )));
+                    return Err(Error::invalid_input(format!("`phoneme-id-map` key {key:?} is not one character")));
                 }
             };
         }
@@ -113,16 +108,11 @@ pub fn wav(samples: &[i16], sample_rate: u32) -> Vec<u8> {
 /// The samples of a voice model's output as 16-bit PCM.
 fn pcm(output: &Tensor) -> Result<Vec<i16>> {
     match output.dtype() {
-        DType::F32 => Ok(output
-            .view::<f32>()?
-            .as_slice()
-            .iter()
-            .map(|&s| (s.clamp(-1.0, 1.0) * 32767.0) as i16)
-            .collect()),
+        DType::F32 => {
+            Ok(output.view::<f32>()?.as_slice().iter().map(|&s| (s.clamp(-1.0, 1.0) * 32767.0) as i16).collect())
+        }
         DType::I16 => Ok(output.view::<i16>()?.as_slice().to_vec()),
-        other => Err(Error::internal(format!(
-            "voice model returned {other:?} audio; expected f32 or i16 samples"
-        ))),
+        other => Err(Error::internal(format!("voice model returned {other:?} audio; expected f32 or i16 samples"))),
     }
 }
 
@@ -130,8 +120,7 @@ pub struct TtsFrame;
 
 impl Function for TtsFrame {
     fn handle(payload: Vec<u8>) -> Result<Vec<u8>> {
-        let text = String::from_utf8(payload)
-            .map_err(|e| Error::invalid_input(format!("text is not UTF-8: {e}")))?;
+        let text = String::from_utf8(payload).map_err(|e| Error::invalid_input(format!("text is not UTF-8: {e}")))?;
         let slot = jig_sdk::config("slot").unwrap_or_else(|| "voice".to_string());
         let sample_rate: u32 = jig_sdk::config_or("sample-rate", 22_050)?;
         let silence: f32 = jig_sdk::config_or("sentence-silence", 0.2)?;
@@ -145,9 +134,7 @@ impl Function for TtsFrame {
             None => PhonemeIds::CodePoints,
         };
         if !(0.0..=10.0).contains(&silence) {
-            return Err(Error::invalid_input(
-                "config key `sentence-silence` must be between 0 and 10 seconds",
-            ));
+            return Err(Error::invalid_input("config key `sentence-silence` must be between 0 and 10 seconds"));
         }
         let gap = vec![0i16; (silence * sample_rate as f32) as usize];
 
@@ -164,9 +151,7 @@ impl Function for TtsFrame {
                 Tensor::from_f32(&[3], &scales),
             ];
             let outputs = jig_sdk::infer(&slot, &inputs)?;
-            let audio = outputs
-                .first()
-                .ok_or_else(|| Error::internal("voice model returned no outputs"))?;
+            let audio = outputs.first().ok_or_else(|| Error::internal("voice model returned no outputs"))?;
             if i > 0 {
                 samples.extend_from_slice(&gap);
             }
@@ -186,13 +171,7 @@ mod tests {
     fn splits_sentences_but_not_decimals() {
         assert_eq!(
             sentences("Stop here. Pi is 3.14!  Really?\nNew line…done… end"),
-            vec![
-                "Stop here.",
-                "Pi is 3.14!",
-                "Really?",
-                "New line…done…",
-                "end"
-            ]
+            vec!["Stop here.", "Pi is 3.14!", "Really?", "New line…done…", "end"]
         );
         assert!(sentences("  \n ").is_empty());
     }

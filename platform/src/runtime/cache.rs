@@ -12,19 +12,11 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// Compile `wasm`, through the cache in `dir` when there is one. Cache failures are logged, never fatal.
-pub(crate) fn compile(
-    engine: &Engine,
-    dir: Option<&Path>,
-    wasm: &[u8],
-) -> wasmtime::Result<Component> {
+pub(crate) fn compile(engine: &Engine, dir: Option<&Path>, wasm: &[u8]) -> wasmtime::Result<Component> {
     let Some(dir) = dir else {
         return Component::new(engine, wasm);
     };
-    let path = dir.join(format!(
-        "{}-{:016x}.cwasm",
-        hex::encode(Sha256::digest(wasm)),
-        compatibility(engine)
-    ));
+    let path = dir.join(format!("{}-{:016x}.cwasm", hex::encode(Sha256::digest(wasm)), compatibility(engine)));
     // Read the artifact into memory rather than mapping the file: a cache entry rewritten or truncated
     // behind our back must not become a SIGBUS in a running function.
     if let Ok(bytes) = std::fs::read(&path) {
@@ -46,9 +38,7 @@ pub(crate) fn compile(
 
 fn store(component: &Component, dir: &Path, path: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let bytes = component
-        .serialize()
-        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let bytes = component.serialize().map_err(|e| anyhow::anyhow!("{e:#}"))?;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)?;

@@ -8,12 +8,8 @@ use super::models::InferError;
 /// A function could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("function `{function}`: cannot read {}: {source}", path.display())]
-    Read {
-        function: String,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("function `{function}`: cannot read {}: {error}", path.display())]
+    Read { function: String, path: PathBuf, error: std::io::Error },
 
     #[error(
         "function `{function}`: the .wasm is a core WebAssembly module, not a component; build it for the \
@@ -28,11 +24,7 @@ pub enum LoadError {
         "function `{function}`: imports {import}, which jig does not provide; glue may import only \
          `jig:function` and the WASI interfaces the Rust standard library needs (no sockets or HTTP): {detail}"
     )]
-    UnsupportedImport {
-        function: String,
-        import: String,
-        detail: String,
-    },
+    UnsupportedImport { function: String, import: String, detail: String },
 
     #[error(
         "function `{function}`: does not export `jig:function/handler@0.1.0` with `handle`; declare the handler \
@@ -40,14 +32,8 @@ pub enum LoadError {
     )]
     MissingHandler { function: String, detail: String },
 
-    #[error(
-        "function `{function}`: memory limit {limit} bytes is above the runtime's maximum {max} bytes"
-    )]
-    MemoryLimitTooLarge {
-        function: String,
-        limit: usize,
-        max: usize,
-    },
+    #[error("function `{function}`: memory limit {limit} bytes is above the runtime's maximum {max} bytes")]
+    MemoryLimitTooLarge { function: String, limit: usize, max: usize },
 }
 
 /// An invocation of a function failed. The store is dropped; the next invocation starts fresh.
@@ -55,18 +41,11 @@ pub enum LoadError {
 pub enum InvokeError {
     /// The glue returned an error of its own.
     #[error("function `{function}` failed: {error}")]
-    Failed {
-        function: String,
-        error: FunctionError,
-    },
+    Failed { function: String, error: FunctionError },
 
     /// The glue trapped (a Rust panic traps after printing its message to stderr, shown here).
     #[error("function `{function}` trapped: {trap}{}", stderr_suffix(.stderr))]
-    Trap {
-        function: String,
-        trap: String,
-        stderr: String,
-    },
+    Trap { function: String, trap: String, stderr: String },
 
     #[error(
         "function `{function}` ran past its deadline ({budget:?} after it started); raise the request's timeout \
@@ -109,11 +88,7 @@ impl InvokeError {
 }
 
 fn stderr_suffix(stderr: &str) -> String {
-    if stderr.trim().is_empty() {
-        String::new()
-    } else {
-        format!("; its stderr ended with: {}", stderr.trim())
-    }
+    if stderr.trim().is_empty() { String::new() } else { format!("; its stderr ended with: {}", stderr.trim()) }
 }
 
 /// An error the glue returned; mirrors `error` in `sdk/wit/function.wit`.

@@ -64,12 +64,8 @@ impl InvocationState {
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .wall_clock(FrozenWallClock)
-            .secure_random(wasmtime_wasi::Deterministic::new(
-                DETERMINISTIC_BYTES.to_vec(),
-            ))
-            .insecure_random(wasmtime_wasi::Deterministic::new(
-                DETERMINISTIC_BYTES.to_vec(),
-            ))
+            .secure_random(wasmtime_wasi::Deterministic::new(DETERMINISTIC_BYTES.to_vec()))
+            .insecure_random(wasmtime_wasi::Deterministic::new(DETERMINISTIC_BYTES.to_vec()))
             .insecure_random_seed(0x6a69_675f_7365_6564)
             .allow_tcp(false)
             .allow_udp(false)
@@ -121,20 +117,12 @@ impl wasmtime_wasi::HostWallClock for FrozenWallClock {
 
 impl WasiView for InvocationState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
 impl wasmtime::ResourceLimiter for InvocationState {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
         let allowed = desired <= self.limits.memory;
         if !allowed {
             self.memory_refused = true;
@@ -142,12 +130,7 @@ impl wasmtime::ResourceLimiter for InvocationState {
         Ok(allowed)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= MAX_TABLE_ELEMENTS)
     }
 }
@@ -168,27 +151,15 @@ pub(crate) struct DeadlinePassed;
 impl wire::Host for InvocationState {}
 
 impl jig::function::inference::Host for InvocationState {
-    async fn infer(
-        &mut self,
-        slot: String,
-        inputs: Vec<wire::Tensor>,
-    ) -> Result<Vec<wire::Tensor>, wire::InferError> {
+    async fn infer(&mut self, slot: String, inputs: Vec<wire::Tensor>) -> Result<Vec<wire::Tensor>, wire::InferError> {
         let mut tensors = Vec::with_capacity(inputs.len());
         for (i, t) in inputs.into_iter().enumerate() {
             let tensor = Tensor::new(t.dtype.into(), t.shape, t.data).map_err(|e| {
-                wire::InferError::InvalidInput(format!(
-                    "function `{}`, slot `{slot}`, input {i}: {e}",
-                    self.function
-                ))
+                wire::InferError::InvalidInput(format!("function `{}`, slot `{slot}`, input {i}: {e}", self.function))
             })?;
             tensors.push(tensor);
         }
-        let request = InferRequest {
-            function: self.function.clone(),
-            slot,
-            inputs: tensors,
-            deadline: self.deadline,
-        };
+        let request = InferRequest { function: self.function.clone(), slot, inputs: tensors, deadline: self.deadline };
         match self.models.infer(request).await {
             Ok(outputs) => Ok(outputs.into_iter().map(Into::into).collect()),
             Err(e) => Err(e.into()),
@@ -199,9 +170,7 @@ impl jig::function::inference::Host for InvocationState {
 impl jig::function::runtime::Host for InvocationState {
     fn emit(&mut self, port: String, payload: Vec<u8>) -> wasmtime::Result<()> {
         let limits = &self.limits;
-        if self.emitted.len() >= limits.max_emits
-            || self.emitted_bytes + payload.len() > limits.max_emit_bytes
-        {
+        if self.emitted.len() >= limits.max_emits || self.emitted_bytes + payload.len() > limits.max_emit_bytes {
             return Err(HostLimitExceeded(format!(
                 "emitted more than {} payloads or {} bytes in one invocation (raise `max_emits` / \
                  `max_emit_bytes` in its limits if that is intended)",
@@ -280,11 +249,7 @@ impl From<DType> for wire::Dtype {
 impl From<Tensor> for wire::Tensor {
     fn from(t: Tensor) -> Self {
         let (dtype, shape, data) = t.into_parts();
-        wire::Tensor {
-            dtype: dtype.into(),
-            shape,
-            data,
-        }
+        wire::Tensor { dtype: dtype.into(), shape, data }
     }
 }
 

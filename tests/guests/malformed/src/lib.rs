@@ -9,6 +9,7 @@
 wit_bindgen::generate!({ path: "../../../sdk/wit", world: "function" });
 
 /// The result area: discriminant (u8, padded to 4), list pointer, list length.
+#[cfg(target_arch = "wasm32")]
 static mut RESULT: [u32; 3] = [0; 3];
 
 /// # Safety
@@ -17,11 +18,7 @@ static mut RESULT: [u32; 3] = [0; 3];
 #[unsafe(export_name = "jig:function/handler@0.1.0#handle")]
 pub unsafe extern "C" fn handle(payload: *mut u8, len: usize) -> *mut u8 {
     let first = if len > 0 { unsafe { *payload } } else { 0 };
-    let result = if first == b'd' {
-        [7, 0, 0]
-    } else {
-        [0, 0xFFFF_FF00, 1000]
-    };
+    let result = if first == b'd' { [7, 0, 0] } else { [0, 0xFFFF_FF00, 1000] };
     unsafe {
         RESULT = result;
         &raw mut RESULT as *mut u8

@@ -17,19 +17,11 @@ enum Op {
     /// Allocate `bytes` in 1 MiB chunks and keep them.
     Grow { bytes: usize },
     /// Call `infer` on `slot` `count` times with a u8 tensor of `bytes` bytes; return the total output bytes.
-    Infer {
-        slot: String,
-        count: usize,
-        bytes: usize,
-    },
+    Infer { slot: String, count: usize, bytes: usize },
     /// Call `infer` with a tensor whose data does not match its shape, bypassing the SDK's checks.
     BadTensor,
     /// Emit `count` payloads of `bytes` bytes on `port`.
-    Emit {
-        port: String,
-        count: usize,
-        bytes: usize,
-    },
+    Emit { port: String, count: usize, bytes: usize },
     /// Return the remaining time in nanoseconds.
     Remaining,
     /// Return the configuration value of `key`.
@@ -69,11 +61,7 @@ impl Function for Probe {
                 Ok(total.to_string().into_bytes())
             }
             Op::BadTensor => {
-                let bad = types::Tensor {
-                    dtype: types::Dtype::F32,
-                    shape: vec![2, 2],
-                    data: vec![0; 3],
-                };
+                let bad = types::Tensor { dtype: types::Dtype::F32, shape: vec![2, 2], data: vec![0; 3] };
                 inference::infer("identity", &[bad])?;
                 Err(Error::internal("the host accepted a malformed tensor"))
             }
@@ -87,10 +75,7 @@ impl Function for Probe {
                 }
                 Ok(count.to_string().into_bytes())
             }
-            Op::Remaining => Ok(jig_sdk::remaining_time()
-                .as_nanos()
-                .to_string()
-                .into_bytes()),
+            Op::Remaining => Ok(jig_sdk::remaining_time().as_nanos().to_string().into_bytes()),
             Op::Config { key } => Ok(jig_sdk::config(&key).unwrap_or_default().into_bytes()),
             Op::Sandbox => {
                 let report = serde_json::json!({

@@ -1,0 +1,29 @@
+# The two commands of the README: `make demo` and `make test`. Both install what is missing first.
+
+CARGO ?= cargo
+WASM_DIR := target/wasm32-wasip2/release
+# Glue functions and test guests, built to WebAssembly components.
+GUESTS := echo crop select tts-frame jig-probe jig-malformed
+
+.PHONY: demo test setup functions build bench clean
+
+setup:
+	@scripts/setup.sh
+
+functions: setup
+	$(CARGO) build --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS))
+
+build: functions
+	$(CARGO) build --release -p jig-platform
+
+demo: build
+	@scripts/demo.sh
+
+test: functions
+	$(CARGO) test --workspace
+
+bench: build
+	$(CARGO) bench -p jig-platform --bench runtime
+
+clean:
+	$(CARGO) clean
