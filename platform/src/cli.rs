@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use jig_sdk::Envelope;
 
 use crate::runtime::{FunctionLimits, FunctionOptions, Outcome, Runtime, RuntimeConfig};
 
@@ -86,7 +87,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut payload = read_input(&args.input)?;
     if let Some(meta) = &args.meta {
         let meta: serde_json::Value = serde_json::from_str(meta).context("--meta is not valid JSON")?;
-        payload = envelope(&meta, payload);
+        payload = Envelope { meta, body: payload }.encode();
     }
     let config = parse_config(&args.config)?;
     let name = args.component.file_stem().and_then(|s| s.to_str()).unwrap_or("function").to_string();
@@ -127,21 +128,10 @@ fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
     }
 }
 
-/// The envelope framing of `jig_sdk::Envelope`: body, metadata JSON, u32 LE metadata length.
-fn envelope(meta: &serde_json::Value, mut body: Vec<u8>) -> Vec<u8> {
-    let meta = serde_json::to_vec(meta).expect("a JSON value serialises");
-    body.extend_from_slice(&meta);
-    body.extend_from_slice(&(meta.len() as u32).to_le_bytes());
-    body
-}
-
-/// The metadata and body of an envelope, if `payload` is one with a JSON object as metadata.
-fn split_envelope(payload: &[u8]) -> Option<(serde_json::Value, &[u8])> {
-    let trailer = payload.len().checked_sub(4)?;
-    let len = u32::from_le_bytes(payload[trailer..].try_into().ok()?) as usize;
-    let meta_start = trailer.checked_sub(len)?;
-    let meta: serde_json::Value = serde_json::from_slice(&payload[meta_start..trailer]).ok()?;
-    meta.is_object().then_some((meta, &payload[..meta_start]))
+/// The metadata and body of `payload`, if it is an envelope with a JSON object as metadata.
+fn split_envelope(payload: &[u8]) -> Option<(serde_json::Value, Vec<u8>)> {
+    let Envelope { meta, body } = Envelope::<serde_json::Value>::decode(payload.to_vec()).ok()?;
+    meta.is_object().then_some((meta, body))
 }
 
 fn parse_config(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
@@ -185,7 +175,7 @@ fn report(name: &str, outcome: &Outcome, elapsed: Duration, args: &RunArgs) -> a
                     let ext = if body.starts_with(b"\x89PNG") { "png" } else { "bin" };
                     vec![
                         (stem.with_extension("json"), meta.to_string().into_bytes()),
-                        (stem.with_extension(ext), body.to_vec()),
+                        (stem.with_extension(ext), body.clone()),
                     ]
                 }
                 None => vec![(stem.with_extension("bin"), emission.payload.clone())],

@@ -246,6 +246,12 @@ async fn a_component_importing_what_the_host_lacks_is_refused_at_load() {
     let err = rt.load("networked", networked.as_bytes(), FunctionOptions::default()).err().unwrap();
     assert!(matches!(&err, LoadError::UnsupportedImport { import, .. } if import == "wasi:sockets/tcp@0.2.6"), "{err}");
 
+    // An import of the contract with the wrong shape: built against another version of it.
+    let mismatched = r#"(component (import "jig:function/runtime@0.1.0" (instance (export "emit" (func)))))"#;
+    let err = rt.load("stale", mismatched.as_bytes(), FunctionOptions::default()).err().unwrap();
+    assert!(matches!(&err, LoadError::Link { function, .. } if function == "stale"), "{err}");
+    assert!(err.to_string().contains("rebuild"), "{err}");
+
     let no_handler = rt.load("empty", b"(component)", FunctionOptions::default()).err().unwrap();
     assert!(matches!(&no_handler, LoadError::MissingHandler { function, .. } if function == "empty"), "{no_handler}");
 }

@@ -27,6 +27,12 @@ pub enum LoadError {
     UnsupportedImport { function: String, import: String, detail: String },
 
     #[error(
+        "function `{function}`: its imports do not match what jig provides (was it built against another \
+         version of the jig:function contract? rebuild it with this jig-sdk): {detail}"
+    )]
+    Link { function: String, detail: String },
+
+    #[error(
         "function `{function}`: does not export `jig:function/handler@0.1.0` with `handle`; declare the handler \
          with `jig_sdk::export!`: {detail}"
     )]
@@ -98,6 +104,6 @@ pub enum FunctionError {
     InvalidInput(String),
     #[error("model call failed: {0}")]
     Model(InferError),
-    #[error("{0}")]
+    #[error("internal error: {0}")]
     Internal(String),
 }

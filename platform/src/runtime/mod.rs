@@ -207,15 +207,12 @@ impl Runtime {
         let component = cache::compile(&self.engine, self.config.cache_dir.as_deref(), wasm)
             .map_err(|e| LoadError::Invalid { function: function.clone(), detail: format!("{e:#}") })?;
 
-        if let Some(import) = self.unsupported_import(&component) {
-            // Let the linker explain the mismatch; fall back to naming the import alone.
-            let detail = self.linker.instantiate_pre(&component).err().map(|e| format!("{e:#}")).unwrap_or_default();
-            return Err(LoadError::UnsupportedImport { function, import, detail });
-        }
-        let pre = self.linker.instantiate_pre(&component).map_err(|e| LoadError::UnsupportedImport {
-            function: function.clone(),
-            import: "an item".into(),
-            detail: format!("{e:#}"),
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            let (function, detail) = (function.clone(), format!("{e:#}"));
+            match self.unsupported_import(&component) {
+                Some(import) => LoadError::UnsupportedImport { function, import, detail },
+                None => LoadError::Link { function, detail },
+            }
         })?;
         let pre = FunctionPre::new(pre)
             .map_err(|e| LoadError::MissingHandler { function: function.clone(), detail: format!("{e:#}") })?;
@@ -341,7 +338,7 @@ impl Function {
     }
 
     /// Run the handler on `payload` in a fresh instance. The invocation ends by `deadline` (or the function's
-    /// timeout, whichever is sooner).
+    /// timeout, whichever is sooner). Call it inside a Tokio runtime with the time driver enabled.
     pub async fn invoke(&self, payload: &[u8], deadline: Option<Instant>) -> Result<Outcome, InvokeError> {
         let f = &*self.inner;
         let started = Instant::now();
