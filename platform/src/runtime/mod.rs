@@ -207,13 +207,18 @@ impl Runtime {
         let component = cache::compile(&self.engine, self.config.cache_dir.as_deref(), wasm)
             .map_err(|e| LoadError::Invalid { function: function.clone(), detail: format!("{e:#}") })?;
 
-        let pre = self.linker.instantiate_pre(&component).map_err(|e| {
-            let (function, detail) = (function.clone(), format!("{e:#}"));
-            match self.unsupported_import(&component) {
-                Some(import) => LoadError::UnsupportedImport { function, import, detail },
-                None => LoadError::Link { function, detail },
-            }
-        })?;
+        // Refuse by name first: an import outside the contract is refused even when it happens to link.
+        if let Some(import) = self.unsupported_import(&component) {
+            let detail = match self.linker.instantiate_pre(&component) {
+                Err(e) => format!("{e:#}"),
+                Ok(_) => "jig refuses it even though it declares nothing the host would have to provide".into(),
+            };
+            return Err(LoadError::UnsupportedImport { function, import, detail });
+        }
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Link { function: function.clone(), detail: format!("{e:#}") })?;
         let pre = FunctionPre::new(pre)
             .map_err(|e| LoadError::MissingHandler { function: function.clone(), detail: format!("{e:#}") })?;
         Ok(Function {
