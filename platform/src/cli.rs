@@ -170,23 +170,18 @@ fn report(name: &str, outcome: &Outcome, elapsed: Duration, args: &RunArgs) -> a
         if let Some(dir) = &args.emit_dir {
             // An envelope is written as its metadata and its body; a PNG body gets its extension.
             let stem = dir.join(format!("{}-{i}", emission.port));
-            let files: Vec<(PathBuf, Vec<u8>)> = match &envelope {
+            match &envelope {
                 Some((meta, body)) => {
                     let ext = if body.starts_with(b"\x89PNG") { "png" } else { "bin" };
-                    vec![
-                        (stem.with_extension("json"), meta.to_string().into_bytes()),
-                        (stem.with_extension(ext), body.clone()),
-                    ]
+                    write_file(&stem.with_extension("json"), meta.to_string().as_bytes())?;
+                    write_file(&stem.with_extension(ext), body)?;
                 }
-                None => vec![(stem.with_extension("bin"), emission.payload.clone())],
-            };
-            for (path, bytes) in files {
-                std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+                None => write_file(&stem.with_extension("bin"), &emission.payload)?,
             }
         }
     }
     match &args.output {
-        Some(path) => std::fs::write(path, &outcome.output).with_context(|| format!("writing {}", path.display()))?,
+        Some(path) => write_file(path, &outcome.output)?,
         None => {
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(&outcome.output)?;
@@ -196,4 +191,8 @@ fn report(name: &str, outcome: &Outcome, elapsed: Duration, args: &RunArgs) -> a
         }
     }
     Ok(())
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
