@@ -169,7 +169,13 @@ fn report(name: &str, outcome: &Outcome, elapsed: Duration, args: &RunArgs) -> a
         eprintln!("  emit[{i}] -> {}: {what}", emission.port);
         if let Some(dir) = &args.emit_dir {
             // An envelope is written as its metadata and its body; a PNG body gets its extension.
-            let stem = dir.join(format!("{}-{i}", emission.port));
+            // The port name comes from the guest: keep it to characters that cannot leave `dir`.
+            let port: String = emission
+                .port
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+                .collect();
+            let stem = dir.join(format!("{port}-{i}"));
             match &envelope {
                 Some((meta, body)) => {
                     let ext = if body.starts_with(b"\x89PNG") { "png" } else { "bin" };
