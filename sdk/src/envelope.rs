@@ -13,6 +13,10 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{Error, Result};
 
+/// Spare capacity worth leaving in a body that will be framed: typical metadata then fits, and
+/// [`Envelope::encode`] appends it without moving the body.
+pub const TRAILER_RESERVE: usize = 512;
+
 /// JSON metadata of type `M` and a binary body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope<M> {
@@ -21,7 +25,7 @@ pub struct Envelope<M> {
 }
 
 impl<M: Serialize> Envelope<M> {
-    /// The framed bytes, built in the body's allocation.
+    /// The framed bytes, built in the body's allocation (reserve [`TRAILER_RESERVE`] in it to avoid a copy).
     pub fn encode(self) -> Vec<u8> {
         let mut out = self.body;
         let body_len = out.len();

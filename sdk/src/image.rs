@@ -60,7 +60,8 @@ pub fn crop(image: &RgbImage, region: &BoundingBox) -> Option<RgbImage> {
     let stride = image.width() as usize * 3;
     let (start, len) = (x as usize * 3, w as usize * 3);
     let src = image.as_raw();
-    let mut out = Vec::with_capacity(len * h as usize);
+    // Spare room for an envelope trailer, so framing the crop for `emit` appends instead of copying it.
+    let mut out = Vec::with_capacity(len * h as usize + crate::envelope::TRAILER_RESERVE);
     for row in y as usize..(y + h) as usize {
         out.extend_from_slice(&src[row * stride + start..row * stride + start + len]);
     }
