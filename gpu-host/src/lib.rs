@@ -4,9 +4,10 @@
 //! models and segments (CPU core sets, MIG instances, MPS percentages); it knows nothing of apps, graphs or
 //! WebAssembly.
 //!
-//! Today it holds the [`Tensor`] that crosses the `infer` boundary. ONNX Runtime sessions on segments, the
-//! worker processes that own them, dynamic batching and device discovery come with the model-execution work.
+//! * [`onnx`]: ONNX Runtime, loaded from the library the project's set-up installs; [`onnx::Model`] runs a
+//!   model on [`Tensor`]s after checking them against its declared inputs.
 
+pub mod onnx;
 mod tensor;
 
 pub use tensor::{DType, Tensor, TensorError};

@@ -1,0 +1,313 @@
+//! ONNX Runtime: finding the library, loading models, running them on [`Tensor`]s.
+//!
+//! `ort` loads `libonnxruntime` at run time (`load-dynamic`); no binary is downloaded. [`library_path`] finds
+//! it: `JIG_ORT_LIB`, else `ORT_DYLIB_PATH`, else the `onnxruntime` wheel that `make setup` installs into
+//! `.jig/python`, looked for from the working directory and from the executable upwards. One ONNX Runtime
+//! environment serves the whole process ([`environment`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use ort::session::Session;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::value::{DynTensor, TensorElementType, ValueType};
+
+use crate::{DType, Tensor};
+
+/// The ONNX Runtime version `make setup` installs and `ort` is built against.
+pub const ORT_VERSION: &str = "1.31.1";
+
+/// Where the set-up puts the library, relative to the project root.
+const WHEEL_LIBRARY: &str = ".jig/python/onnxruntime/capi";
+
+/// What fixes a missing or unusable library.
+const FIX: &str = "run `make setup` in the jig checkout (it installs the `onnxruntime` wheel into .jig/python), \
+                   or set JIG_ORT_LIB to a libonnxruntime.so of version 1.31";
+
+/// Why a model could not be loaded or run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error("ONNX Runtime is not available: {detail}; {FIX}")]
+    Library { detail: String },
+    #[error("model `{model}`: cannot read {path}: {detail}")]
+    Read { model: String, path: PathBuf, detail: String },
+    #[error("model `{model}` ({path}) is not a valid ONNX model: {detail}")]
+    Invalid { model: String, path: PathBuf, detail: String },
+    #[error("model `{model}`: {io} `{name}` has type {ty}, which jig cannot pass through `infer`")]
+    UnsupportedType { model: String, io: &'static str, name: String, ty: String },
+    #[error("model `{model}`: {detail}")]
+    Input { model: String, detail: String },
+    #[error("model `{model}` failed: {detail}")]
+    Run { model: String, detail: String },
+}
+
+/// The library to load: see the module documentation.
+pub fn library_path() -> Result<PathBuf, ModelError> {
+    for var in ["JIG_ORT_LIB", "ORT_DYLIB_PATH"] {
+        if let Some(path) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            return Ok(PathBuf::from(path));
+        }
+    }
+    let file = format!("libonnxruntime.so.{ORT_VERSION}");
+    let mut roots: Vec<PathBuf> = Vec::new();
+    if let Ok(dir) = std::env::current_dir() {
+        roots.extend(dir.ancestors().map(Path::to_path_buf));
+    }
+    if let Some(exe) = std::env::current_exe().ok().and_then(|e| e.canonicalize().ok()) {
+        roots.extend(exe.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    let candidates: Vec<PathBuf> = roots.iter().map(|r| r.join(WHEEL_LIBRARY).join(&file)).collect();
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| ModelError::Library {
+        detail: format!(
+            "{file} not found under {WHEEL_LIBRARY} of the working directory, the executable's folder or their parents"
+        ),
+    })
+}
+
+/// The process's ONNX Runtime environment, loaded on first use.
+pub fn environment() -> Result<&'static ort::environment::Environment, ModelError> {
+    static ENV: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let path = library_path().map_err(|e| match e {
+            ModelError::Library { detail } => detail,
+            other => other.to_string(),
+        })?;
+        let builder = ort::init_from(&path).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+        builder.with_name("jig").build().map_err(|e| format!("{} loaded but failed to start: {e}", path.display()))
+    })
+    .as_ref()
+    .map_err(|detail| ModelError::Library { detail: detail.clone() })
+}
+
+/// A declared model input or output: name, element type, and shape with `None` for dynamic dimensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<Option<u64>>,
+}
+
+impl TensorSpec {
+    /// Whether the first dimension is dynamic, so requests can be stacked along it into one batch.
+    pub fn batchable(&self) -> bool {
+        matches!(self.shape.first(), Some(None))
+    }
+}
+
+impl std::fmt::Display for TensorSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dims: Vec<String> = self.shape.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
+        write!(f, "`{}`: {:?} [{}]", self.name, self.dtype, dims.join(", "))
+    }
+}
+
+/// How a session is built.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Intra-op threads (the cores of a CPU segment).
+    pub threads: usize,
+    /// Run on this CUDA device (`CUDA_VISIBLE_DEVICES` already narrows what the process sees) with at most
+    /// this many bytes of GPU memory; `None` runs on the CPU.
+    pub cuda: Option<(i32, Option<usize>)>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions { threads: 1, cuda: None }
+    }
+}
+
+/// A loaded ONNX model with its declared inputs and outputs. Runs one call at a time.
+pub struct Model {
+    name: String,
+    session: Mutex<Session>,
+    inputs: Vec<TensorSpec>,
+    outputs: Vec<TensorSpec>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model").field("name", &self.name).field("inputs", &self.inputs).finish_non_exhaustive()
+    }
+}
+
+impl Model {
+    /// Load the model at `path`, calling it `name` in errors.
+    pub fn load(name: &str, path: &Path, options: &SessionOptions) -> Result<Model, ModelError> {
+        let bytes = std::fs::read(path).map_err(|e| ModelError::Read {
+            model: name.into(),
+            path: path.into(),
+            detail: e.to_string(),
+        })?;
+        Self::from_bytes(name, &bytes, options).map_err(|e| {
+            if let ModelError::Invalid { model, detail, .. } = e {
+                ModelError::Invalid { model, path: path.into(), detail }
+            } else {
+                e
+            }
+        })
+    }
+
+    /// Load a model from its bytes.
+    pub fn from_bytes(name: &str, bytes: &[u8], options: &SessionOptions) -> Result<Model, ModelError> {
+        let env = environment()?;
+        let invalid =
+            |detail: String| ModelError::Invalid { model: name.into(), path: PathBuf::from("<memory>"), detail };
+        let mut builder = Session::builder(env)
+            .and_then(|b| Ok(b.with_optimization_level(GraphOptimizationLevel::All)?))
+            .and_then(|b| Ok(b.with_intra_threads(options.threads.max(1))?))
+            .and_then(|b| Ok(b.with_inter_threads(1)?))
+            .map_err(|e| ModelError::Run { model: name.into(), detail: format!("session options: {e}") })?;
+        if let Some((device, memory_limit)) = options.cuda {
+            let mut cuda = ort::ep::CUDA::default().with_device_id(device);
+            if let Some(limit) = memory_limit {
+                cuda = cuda.with_memory_limit(limit);
+            }
+            builder =
+                builder.with_execution_providers([cuda.build().error_on_failure()]).map_err(|e| ModelError::Run {
+                    model: name.into(),
+                    detail: format!("the CUDA execution provider is unavailable ({e}); install onnxruntime-gpu"),
+                })?;
+        }
+        let session = builder.commit_from_memory(bytes).map_err(|e| invalid(e.to_string()))?;
+        let specs = |io: &'static str, outlets: &[ort::value::Outlet]| -> Result<Vec<TensorSpec>, ModelError> {
+            outlets.iter().map(|o| tensor_spec(name, io, o.name(), o.dtype())).collect()
+        };
+        let inputs = specs("input", session.inputs())?;
+        let outputs = specs("output", session.outputs())?;
+        Ok(Model { name: name.into(), session: Mutex::new(session), inputs, outputs })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn inputs(&self) -> &[TensorSpec] {
+        &self.inputs
+    }
+
+    pub fn outputs(&self) -> &[TensorSpec] {
+        &self.outputs
+    }
+
+    /// Whether every input's first dimension is dynamic, so that requests can be batched.
+    pub fn batchable(&self) -> bool {
+        self.inputs.iter().all(TensorSpec::batchable)
+    }
+
+    /// Check `inputs` against the declared inputs: count, element types, ranks and fixed dimensions.
+    pub fn check(&self, inputs: &[Tensor]) -> Result<(), ModelError> {
+        check_inputs(&self.name, &self.inputs, inputs)
+    }
+
+    /// Run the model on `inputs` (in declared order; checked first) and return its outputs in declared order.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, ModelError> {
+        self.check(inputs)?;
+        let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
+        let values = inputs
+            .iter()
+            .map(|t| to_ort(t).map(ort::session::SessionInputValue::from))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| failed(format!("cannot create an input tensor: {e}")))?;
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let outputs = session.run(values.as_slice()).map_err(|e| failed(e.to_string()))?;
+        outputs.into_iter().map(|(_, v)| from_ort(&self.name, v)).collect()
+    }
+}
+
+/// Check `inputs` against `specs` (see [`Model::check`]).
+pub fn check_inputs(model: &str, specs: &[TensorSpec], inputs: &[Tensor]) -> Result<(), ModelError> {
+    let error = |detail: String| ModelError::Input { model: model.into(), detail };
+    if inputs.len() != specs.len() {
+        let expected: Vec<String> = specs.iter().map(ToString::to_string).collect();
+        return Err(error(format!("expects {} inputs ({}), got {}", specs.len(), expected.join("; "), inputs.len())));
+    }
+    for (spec, tensor) in specs.iter().zip(inputs) {
+        let shape_ok = spec.shape.len() == tensor.shape().len()
+            && spec.shape.iter().zip(tensor.shape()).all(|(want, got)| want.is_none_or(|w| w == *got));
+        if spec.dtype != tensor.dtype() || !shape_ok {
+            return Err(error(format!(
+                "input {spec} cannot take a {:?} tensor of shape {:?}",
+                tensor.dtype(),
+                tensor.shape()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn tensor_spec(model: &str, io: &'static str, name: &str, ty: &ValueType) -> Result<TensorSpec, ModelError> {
+    let unsupported = || ModelError::UnsupportedType { model: model.into(), io, name: name.into(), ty: ty.to_string() };
+    match ty {
+        ValueType::Tensor { ty: element, shape, .. } => Ok(TensorSpec {
+            name: name.into(),
+            dtype: dtype_of(*element).ok_or_else(unsupported)?,
+            shape: shape.iter().map(|&d| u64::try_from(d).ok()).collect(),
+        }),
+        _ => Err(unsupported()),
+    }
+}
+
+fn dtype_of(element: TensorElementType) -> Option<DType> {
+    Some(match element {
+        TensorElementType::Float32 => DType::F32,
+        TensorElementType::Float16 => DType::F16,
+        TensorElementType::Float64 => DType::F64,
+        TensorElementType::Uint8 => DType::U8,
+        TensorElementType::Int8 => DType::I8,
+        TensorElementType::Uint16 => DType::U16,
+        TensorElementType::Int16 => DType::I16,
+        TensorElementType::Int32 => DType::I32,
+        TensorElementType::Int64 => DType::I64,
+        TensorElementType::Bool => DType::Bool,
+        _ => return None,
+    })
+}
+
+fn element_of(dtype: DType) -> TensorElementType {
+    match dtype {
+        DType::F32 => TensorElementType::Float32,
+        DType::F16 => TensorElementType::Float16,
+        DType::F64 => TensorElementType::Float64,
+        DType::U8 => TensorElementType::Uint8,
+        DType::I8 => TensorElementType::Int8,
+        DType::U16 => TensorElementType::Uint16,
+        DType::I16 => TensorElementType::Int16,
+        DType::I32 => TensorElementType::Int32,
+        DType::I64 => TensorElementType::Int64,
+        DType::Bool => TensorElementType::Bool,
+    }
+}
+
+/// An ONNX Runtime tensor holding a copy of `tensor`.
+fn to_ort(tensor: &Tensor) -> ort::Result<DynTensor> {
+    let shape: Vec<i64> = tensor.shape().iter().map(|&d| d as i64).collect();
+    let mut value = DynTensor::new(&ort::memory::Allocator::default(), element_of(tensor.dtype()), shape)?;
+    let data = tensor.data();
+    if !data.is_empty() {
+        // SAFETY: the value was allocated on the CPU for exactly this dtype and shape, so it holds data.len()
+        // bytes; the regions cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), value.data_ptr_mut().cast::<u8>(), data.len()) };
+    }
+    Ok(value)
+}
+
+fn from_ort(model: &str, value: ort::value::DynValue) -> Result<Tensor, ModelError> {
+    let failed = |detail: String| ModelError::Run { model: model.into(), detail };
+    let (dtype, shape) = match value.dtype() {
+        ValueType::Tensor { ty, shape, .. } => (
+            dtype_of(*ty).ok_or_else(|| failed(format!("an output has unsupported type {ty}")))?,
+            shape.iter().map(|&d| d.max(0) as u64).collect::<Vec<u64>>(),
+        ),
+        other => return Err(failed(format!("an output is a {other}, not a tensor"))),
+    };
+    let len = shape.iter().product::<u64>() as usize * dtype.size();
+    let tensor = value.downcast::<ort::value::DynTensorValueType>().map_err(|e| failed(e.to_string()))?;
+    let data = if len == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: a CPU tensor of this dtype and shape holds `len` bytes at its data pointer.
+        unsafe { std::slice::from_raw_parts(tensor.data_ptr().cast::<u8>(), len) }.to_vec()
+    };
+    Tensor::new(dtype, shape, data).map_err(|e| failed(e.to_string()))
+}

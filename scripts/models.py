@@ -1,0 +1,113 @@
+"""Write the models jig's tests, benchmarks and demo use into a directory (default .jig/models).
+
+Generated models are synthetic: deterministic weights (fixed seeds), real ONNX graphs, for exercising model
+execution and for timing only. The PP-OCR models are real; they are copied out of the `rapidocr-onnxruntime`
+package that scripts/setup.sh installs. A second run rewrites nothing that is already there.
+
+    mixed.onnx   x: f32 [N,4], ids: i64 [N,4]  ->  y = x * ids (as f32), f32 [N,4]; exact, for batching checks
+    mlp.onnx     x: f32 [N,64]  ->  y: f32 [N,16]; two dense layers with ReLU
+    big.onnx     x: f32 [N,4096] -> y: f32 [N,4096]; one 64 MiB weight matrix, for memory-budget checks
+    ppocr-det.onnx, ppocr-rec.onnx, ppocr-cls.onnx   PP-OCRv4 detector, recognizer, angle classifier
+"""
+
+import importlib.util
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+def save(model, path):
+    onnx.checker.check_model(model)
+    tmp = path + ".tmp"
+    onnx.save(model, tmp)
+    os.replace(tmp, path)
+
+
+def graph_model(nodes, inputs, outputs, initializers, name):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="jig")
+    model.ir_version = 8
+    return model
+
+
+def mixed():
+    return graph_model(
+        [helper.make_node("Cast", ["ids"], ["ids_f"], to=TensorProto.FLOAT), helper.make_node("Mul", ["x", "ids_f"], ["y"])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+            helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [],
+        "mixed",
+    )
+
+
+def dense(rng, name, fan_in, fan_out):
+    w = (rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in)).astype(np.float32)
+    b = np.zeros(fan_out, dtype=np.float32)
+    return [numpy_helper.from_array(w, name + "_w"), numpy_helper.from_array(b, name + "_b")]
+
+
+def mlp():
+    rng = np.random.default_rng(7)
+    return graph_model(
+        [
+            helper.make_node("Gemm", ["x", "l1_w", "l1_b"], ["h"]),
+            helper.make_node("Relu", ["h"], ["a"]),
+            helper.make_node("Gemm", ["a", "l2_w", "l2_b"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16])],
+        dense(rng, "l1", 64, 256) + dense(rng, "l2", 256, 16),
+        "mlp",
+    )
+
+
+def big():
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((4096, 4096), dtype=np.float32)
+    return graph_model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4096])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4096])],
+        [numpy_helper.from_array(w, "w")],
+        "big",
+    )
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else ".jig/models"
+    os.makedirs(out, exist_ok=True)
+    written = []
+    for name, build in [("mixed", mixed), ("mlp", mlp), ("big", big)]:
+        path = os.path.join(out, name + ".onnx")
+        if not os.path.exists(path):
+            save(build(), path)
+            written.append(name)
+
+    # Located, not imported: the package's code needs OpenCV, which jig does not install.
+    spec = importlib.util.find_spec("rapidocr_onnxruntime")
+    shipped = os.path.join(os.path.dirname(spec.origin), "models")
+    for name, file in [
+        ("ppocr-det", "ch_PP-OCRv4_det_infer.onnx"),
+        ("ppocr-rec", "ch_PP-OCRv4_rec_infer.onnx"),
+        ("ppocr-cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx"),
+    ]:
+        path = os.path.join(out, name + ".onnx")
+        if not os.path.exists(path):
+            shutil.copyfile(os.path.join(shipped, file), path + ".tmp")
+            os.replace(path + ".tmp", path)
+            written.append(name)
+    if written:
+        print(f"models: wrote {', '.join(written)} to {out}")
+
+
+if __name__ == "__main__":
+    main()
