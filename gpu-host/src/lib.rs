@@ -6,8 +6,21 @@
 //!
 //! * [`onnx`]: ONNX Runtime, loaded from the library the project's set-up installs; [`onnx::Model`] runs a
 //!   model on [`Tensor`]s after checking them against its declared inputs.
+//! * [`segment`] and [`device`]: where instances can run, and what this machine has.
+//! * [`instance`]: a model instance — a queue, a batcher with JigsawServe's batching and early dropping, and
+//!   an executor; [`pool`] spreads a slot's requests over its instances by planned throughput.
+//!
+//! CPU segments run in this process: a pinned thread per instance, whose ONNX Runtime threads inherit the
+//! pinning. A worker process would add an IPC hop and a copy per batch and buy only crash isolation, which
+//! ONNX Runtime on the CPU, with inputs checked against the model first, rarely needs. GPU segments run in
+//! worker processes, because CUDA binds a process, not a thread, to a MIG instance or an MPS share.
 
+pub mod batch;
+pub mod device;
+pub mod instance;
 pub mod onnx;
+pub mod pool;
+pub mod segment;
 mod tensor;
 
 pub use tensor::{DType, Tensor, TensorError};

@@ -1,0 +1,144 @@
+//! Device discovery: CPU cores always; NVIDIA GPUs, their memory, MIG mode and MIG instances through
+//! `nvidia-smi` where it exists. Without a GPU (or without the driver) discovery reports CPU cores only, and
+//! everything runs on CPU segments.
+
+use std::process::Command;
+
+use crate::segment::MigProfile;
+
+/// What this machine offers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Devices {
+    /// CPU cores this process may run on.
+    pub cpu_cores: Vec<usize>,
+    pub gpus: Vec<Gpu>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Gpu {
+    pub index: u32,
+    pub name: String,
+    pub uuid: String,
+    pub memory_mib: u64,
+    pub mig_enabled: bool,
+    /// MIG instances already created (jig does not change MIG settings).
+    pub mig_instances: Vec<MigInstance>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MigInstance {
+    /// `MIG-…`: what `CUDA_VISIBLE_DEVICES` takes to bind a process to this instance.
+    pub uuid: String,
+    /// `None` for profiles outside [`MigProfile`] (other GPU models).
+    pub profile: Option<String>,
+}
+
+impl MigInstance {
+    pub fn profile(&self) -> Option<MigProfile> {
+        self.profile.as_deref()?.parse().ok()
+    }
+}
+
+impl Devices {
+    /// Look at the machine.
+    pub fn discover() -> Devices {
+        Devices { cpu_cores: cpu_cores(), gpus: discover_gpus().unwrap_or_default() }
+    }
+}
+
+/// The cores in this process's affinity mask.
+fn cpu_cores() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills a plain cpu_set_t; CPU_ISSET reads within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect();
+        }
+    }
+    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+}
+
+fn nvidia_smi(args: &[&str]) -> Option<String> {
+    let out = Command::new("nvidia-smi").args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn discover_gpus() -> Option<Vec<Gpu>> {
+    let query =
+        nvidia_smi(&["--query-gpu=index,name,uuid,memory.total,mig.mode.current", "--format=csv,noheader,nounits"])?;
+    let mut gpus = parse_gpu_query(&query);
+    if gpus.iter().any(|g| g.mig_enabled) {
+        if let Some(list) = nvidia_smi(&["-L"]) {
+            for (index, instance) in parse_mig_list(&list) {
+                if let Some(gpu) = gpus.iter_mut().find(|g| g.index == index) {
+                    gpu.mig_instances.push(instance);
+                }
+            }
+        }
+    }
+    Some(gpus)
+}
+
+/// Parse `nvidia-smi --query-gpu=index,name,uuid,memory.total,mig.mode.current --format=csv,noheader,nounits`.
+pub fn parse_gpu_query(text: &str) -> Vec<Gpu> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            let [index, name, uuid, memory, mig] = f.as_slice() else { return None };
+            Some(Gpu {
+                index: index.parse().ok()?,
+                name: name.to_string(),
+                uuid: uuid.to_string(),
+                memory_mib: memory.parse().ok()?,
+                mig_enabled: *mig == "Enabled",
+                mig_instances: Vec::new(),
+            })
+        })
+        .collect()
+}
+
+/// Parse `nvidia-smi -L`: `GPU 0: … (UUID: GPU-…)` lines, each followed by its
+/// `  MIG 3g.40gb     Device  0: (UUID: MIG-…)` lines.
+pub fn parse_mig_list(text: &str) -> Vec<(u32, MigInstance)> {
+    let mut gpu = None;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix("GPU ") {
+            gpu = rest.split(':').next().and_then(|i| i.trim().parse().ok());
+        } else if let (Some(rest), Some(gpu)) = (trimmed.strip_prefix("MIG "), gpu) {
+            let profile = rest.split_whitespace().next().map(str::to_string);
+            let uuid = rest.split("UUID:").nth(1).map(|u| u.trim().trim_end_matches(')').to_string());
+            if let Some(uuid) = uuid {
+                out.push((gpu, MigInstance { uuid, profile }));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_nvidia_smi_output() {
+        let gpus = parse_gpu_query(
+            "0, NVIDIA H100 80GB HBM3, GPU-5e3c, 81559, Enabled\n1, NVIDIA H100, GPU-77aa, 81559, Disabled\n",
+        );
+        assert_eq!(gpus.len(), 2);
+        assert_eq!((gpus[0].memory_mib, gpus[0].mig_enabled, gpus[1].mig_enabled), (81559, true, false));
+
+        let list = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5e3c)\n  MIG 3g.40gb     Device  0: (UUID: MIG-aaaa)\n  MIG 1g.10gb     Device  1: (UUID: MIG-bbbb)\nGPU 1: NVIDIA H100 (UUID: GPU-77aa)\n";
+        let migs = parse_mig_list(list);
+        assert_eq!(migs.len(), 2);
+        assert_eq!(migs[0].0, 0);
+        assert_eq!(migs[0].1.uuid, "MIG-aaaa");
+        assert_eq!(migs[1].1.profile(), Some(MigProfile::G1x10));
+    }
+
+    #[test]
+    fn this_machine_has_cores() {
+        assert!(!Devices::discover().cpu_cores.is_empty());
+    }
+}

@@ -1,0 +1,196 @@
+//! Segments: where an instance runs. A set of CPU cores; a MIG instance of an NVIDIA GPU shared by 1–4 MPS
+//! processes (JigsawServe); or an MPS active-thread percentage of a whole GPU (gpu-lets).
+//!
+//! Written as `cpu:4`, `mig:0:3g.40gb:2` (GPU 0, profile 3g.40gb, 2 MPS processes) and `mps:0:50`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The MIG profiles of an 80 GB H100/A100: compute slices (of 7) and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MigProfile {
+    G1x10,
+    G1x20,
+    G2x20,
+    G3x40,
+    G4x40,
+    G7x80,
+}
+
+impl MigProfile {
+    pub const ALL: [MigProfile; 6] = [
+        MigProfile::G1x10,
+        MigProfile::G1x20,
+        MigProfile::G2x20,
+        MigProfile::G3x40,
+        MigProfile::G4x40,
+        MigProfile::G7x80,
+    ];
+
+    /// GPU compute slices, of 7.
+    pub fn slices(self) -> u32 {
+        match self {
+            MigProfile::G1x10 | MigProfile::G1x20 => 1,
+            MigProfile::G2x20 => 2,
+            MigProfile::G3x40 => 3,
+            MigProfile::G4x40 => 4,
+            MigProfile::G7x80 => 7,
+        }
+    }
+
+    /// Memory in GB, as the profile's name says.
+    pub fn memory_gb(self) -> u32 {
+        match self {
+            MigProfile::G1x10 => 10,
+            MigProfile::G1x20 | MigProfile::G2x20 => 20,
+            MigProfile::G3x40 | MigProfile::G4x40 => 40,
+            MigProfile::G7x80 => 80,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MigProfile::G1x10 => "1g.10gb",
+            MigProfile::G1x20 => "1g.20gb",
+            MigProfile::G2x20 => "2g.20gb",
+            MigProfile::G3x40 => "3g.40gb",
+            MigProfile::G4x40 => "4g.40gb",
+            MigProfile::G7x80 => "7g.80gb",
+        }
+    }
+}
+
+impl FromStr for MigProfile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        MigProfile::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = MigProfile::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown MIG profile `{s}`; use one of {}", names.join(", "))
+        })
+    }
+}
+
+impl fmt::Display for MigProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where an instance runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Segment {
+    /// `cores` CPU cores, pinned, with as many intra-op threads.
+    Cpu { cores: u32 },
+    /// A MIG instance of GPU `gpu` shared by `mps` MPS processes (1–4); this segment is one of them.
+    Mig { gpu: u32, profile: MigProfile, mps: u8 },
+    /// `percent` of GPU `gpu`'s SMs through `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`.
+    Mps { gpu: u32, percent: u8 },
+}
+
+impl Segment {
+    pub fn is_gpu(&self) -> bool {
+        !matches!(self, Segment::Cpu { .. })
+    }
+
+    /// GPU memory this segment grants an instance, in bytes, where the segment fixes it: a MIG instance's
+    /// memory divided among its MPS processes. `None` for CPU cores and MPS percentages.
+    pub fn memory(&self) -> Option<u64> {
+        match *self {
+            Segment::Mig { profile, mps, .. } => Some(u64::from(profile.memory_gb()) * 1_000_000_000 / u64::from(mps)),
+            _ => None,
+        }
+    }
+
+    /// The MPS active-thread percentage a process on this segment runs with, if any.
+    pub fn mps_percentage(&self) -> Option<u8> {
+        match *self {
+            Segment::Mig { mps, .. } if mps > 1 => Some(100 / mps),
+            Segment::Mps { percent, .. } => Some(percent),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Segment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Segment::Cpu { cores } => write!(f, "cpu:{cores}"),
+            Segment::Mig { gpu, profile, mps } => write!(f, "mig:{gpu}:{profile}:{mps}"),
+            Segment::Mps { gpu, percent } => write!(f, "mps:{gpu}:{percent}"),
+        }
+    }
+}
+
+impl FromStr for Segment {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let usage = "write a segment as cpu:CORES, mig:GPU:PROFILE:MPS (e.g. mig:0:3g.40gb:2) or mps:GPU:PERCENT";
+        let number = |v: &str, what: &str| {
+            v.parse::<u32>().map_err(|_| format!("segment `{s}`: {what} `{v}` is not a number; {usage}"))
+        };
+        let parts: Vec<&str> = s.split(':').collect();
+        match parts.as_slice() {
+            ["cpu", cores] => match number(cores, "cores")? {
+                0 => Err(format!("segment `{s}`: needs at least one core")),
+                cores => Ok(Segment::Cpu { cores }),
+            },
+            ["mig", gpu, profile, mps] => {
+                let mps = number(mps, "MPS processes")?;
+                if !(1..=4).contains(&mps) {
+                    return Err(format!("segment `{s}`: a MIG instance is shared by 1 to 4 MPS processes, not {mps}"));
+                }
+                let profile = profile.parse().map_err(|e| format!("segment `{s}`: {e}"))?;
+                Ok(Segment::Mig { gpu: number(gpu, "GPU")?, profile, mps: mps as u8 })
+            }
+            ["mps", gpu, percent] => match number(percent, "percentage")? {
+                p @ 1..=100 => Ok(Segment::Mps { gpu: number(gpu, "GPU")?, percent: p as u8 }),
+                p => Err(format!("segment `{s}`: an MPS percentage is 1 to 100, not {p}")),
+            },
+            _ => Err(format!("segment `{s}`: {usage}")),
+        }
+    }
+}
+
+impl serde::Serialize for Segment {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Segment {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_parse_and_print_back() {
+        for s in ["cpu:4", "mig:0:3g.40gb:2", "mig:1:1g.10gb:1", "mps:0:50"] {
+            assert_eq!(s.parse::<Segment>().unwrap().to_string(), s);
+        }
+        let mig: Segment = "mig:0:3g.40gb:2".parse().unwrap();
+        assert_eq!(mig.memory(), Some(20_000_000_000));
+        assert_eq!(mig.mps_percentage(), Some(50));
+        assert!(mig.is_gpu() && !"cpu:1".parse::<Segment>().unwrap().is_gpu());
+    }
+
+    #[test]
+    fn bad_segments_say_what_is_wrong() {
+        for (s, says) in [
+            ("cpu:0", "at least one core"),
+            ("mig:0:5g.50gb:1", "unknown MIG profile"),
+            ("mig:0:1g.10gb:5", "1 to 4 MPS"),
+            ("mps:0:150", "1 to 100"),
+            ("gpu", "write a segment as"),
+            ("cpu:x", "not a number"),
+        ] {
+            let err = s.parse::<Segment>().unwrap_err();
+            assert!(err.contains(says), "{s}: {err}");
+        }
+    }
+}
