@@ -4,6 +4,8 @@
 //!   emitted. The input is a file (`-` or nothing for standard input); `--meta JSON` wraps it in the
 //!   envelope framing of `jig_sdk::envelope` (body, JSON metadata, u32 length) for functions such as `crop`.
 //!
+//!   `--model SLOT=MODEL.onnx` serves a model slot with an ONNX model on this machine's CPU cores.
+//!
 //! Exit status: 0 on success, 1 when the function failed, 2 when it could not be loaded or the command
 //! line is wrong.
 
@@ -11,13 +13,19 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use jig_sdk::Envelope;
 
+use jig_gpu_host::instance::{Instance, InstanceConfig};
+use jig_gpu_host::onnx::SessionOptions;
+use jig_gpu_host::pool::Pool;
+
 use crate::runtime::{FunctionLimits, FunctionOptions, Outcome, Runtime, RuntimeConfig};
+use crate::slots::ModelSlots;
 
 #[derive(Parser)]
 #[command(name = "jig", version, about = "Serve compound inference: graphs of ML tasks with WebAssembly glue")]
@@ -57,6 +65,9 @@ struct RunArgs {
     /// Write each emitted payload to DIR/<port>-<n>.bin (an envelope as <port>-<n>.json and its body).
     #[arg(long, value_name = "DIR")]
     emit_dir: Option<PathBuf>,
+    /// Serve model slot SLOT with the ONNX model at PATH, in this process on the CPU; repeatable.
+    #[arg(long = "model", short = 'm', value_name = "SLOT=PATH")]
+    models: Vec<String>,
     /// Where compiled components are cached.
     #[arg(long, env = "JIG_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
@@ -100,8 +111,8 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let timeout = Duration::from_millis(args.timeout_ms);
     let limits = FunctionLimits { memory: args.memory_mib << 20, timeout, ..FunctionLimits::default() };
     let loaded = Instant::now();
-    let function =
-        runtime.load_file(&name, &args.component, FunctionOptions { limits, config, ..FunctionOptions::default() })?;
+    let models = Arc::new(load_models(&name, &args.models)?);
+    let function = runtime.load_file(&name, &args.component, FunctionOptions { limits, config, models })?;
     tracing::debug!("loaded {name} in {:?}", loaded.elapsed());
 
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -116,6 +127,22 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// One in-process CPU instance per `SLOT=PATH`, using every core.
+fn load_models(function: &str, specs: &[String]) -> anyhow::Result<ModelSlots> {
+    let mut slots = ModelSlots::new();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for spec in specs {
+        let Some((slot, path)) = spec.split_once('=') else {
+            bail!("--model `{spec}`: write SLOT=PATH, e.g. --model voice=models/voice.onnx");
+        };
+        let name = format!("{function}/{slot}@cpu:{threads}#0");
+        let options = SessionOptions { threads, ..SessionOptions::default() };
+        let instance = Instance::start_onnx(InstanceConfig::new(name), slot, Path::new(path), options)?;
+        slots.insert(slot, Arc::new(Pool::new(vec![(Arc::new(instance), 1.0)])));
+    }
+    Ok(slots)
 }
 
 fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {

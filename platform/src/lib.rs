@@ -4,6 +4,8 @@
 //!
 //! * [`runtime`]: runs glue functions — sandboxed WebAssembly components — per request, with memory and
 //!   deadline limits, and serves their host calls (`infer`, `emit`, configuration, deadline, logging).
+//! * [`slots`]: a function's model slots served by model instances (`jig-gpu-host`), the `infer` of the
+//!   main path.
 //! * [`cli`]: the `jig` command line.
 //!
 //! The gateway, control plane, scheduler, controller and store join here as they are built; model execution
@@ -11,3 +13,4 @@
 
 pub mod cli;
 pub mod runtime;
+pub mod slots;

@@ -51,6 +51,7 @@ pub fn describe_infer_error(error: &InferError) -> String {
         InferError::InvalidInput(m) => format!("invalid model input: {m}"),
         InferError::DeadlineExceeded(m) => format!("deadline exceeded: {m}"),
         InferError::Overloaded(m) => format!("overloaded: {m}"),
+        InferError::Dropped(m) => format!("dropped: {m}"),
         InferError::Failed(m) => format!("model failed: {m}"),
     }
 }

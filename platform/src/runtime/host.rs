@@ -260,6 +260,7 @@ impl From<InferError> for wire::InferError {
             InferError::InvalidInput(m) => wire::InferError::InvalidInput(m),
             InferError::DeadlineExceeded(m) => wire::InferError::DeadlineExceeded(m),
             InferError::Overloaded(m) => wire::InferError::Overloaded(m),
+            InferError::Dropped(m) => wire::InferError::Dropped(m),
             InferError::Failed(m) => wire::InferError::Failed(m),
         }
     }
@@ -272,6 +273,7 @@ impl From<wire::InferError> for InferError {
             wire::InferError::InvalidInput(m) => InferError::InvalidInput(m),
             wire::InferError::DeadlineExceeded(m) => InferError::DeadlineExceeded(m),
             wire::InferError::Overloaded(m) => InferError::Overloaded(m),
+            wire::InferError::Dropped(m) => InferError::Dropped(m),
             wire::InferError::Failed(m) => InferError::Failed(m),
         }
     }

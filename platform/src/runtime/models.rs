@@ -35,6 +35,8 @@ pub enum InferError {
     DeadlineExceeded(String),
     #[error("overloaded: {0}")]
     Overloaded(String),
+    #[error("dropped: {0}")]
+    Dropped(String),
     #[error("model failed: {0}")]
     Failed(String),
 }

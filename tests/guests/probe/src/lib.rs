@@ -18,6 +18,8 @@ enum Op {
     Grow { bytes: usize },
     /// Call `infer` on `slot` `count` times with a u8 tensor of `bytes` bytes; return the total output bytes.
     Infer { slot: String, count: usize, bytes: usize },
+    /// Call `infer` on `slot` with one f32 tensor; return the outputs as JSON `[{"shape": […], "values": […]}]`.
+    InferF32 { slot: String, shape: Vec<u64>, values: Vec<f32> },
     /// Call `infer` with a tensor whose data does not match its shape, bypassing the SDK's checks.
     BadTensor,
     /// Emit `count` payloads of `bytes` bytes on `port`.
@@ -59,6 +61,17 @@ impl Function for Probe {
                     total += outputs.iter().map(|t| t.bytes().len()).sum::<usize>();
                 }
                 Ok(total.to_string().into_bytes())
+            }
+            Op::InferF32 { slot, shape, values } => {
+                let outputs = jig_sdk::infer(&slot, &[Tensor::from_f32(&shape, &values)])?;
+                let outputs: Vec<serde_json::Value> = outputs
+                    .iter()
+                    .map(|t| {
+                        let values = t.view::<f32>().map(|v| v.as_slice().to_vec()).unwrap_or_default();
+                        serde_json::json!({ "shape": t.shape(), "values": values })
+                    })
+                    .collect();
+                Ok(serde_json::to_vec(&outputs)?)
             }
             Op::BadTensor => {
                 let bad = types::Tensor { dtype: types::Dtype::F32, shape: vec![2, 2], data: vec![0; 3] };

@@ -1,0 +1,98 @@
+//! Glue → `infer` → model instances → ONNX Runtime: the main path, with real components and real models
+//! (`make setup` generates them into .jig/models, `make functions` builds the probe guest).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use jig_gpu_host::instance::{Instance, InstanceConfig};
+use jig_gpu_host::onnx::SessionOptions;
+use jig_gpu_host::pool::Pool;
+use jig_platform::runtime::{FunctionError, FunctionOptions, InferError, InvokeError, Runtime, RuntimeConfig};
+use jig_platform::slots::ModelSlots;
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn probe(runtime: &Runtime, slots: ModelSlots) -> jig_platform::runtime::Function {
+    let wasm = std::fs::read(root().join("target/wasm32-wasip2/release/jig_probe.wasm"))
+        .expect("build the guests first with `make functions`");
+    runtime.load("probe", &wasm, FunctionOptions { models: Arc::new(slots), ..FunctionOptions::default() }).unwrap()
+}
+
+fn mlp_slot(config: InstanceConfig) -> (ModelSlots, Arc<Instance>) {
+    let path = root().join(".jig/models/mlp.onnx");
+    let instance = Arc::new(Instance::start_onnx(config, "mlp", &path, SessionOptions::default()).unwrap());
+    let mut slots = ModelSlots::new();
+    slots.insert("classifier", Arc::new(Pool::new(vec![(instance.clone(), 1.0)])));
+    (slots, instance)
+}
+
+fn call(row: f32) -> Vec<u8> {
+    serde_json::to_vec(&json!({"op": "infer-f32", "slot": "classifier", "shape": [1, 64], "values": vec![row; 64]}))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_invocations_share_a_batch_and_get_their_own_rows() {
+    let runtime = Runtime::new(RuntimeConfig { max_instances: 32, ..RuntimeConfig::default() }).unwrap();
+    let config = InstanceConfig { max_batch: 8, max_wait: Duration::from_millis(200), ..InstanceConfig::new("mlp#0") };
+    let (slots, instance) = mlp_slot(config);
+    let function = probe(&runtime, slots);
+
+    // What the model says for each row alone, then the same rows from 8 concurrent invocations.
+    let mut alone = Vec::new();
+    for k in 0..8 {
+        alone.push(function.invoke(&call(k as f32 * 0.1), None).await.unwrap().output);
+    }
+    let batches_before = instance.stats().batches.load(Ordering::Relaxed);
+    let tasks: Vec<_> = (0..8)
+        .map(|k| {
+            let function = function.clone();
+            tokio::spawn(async move { function.invoke(&call(k as f32 * 0.1), None).await })
+        })
+        .collect();
+    for (k, task) in tasks.into_iter().enumerate() {
+        let together: Value = serde_json::from_slice(&task.await.unwrap().unwrap().output).unwrap();
+        let alone: Value = serde_json::from_slice(&alone[k]).unwrap();
+        assert_eq!(together[0]["shape"], json!([1, 16]));
+        let (a, b) = (alone[0]["values"].as_array().unwrap(), together[0]["values"].as_array().unwrap());
+        for (x, y) in a.iter().zip(b) {
+            assert!((x.as_f64().unwrap() - y.as_f64().unwrap()).abs() < 1e-5, "row {k}: {a:?} vs {b:?}");
+        }
+    }
+    let batches = instance.stats().batches.load(Ordering::Relaxed) - batches_before;
+    assert!(batches < 8, "8 concurrent calls ran as {batches} batches");
+}
+
+#[tokio::test]
+async fn a_mismatched_tensor_and_a_late_request_get_distinct_errors() {
+    let runtime = Runtime::new(RuntimeConfig { max_instances: 8, ..RuntimeConfig::default() }).unwrap();
+    let config = InstanceConfig { min_service: Duration::from_millis(500), ..InstanceConfig::new("mlp#1") };
+    let (slots, _) = mlp_slot(config);
+    let function = probe(&runtime, slots);
+
+    let wrong =
+        serde_json::to_vec(&json!({"op": "infer-f32", "slot": "classifier", "shape": [1, 3], "values": [1, 2, 3]}))
+            .unwrap();
+    let err = function.invoke(&wrong, None).await.unwrap_err();
+    assert!(
+        matches!(&err, InvokeError::Failed { error: FunctionError::Model(InferError::InvalidInput(m)), .. } if m.contains("mlp#1") && m.contains("`x`")),
+        "{err}"
+    );
+
+    let err = function.invoke(&call(0.5), Some(Instant::now() + Duration::from_millis(100))).await.unwrap_err();
+    assert!(
+        matches!(&err, InvokeError::Failed { error: FunctionError::Model(InferError::Dropped(m)), .. } if m.contains("mlp#1")),
+        "{err}"
+    );
+    // The next request, with time to spare, is served.
+    assert!(function.invoke(&call(0.5), None).await.is_ok());
+
+    let unknown = serde_json::to_vec(&json!({"op": "infer-f32", "slot": "nope", "shape": [1], "values": [1]})).unwrap();
+    let err = function.invoke(&unknown, None).await.unwrap_err().to_string();
+    assert!(err.contains("no model slot `nope`") && err.contains("classifier"), "{err}");
+}
