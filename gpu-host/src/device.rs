@@ -58,6 +58,35 @@ fn cpu_cores() -> Vec<usize> {
     (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
 }
 
+/// Restrict the calling thread to `cores`; threads it creates afterwards inherit the mask.
+pub fn pin_current_thread(cores: &[usize]) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for indices below CPU_SETSIZE, checked here.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &core in cores {
+            if core >= libc::CPU_SETSIZE as usize {
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("core {core} out of range")));
+            }
+            libc::CPU_SET(core, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The CPU's model name and the cores this process may use, to label profiles.
+pub fn cpu_name() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines().find(|l| l.starts_with("model name"))?.split(':').nth(1).map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    format!("{model} ({} cores)", cpu_cores().len())
+}
+
 fn nvidia_smi(args: &[&str]) -> Option<String> {
     let out = Command::new("nvidia-smi").args(args).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())

@@ -157,7 +157,7 @@ impl Instance {
                 .name(format!("jig-instance {}", config.name))
                 .spawn(move || {
                     if let Some(cores) = &config.cores {
-                        if let Err(e) = pin_current_thread(cores) {
+                        if let Err(e) = crate::device::pin_current_thread(cores) {
                             let _ = ready_tx.send(Err(format!("cannot pin to cores {cores:?}: {e}")));
                             return;
                         }
@@ -356,22 +356,4 @@ impl<E: Executor> Batcher<E> {
             }
         }
     }
-}
-
-/// Restrict the calling thread to `cores`; threads it creates afterwards inherit the mask.
-fn pin_current_thread(cores: &[usize]) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for indices below CPU_SETSIZE, checked here.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &core in cores {
-            if core >= libc::CPU_SETSIZE as usize {
-                return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("core {core} out of range")));
-            }
-            libc::CPU_SET(core, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }

@@ -6,6 +6,7 @@
 //!
 //! * [`onnx`]: ONNX Runtime, loaded from the library the project's set-up installs; [`onnx::Model`] runs a
 //!   model on [`Tensor`]s after checking them against its declared inputs.
+//! * [`profile`]: latency and throughput of a model on a segment over batch sizes, for the planner.
 //! * [`segment`] and [`device`]: where instances can run, and what this machine has.
 //! * [`instance`]: a model instance — a queue, a batcher with JigsawServe's batching and early dropping, and
 //!   an executor; [`pool`] spreads a slot's requests over its instances by planned throughput.
@@ -20,6 +21,7 @@ pub mod device;
 pub mod instance;
 pub mod onnx;
 pub mod pool;
+pub mod profile;
 pub mod segment;
 mod tensor;
 

@@ -5,5 +5,8 @@
 //! which variant each task runs, with which maximum batch size, on which segments, how many instances — as
 //! the JigsawServe MILP on HiGHS. It knows nothing of HTTP or WebAssembly.
 //!
-//! The MILP, its baselines and placement arrive with the planner work; this crate fixes its place in the
-//! workspace.
+//! * [`profile`]: the profile tables `jig profile` writes and the planner reads.
+//!
+//! The MILP, its baselines and placement arrive with the planner work.
+
+pub mod profile;

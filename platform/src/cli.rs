@@ -5,6 +5,8 @@
 //!   envelope framing of `jig_sdk::envelope` (body, JSON metadata, u32 length) for functions such as `crop`.
 //!
 //!   `--model SLOT=MODEL.onnx` serves a model slot with an ONNX model on this machine's CPU cores.
+//! * `jig profile BUNDLE` — measure each model variant of a bundle on CPU segments over batch sizes 1, 2, 4,
+//!   … and write the profile table (see `jig_planner::profile`) to BUNDLE/profiles.csv.
 //!
 //! Exit status: 0 on success, 1 when the function failed, 2 when it could not be loaded or the command
 //! line is wrong.
@@ -20,10 +22,15 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use jig_sdk::Envelope;
 
+use jig_gpu_host::device::Devices;
 use jig_gpu_host::instance::{Instance, InstanceConfig};
-use jig_gpu_host::onnx::SessionOptions;
+use jig_gpu_host::onnx::{Model, SessionOptions};
 use jig_gpu_host::pool::Pool;
+use jig_gpu_host::profile;
+use jig_gpu_host::segment::Segment;
+use jig_planner::profile::ProfileRow;
 
+use crate::bundle::Bundle;
 use crate::runtime::{FunctionLimits, FunctionOptions, Outcome, Runtime, RuntimeConfig};
 use crate::slots::ModelSlots;
 
@@ -38,6 +45,31 @@ struct Cli {
 enum Command {
     /// Invoke a glue function (a .wasm component) once and print its output and emitted payloads.
     Run(RunArgs),
+    /// Measure each model variant of a bundle on segments over batch sizes 1, 2, 4, … and write the profile
+    /// table the planner reads.
+    Profile(ProfileArgs),
+}
+
+#[derive(clap::Args)]
+struct ProfileArgs {
+    /// The bundle directory (with its jig.toml).
+    bundle: PathBuf,
+    /// A segment to measure on, e.g. cpu:2; repeatable. Default: cpu:1, cpu:2, cpu:4, … up to this
+    /// machine's cores.
+    #[arg(long = "segment", value_name = "SEGMENT")]
+    segments: Vec<Segment>,
+    /// The largest batch size tried.
+    #[arg(long, default_value_t = 128)]
+    max_batch: u32,
+    /// Timed runs per batch size (after 3 warm-up runs).
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Stop growing the batch once a batch's p95 latency exceeds this many milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    max_latency_ms: u64,
+    /// Where to write the table; default BUNDLE/profiles.csv.
+    #[arg(long, short = 'o')]
+    output: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -84,6 +116,7 @@ pub fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Profile(args) => profile(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -127,6 +160,91 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+fn profile(args: ProfileArgs) -> anyhow::Result<()> {
+    let bundle = Bundle::open(&args.bundle)?;
+    let devices = Devices::discover();
+    let segments = if args.segments.is_empty() {
+        let cores = devices.cpu_cores.len() as u32;
+        std::iter::successors(Some(1u32), |n| Some(n * 2))
+            .take_while(|&n| n <= cores)
+            .map(|cores| Segment::Cpu { cores })
+            .collect()
+    } else {
+        args.segments.clone()
+    };
+    for segment in &segments {
+        match segment {
+            Segment::Cpu { cores } if *cores as usize > devices.cpu_cores.len() => {
+                bail!("segment {segment}: this machine offers {} cores", devices.cpu_cores.len())
+            }
+            Segment::Cpu { .. } => {}
+            _ => bail!("segment {segment}: profiling GPU segments (through worker processes) is not supported yet"),
+        }
+    }
+    let settings = profile::Settings {
+        max_batch: args.max_batch,
+        runs: args.runs,
+        max_latency: Duration::from_millis(args.max_latency_ms),
+        ..profile::Settings::default()
+    };
+    let device = jig_gpu_host::device::cpu_name();
+    let mut rows = Vec::new();
+    for variant in &bundle.manifest.variants {
+        for segment in &segments {
+            let Segment::Cpu { cores } = *segment else { unreachable!("checked above") };
+            let label = format!("{}/{} on {segment}", variant.slot, variant.name);
+            eprintln!("profile: {label}");
+            let cores: Vec<usize> = devices.cpu_cores.iter().copied().take(cores as usize).collect();
+            let (path, settings, label2) = (bundle.model_path(variant), settings.clone(), label.clone());
+            let name = variant.name.clone();
+            let shapes_by_name = variant.shapes.clone();
+            // A pinned thread: ONNX Runtime's threads, created with the session, inherit its cores.
+            let (points, stop) = std::thread::spawn(move || -> anyhow::Result<_> {
+                jig_gpu_host::device::pin_current_thread(&cores)?;
+                let options = SessionOptions { threads: cores.len(), ..SessionOptions::default() };
+                let model = Model::load(&name, &path, &options)?;
+                let shapes: Vec<Option<Vec<u64>>> =
+                    model.inputs().iter().map(|i| shapes_by_name.get(&i.name).cloned()).collect();
+                Ok(profile::sweep(&model, &shapes, &settings, |p| {
+                    eprintln!(
+                        "profile: {label2}: batch {:>3}: p50 {:>8.2} ms, p95 {:>8.2} ms, {:>9.1} rows/s",
+                        p.batch,
+                        p.p50.as_secs_f64() * 1e3,
+                        p.p95.as_secs_f64() * 1e3,
+                        p.throughput
+                    )
+                })?)
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("profiling {label} panicked"))??;
+            match stop {
+                Some(profile::Stop::Latency { batch, p95 }) => {
+                    eprintln!("profile: {label}: stopped after batch {batch}: p95 {p95:?} exceeds --max-latency-ms")
+                }
+                Some(profile::Stop::Failed { batch, detail }) => {
+                    eprintln!("profile: {label}: stopped at batch {batch}: {detail}")
+                }
+                None => {}
+            }
+            rows.extend(points.into_iter().map(|p| ProfileRow {
+                slot: variant.slot.clone(),
+                variant: variant.name.clone(),
+                segment: segment.to_string(),
+                batch: p.batch,
+                p50_ms: p.p50.as_secs_f64() * 1e3,
+                p95_ms: p.p95.as_secs_f64() * 1e3,
+                throughput_rps: p.throughput,
+                device: device.clone(),
+            }));
+        }
+    }
+    let output = args.output.unwrap_or_else(|| bundle.dir.join("profiles.csv"));
+    std::fs::write(&output, jig_planner::profile::to_csv(&rows))
+        .with_context(|| format!("writing the profile table to {}", output.display()))?;
+    eprintln!("profile: wrote {} rows to {}", rows.len(), output.display());
+    Ok(())
 }
 
 /// One in-process CPU instance per `SLOT=PATH`, using every core.

@@ -93,3 +93,80 @@ fn a_file_that_is_not_a_component_exits_2_with_advice() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("KEY=VALUE"));
 }
+
+fn model(name: &str) -> PathBuf {
+    let path = root().join(".jig/models").join(format!("{name}.onnx"));
+    assert!(path.is_file(), "{} is missing: run `make setup`", path.display());
+    path
+}
+
+#[test]
+fn run_serves_a_model_slot_with_onnx_runtime() {
+    let payload =
+        serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [2, 64], "values": vec![0.25; 128]});
+    let output = run(
+        jig()
+            .arg("run")
+            .arg(component("jig_probe"))
+            .arg("--model")
+            .arg(format!("classifier={}", model("mlp").display())),
+        payload.to_string().as_bytes(),
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result[0]["shape"], serde_json::json!([2, 16]));
+    let values = result[0]["values"].as_array().unwrap();
+    assert_eq!(values.len(), 32);
+    assert_eq!(values[..16], values[16..], "equal rows give equal outputs");
+}
+
+#[test]
+fn a_missing_onnx_runtime_names_the_fix() {
+    let output = run(
+        jig()
+            .arg("run")
+            .arg(component("jig_probe"))
+            .arg("--model")
+            .arg(format!("classifier={}", model("mlp").display()))
+            .env("JIG_ORT_LIB", "/nonexistent/libonnxruntime.so"),
+        b"{}",
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("/nonexistent/libonnxruntime.so") && stderr.contains("make setup"), "{stderr}");
+}
+
+#[test]
+fn profile_writes_a_table_the_planner_reads() {
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::write(
+        bundle.path().join("jig.toml"),
+        format!(
+            "name = \"t\"\n[[variants]]\nslot = \"classifier\"\nname = \"mlp\"\nmodel = \"{}\"\n",
+            model("mlp").display()
+        ),
+    )
+    .unwrap();
+    let output = run(
+        jig().arg("profile").arg(bundle.path()).args(["--segment", "cpu:1", "--max-batch", "4", "--runs", "3"]),
+        b"",
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("classifier/mlp on cpu:1: batch   4"), "progress is shown: {stderr}");
+    let rows =
+        jig_planner::profile::from_csv(&std::fs::read_to_string(bundle.path().join("profiles.csv")).unwrap()).unwrap();
+    assert_eq!(rows.iter().map(|r| r.batch).collect::<Vec<_>>(), vec![1, 2, 4]);
+    assert!(rows.iter().all(|r| r.segment == "cpu:1" && r.p95_ms >= r.p50_ms && r.throughput_rps > 0.0));
+
+    // A manifest naming a model that is not there is refused with the file and the variant.
+    std::fs::write(
+        bundle.path().join("jig.toml"),
+        "name = \"t\"\n[[variants]]\nslot = \"s\"\nname = \"v\"\nmodel = \"nope.onnx\"\n",
+    )
+    .unwrap();
+    let output = run(jig().arg("profile").arg(bundle.path()), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("jig.toml") && stderr.contains("`v`") && stderr.contains("nope.onnx"), "{stderr}");
+}
