@@ -24,6 +24,7 @@ test: functions
 
 bench: build
 	$(CARGO) bench -p jig-platform --bench runtime
+	$(CARGO) bench -p jig-gpu-host --bench model
 
 clean:
 	$(CARGO) clean

@@ -10,6 +10,7 @@
 //! * [`segment`] and [`device`]: where instances can run, and what this machine has.
 //! * [`instance`]: a model instance — a queue, a batcher with JigsawServe's batching and early dropping, and
 //!   an executor; [`pool`] spreads a slot's requests over its instances by planned throughput.
+//! * [`worker`]: a model in a child process (one per GPU segment), fed through shared memory, restarted if it dies.
 //!
 //! CPU segments run in this process: a pinned thread per instance, whose ONNX Runtime threads inherit the
 //! pinning. A worker process would add an IPC hop and a copy per batch and buy only crash isolation, which
@@ -23,6 +24,7 @@ pub mod onnx;
 pub mod pool;
 pub mod profile;
 pub mod segment;
+pub mod worker;
 mod tensor;
 
 pub use tensor::{DType, Tensor, TensorError};

@@ -80,7 +80,7 @@ pub fn environment() -> Result<&'static ort::environment::Environment, ModelErro
 }
 
 /// A declared model input or output: name, element type, and shape with `None` for dynamic dimensions.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TensorSpec {
     pub name: String,
     pub dtype: DType,
@@ -102,7 +102,7 @@ impl std::fmt::Display for TensorSpec {
 }
 
 /// How a session is built.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SessionOptions {
     /// Intra-op threads (the cores of a CPU segment).
     pub threads: usize,

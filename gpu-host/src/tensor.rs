@@ -1,7 +1,7 @@
 //! The tensor that crosses the `infer` boundary between glue and models.
 
 /// Element type of a tensor; the same set as `dtype` in `sdk/wit/function.wit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum DType {
     F32,
     F16,

@@ -48,6 +48,13 @@ enum Command {
     /// Measure each model variant of a bundle on segments over batch sizes 1, 2, 4, … and write the profile
     /// table the planner reads.
     Profile(ProfileArgs),
+    /// Serve one model for the platform in this process (started by jig for GPU segments, not by hand).
+    #[command(hide = true)]
+    Worker {
+        /// The parent's Unix socket.
+        #[arg(long)]
+        socket: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -117,6 +124,9 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Profile(args) => profile(args).map(|()| ExitCode::SUCCESS),
+        Command::Worker { socket } => jig_gpu_host::worker::serve(&socket)
+            .map(|()| ExitCode::SUCCESS)
+            .with_context(|| format!("worker on {}", socket.display())),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,729 @@
+//! Worker processes: a model running in a child process, one per GPU segment.
+//!
+//! **Why processes.** CUDA binds a process, not a thread, to a MIG instance (`CUDA_VISIBLE_DEVICES=MIG-<uuid>`
+//! is read once, when the process initialises CUDA), and an MPS share is a per-process setting
+//! (`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`). So each instance placed on a segment runs its model in its own
+//! process, started with that segment's environment. A process also contains faults: a driver error, an
+//! out-of-memory abort or a segfault in a kernel takes down one worker, not the host. CPU sessions go through
+//! the same path, which is how it is tested on machines without a GPU.
+//!
+//! **Protocol.** The parent binds a Unix socket in a private directory, spawns the worker with
+//! `--socket PATH`, and accepts the worker's connection (so the parent owns the rendezvous, and a worker that
+//! never connects is caught by the start timeout). Control messages are length-prefixed bincode frames
+//! ([`protocol`]): `Load` (model, session options, shared region) answered by `Loaded` with the model's
+//! declared inputs and outputs, or by `LoadFailed`; then `Run` answered by `Done` or `Failed`, one request in
+//! flight at a time, because the caller already serialises batches per instance.
+//!
+//! **Shared memory.** Tensor bytes never cross the socket. The parent creates one tmpfs file per worker
+//! process ([`shm`]), both sides map it, and the parent unlinks it as soon as the worker has it open. The
+//! parent writes inputs at the front, the worker writes outputs after them, and each `Run`/`Done` carries the
+//! region's size: whichever side needs more room grows the file and the other remaps. A batch therefore costs
+//! two small frames and one copy each way.
+//!
+//! **Faults.** The socket is the liveness signal: the kernel closes it when the worker dies, however it dies,
+//! so a run in flight sees end-of-stream at once and fails with [`WorkerError::Died`] carrying the exit status
+//! or signal. The failed batch is not retried (it may be what killed the worker; the caller decides). The
+//! worker is respawned and reloaded in the background, and a `run` that arrives first does it itself; either
+//! way the next batch is served by a fresh process. Malformed frames from either side are errors, never
+//! panics; the parent treats a worker that sends one as broken and replaces it. A model error inside a healthy
+//! worker is just a `Failed` answer.
+
+pub mod protocol;
+mod shm;
+
+use std::ffi::OsString;
+use std::io::{self, BufReader};
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::onnx::{self, Model, ModelError, SessionOptions, TensorSpec};
+use crate::{DType, Tensor};
+use protocol::{Reply, Request, Slot, read_frame, write_frame};
+use shm::Shm;
+
+/// Tensors start on this boundary in the shared region, so the worker's reads are aligned for any dtype.
+const ALIGN: usize = 64;
+
+/// The region a new worker starts with; it grows to the largest batch seen.
+const INITIAL_SHM: usize = 1 << 20;
+
+/// How to start a worker and what it runs.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    /// The executable: `jig-worker`, or `jig` with `args = ["worker"]`.
+    pub program: PathBuf,
+    /// Arguments before `--socket PATH`.
+    pub args: Vec<String>,
+    /// Extra environment, e.g. `CUDA_VISIBLE_DEVICES=MIG-<uuid>` or `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`.
+    pub env: Vec<(String, String)>,
+    pub model_name: String,
+    pub model_path: PathBuf,
+    pub options: SessionOptions,
+    /// The instance this worker serves, for errors and logs.
+    pub instance: String,
+    /// How long the worker may take to connect and load the model.
+    pub load_timeout: Duration,
+}
+
+impl WorkerSpec {
+    /// A spec with no extra arguments or environment and a 60 s load timeout.
+    pub fn new(
+        program: impl Into<PathBuf>,
+        instance: impl Into<String>,
+        model_name: impl Into<String>,
+        model_path: impl Into<PathBuf>,
+        options: SessionOptions,
+    ) -> WorkerSpec {
+        WorkerSpec {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            model_name: model_name.into(),
+            model_path: model_path.into(),
+            options,
+            instance: instance.into(),
+            load_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why a worker could not start or run a batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkerError {
+    #[error(
+        "instance `{instance}`: cannot start worker {program} for model `{model}`: {detail}; check that the \
+         program exists and runs (`{program} --socket PATH`)"
+    )]
+    Spawn { instance: String, model: String, program: PathBuf, detail: String },
+    #[error("instance `{instance}`: the worker could not load model `{model}`: {detail}")]
+    Load { instance: String, model: String, detail: String },
+    #[error(
+        "instance `{instance}`: the worker for model `{model}` did not {stage} within {after:?}; it was killed \
+         (a slow GPU initialisation or a large model may need a longer load timeout)"
+    )]
+    Timeout { instance: String, model: String, stage: &'static str, after: Duration },
+    /// The batch does not fit the model's declared inputs; checked before anything is sent.
+    #[error("instance `{instance}`: {source}")]
+    Model { instance: String, source: ModelError },
+    /// The model failed on this batch; the worker is healthy and serves the next one.
+    #[error("instance `{instance}`: {detail}")]
+    Run { instance: String, model: String, detail: String },
+    #[error(
+        "instance `{instance}`: the worker for model `{model}` died during the batch ({detail}); the batch \
+         failed and the worker is being restarted, so the next batch goes to a fresh process"
+    )]
+    Died { instance: String, model: String, detail: String },
+    #[error(
+        "instance `{instance}`: the worker for model `{model}` broke the protocol ({detail}); it was killed and \
+         is being restarted (are `jig-worker` and this host from the same build?)"
+    )]
+    Protocol { instance: String, model: String, detail: String },
+    #[error("instance `{instance}`: shared memory for model `{model}`: {detail}; check free space in /dev/shm")]
+    Memory { instance: String, model: String, detail: String },
+}
+
+impl WorkerError {
+    fn model_name(&self) -> &str {
+        match self {
+            WorkerError::Model { source, .. } => match source {
+                ModelError::Library { .. } => "",
+                ModelError::Read { model, .. }
+                | ModelError::Invalid { model, .. }
+                | ModelError::UnsupportedType { model, .. }
+                | ModelError::Input { model, .. }
+                | ModelError::Run { model, .. } => model,
+            },
+            WorkerError::Spawn { model, .. }
+            | WorkerError::Load { model, .. }
+            | WorkerError::Timeout { model, .. }
+            | WorkerError::Run { model, .. }
+            | WorkerError::Died { model, .. }
+            | WorkerError::Protocol { model, .. }
+            | WorkerError::Memory { model, .. } => model,
+        }
+    }
+}
+
+/// Callers that speak [`ModelError`] (the `infer` host call) get the input error as it was, and everything
+/// else as a run failure whose text still names the instance.
+impl From<WorkerError> for ModelError {
+    fn from(err: WorkerError) -> ModelError {
+        match err {
+            WorkerError::Model { source, .. } => source,
+            WorkerError::Run { model, detail, .. } => ModelError::Run { model, detail },
+            other => ModelError::Run { model: other.model_name().to_string(), detail: other.to_string() },
+        }
+    }
+}
+
+/// A model served by a child process; see the module documentation. Dropping it kills the process.
+#[derive(Debug)]
+pub struct Worker {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    spec: WorkerSpec,
+    inputs: Vec<TensorSpec>,
+    outputs: Vec<TensorSpec>,
+    /// Outside the lock, so a supervisor can read it while a batch is in flight. 0: no process.
+    pid: AtomicU32,
+    restarts: AtomicU64,
+    closed: AtomicBool,
+    process: Mutex<Option<Process>>,
+}
+
+impl Worker {
+    /// Spawn the worker and wait until it has loaded the model.
+    pub fn start(spec: WorkerSpec) -> Result<Worker, WorkerError> {
+        let (process, inputs, outputs) = Process::spawn(&spec)?;
+        tracing::info!(instance = %spec.instance, model = %spec.model_name, pid = process.pid(), "worker started");
+        let inner = Inner {
+            pid: AtomicU32::new(process.pid()),
+            spec,
+            inputs,
+            outputs,
+            restarts: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            process: Mutex::new(Some(process)),
+        };
+        Ok(Worker { inner: Arc::new(inner) })
+    }
+
+    pub fn spec(&self) -> &WorkerSpec {
+        &self.inner.spec
+    }
+
+    /// The model's declared inputs, as the worker reported them.
+    pub fn inputs(&self) -> &[TensorSpec] {
+        &self.inner.inputs
+    }
+
+    pub fn outputs(&self) -> &[TensorSpec] {
+        &self.inner.outputs
+    }
+
+    /// The current process, or `None` between a death and its restart.
+    pub fn pid(&self) -> Option<u32> {
+        Some(self.inner.pid.load(Ordering::SeqCst)).filter(|&p| p != 0)
+    }
+
+    /// How many times the process has been replaced after dying or misbehaving.
+    pub fn restarts(&self) -> u64 {
+        self.inner.restarts.load(Ordering::SeqCst)
+    }
+
+    /// Run one batch (inputs in declared order) and return the outputs in declared order. Blocks; batches on
+    /// one worker run one at a time.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, WorkerError> {
+        let inner = &self.inner;
+        onnx::check_inputs(&inner.spec.model_name, &inner.inputs, inputs)
+            .map_err(|source| WorkerError::Model { instance: inner.spec.instance.clone(), source })?;
+        let mut slot = inner.lock();
+        if slot.is_none() {
+            inner.restart(&mut slot)?;
+        }
+        let Some(process) = slot.as_mut() else { unreachable!("restart fills the slot or fails") };
+        match process.run(inputs) {
+            Ok(outputs) => Ok(outputs),
+            Err(Fault::Failed(detail)) => Err(WorkerError::Run {
+                instance: inner.spec.instance.clone(),
+                model: inner.spec.model_name.clone(),
+                detail,
+            }),
+            Err(Fault::Memory(err)) => Err(WorkerError::Memory {
+                instance: inner.spec.instance.clone(),
+                model: inner.spec.model_name.clone(),
+                detail: err.to_string(),
+            }),
+            Err(fault @ (Fault::Died(_) | Fault::Protocol(_))) => {
+                let process = slot.take().expect("a process was running");
+                inner.pid.store(0, Ordering::SeqCst);
+                let (instance, model) = (inner.spec.instance.clone(), inner.spec.model_name.clone());
+                let err = match fault {
+                    Fault::Died(io) => {
+                        let detail = process.reap(io);
+                        tracing::warn!(%instance, %model, %detail, "worker died during a batch; restarting it");
+                        WorkerError::Died { instance, model, detail }
+                    }
+                    Fault::Protocol(detail) => {
+                        drop(process);
+                        tracing::warn!(%instance, %model, %detail, "worker broke the protocol; restarting it");
+                        WorkerError::Protocol { instance, model, detail }
+                    }
+                    Fault::Failed(_) | Fault::Memory(_) => unreachable!(),
+                };
+                drop(slot);
+                Inner::restart_in_background(&self.inner);
+                Err(err)
+            }
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // The process dies with `Inner`; a restart thread holding it sees `closed` and stops.
+        self.inner.closed.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Option<Process>> {
+        self.process.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn restart(&self, slot: &mut Option<Process>) -> Result<(), WorkerError> {
+        let (process, inputs, outputs) = Process::spawn(&self.spec)?;
+        if inputs != self.inputs || outputs != self.outputs {
+            return Err(WorkerError::Load {
+                instance: self.spec.instance.clone(),
+                model: self.spec.model_name.clone(),
+                detail: format!(
+                    "{} changed since the instance started (its inputs or outputs differ); redeploy the instance",
+                    self.spec.model_path.display()
+                ),
+            });
+        }
+        self.pid.store(process.pid(), Ordering::SeqCst);
+        self.restarts.fetch_add(1, Ordering::SeqCst);
+        tracing::info!(instance = %self.spec.instance, model = %self.spec.model_name, pid = process.pid(), "worker restarted");
+        *slot = Some(process);
+        Ok(())
+    }
+
+    /// Respawn now rather than at the next batch, so that batch does not pay for the model load.
+    fn restart_in_background(this: &Arc<Inner>) {
+        let weak = Arc::downgrade(this);
+        let spawned = std::thread::Builder::new().name("jig-worker-restart".into()).spawn(move || {
+            let Some(inner) = weak.upgrade() else { return };
+            let mut slot = inner.lock();
+            if slot.is_some() || inner.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            if let Err(err) = inner.restart(&mut slot) {
+                // The next `run` tries again and reports the error to its caller.
+                tracing::error!(instance = %inner.spec.instance, %err, "restarting the worker failed");
+            }
+        });
+        if let Err(err) = spawned {
+            tracing::warn!(%err, "cannot start a restart thread; the next batch restarts the worker");
+        }
+    }
+}
+
+/// How a batch went wrong inside [`Process::run`].
+enum Fault {
+    /// The model failed; the worker is fine.
+    Failed(String),
+    /// The parent could not make room in the shared region; the worker is fine.
+    Memory(io::Error),
+    /// The socket broke: the worker is gone.
+    Died(io::Error),
+    /// The worker said something it should not have.
+    Protocol(String),
+}
+
+/// One live worker process and its channel.
+#[derive(Debug)]
+struct Process {
+    child: Child,
+    stream: UnixStream,
+    reader: BufReader<UnixStream>,
+    shm: Shm,
+    buf: Vec<u8>,
+    next_id: u64,
+}
+
+impl Process {
+    fn spawn(spec: &WorkerSpec) -> Result<(Process, Vec<TensorSpec>, Vec<TensorSpec>), WorkerError> {
+        let spawn_err = |detail: String| WorkerError::Spawn {
+            instance: spec.instance.clone(),
+            model: spec.model_name.clone(),
+            program: spec.program.clone(),
+            detail,
+        };
+        let deadline = Instant::now() + spec.load_timeout;
+        let rendezvous = Rendezvous::new().map_err(|e| spawn_err(format!("cannot create its socket: {e}")))?;
+        let mut child = Command::new(&spec.program)
+            .args(&spec.args)
+            .arg("--socket")
+            .arg(&rendezvous.path)
+            .envs(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))))
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|e| spawn_err(e.to_string()))?;
+        let stream = match rendezvous.accept(&mut child, deadline) {
+            Ok(stream) => stream,
+            Err(Accept::Exited(status)) => {
+                return Err(spawn_err(format!("it {} before connecting", describe(status))));
+            }
+            Err(Accept::TimedOut) => {
+                kill(&mut child);
+                return Err(WorkerError::Timeout {
+                    instance: spec.instance.clone(),
+                    model: spec.model_name.clone(),
+                    stage: "connect",
+                    after: spec.load_timeout,
+                });
+            }
+            Err(Accept::Io(e)) => {
+                kill(&mut child);
+                return Err(spawn_err(format!("accepting its connection: {e}")));
+            }
+        };
+        drop(rendezvous);
+
+        // From here on `process` owns the child, so every early return kills it.
+        let shm = Shm::create(INITIAL_SHM).map_err(|e| WorkerError::Memory {
+            instance: spec.instance.clone(),
+            model: spec.model_name.clone(),
+            detail: e.to_string(),
+        });
+        let shm = match shm {
+            Ok(shm) => shm,
+            Err(e) => {
+                kill(&mut child);
+                return Err(e);
+            }
+        };
+        let reader = match stream.try_clone() {
+            Ok(r) => BufReader::new(r),
+            Err(e) => {
+                kill(&mut child);
+                return Err(spawn_err(e.to_string()));
+            }
+        };
+        let mut process = Process { child, stream, reader, shm, buf: Vec::new(), next_id: 0 };
+        let load_err = |detail: String| WorkerError::Load {
+            instance: spec.instance.clone(),
+            model: spec.model_name.clone(),
+            detail,
+        };
+        let load = Request::Load {
+            model_name: spec.model_name.clone(),
+            model_path: spec.model_path.clone(),
+            options: spec.options.clone(),
+            shm_path: process.shm.path().expect("a new region has a name").to_path_buf(),
+            shm_size: process.shm.len() as u64,
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        let reply = write_frame(&process.stream, &mut process.buf, &load)
+            .and_then(|()| process.stream.set_read_timeout(Some(remaining)))
+            .and_then(|()| read_frame::<Reply>(&mut process.reader, &mut process.buf));
+        process.shm.unlink();
+        match reply {
+            Ok(Some(Reply::Loaded { inputs, outputs })) => {
+                process.stream.set_read_timeout(None).map_err(|e| spawn_err(e.to_string()))?;
+                Ok((process, inputs, outputs))
+            }
+            Ok(Some(Reply::LoadFailed { error })) => Err(load_err(error)),
+            Ok(Some(other)) => Err(load_err(format!("it answered {} instead of Loaded", kind(&other)))),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(WorkerError::Timeout {
+                    instance: spec.instance.clone(),
+                    model: spec.model_name.clone(),
+                    stage: "load the model",
+                    after: spec.load_timeout,
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => Err(load_err(format!("malformed answer: {e}"))),
+            Ok(None) | Err(_) => {
+                let detail = process.reap(io::ErrorKind::UnexpectedEof.into());
+                Err(load_err(format!("the worker process ended while loading ({detail})")))
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Fault> {
+        let mut slots = Vec::with_capacity(inputs.len());
+        let mut end = 0usize;
+        for tensor in inputs {
+            let offset = end.next_multiple_of(ALIGN);
+            end = offset + tensor.data().len();
+            slots.push((offset, end));
+        }
+        let output_offset = end.next_multiple_of(ALIGN);
+        self.shm.ensure(output_offset.max(1)).map_err(Fault::Memory)?;
+        let region = self.shm.bytes_mut();
+        for (tensor, &(start, end)) in inputs.iter().zip(&slots) {
+            region[start..end].copy_from_slice(tensor.data());
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        let request = Request::Run {
+            id,
+            shm_size: self.shm.len() as u64,
+            inputs: inputs
+                .iter()
+                .zip(&slots)
+                .map(|(t, &(start, end))| Slot {
+                    dtype: t.dtype(),
+                    shape: t.shape().to_vec(),
+                    offset: start as u64,
+                    len: (end - start) as u64,
+                })
+                .collect(),
+            output_offset: output_offset as u64,
+        };
+        write_frame(&self.stream, &mut self.buf, &request).map_err(Fault::Died)?;
+        let reply = match read_frame::<Reply>(&mut self.reader, &mut self.buf) {
+            Ok(Some(reply)) => reply,
+            Ok(None) => return Err(Fault::Died(io::ErrorKind::UnexpectedEof.into())),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => return Err(Fault::Protocol(e.to_string())),
+            Err(e) => return Err(Fault::Died(e)),
+        };
+        match reply {
+            Reply::Done { id: got, shm_size, outputs } if got == id => {
+                self.shm.remap(shm_size).map_err(|e| Fault::Protocol(e.to_string()))?;
+                let region = self.shm.bytes();
+                outputs
+                    .into_iter()
+                    .map(|slot| {
+                        let range = slot.range(region.len()).ok_or_else(|| {
+                            Fault::Protocol(format!("output {slot:?} lies outside the {}-byte region", region.len()))
+                        })?;
+                        Tensor::new(slot.dtype, slot.shape, region[range].to_vec())
+                            .map_err(|e| Fault::Protocol(format!("malformed output: {e}")))
+                    })
+                    .collect()
+            }
+            Reply::Failed { id: got, error } if got == id => Err(Fault::Failed(error)),
+            other => Err(Fault::Protocol(format!("it answered {} to request {id}", kind(&other)))),
+        }
+    }
+
+    /// After the socket broke: why the process ended. Waits briefly for the exit the broken socket announces;
+    /// a process that closed its socket but lives on is killed.
+    fn reap(mut self, io: io::Error) -> String {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return describe(status),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                Ok(None) => {
+                    kill(&mut self.child);
+                    return format!("its socket failed ({io}) while it kept running, so it was killed");
+                }
+                Err(e) => return format!("its socket failed ({io}); its status is unknown ({e})"),
+            }
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        kill(&mut self.child);
+    }
+}
+
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => {
+            let name = match signal {
+                libc::SIGKILL => " (SIGKILL: killed, possibly by the out-of-memory killer)",
+                libc::SIGSEGV => " (SIGSEGV)",
+                libc::SIGABRT => " (SIGABRT)",
+                libc::SIGBUS => " (SIGBUS)",
+                libc::SIGTERM => " (SIGTERM)",
+                _ => "",
+            };
+            format!("killed by signal {signal}{name}")
+        }
+        (None, None) => status.to_string(),
+    }
+}
+
+fn kind(reply: &Reply) -> &'static str {
+    match reply {
+        Reply::Loaded { .. } => "Loaded",
+        Reply::LoadFailed { .. } => "LoadFailed",
+        Reply::Done { .. } => "Done",
+        Reply::Failed { .. } => "Failed",
+    }
+}
+
+/// The socket a new worker connects to, in a directory only this user can enter; removed once accepted.
+struct Rendezvous {
+    dir: PathBuf,
+    path: PathBuf,
+    listener: UnixListener,
+}
+
+enum Accept {
+    Exited(ExitStatus),
+    TimedOut,
+    Io(io::Error),
+}
+
+impl Rendezvous {
+    fn new() -> io::Result<Rendezvous> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        // Short: a socket path must fit in 108 bytes.
+        let dir = std::env::temp_dir().join(format!(
+            "jig-w{}-{}-{nanos:x}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let path = dir.join("s");
+        let listener = match UnixListener::bind(&path).and_then(|l| l.set_nonblocking(true).map(|()| l)) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        Ok(Rendezvous { dir, path, listener })
+    }
+
+    /// Wait for the child to connect, noticing if it exits first.
+    fn accept(&self, child: &mut Child, deadline: Instant) -> Result<UnixStream, Accept> {
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false).map_err(Accept::Io)?;
+                    return Ok(stream);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Accept::Io(e)),
+            }
+            if let Some(status) = child.try_wait().map_err(Accept::Io)? {
+                return Err(Accept::Exited(status));
+            }
+            if Instant::now() >= deadline {
+                return Err(Accept::TimedOut);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Rendezvous {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The worker's side: connect to the parent's socket at `socket`, load the model the first message names,
+/// and serve batches until the parent closes the socket (then return `Ok`). A model that fails to load is
+/// reported to the parent and ends the worker with `Ok`; a failed batch is answered with `Failed`. Malformed
+/// messages from the parent end the worker with an `InvalidData` error.
+pub fn serve(socket: &Path) -> io::Result<()> {
+    let stream = UnixStream::connect(socket)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {}: {e}", socket.display())))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    let (model, mut shm) = match read_frame::<Request>(&mut reader, &mut buf) {
+        Ok(Some(Request::Load { model_name, model_path, options, shm_path, shm_size })) => {
+            let loaded = Shm::open(&shm_path, shm_size)
+                .map_err(|e| format!("cannot open the shared region {}: {e}", shm_path.display()))
+                .and_then(|shm| Ok((Model::load(&model_name, &model_path, &options).map_err(|e| e.to_string())?, shm)));
+            match loaded {
+                Ok(loaded) => loaded,
+                Err(error) => return write_frame(&stream, &mut out, &Reply::LoadFailed { error }).or_else(gone),
+            }
+        }
+        Ok(Some(Request::Run { .. })) => {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "the parent sent Run before Load"));
+        }
+        Ok(None) => return Ok(()),
+        Err(e) => return gone(e),
+    };
+    let loaded = Reply::Loaded { inputs: model.inputs().to_vec(), outputs: model.outputs().to_vec() };
+    write_frame(&stream, &mut out, &loaded).or_else(gone)?;
+    loop {
+        let reply = match read_frame::<Request>(&mut reader, &mut buf) {
+            Ok(Some(Request::Run { id, shm_size, inputs, output_offset })) => {
+                match run_batch(&model, &mut shm, shm_size, &inputs, output_offset) {
+                    Ok(outputs) => Reply::Done { id, shm_size: shm.len() as u64, outputs },
+                    Err(error) => Reply::Failed { id, error },
+                }
+            }
+            Ok(Some(Request::Load { .. })) => {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "the parent sent a second Load"));
+            }
+            Ok(None) => return Ok(()),
+            Err(e) => return gone(e),
+        };
+        write_frame(&stream, &mut out, &reply).or_else(gone)?;
+    }
+}
+
+/// A parent that went away is the normal way for a worker to end.
+fn gone(e: io::Error) -> io::Result<()> {
+    match e.kind() {
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof => Ok(()),
+        _ => Err(e),
+    }
+}
+
+fn run_batch(
+    model: &Model,
+    shm: &mut Shm,
+    shm_size: u64,
+    inputs: &[Slot],
+    output_offset: u64,
+) -> Result<Vec<Slot>, String> {
+    shm.remap(shm_size).map_err(|e| format!("shared region: {e}"))?;
+    let region = shm.bytes();
+    let tensors = inputs
+        .iter()
+        .map(|slot| {
+            let range = slot
+                .range(region.len())
+                .ok_or_else(|| format!("input {slot:?} lies outside the {}-byte shared region", region.len()))?;
+            Tensor::new(slot.dtype, slot.shape.clone(), region[range].to_vec()).map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let outputs = model.run(&tensors).map_err(|e| e.to_string())?;
+    drop(tensors);
+
+    let mut at = usize::try_from(output_offset).map_err(|_| "output offset out of range".to_string())?;
+    let mut slots = Vec::with_capacity(outputs.len());
+    let mut placed = Vec::with_capacity(outputs.len());
+    for tensor in &outputs {
+        at = at.next_multiple_of(ALIGN);
+        placed.push(at);
+        at = at.checked_add(tensor.data().len()).ok_or("outputs too large")?;
+    }
+    shm.ensure(at).map_err(|e| format!("cannot make room for the outputs: {e}"))?;
+    let region = shm.bytes_mut();
+    for (tensor, start) in outputs.into_iter().zip(placed) {
+        let (dtype, shape, data): (DType, Vec<u64>, Vec<u8>) = tensor.into_parts();
+        region[start..start + data.len()].copy_from_slice(&data);
+        slots.push(Slot { dtype, shape, offset: start as u64, len: data.len() as u64 });
+    }
+    Ok(slots)
+}
+
+impl crate::instance::Executor for Worker {
+    fn inputs(&self) -> &[TensorSpec] {
+        Worker::inputs(self)
+    }
+    fn execute(&self, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>, String> {
+        self.run(inputs).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,174 @@
+//! Control messages between a parent and its worker, and their framing on the socket.
+//!
+//! A frame is a little-endian `u32` body length followed by the bincode-2 (standard configuration) encoding of
+//! a [`Request`] or a [`Reply`]. Frames carry only descriptors: tensor bytes live in the shared region.
+
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::DType;
+use crate::onnx::{SessionOptions, TensorSpec};
+
+/// The largest frame either side accepts. Descriptors are small; a larger length prefix means the peer is not
+/// speaking this protocol, and refusing it keeps a corrupt prefix from allocating gigabytes.
+pub const MAX_FRAME: usize = 16 << 20;
+
+/// Parent to worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Request {
+    /// The first message: open the shared region and load the model. Answered by `Loaded` or `LoadFailed`.
+    Load { model_name: String, model_path: PathBuf, options: SessionOptions, shm_path: PathBuf, shm_size: u64 },
+    /// Run one batch whose inputs are at `inputs` in the region, writing outputs from `output_offset` on.
+    /// `shm_size` is the region's current size: the parent may have grown it since the last message.
+    Run { id: u64, shm_size: u64, inputs: Vec<Slot>, output_offset: u64 },
+}
+
+/// Worker to parent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Reply {
+    Loaded {
+        inputs: Vec<TensorSpec>,
+        outputs: Vec<TensorSpec>,
+    },
+    LoadFailed {
+        error: String,
+    },
+    /// `shm_size` is the region's size after the worker wrote the outputs (it grows the region when they do not
+    /// fit), so the parent knows to remap before reading them.
+    Done {
+        id: u64,
+        shm_size: u64,
+        outputs: Vec<Slot>,
+    },
+    Failed {
+        id: u64,
+        error: String,
+    },
+}
+
+/// Where one tensor lies in the shared region.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slot {
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl Slot {
+    /// The byte range, if it lies within a region of `size` bytes.
+    pub fn range(&self, size: usize) -> Option<std::ops::Range<usize>> {
+        let start = usize::try_from(self.offset).ok()?;
+        let end = start.checked_add(usize::try_from(self.len).ok()?)?;
+        (end <= size).then_some(start..end)
+    }
+}
+
+/// Encode `msg` into `buf` and send it in one write, so a frame costs one system call.
+pub fn write_frame<T: Serialize>(stream: &UnixStream, buf: &mut Vec<u8>, msg: &T) -> io::Result<()> {
+    buf.clear();
+    buf.extend_from_slice(&[0; 4]);
+    bincode::serde::encode_into_std_write(msg, buf, bincode::config::standard())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("cannot encode a message: {e}")))?;
+    let len = u32::try_from(buf.len() - 4)
+        .ok()
+        .filter(|&n| n as usize <= MAX_FRAME)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "message too large"))?;
+    buf[..4].copy_from_slice(&len.to_le_bytes());
+    send_all(stream, buf)
+}
+
+/// `send` with `MSG_NOSIGNAL`: a dead peer must surface as `EPIPE`, not as a `SIGPIPE` that kills the sender
+/// (Rust binaries ignore it, but a host embedding this crate may not).
+fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: the pointer and length describe a live slice; the descriptor is owned by `stream`.
+        let n = unsafe { libc::send(stream.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
+}
+
+/// Read one frame. `Ok(None)` is a clean end of stream between frames; a stream cut inside a frame is
+/// `UnexpectedEof`, and a body that does not decode is `InvalidData`.
+pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<Option<T>> {
+    let mut prefix = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match reader.read(&mut prefix[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let len = u32::from_le_bytes(prefix) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("frame of {len} bytes exceeds {MAX_FRAME}")));
+    }
+    buf.clear();
+    buf.resize(len, 0);
+    reader.read_exact(buf)?;
+    let (msg, used) = bincode::serde::decode_from_slice(buf, bincode::config::standard())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("malformed message: {e}")))?;
+    if used != len {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} trailing bytes after a message", len - used),
+        ));
+    }
+    Ok(Some(msg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_garbage_is_refused() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut buf = Vec::new();
+        let run = Request::Run {
+            id: 7,
+            shm_size: 4096,
+            inputs: vec![Slot { dtype: DType::I64, shape: vec![2, 4], offset: 64, len: 64 }],
+            output_offset: 128,
+        };
+        write_frame(&a, &mut buf, &run).unwrap();
+        let got: Request = read_frame(&mut b, &mut buf).unwrap().unwrap();
+        assert!(matches!(got, Request::Run { id: 7, ref inputs, .. } if inputs[0].shape == [2, 4]));
+
+        send_all(&a, &[3, 0, 0, 0, 0xff, 0xff, 0xff]).unwrap();
+        let err = read_frame::<Request>(&mut b, &mut buf).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+
+        send_all(&a, &u32::MAX.to_le_bytes()).unwrap();
+        assert_eq!(read_frame::<Request>(&mut b, &mut buf).unwrap_err().kind(), io::ErrorKind::InvalidData);
+
+        send_all(&a, &[9, 0]).unwrap();
+        drop(a);
+        assert_eq!(read_frame::<Request>(&mut b, &mut buf).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        assert!(read_frame::<Request>(&mut b, &mut buf).unwrap().is_none());
+    }
+
+    #[test]
+    fn slots_out_of_bounds_have_no_range() {
+        let slot = |offset, len| Slot { dtype: DType::U8, shape: vec![len], offset, len };
+        assert_eq!(slot(8, 8).range(16), Some(8..16));
+        assert_eq!(slot(8, 9).range(16), None);
+        assert_eq!(slot(u64::MAX, 2).range(16), None);
+    }
+}
