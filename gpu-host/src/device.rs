@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::segment::MigProfile;
+use crate::segment::{MigProfile, Segment};
 
 /// What this machine offers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -43,6 +43,39 @@ impl Devices {
     /// Look at the machine.
     pub fn discover() -> Devices {
         Devices { cpu_cores: cpu_cores(), gpus: discover_gpus().unwrap_or_default() }
+    }
+
+    /// The environment of a worker process on GPU segment `segment`: the device it sees
+    /// (`CUDA_VISIBLE_DEVICES`, a `MIG-…` UUID for a MIG instance) and its MPS share. MIG segments use the
+    /// `nth` existing instance of their profile on their GPU, with the pipe directory of that instance's own
+    /// MPS control daemon (one per MIG instance).
+    pub fn binding(&self, segment: &Segment, nth: usize) -> Result<Vec<(String, String)>, String> {
+        let gpu = |index: u32| {
+            self.gpus
+                .iter()
+                .find(|g| g.index == index)
+                .ok_or_else(|| format!("segment {segment}: no GPU {index} on this machine"))
+        };
+        let mut env = Vec::new();
+        match *segment {
+            Segment::Cpu { .. } => return Err(format!("segment {segment} runs on CPU cores, not in a GPU worker")),
+            Segment::Mps { gpu: index, .. } => env.push(("CUDA_VISIBLE_DEVICES".into(), gpu(index)?.uuid.clone())),
+            Segment::Mig { gpu: index, profile, .. } => {
+                let gpu = gpu(index)?;
+                let instance = gpu
+                    .mig_instances
+                    .iter()
+                    .filter(|m| m.profile() == Some(profile))
+                    .nth(nth)
+                    .ok_or_else(|| format!("segment {segment}: GPU {index} has no MIG instance #{nth} of profile {profile} (jig does not create MIG instances)"))?;
+                env.push(("CUDA_VISIBLE_DEVICES".into(), instance.uuid.clone()));
+                env.push(("CUDA_MPS_PIPE_DIRECTORY".into(), format!("/tmp/jig-mps/{}/pipe", instance.uuid)));
+            }
+        }
+        if let Some(percent) = segment.mps_percentage() {
+            env.push(("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), percent.to_string()));
+        }
+        Ok(env)
     }
 }
 
@@ -164,6 +197,30 @@ mod tests {
         assert_eq!(migs[0].0, 0);
         assert_eq!(migs[0].1.uuid, "MIG-aaaa");
         assert_eq!(migs[1].1.profile(), Some(MigProfile::G1x10));
+    }
+
+    #[test]
+    fn gpu_segments_bind_to_their_device_and_share() {
+        let mut gpus = parse_gpu_query("0, H100, GPU-5e3c, 81559, Enabled\n");
+        gpus[0].mig_instances =
+            parse_mig_list("GPU 0: H100 (UUID: GPU-5e3c)\n  MIG 3g.40gb Device 0: (UUID: MIG-aaaa)\n")
+                .into_iter()
+                .map(|(_, m)| m)
+                .collect();
+        let devices = Devices { cpu_cores: vec![0], gpus };
+        let env = devices.binding(&"mig:0:3g.40gb:2".parse().unwrap(), 0).unwrap();
+        assert!(env.contains(&("CUDA_VISIBLE_DEVICES".into(), "MIG-aaaa".into())));
+        assert!(env.contains(&("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "50".into())));
+        let env = devices.binding(&"mps:0:30".parse().unwrap(), 0).unwrap();
+        assert_eq!(
+            env,
+            vec![
+                ("CUDA_VISIBLE_DEVICES".into(), "GPU-5e3c".into()),
+                ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "30".into())
+            ]
+        );
+        assert!(devices.binding(&"mig:0:1g.10gb:1".parse().unwrap(), 0).unwrap_err().contains("no MIG instance"));
+        assert!(devices.binding(&"mps:1:30".parse().unwrap(), 0).unwrap_err().contains("no GPU 1"));
     }
 
     #[test]
