@@ -24,7 +24,7 @@ pub mod onnx;
 pub mod pool;
 pub mod profile;
 pub mod segment;
-pub mod worker;
 mod tensor;
+pub mod worker;
 
 pub use tensor::{DType, Tensor, TensorError};
