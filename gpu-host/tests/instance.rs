@@ -1,7 +1,9 @@
 //! Instances: batching, early dropping, input checks and memory budgets, on real ONNX models where the
 //! semantics depend on the model, and on a scripted executor where they depend on timing.
 
-use std::path::PathBuf;
+mod common;
+use common::{f32s, i64s, model_path};
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -11,25 +13,14 @@ use jig_gpu_host::onnx::{SessionOptions, TensorSpec};
 use jig_gpu_host::pool::Pool;
 use jig_gpu_host::{DType, Tensor};
 
-fn model_path(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.jig/models").join(format!("{name}.onnx"));
-    assert!(path.is_file(), "{} is missing: run `make setup`", path.display());
-    path
-}
-
 fn onnx_instance(model: &str, config: InstanceConfig) -> Arc<Instance> {
     Arc::new(Instance::start_onnx(config, model, &model_path(model), SessionOptions::default()).unwrap())
 }
 
 fn mixed_inputs(k: f32) -> Vec<Tensor> {
     let x = Tensor::from_f32(vec![1, 4], &[k, k, k, k]).unwrap();
-    let ids =
-        Tensor::new(DType::I64, vec![1, 4], [1i64, 2, 3, 4].iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap();
+    let ids = i64s(vec![1, 4], &[1, 2, 3, 4]);
     vec![x, ids]
-}
-
-fn f32s(t: &Tensor) -> Vec<f32> {
-    t.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 fn far() -> Instant {

@@ -1,26 +1,13 @@
 //! ONNX Runtime through `onnx::Model` on the models `make setup` generates into .jig/models.
 
-use std::path::PathBuf;
+mod common;
+use common::{f32s, i64s, model_path};
 
 use jig_gpu_host::onnx::{Model, ModelError, SessionOptions};
 use jig_gpu_host::{DType, Tensor};
 
-fn model_path(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.jig/models").join(format!("{name}.onnx"));
-    assert!(path.is_file(), "{} is missing: run `make setup`", path.display());
-    path
-}
-
 fn load(name: &str) -> Model {
     Model::load(name, &model_path(name), &SessionOptions::default()).unwrap()
-}
-
-fn i64s(shape: Vec<u64>, values: &[i64]) -> Tensor {
-    Tensor::new(DType::I64, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap()
-}
-
-fn f32s(t: &Tensor) -> Vec<f32> {
-    t.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 #[test]

@@ -1,5 +1,8 @@
 //! Worker processes (`jig_gpu_host::worker`) on CPU sessions with the models `make setup` generates.
 
+mod common;
+use common::{f32s, i64s, model_path};
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -7,26 +10,12 @@ use jig_gpu_host::onnx::{Model, ModelError, SessionOptions};
 use jig_gpu_host::worker::{Worker, WorkerError, WorkerSpec};
 use jig_gpu_host::{DType, Tensor};
 
-fn model_path(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.jig/models").join(format!("{name}.onnx"));
-    assert!(path.is_file(), "{} is missing: run `make setup`", path.display());
-    path
-}
-
 fn spec(instance: &str, model: &str, path: PathBuf) -> WorkerSpec {
     WorkerSpec::new(env!("CARGO_BIN_EXE_jig-worker"), instance, model, path, SessionOptions::default())
 }
 
 fn start(instance: &str, model: &str) -> Worker {
     Worker::start(spec(instance, model, model_path(model))).unwrap()
-}
-
-fn i64s(shape: Vec<u64>, values: &[i64]) -> Tensor {
-    Tensor::new(DType::I64, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap()
-}
-
-fn f32s(t: &Tensor) -> Vec<f32> {
-    t.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 fn mixed_batch(rows: usize) -> (Vec<Tensor>, Vec<f32>) {
