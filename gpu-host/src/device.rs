@@ -1,5 +1,6 @@
-//! Device discovery: CPU cores always; NVIDIA GPUs, their memory, MIG mode and MIG instances through
-//! `nvidia-smi` where it exists. Without a GPU (or without the driver) discovery reports CPU cores only, and
+//! Device discovery: CPU cores always; NVIDIA GPUs through the CUDA driver API (`cudarc`, which loads
+//! `libcuda` at run time: count, name, UUID, memory, streaming multiprocessors) and `nvidia-smi` (MIG mode and
+//! the MIG instances that exist). Without a GPU, or without the driver, discovery reports CPU cores only, and
 //! everything runs on CPU segments.
 
 use std::process::Command;
@@ -20,6 +21,8 @@ pub struct Gpu {
     pub name: String,
     pub uuid: String,
     pub memory_mib: u64,
+    /// Streaming multiprocessors, from the CUDA driver; `None` when only `nvidia-smi` answered.
+    pub sms: Option<u32>,
     pub mig_enabled: bool,
     /// MIG instances already created (jig does not change MIG settings).
     pub mig_instances: Vec<MigInstance>,
@@ -42,40 +45,48 @@ impl MigInstance {
 impl Devices {
     /// Look at the machine.
     pub fn discover() -> Devices {
-        Devices { cpu_cores: cpu_cores(), gpus: discover_gpus().unwrap_or_default() }
+        Devices { cpu_cores: cpu_cores(), gpus: discover_gpus() }
     }
 
     /// The environment of a worker process on GPU segment `segment`: the device it sees
-    /// (`CUDA_VISIBLE_DEVICES`, a `MIG-…` UUID for a MIG instance) and its MPS share. MIG segments use the
-    /// `nth` existing instance of their profile on their GPU, with the pipe directory of that instance's own
-    /// MPS control daemon (one per MIG instance).
+    /// (`CUDA_VISIBLE_DEVICES`: the GPU's UUID, or a `MIG-…` UUID for a MIG instance) and, when it shares that
+    /// device through MPS, its active-thread percentage and the pipe directory of the device's own MPS
+    /// daemon ([`crate::mps`]). MIG segments use the `nth` existing instance of their profile on their GPU.
     pub fn binding(&self, segment: &Segment, nth: usize) -> Result<Vec<(String, String)>, String> {
+        let device = self.device_uuid(segment, nth)?;
+        let mut env = vec![("CUDA_VISIBLE_DEVICES".to_string(), device.clone())];
+        if let Some(percent) = segment.mps_percentage() {
+            env.push(("CUDA_MPS_PIPE_DIRECTORY".into(), crate::mps::pipe_dir(&device).display().to_string()));
+            env.push(("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), percent.to_string()));
+        }
+        Ok(env)
+    }
+
+    /// The UUID of the device a worker on `segment` binds to: its GPU, or for MIG segments the `nth` MIG
+    /// instance of the segment's profile on that GPU.
+    pub fn device_uuid(&self, segment: &Segment, nth: usize) -> Result<String, String> {
         let gpu = |index: u32| {
             self.gpus
                 .iter()
                 .find(|g| g.index == index)
                 .ok_or_else(|| format!("segment {segment}: no GPU {index} on this machine"))
         };
-        let mut env = Vec::new();
         match *segment {
-            Segment::Cpu { .. } => return Err(format!("segment {segment} runs on CPU cores, not in a GPU worker")),
-            Segment::Mps { gpu: index, .. } => env.push(("CUDA_VISIBLE_DEVICES".into(), gpu(index)?.uuid.clone())),
-            Segment::Mig { gpu: index, profile, .. } => {
-                let gpu = gpu(index)?;
-                let instance = gpu
-                    .mig_instances
-                    .iter()
-                    .filter(|m| m.profile() == Some(profile))
-                    .nth(nth)
-                    .ok_or_else(|| format!("segment {segment}: GPU {index} has no MIG instance #{nth} of profile {profile} (jig does not create MIG instances)"))?;
-                env.push(("CUDA_VISIBLE_DEVICES".into(), instance.uuid.clone()));
-                env.push(("CUDA_MPS_PIPE_DIRECTORY".into(), format!("/tmp/jig-mps/{}/pipe", instance.uuid)));
-            }
+            Segment::Cpu { .. } => Err(format!("segment {segment} runs on CPU cores, not in a GPU worker")),
+            Segment::Mps { gpu: index, .. } => Ok(gpu(index)?.uuid.clone()),
+            Segment::Mig { gpu: index, profile, .. } => gpu(index)?
+                .mig_instances
+                .iter()
+                .filter(|m| m.profile() == Some(profile))
+                .nth(nth)
+                .map(|m| m.uuid.clone())
+                .ok_or_else(|| {
+                    format!(
+                        "segment {segment}: GPU {index} has no MIG instance #{nth} of profile {profile} \
+                         (jig does not create MIG instances)"
+                    )
+                }),
         }
-        if let Some(percent) = segment.mps_percentage() {
-            env.push(("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), percent.to_string()));
-        }
-        Ok(env)
     }
 }
 
@@ -125,10 +136,30 @@ fn nvidia_smi(args: &[&str]) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn discover_gpus() -> Option<Vec<Gpu>> {
+/// The GPUs `nvidia-smi` lists (or, without it, those CUDA sees), with CUDA's SM counts and the MIG
+/// instances of GPUs in MIG mode.
+fn discover_gpus() -> Vec<Gpu> {
+    let cuda = cuda_gpus().unwrap_or_default();
     let query =
-        nvidia_smi(&["--query-gpu=index,name,uuid,memory.total,mig.mode.current", "--format=csv,noheader,nounits"])?;
-    let mut gpus = parse_gpu_query(&query);
+        nvidia_smi(&["--query-gpu=index,name,uuid,memory.total,mig.mode.current", "--format=csv,noheader,nounits"]);
+    let mut gpus = match query {
+        Some(query) => parse_gpu_query(&query),
+        None => cuda
+            .iter()
+            .map(|d| Gpu {
+                index: d.ordinal as u32,
+                name: d.name.clone(),
+                uuid: d.uuid.clone(),
+                memory_mib: d.memory_mib,
+                sms: None,
+                mig_enabled: false,
+                mig_instances: Vec::new(),
+            })
+            .collect(),
+    };
+    for gpu in &mut gpus {
+        gpu.sms = cuda.iter().find(|d| d.uuid == gpu.uuid).map(|d| d.sms);
+    }
     if gpus.iter().any(|g| g.mig_enabled) {
         if let Some(list) = nvidia_smi(&["-L"]) {
             for (index, instance) in parse_mig_list(&list) {
@@ -138,7 +169,59 @@ fn discover_gpus() -> Option<Vec<Gpu>> {
             }
         }
     }
-    Some(gpus)
+    gpus
+}
+
+/// What the CUDA driver says of one device it can see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaDevice {
+    pub ordinal: i32,
+    pub name: String,
+    /// `GPU-…`, as `nvidia-smi` prints it.
+    pub uuid: String,
+    pub memory_mib: u64,
+    pub sms: u32,
+}
+
+/// The devices the CUDA driver API sees from this process (all GPUs, or those `CUDA_VISIBLE_DEVICES`
+/// names). `None` when `libcuda` cannot be loaded or does not initialise, as on a machine without a GPU.
+pub fn cuda_gpus() -> Option<Vec<CudaDevice>> {
+    use cudarc::driver::{result, sys};
+    // SAFETY: only probes whether the library can be opened; cudarc panics on first use without it.
+    if !unsafe { sys::is_culib_present() } {
+        return None;
+    }
+    result::init().ok()?;
+    (0..result::device::get_count().ok()?)
+        .map(|ordinal| {
+            let device = result::device::get(ordinal).ok()?;
+            let uuid = result::device::get_uuid(device).ok()?;
+            // SAFETY: `device` is a handle the driver just returned.
+            let (memory, sms) = unsafe {
+                (
+                    result::device::total_mem(device).ok()?,
+                    result::device::get_attribute(
+                        device,
+                        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                    )
+                    .ok()?,
+                )
+            };
+            Some(CudaDevice {
+                ordinal,
+                name: result::device::get_name(device).ok()?,
+                uuid: format_uuid(uuid.bytes.map(|b| b as u8)),
+                memory_mib: memory as u64 >> 20,
+                sms: u32::try_from(sms).ok()?,
+            })
+        })
+        .collect()
+}
+
+/// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, the form `nvidia-smi` and `CUDA_VISIBLE_DEVICES` use.
+fn format_uuid(bytes: [u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("GPU-{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
 /// Parse `nvidia-smi --query-gpu=index,name,uuid,memory.total,mig.mode.current --format=csv,noheader,nounits`.
@@ -152,6 +235,7 @@ pub fn parse_gpu_query(text: &str) -> Vec<Gpu> {
                 name: name.to_string(),
                 uuid: uuid.to_string(),
                 memory_mib: memory.parse().ok()?,
+                sms: None,
                 mig_enabled: *mig == "Enabled",
                 mig_instances: Vec::new(),
             })
@@ -211,11 +295,15 @@ mod tests {
         let env = devices.binding(&"mig:0:3g.40gb:2".parse().unwrap(), 0).unwrap();
         assert!(env.contains(&("CUDA_VISIBLE_DEVICES".into(), "MIG-aaaa".into())));
         assert!(env.contains(&("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "50".into())));
+        assert!(env.contains(&("CUDA_MPS_PIPE_DIRECTORY".into(), "/tmp/jig-mps/MIG-aaaa/pipe".into())));
+        let env = devices.binding(&"mig:0:3g.40gb:1".parse().unwrap(), 0).unwrap();
+        assert_eq!(env, vec![("CUDA_VISIBLE_DEVICES".into(), "MIG-aaaa".into())], "one process needs no MPS");
         let env = devices.binding(&"mps:0:30".parse().unwrap(), 0).unwrap();
         assert_eq!(
             env,
             vec![
                 ("CUDA_VISIBLE_DEVICES".into(), "GPU-5e3c".into()),
+                ("CUDA_MPS_PIPE_DIRECTORY".into(), "/tmp/jig-mps/GPU-5e3c/pipe".into()),
                 ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "30".into())
             ]
         );
@@ -226,5 +314,20 @@ mod tests {
     #[test]
     fn this_machine_has_cores() {
         assert!(!Devices::discover().cpu_cores.is_empty());
+    }
+
+    #[test]
+    fn cuda_uuids_print_as_nvidia_smi_does() {
+        let bytes = [0x5e, 0x3c, 0x1a, 0x2b, 0x3c, 0x4d, 0x5e, 0x6f, 0x70, 0x81, 0x92, 0xa3, 0xb4, 0xc5, 0xd6, 0xe7];
+        assert_eq!(format_uuid(bytes), "GPU-5e3c1a2b-3c4d-5e6f-7081-92a3b4c5d6e7");
+    }
+
+    /// Without `libcuda` (as in CI) discovery says so instead of panicking; with it, every device has SMs.
+    #[test]
+    fn cuda_discovery_never_panics() {
+        match cuda_gpus() {
+            None => assert!(Devices::discover().gpus.iter().all(|g| g.sms.is_none())),
+            Some(devices) => assert!(devices.iter().all(|d| d.sms > 0 && d.uuid.starts_with("GPU-"))),
+        }
     }
 }

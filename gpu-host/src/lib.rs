@@ -7,7 +7,8 @@
 //! * [`onnx`]: ONNX Runtime, loaded from the library the project's set-up installs; [`onnx::Model`] runs a
 //!   model on [`Tensor`]s after checking them against its declared inputs.
 //! * [`profile`]: latency and throughput of a model on a segment over batch sizes, for the planner.
-//! * [`segment`] and [`device`]: where instances can run, and what this machine has.
+//! * [`segment`] and [`device`]: where instances can run, and what this machine has; [`mps`]: the MPS
+//!   control daemon of each device that hosts MPS segments.
 //! * [`instance`]: a model instance — a queue, a batcher with JigsawServe's batching and early dropping, and
 //!   an executor; [`pool`] spreads a slot's requests over its instances by planned throughput.
 //! * [`worker`]: a model in a child process (one per GPU segment), fed through shared memory, restarted if it dies.
@@ -20,6 +21,7 @@
 pub mod batch;
 pub mod device;
 pub mod instance;
+pub mod mps;
 pub mod onnx;
 pub mod pool;
 pub mod profile;

@@ -64,6 +64,24 @@ pub fn library_path() -> Result<PathBuf, ModelError> {
     })
 }
 
+/// The CUDA and cuDNN libraries that the `onnxruntime-gpu[cuda,cudnn]` wheel's dependencies install beside
+/// it (`nvidia/*/lib` of the same package directory). ONNX Runtime's CUDA provider loads them by name, so a
+/// worker on a GPU segment gets them on its `LD_LIBRARY_PATH`. Empty for the CPU wheel.
+pub fn cuda_library_dirs() -> Vec<PathBuf> {
+    // The library sits in PACKAGES/onnxruntime/capi/.
+    let Some(packages) = library_path().ok().and_then(|lib| lib.ancestors().nth(3).map(Path::to_path_buf)) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(packages.join("nvidia"))
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| Some(entry.ok()?.path().join("lib")))
+        .filter(|lib| lib.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 /// The process's ONNX Runtime environment, loaded on first use.
 pub fn environment() -> Result<&'static ort::environment::Environment, ModelError> {
     static ENV: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();

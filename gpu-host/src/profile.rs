@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::onnx::{Model, ModelError, TensorSpec};
+use crate::instance::Executor;
+use crate::onnx::{ModelError, TensorSpec};
 use crate::{DType, Tensor};
 
 /// How far and how long to measure.
@@ -42,23 +43,25 @@ pub enum Stop {
     Failed { batch: u32, detail: String },
 }
 
-/// Measure `model` on batches of doubling size; `progress` sees each point as it is measured. A failure at
-/// batch 1 is an error; a failure at a larger batch (memory running out) ends the sweep there.
+/// Measure model `name` on batches of doubling size, run by `executor` (a model in this process, or a worker
+/// process on a GPU segment); `progress` sees each point as it is measured. A failure at batch 1 is an error;
+/// a failure at a larger batch (memory running out) ends the sweep there.
 pub fn sweep(
-    model: &Model,
+    executor: &dyn Executor,
+    name: &str,
     shapes: &[Option<Vec<u64>>],
     settings: &Settings,
     mut progress: impl FnMut(&Point),
-) -> Result<(Vec<Point>, Option<Stop>), ModelError> {
+) -> Result<(Vec<Point>, Option<Stop>), String> {
     let mut points = Vec::new();
     let mut batch = 1u32;
     while batch <= settings.max_batch.max(1) {
-        let inputs = sample_inputs(model.name(), model.inputs(), shapes, u64::from(batch))?;
-        let measured = (0..settings.warmup).try_for_each(|_| model.run(&inputs).map(drop)).and_then(|()| {
+        let inputs = sample_inputs(name, executor.inputs(), shapes, u64::from(batch)).map_err(|e| e.to_string())?;
+        let measured = (0..settings.warmup).try_for_each(|_| executor.execute(&inputs).map(drop)).and_then(|()| {
             let mut times: Vec<Duration> = Vec::with_capacity(settings.runs);
             for _ in 0..settings.runs.max(1) {
                 let started = Instant::now();
-                model.run(&inputs)?;
+                executor.execute(&inputs)?;
                 times.push(started.elapsed());
             }
             Ok(times)
@@ -66,7 +69,7 @@ pub fn sweep(
         let mut times = match measured {
             Ok(times) => times,
             Err(e) if batch == 1 => return Err(e),
-            Err(e) => return Ok((points, Some(Stop::Failed { batch, detail: e.to_string() }))),
+            Err(detail) => return Ok((points, Some(Stop::Failed { batch, detail }))),
         };
         times.sort();
         let total: Duration = times.iter().sum();

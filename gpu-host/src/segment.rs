@@ -92,6 +92,14 @@ impl Segment {
         !matches!(self, Segment::Cpu { .. })
     }
 
+    /// The index of the GPU a GPU segment is on.
+    pub fn gpu(&self) -> Option<u32> {
+        match *self {
+            Segment::Cpu { .. } => None,
+            Segment::Mig { gpu, .. } | Segment::Mps { gpu, .. } => Some(gpu),
+        }
+    }
+
     /// GPU memory this segment grants an instance, in bytes, where the segment fixes it: a MIG instance's
     /// memory divided among its MPS processes. `None` for CPU cores and MPS percentages.
     pub fn memory(&self) -> Option<u64> {

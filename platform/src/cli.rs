@@ -5,8 +5,9 @@
 //!   envelope framing of `jig_sdk::envelope` (body, JSON metadata, u32 length) for functions such as `crop`.
 //!
 //!   `--model SLOT=MODEL.onnx` serves a model slot with an ONNX model on this machine's CPU cores.
-//! * `jig profile BUNDLE` — measure each model variant of a bundle on CPU segments over batch sizes 1, 2, 4,
-//!   … and write the profile table (see `jig_planner::profile`) to BUNDLE/profiles.csv.
+//! * `jig profile BUNDLE` — measure each model variant of a bundle on segments (CPU cores in this process,
+//!   GPU segments in bound worker processes) over batch sizes 1, 2, 4, … and write the profile table (see
+//!   `jig_planner::profile`) to BUNDLE/profiles.csv.
 //!
 //! Exit status: 0 on success, 1 when the function failed, 2 when it could not be loaded or the command
 //! line is wrong.
@@ -24,10 +25,12 @@ use jig_sdk::Envelope;
 
 use jig_gpu_host::device::Devices;
 use jig_gpu_host::instance::{Instance, InstanceConfig};
+use jig_gpu_host::mps::MpsDaemon;
 use jig_gpu_host::onnx::{Model, SessionOptions};
 use jig_gpu_host::pool::Pool;
 use jig_gpu_host::profile;
 use jig_gpu_host::segment::Segment;
+use jig_gpu_host::worker::{Worker, WorkerSpec};
 use jig_planner::profile::ProfileRow;
 
 use crate::bundle::Bundle;
@@ -61,8 +64,8 @@ enum Command {
 struct ProfileArgs {
     /// The bundle directory (with its jig.toml).
     bundle: PathBuf,
-    /// A segment to measure on, e.g. cpu:2; repeatable. Default: cpu:1, cpu:2, cpu:4, … up to this
-    /// machine's cores.
+    /// A segment to measure on, e.g. cpu:2, mps:0:30 or mig:0:3g.40gb:2; repeatable. Default: cpu:1, cpu:2,
+    /// cpu:4, … up to this machine's cores.
     #[arg(long = "segment", value_name = "SEGMENT")]
     segments: Vec<Segment>,
     /// The largest batch size tried.
@@ -190,7 +193,9 @@ fn profile(args: ProfileArgs) -> anyhow::Result<()> {
                 bail!("segment {segment}: this machine offers {} cores", devices.cpu_cores.len())
             }
             Segment::Cpu { .. } => {}
-            _ => bail!("segment {segment}: profiling GPU segments (through worker processes) is not supported yet"),
+            gpu => {
+                devices.binding(gpu, 0).map_err(anyhow::Error::msg)?;
+            }
         }
     }
     let settings = profile::Settings {
@@ -199,36 +204,63 @@ fn profile(args: ProfileArgs) -> anyhow::Result<()> {
         max_latency: Duration::from_millis(args.max_latency_ms),
         ..profile::Settings::default()
     };
-    let device = jig_gpu_host::device::cpu_name();
     let mut rows = Vec::new();
     for variant in &bundle.manifest.variants {
         for segment in &segments {
-            let Segment::Cpu { cores } = *segment else { unreachable!("checked above") };
             let label = format!("{}/{} on {segment}", variant.slot, variant.name);
             eprintln!("profile: {label}");
-            let cores: Vec<usize> = devices.cpu_cores.iter().copied().take(cores as usize).collect();
-            let (path, settings, label2) = (bundle.model_path(variant), settings.clone(), label.clone());
-            let name = variant.name.clone();
             let shapes_by_name = variant.shapes.clone();
-            // A pinned thread: ONNX Runtime's threads, created with the session, inherit its cores.
-            let (points, stop) = std::thread::spawn(move || -> anyhow::Result<_> {
-                jig_gpu_host::device::pin_current_thread(&cores)?;
-                let options = SessionOptions { threads: cores.len(), ..SessionOptions::default() };
-                let model = Model::load(&name, &path, &options)?;
-                let shapes: Vec<Option<Vec<u64>>> =
-                    model.inputs().iter().map(|i| shapes_by_name.get(&i.name).cloned()).collect();
-                Ok(profile::sweep(&model, &shapes, &settings, |p| {
+            let shapes = move |inputs: &[jig_gpu_host::onnx::TensorSpec]| -> Vec<Option<Vec<u64>>> {
+                inputs.iter().map(|i| shapes_by_name.get(&i.name).cloned()).collect()
+            };
+            let report = {
+                let label = label.clone();
+                move |p: &profile::Point| {
                     eprintln!(
-                        "profile: {label2}: batch {:>3}: p50 {:>8.2} ms, p95 {:>8.2} ms, {:>9.1} rows/s",
+                        "profile: {label}: batch {:>3}: p50 {:>8.2} ms, p95 {:>8.2} ms, {:>9.1} rows/s",
                         p.batch,
                         p.p50.as_secs_f64() * 1e3,
                         p.p95.as_secs_f64() * 1e3,
                         p.throughput
                     )
-                })?)
-            })
-            .join()
-            .map_err(|_| anyhow::anyhow!("profiling {label} panicked"))??;
+                }
+            };
+            let (path, settings, name) = (bundle.model_path(variant), settings.clone(), variant.name.clone());
+            let ((points, stop), device) = match *segment {
+                Segment::Cpu { cores } => {
+                    let cores: Vec<usize> = devices.cpu_cores.iter().copied().take(cores as usize).collect();
+                    // A pinned thread: ONNX Runtime's threads, created with the session, inherit its cores.
+                    let measured = std::thread::spawn(move || -> anyhow::Result<_> {
+                        jig_gpu_host::device::pin_current_thread(&cores)?;
+                        let options = SessionOptions { threads: cores.len(), ..SessionOptions::default() };
+                        let model = Model::load(&name, &path, &options)?;
+                        profile::sweep(&model, &name, &shapes(model.inputs()), &settings, report)
+                            .map_err(anyhow::Error::msg)
+                    })
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("profiling {label} panicked"))??;
+                    (measured, jig_gpu_host::device::cpu_name())
+                }
+                gpu_segment => {
+                    // A worker process bound to the segment's device and MPS share, as when serving.
+                    let device = devices.device_uuid(&gpu_segment, 0).map_err(anyhow::Error::msg)?;
+                    let _mps = gpu_segment.mps_percentage().map(|_| MpsDaemon::ensure(&device)).transpose()?;
+                    let options = SessionOptions {
+                        threads: 1,
+                        cuda: Some((0, gpu_segment.memory().map(|bytes| bytes as usize))),
+                    };
+                    let spec = WorkerSpec {
+                        args: vec!["worker".into()],
+                        env: devices.binding(&gpu_segment, 0).map_err(anyhow::Error::msg)?,
+                        ..WorkerSpec::new(std::env::current_exe()?, &label, &name, &path, options)
+                    };
+                    let worker = Worker::start(spec)?;
+                    let measured = profile::sweep(&worker, &name, &shapes(worker.inputs()), &settings, report)
+                        .map_err(anyhow::Error::msg)?;
+                    let gpu = devices.gpus.iter().find(|g| Some(g.index) == gpu_segment.gpu());
+                    (measured, gpu.map_or_else(|| device.clone(), |g| format!("{} ({device})", g.name)))
+                }
+            };
             match stop {
                 Some(profile::Stop::Latency { batch, p95 }) => {
                     eprintln!("profile: {label}: stopped after batch {batch}: p95 {p95:?} exceeds --max-latency-ms")

@@ -415,6 +415,24 @@ async fn concurrent_invocations_have_model_calls_in_flight_together() {
     assert!(models.max_in_flight.load(Ordering::SeqCst) > 1, "infer calls never overlapped");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invocations_beyond_the_instance_pool_wait_for_a_slot_instead_of_failing() {
+    let rt = Runtime::new(RuntimeConfig { max_instances: 2, ..RuntimeConfig::default() }).unwrap();
+    let models = TestModels::default();
+    let f = rt.load("probe", &wasm("jig_probe"), options(models.clone())).unwrap();
+    let call = probe(json!({"op": "infer", "slot": "identity", "count": 5, "bytes": 64}));
+    let tasks: Vec<_> = (0..12)
+        .map(|_| {
+            let (f, call) = (f.clone(), call.clone());
+            tokio::spawn(async move { f.invoke(&call, None).await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap().output, (5 * 64).to_string().as_bytes());
+    }
+    assert!(models.max_in_flight.load(Ordering::SeqCst) <= 2, "more instances ran at once than the pool has");
+}
+
 #[tokio::test]
 async fn compiled_components_are_cached_on_disk_by_content() {
     let dir = tempfile::tempdir().unwrap();

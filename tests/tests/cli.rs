@@ -170,3 +170,17 @@ fn profile_writes_a_table_the_planner_reads() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("jig.toml") && stderr.contains("`v`") && stderr.contains("nope.onnx"), "{stderr}");
 }
+
+#[test]
+fn profiling_a_gpu_segment_the_machine_lacks_names_it() {
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::write(
+        bundle.path().join("jig.toml"),
+        format!("name = \"t\"\n[[variants]]\nslot = \"c\"\nname = \"mlp\"\nmodel = \"{}\"\n", model("mlp").display()),
+    )
+    .unwrap();
+    let output = run(jig().arg("profile").arg(bundle.path()).args(["--segment", "mps:7:50"]), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("segment mps:7:50: no GPU 7 on this machine"), "{stderr}");
+}

@@ -13,6 +13,8 @@
 //!   enforced by epoch interruption while the guest computes (an epoch ticks every
 //!   [`RuntimeConfig::epoch_tick`]; at each tick a running guest yields to the executor, and traps once the
 //!   deadline passed) and by a timer while it waits on the host (`infer`).
+//! * **Bounded concurrency.** At most [`RuntimeConfig::max_instances`] invocations hold an instance at once;
+//!   more wait for a slot (until their deadline) instead of failing.
 //! * **Host calls.** `infer` is async and goes to the function's [`ModelHost`]; many concurrent invocations'
 //!   calls can therefore form one batch. `emit`ted payloads are collected into the [`Outcome`].
 
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Semaphore;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
 use wasmtime_wasi::WasiView;
@@ -128,6 +131,9 @@ pub struct Runtime {
     linker: Linker<InvocationState>,
     config: RuntimeConfig,
     ticker_stop: Arc<AtomicBool>,
+    /// One permit per pooling-allocator instance slot, held from instantiation until the store is dropped, so
+    /// invocations beyond [`RuntimeConfig::max_instances`] wait for a slot instead of failing.
+    slots: Arc<Semaphore>,
 }
 
 /// WASI interfaces linked for the standard library (inert, see [`host`]); anything else a guest imports
@@ -173,7 +179,8 @@ impl Runtime {
                 }
             })?;
         }
-        Ok(Runtime { engine, linker, config, ticker_stop })
+        let slots = Arc::new(Semaphore::new(config.max_instances as usize));
+        Ok(Runtime { engine, linker, config, ticker_stop, slots })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -228,6 +235,7 @@ impl Runtime {
                 limits: options.limits,
                 config: Arc::new(options.config),
                 models: options.models,
+                slots: self.slots.clone(),
             }),
         })
     }
@@ -333,6 +341,7 @@ struct FunctionInner {
     limits: FunctionLimits,
     config: Arc<BTreeMap<String, String>>,
     models: Arc<dyn ModelHost>,
+    slots: Arc<Semaphore>,
 }
 
 impl Function {
@@ -352,6 +361,14 @@ impl Function {
         let timeout = started + f.limits.timeout;
         let deadline = deadline.map_or(timeout, |d| d.min(timeout));
 
+        // Held until the store (and so the instance) is dropped, after everything declared below.
+        let _slot = match tokio::time::timeout_at(deadline.into(), f.slots.acquire()).await {
+            Err(_elapsed) => return Err(self.deadline_exceeded(started, deadline)),
+            Ok(Ok(slot)) => slot,
+            Ok(Err(closed)) => {
+                return Err(InvokeError::Instantiate { function: f.name.to_string(), detail: closed.to_string() });
+            }
+        };
         let state = InvocationState::new(f.name.clone(), deadline, f.models.clone(), f.config.clone(), f.limits);
         let mut store = Store::new(f.pre.engine(), state);
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
