@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use jig_platform::runtime::models::{BoxFuture, DType, Tensor};
 use jig_platform::runtime::{
-    FunctionError, FunctionLimits, FunctionOptions, InferError, InferRequest, InvokeError, LoadError, ModelHost,
-    Runtime, RuntimeConfig,
+    Function, FunctionError, FunctionLimits, FunctionOptions, InferError, InferRequest, InvokeError, LoadError,
+    ModelHost, Runtime, RuntimeConfig,
 };
 use jig_sdk::Envelope;
 use serde_json::{Value, json};
@@ -84,6 +84,21 @@ impl ModelHost for TestModels {
 
 fn probe(op: Value) -> Vec<u8> {
     serde_json::to_vec(&op).unwrap()
+}
+
+/// Invoke `f` on `payload` `n` times at once; the outputs, each invocation having succeeded.
+async fn invoke_concurrently(f: &Function, payload: &[u8], n: usize) -> Vec<Vec<u8>> {
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (f, payload) = (f.clone(), payload.to_vec());
+            tokio::spawn(async move { f.invoke(&payload, None).await })
+        })
+        .collect();
+    let mut outputs = Vec::new();
+    for t in tasks {
+        outputs.push(t.await.unwrap().unwrap().output);
+    }
+    outputs
 }
 
 #[tokio::test]
@@ -403,14 +418,8 @@ async fn concurrent_invocations_have_model_calls_in_flight_together() {
     let models = TestModels::default();
     let f = rt.load("probe", &wasm("jig_probe"), options(models.clone())).unwrap();
     let call = probe(json!({"op": "infer", "slot": "identity", "count": 20, "bytes": 1024}));
-    let tasks: Vec<_> = (0..16)
-        .map(|_| {
-            let (f, call) = (f.clone(), call.clone());
-            tokio::spawn(async move { f.invoke(&call, None).await })
-        })
-        .collect();
-    for t in tasks {
-        assert_eq!(t.await.unwrap().unwrap().output, (20 * 1024).to_string().as_bytes());
+    for output in invoke_concurrently(&f, &call, 16).await {
+        assert_eq!(output, (20 * 1024).to_string().as_bytes());
     }
     assert!(models.max_in_flight.load(Ordering::SeqCst) > 1, "infer calls never overlapped");
 }
@@ -421,14 +430,8 @@ async fn invocations_beyond_the_instance_pool_wait_for_a_slot_instead_of_failing
     let models = TestModels::default();
     let f = rt.load("probe", &wasm("jig_probe"), options(models.clone())).unwrap();
     let call = probe(json!({"op": "infer", "slot": "identity", "count": 5, "bytes": 64}));
-    let tasks: Vec<_> = (0..12)
-        .map(|_| {
-            let (f, call) = (f.clone(), call.clone());
-            tokio::spawn(async move { f.invoke(&call, None).await })
-        })
-        .collect();
-    for t in tasks {
-        assert_eq!(t.await.unwrap().unwrap().output, (5 * 64).to_string().as_bytes());
+    for output in invoke_concurrently(&f, &call, 12).await {
+        assert_eq!(output, (5 * 64).to_string().as_bytes());
     }
     assert!(models.max_in_flight.load(Ordering::SeqCst) <= 2, "more instances ran at once than the pool has");
 }
