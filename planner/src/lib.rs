@@ -1,12 +1,152 @@
 //! # jig-planner
 //!
-//! A pure library: from profiles (measured latency and throughput per model variant × segment × batch size),
-//! a function graph with its latency and accuracy objectives, and the expected demand, it computes a plan —
-//! which variant each task runs, with which maximum batch size, on which segments, how many instances — as
-//! the JigsawServe MILP on HiGHS. It knows nothing of HTTP or WebAssembly.
+//! A pure library (no HTTP, WebAssembly or ONNX Runtime): from profiles (p95 latency and throughput per model
+//! variant × segment × batch size), a function graph with its latency and accuracy objectives, and the expected
+//! demand, it decides which variant each task runs, on which segment type, with which maximum batch size and how
+//! many instances, so that the objectives hold at the lowest cost, and places the instances on GPUs and CPU
+//! hosts. It is the JigsawServe MILP (§3.2) on HiGHS, with the paper's A/S/T baselines.
 //!
-//! * [`profile`]: the profile tables `jig profile` writes and the planner reads.
+//! ## Modules
 //!
-//! The MILP, its baselines and placement arrive with the planner work.
+//! * [`model`]: the input spec and the output [`Plan`]; [`profile`]: the CSV profile table `jig profile` writes.
+//! * [`problem`]: the validated problem (graph checked and ordered, paths and weights, profiles joined).
+//! * [`milp`]: the formulation below, solved by `good_lp` + HiGHS; [`infeasible`]: names the binding constraint.
+//! * [`baselines`]: the A/S/T switches and Appendix B's static budgets.
+//! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
+//! * [`placement`]: greedy MIG bin-packing with start-slot rules, and CPU core ranges.
+//! * [`plan`](mod@plan): solve → re-check → place → report.
+//! * [`analytic`]: an analytic latency/throughput model; [`apps`]: the paper's three applications.
+//! * [`max_demand`]: the Figure 3 bisection; [`cli`]: `jig plan`.
+//!
+//! ## Inputs
+//!
+//! A spec file, TOML (or JSON when named `*.json`; same fields):
+//!
+//! ```toml
+//! batch_sizes = [1, 2, 4, 8]          # optional: all the profile table has
+//!
+//! [app]
+//! name = "traffic"
+//! slo_latency_ms = 650                 # SLO_l
+//! slo_accuracy = 0.9                   # SLO_a, a fraction of the best achievable A_obj
+//! edges = [{ from = "detect", to = "car" }]
+//! paths = [{ tasks = ["detect", "car"], fraction = 1.0 }]   # optional: root-to-sink paths, equal f_p
+//!
+//! [[app.tasks]]
+//! name = "detect"
+//! slot = "yolo"                        # optional: the profile table's slot; the task name by default
+//! variants = [
+//!   { name = "yolov5n", accuracy = 28, factors = { car = 1.8 } },   # A(t,v); F(t,v,t′), 1 when absent
+//!   { name = "yolov5x", accuracy = 51, factors = { car = 2.0 } },
+//! ]
+//!
+//! [[app.tasks]]
+//! name = "car"
+//! variants = [{ name = "effnet-b0", accuracy = 77.7 }]
+//!
+//! [[segments]]                         # segment types; names match the profile table's `segment`
+//! name = "mig:1g.10gb:2"               # MIG profile : MPS processes (1–4), or cpu:CORES
+//! slices = 1                           # optional: s_n; see MigProfile::effective_slices
+//!
+//! [resources]
+//! slices = 28                          # S_avail (GPU slices, or cores for cpu segments)
+//! cores_per_host = 16                  # optional, for placing cpu segments
+//!
+//! [demand]
+//! windows = [40, 42, 45, 41, 44]       # recent req/s; R = mean of the last 5 × (1 + slack)
+//! slack = 0.05                         # optional
+//!
+//! [objective]                          # optional: α, β of (14)
+//! alpha = 1.0
+//! beta = 0.035
+//! ```
+//!
+//! and the profile table ([`profile`]): `slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device`.
+//! L(t,v,s,b) is `p95_ms`, H(t,v,s,b) is `throughput_rps` (for `mig:GPU:PROFILE:K`, of all K processes
+//! together). A missing (segment, batch) row means the configuration is unavailable (e.g. out of memory); a
+//! variant with no row on any declared segment type is an error.
+//!
+//! ## The formulation
+//!
+//! Instance types k = (t, v, s, b) with L_k, H_k, slice cost s_k; a_k = A(t,v)/A(t,v*) the accuracy normalised
+//! by the task's best variant v*. Variables: M_k ∈ ℤ≥0 (instances), N_k ∈ {0,1}, x_k ≥ 0 (req/s routed to
+//! type k: the *served-rate flow*), ℓ_t ≥ 0.
+//!
+//! ```text
+//! (1)      N_k ≤ M_k ≤ U_k·N_k                       U_k = min(⌊S_t/s_k⌋, ⌈R̂max(t)/H_k⌉)
+//! (2)      ℓ_t ≥ L_k·N_k                  ∀k ∈ t
+//! (3)      Σ_{t∈p} 2·ℓ_t ≤ SLO_l          ∀p
+//! (6)      x_k ≤ H_k·M_k
+//! (4)(5)   Σ_{k∈t} x_k = R                          t a root
+//!          Σ_{k∈t} x_k = Σ_{t′∈P(t)} Σ_{k′∈t′} F(t′,v_k′,t)·x_k′    otherwise
+//! (7)(8)   Σ_k s_k·M_k ≤ S_avail
+//! (10)–(13) 1 − Σ_t G_t·ε_t ≥ SLO_a,       ε_t = Σ_{k∈t} x_k·(1 − a_k) / R̂min(t)
+//! (14)     max α·(1 − Σ_t G_t·ε_t) − β·Σ_k s_k·M_k
+//! ```
+//!
+//! with g_p = f_p·Π_{t∈p} A(t,v*) / A_max (so Σ_p g_p = 1 and A_obj = Σ_p g_p·Π_{t∈p} â(t), â(t) = Â(t)/A(t,v*)),
+//! G_t = Σ_{p∋t} g_p, and R̂min(t), R̂max(t) the demand at t propagated with the smallest, resp. largest,
+//! factors of the admitted variants.
+//!
+//! Linearisations and their errors:
+//!
+//! * **(1)** exact (N_k ≤ M_k ≤ U_k·N_k); U_k is a valid bound: more instances of one type than cover the
+//!   largest possible demand, or than the slices allow, are never needed.
+//! * **(2) max**: exact. ℓ_t appears only in (3)'s ≤ rows, so any feasible ℓ_t ≥ L̂(t) and the feasible set
+//!   of (M, N, x) is exactly the paper's.
+//! * **(4)–(6) demand × factor**: exact, with served-rate flows. The paper's F̂ (4) sums F over active instance
+//!   types (N); we read it as what Table 2 calls it, the *average* factor, weighted by the requests each
+//!   instance type serves; then R̂(t)·F̂(t,t′) = Σ_k F_k·x_k is linear. Likewise Ĥ in (9)–(10) is the served
+//!   rate x_k ≤ M_k·H_k rather than the capacity M_k·H_k, so idle head-room of a cheap variant does not count as
+//!   served requests; the plan states each entry's rate and the router splits traffic in those proportions.
+//! * **(10) ratio**: Â(t) = Σ x_k·A_k / R̂(t); R̂(t) depends on upstream variant choices, so the loss
+//!   ε_t = 1 − â(t) is over-estimated with R̂min(t) ≤ R̂(t) in the denominator (exact when upstream factors
+//!   do not depend on the variant, e.g. at roots). Error: ε_t·(1 − R̂min/R̂) ≤ ε_t·(1 − F_min/F_max) along the
+//!   way. Where R̂min(t) = 0, ε_t ≥ (1 − a_k)·N_k (the worst active variant's loss) instead.
+//! * **(11) product along paths**: Π_{t∈p}(1 − ε_t) ≥ 1 − Σ_{t∈p} ε_t (Weierstrass), so A_obj ≥
+//!   1 − Σ_t G_t·ε_t. Error per path ≤ Σ_{i<j} ε_i·ε_j ≤ (d−1)/(2d)·(Σ_{t∈p} ε_t)² for depth d: at most 0.005
+//!   when a path loses 10% accuracy, 0 for one-task paths or without accuracy scaling.
+//!
+//! Both approximations are conservative: the true A_obj of a returned plan is at least the MILP's value (the
+//! plan reports both), so every plan meets SLO_a; a plan whose exact accuracy just meets SLO_a but whose bound
+//! does not may be missed. The property tests check the MILP against exhaustive search of the paper's model.
+//!
+//! **Pruning** (exact): types with 2·L_k above what their task can take on some path given the other tasks'
+//! fastest types (or its static budget), dearer than the task's slice cap, or dominated within the same
+//! variant (no faster, no more productive, no cheaper than another) are left out.
+//!
+//! **Switches** ([`Features`]): without A only each task's most accurate variant; without S only whole devices
+//! (a 7g.80gb MIG instance with one process, or a whole CPU host); without T, Appendix B's static budgets:
+//! per-task slices S_t = S_avail × (expected demand with the best variants' factors ÷ the best variant's highest
+//! H × that type's slices, normalised), and per-task latency 2·ℓ_t ≤ SLO_l split along each path in the ratio of
+//! the best variant's highest L (over types whose 2·L fits SLO_l), the smallest share where a task is on several
+//! paths. The accuracy SLO stays end-to-end (Appendix B budgets only latency and resources).
+//!
+//! HiGHS runs with a time limit ([`SolveOptions`]); when it hits, the best plan found so far is returned and
+//! marked `time limit`. Every returned plan is re-checked by [`evaluate`] before it is handed out.
+//!
+//! ## Command line
+//!
+//! [`cli::PlanArgs`] (a `clap::Args`) and [`cli::run`] implement `jig plan`; see [`cli`].
 
+pub mod analytic;
+pub mod apps;
+pub mod baselines;
+pub mod cli;
+pub mod error;
+pub mod evaluate;
+pub mod exhaustive;
+pub mod infeasible;
+pub mod max_demand;
+pub mod milp;
+pub mod model;
+pub mod placement;
+pub mod plan;
+pub mod problem;
 pub mod profile;
+
+pub use error::PlanError;
+pub use milp::{SolveOptions, solve};
+pub use model::{Features, Plan, PlanSpec};
+pub use plan::plan;
+pub use problem::Problem;

@@ -9,6 +9,9 @@
 //!   GPU segments in bound worker processes) over batch sizes 1, 2, 4, … and write the profile table (see
 //!   `jig_planner::profile`) to BUNDLE/profiles.csv.
 //!
+//! * `jig plan SPEC.toml --profiles FILE` or `jig plan --app NAME` — plan a function graph with the
+//!   JigsawServe MILP (see `jig_planner`); `--max-demand` reproduces the paper's analytical evaluation.
+//!
 //! Exit status: 0 on success, 1 when the function failed, 2 when it could not be loaded or the command
 //! line is wrong.
 
@@ -51,6 +54,9 @@ enum Command {
     /// Measure each model variant of a bundle on segments over batch sizes 1, 2, 4, … and write the profile
     /// table the planner reads.
     Profile(ProfileArgs),
+    /// Plan a function graph: variants, segments, batch sizes and instance counts that meet its latency and
+    /// accuracy objectives at the lowest cost (the JigsawServe MILP), placed onto GPUs and cores.
+    Plan(jig_planner::cli::PlanArgs),
     /// Serve one model for the platform in this process (started by jig for GPU segments, not by hand).
     #[command(hide = true)]
     Worker {
@@ -127,6 +133,10 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Profile(args) => profile(args).map(|()| ExitCode::SUCCESS),
+        Command::Plan(args) => jig_planner::cli::run(&args).map(|text| {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }),
         Command::Worker { socket } => jig_gpu_host::worker::serve(&socket)
             .map(|()| ExitCode::SUCCESS)
             .with_context(|| format!("worker on {}", socket.display())),

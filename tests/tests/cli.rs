@@ -184,3 +184,17 @@ fn profiling_a_gpu_segment_the_machine_lacks_names_it() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("segment mps:7:50: no GPU 7 on this machine"), "{stderr}");
 }
+
+#[test]
+fn plan_places_a_paper_application_and_names_a_missing_spec() {
+    let output = run(jig().args(["plan", "--app", "social", "--json"]), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("--json prints JSON");
+    assert!(plan.to_string().contains("social-media"), "{plan}");
+
+    let output = run(jig().args(["plan", "no-such-spec.toml", "--profiles", "p.csv"]), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no-such-spec.toml"), "{stderr}");
+}

@@ -1,0 +1,29 @@
+//! Why a plan could not be made.
+
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum PlanError {
+    /// The spec or profile table is malformed (unreadable file, bad number, unknown field…).
+    #[error("bad input: {0}")]
+    Input(String),
+    /// The graph has a cycle; the message lists it.
+    #[error("app `{app}`: the task graph has a cycle: {cycle}")]
+    Cycle { app: String, cycle: String },
+    /// An edge, path or factor names a task the app does not have.
+    #[error("app `{app}`: {place} names task `{task}`, which the app does not have")]
+    UnknownTask { app: String, place: String, task: String },
+    /// A variant has no profile row on any declared segment type.
+    #[error(
+        "no profile rows for variant `{variant}` of task `{task}` (slot `{slot}`) on any of the declared segment types; profile it (`jig profile`) or drop the variant"
+    )]
+    MissingProfile { task: String, variant: String, slot: String },
+    /// No configuration meets the objectives; the message names the binding constraint.
+    #[error("infeasible: {0}")]
+    Infeasible(String),
+    /// The solver stopped at its time limit before finding any plan.
+    #[error("no plan found within the solver time limit of {0} s")]
+    TimeLimit(f64),
+    #[error("solver error: {0}")]
+    Solver(String),
+}

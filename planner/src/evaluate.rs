@@ -1,0 +1,164 @@
+//! An independent evaluator of the paper's model, equations (1)–(14), on a concrete plan.
+//!
+//! It shares nothing with the MILP but the validated [`Problem`]: it looks every instance type up in the profile
+//! table again, propagates demand through the graph in topological order, and computes the exact (non-linear)
+//! accuracies. Tests re-check every plan the MILP returns with it, and exhaustive search scores plans with it.
+//!
+//! Requests of a task are split among its instance types by the rates the plan states (the router's weights),
+//! so Ĥ in (9)–(10) and the weights of the average factor F̂ in (4) are the served rates; a served rate may not
+//! exceed M·H.
+
+use crate::problem::Problem;
+
+/// M(t,v,s,b) instances of one instance type and the rate routed to them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Assignment {
+    pub task: usize,
+    pub variant: usize,
+    pub segment: usize,
+    pub batch: u32,
+    pub instances: u32,
+    pub rate_rps: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    /// L̂(t) (2), ms.
+    pub task_latency_ms: Vec<f64>,
+    /// R̂(t) (5), req/s.
+    pub task_demand_rps: Vec<f64>,
+    /// Â(t) (10) normalised by the task's best variant.
+    pub task_accuracy: Vec<f64>,
+    /// Σ 2·L̂(t) along each path (3), ms.
+    pub path_latency_ms: Vec<f64>,
+    /// A_p (11), in accuracy units.
+    pub path_accuracy: Vec<f64>,
+    /// A_obj (12).
+    pub accuracy: f64,
+    /// Σ Ŝ(t) (7)–(8).
+    pub slices: u32,
+    /// (14).
+    pub objective: f64,
+    /// Every constraint the plan breaks, in words; empty when feasible.
+    pub violations: Vec<String>,
+}
+
+impl Evaluation {
+    pub fn is_feasible(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Relative tolerance on rates, latencies and accuracies (solver round-off).
+const TOL: f64 = 1e-6;
+
+fn close_enough(lhs: f64, rhs: f64) -> bool {
+    lhs <= rhs + TOL * rhs.abs().max(1.0)
+}
+
+/// Evaluate equations (1)–(14) for `plan` on `problem`.
+pub fn evaluate(problem: &Problem, plan: &[Assignment]) -> Evaluation {
+    let n = problem.tasks.len();
+    let mut violations = Vec::new();
+    let mut latency = vec![0.0_f64; n];
+    let mut capacity_ok = true;
+    let mut slices = 0u32;
+    let mut served = vec![0.0_f64; n];
+    let mut accuracy_mass = vec![0.0_f64; n];
+    let mut emitted = vec![0.0_f64; n]; // requests each task receives from its predecessors: Σ R̂(t)·F̂(t,t′)
+
+    for a in plan.iter().filter(|a| a.instances > 0 || a.rate_rps > 0.0) {
+        let task = &problem.tasks[a.task];
+        let Some(c) = problem.config(a.task, a.variant, a.segment, a.batch) else {
+            violations.push(format!(
+                "task `{}`: no profile for variant `{}` on `{}` batch {}",
+                task.name, task.variants[a.variant].name, problem.segments[a.segment].name, a.batch
+            ));
+            continue;
+        };
+        if a.instances > 0 {
+            latency[a.task] = latency[a.task].max(c.latency_ms); // (1)–(2)
+        }
+        if !(a.rate_rps >= 0.0 && close_enough(a.rate_rps, f64::from(a.instances) * c.throughput_rps)) {
+            capacity_ok = false;
+            violations.push(format!(
+                "task `{}`: {:.3} req/s routed to {} × {} on `{}` batch {}, which serve {:.3} req/s",
+                task.name,
+                a.rate_rps,
+                a.instances,
+                task.variants[a.variant].name,
+                problem.segments[a.segment].name,
+                a.batch,
+                f64::from(a.instances) * c.throughput_rps
+            ));
+        }
+        slices += a.instances * problem.segments[a.segment].slices; // (7)
+        served[a.task] += a.rate_rps; // (9)
+        accuracy_mass[a.task] += a.rate_rps * task.variants[a.variant].accuracy;
+        for (i, &s) in task.succs.iter().enumerate() {
+            emitted[s] += a.rate_rps * task.variants[a.variant].factors[i]; // (4)–(5)
+        }
+    }
+
+    // (5)–(6): demand reaching each task, served in full.
+    let mut demand = vec![0.0; n];
+    for &t in &problem.topo {
+        demand[t] = if problem.is_root(t) { problem.demand_rps } else { emitted[t] };
+        if (served[t] - demand[t]).abs() > TOL * demand[t].max(1.0) && capacity_ok {
+            violations.push(format!(
+                "task `{}`: demand {:.3} req/s but {:.3} req/s routed to its instances",
+                problem.tasks[t].name, demand[t], served[t]
+            ));
+        }
+    }
+
+    // (3)
+    let path_latency: Vec<f64> =
+        problem.paths.iter().map(|p| p.tasks.iter().map(|&t| 2.0 * latency[t]).sum()).collect();
+    for (p, &l) in problem.paths.iter().zip(&path_latency) {
+        if !close_enough(l, problem.slo_latency_ms) {
+            violations.push(format!(
+                "path {}: {l:.1} ms exceeds the latency SLO of {} ms",
+                problem.path_name(&p.tasks),
+                problem.slo_latency_ms
+            ));
+        }
+    }
+    // (8)
+    if slices > problem.slices {
+        violations.push(format!("{slices} slices used, {} available", problem.slices));
+    }
+    // (10)–(12)
+    let task_accuracy: Vec<f64> = (0..n)
+        .map(|t| {
+            let best = problem.tasks[t].best_accuracy();
+            if served[t] > 0.0 { accuracy_mass[t] / served[t] / best } else { 1.0 }
+        })
+        .collect();
+    let path_accuracy: Vec<f64> = problem
+        .paths
+        .iter()
+        .map(|p| p.tasks.iter().map(|&t| task_accuracy[t] * problem.tasks[t].best_accuracy()).product())
+        .collect();
+    let accuracy: f64 =
+        problem.paths.iter().map(|p| p.weight * p.tasks.iter().map(|&t| task_accuracy[t]).product::<f64>()).sum();
+    // (13)
+    if accuracy < problem.slo_accuracy - TOL {
+        violations.push(format!(
+            "accuracy {:.4} of the best is below the accuracy SLO of {}",
+            accuracy, problem.slo_accuracy
+        ));
+    }
+    let objective = problem.objective.alpha * accuracy - problem.objective.beta * f64::from(slices);
+    Evaluation {
+        task_latency_ms: latency,
+        task_demand_rps: demand,
+        task_accuracy,
+        path_latency_ms: path_latency,
+        path_accuracy,
+        accuracy,
+        slices,
+        objective,
+        violations,
+    }
+}

@@ -1,0 +1,305 @@
+//! The JigsawServe MILP (§3.2), linearised for HiGHS; the formulation is written out in the crate docs.
+
+use std::time::Instant;
+
+use good_lp::solvers::highs::highs;
+use good_lp::{
+    Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable, constraint,
+    variable,
+};
+
+use crate::baselines::{StaticBudgets, admits};
+use crate::error::PlanError;
+use crate::evaluate::Assignment;
+use crate::model::Features;
+use crate::problem::Problem;
+
+/// How to run the solver.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SolveOptions {
+    /// HiGHS `time_limit`, seconds; the best plan found by then is returned.
+    pub time_limit_s: f64,
+    /// HiGHS `mip_rel_gap`.
+    pub mip_rel_gap: f64,
+    /// Stop at the first plan that meets the constraints (the max-demand bisection only asks "is there one?").
+    pub feasibility_only: bool,
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        Self { time_limit_s: 30.0, mip_rel_gap: 1e-4, feasibility_only: false }
+    }
+}
+
+/// What the solver returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solved {
+    pub assignments: Vec<Assignment>,
+    /// The linear lower bound on A_obj the MILP worked with.
+    pub accuracy_bound: f64,
+    /// False when the time limit cut the search short.
+    pub optimal: bool,
+    pub seconds: f64,
+    /// Instance types in the MILP after pruning, and profiled in the space.
+    pub instance_types: usize,
+    pub instance_types_profiled: usize,
+}
+
+/// An instance type that survives pruning, with its big-M bound U on M(t,v,s,b).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Candidate {
+    pub config: usize,
+    pub bound: u32,
+}
+
+/// The instance types the space admits, less those that cannot be part of a feasible plan or are dominated.
+///
+/// Pruning keeps the optimum: a type is dropped when 2·L exceeds what its task may take on some path given the
+/// fastest types of the path's other tasks (T) or the task's static latency budget (no T), when it costs more
+/// slices than the task may use, or when another type of the same variant is no slower, no less productive and
+/// no dearer (any plan using the dominated type stays feasible and no costlier with the other).
+pub(crate) fn candidates(
+    problem: &Problem,
+    features: Features,
+    budgets: Option<&StaticBudgets>,
+    (demand_min, demand_max): (&[f64], &[f64]),
+) -> (Vec<Candidate>, usize) {
+    let n = problem.tasks.len();
+    let admitted: Vec<usize> =
+        (0..problem.configs.len()).filter(|&i| admits(problem, features, &problem.configs[i])).collect();
+    let fastest: Vec<f64> = (0..n)
+        .map(|t| {
+            // A task that may see no demand may have no instance, and then adds no latency.
+            if demand_min[t] <= 0.0 {
+                return 0.0;
+            }
+            admitted
+                .iter()
+                .map(|&i| &problem.configs[i])
+                .filter(|c| c.task == t)
+                .map(|c| c.latency_ms)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    let mut limit = vec![f64::INFINITY; n];
+    for p in &problem.paths {
+        let total: f64 = p.tasks.iter().map(|&t| 2.0 * fastest[t]).sum();
+        for &t in &p.tasks {
+            limit[t] = limit[t].min(problem.slo_latency_ms - (total - 2.0 * fastest[t]));
+        }
+    }
+    if let Some(b) = budgets {
+        (0..n).for_each(|t| limit[t] = limit[t].min(b.latency_ms[t]));
+    }
+    let slice_cap = |t: usize| budgets.map_or(f64::from(problem.slices), |b| b.slices[t]);
+    let fits = |i: usize| {
+        let c = &problem.configs[i];
+        2.0 * c.latency_ms <= limit[c.task] * (1.0 + 1e-9)
+            && f64::from(problem.segments[c.segment].slices) <= slice_cap(c.task) + 1e-9
+    };
+    let feasible: Vec<usize> = admitted.iter().copied().filter(|&i| fits(i)).collect();
+    let dominates = |a: usize, b: usize| {
+        let (x, y) = (&problem.configs[a], &problem.configs[b]);
+        let (sx, sy) = (problem.segments[x.segment].slices, problem.segments[y.segment].slices);
+        let no_worse = x.latency_ms <= y.latency_ms && x.throughput_rps >= y.throughput_rps && sx <= sy;
+        let better = x.latency_ms < y.latency_ms || x.throughput_rps > y.throughput_rps || sx < sy;
+        no_worse && (better || a < b)
+    };
+    let kept = feasible
+        .iter()
+        .copied()
+        .filter(|&b| {
+            let cb = &problem.configs[b];
+            !feasible.iter().any(|&a| {
+                a != b
+                    && problem.configs[a].task == cb.task
+                    && problem.configs[a].variant == cb.variant
+                    && dominates(a, b)
+            })
+        })
+        .filter_map(|i| {
+            let c = &problem.configs[i];
+            let slices = f64::from(problem.segments[c.segment].slices);
+            let by_slices = (slice_cap(c.task) / slices + 1e-9).floor();
+            let by_demand = (demand_max[c.task] / c.throughput_rps - 1e-9).ceil();
+            let bound = by_slices.min(by_demand).max(0.0);
+            (bound >= 1.0).then_some(Candidate { config: i, bound: bound.min(f64::from(u32::MAX)) as u32 })
+        })
+        .collect();
+    (kept, admitted.len())
+}
+
+/// The variables of one candidate.
+struct Vars {
+    m: Variable,
+    n: Variable,
+    x: Variable,
+}
+
+/// Which constraints to leave out (the infeasibility diagnosis asks what becomes feasible without one).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Relax {
+    pub accuracy: bool,
+}
+
+/// Solve the MILP for `problem` in the configuration space `features`.
+pub fn solve(problem: &Problem, features: Features, options: &SolveOptions) -> Result<Solved, PlanError> {
+    match solve_relaxed(problem, features, options, Relax::default()) {
+        Err(PlanError::Infeasible(_)) => {
+            Err(PlanError::Infeasible(crate::infeasible::explain(problem, features, options)))
+        }
+        other => other,
+    }
+}
+
+pub(crate) fn solve_relaxed(
+    problem: &Problem,
+    features: Features,
+    options: &SolveOptions,
+    relax: Relax,
+) -> Result<Solved, PlanError> {
+    let started = Instant::now();
+    let n = problem.tasks.len();
+    let budgets = (!features.graph_budgets).then(|| StaticBudgets::new(problem, features));
+    let allowed = |t: usize, v: usize| features.accuracy_scaling || v == problem.tasks[t].best;
+    let (demand_min, demand_max) = problem.demand_bounds(allowed);
+    let (cands, profiled) = candidates(problem, features, budgets.as_ref(), (&demand_min, &demand_max));
+
+    let mut vars = ProblemVariables::new();
+    let v: Vec<Vars> = cands
+        .iter()
+        .map(|c| {
+            let cfg = &problem.configs[c.config];
+            let u = f64::from(c.bound);
+            Vars {
+                m: vars.add(variable().integer().min(0).max(u)),
+                n: vars.add(variable().binary()),
+                x: vars.add(variable().min(0).max(u * cfg.throughput_rps)),
+            }
+        })
+        .collect();
+    let latency: Vec<Variable> = (0..n).map(|_| vars.add(variable().min(0))).collect();
+    // ε_t, the normalised accuracy loss of task t, as an expression (or a variable where demand may vanish).
+    let mut loss: Vec<Expression> = vec![Expression::default(); n];
+    let mut loss_vars: Vec<Option<Variable>> = vec![None; n];
+    for t in 0..n {
+        if demand_min[t] <= 1e-9 && features.accuracy_scaling {
+            let e = vars.add(variable().min(0).max(1));
+            loss[t] = e.into();
+            loss_vars[t] = Some(e);
+        }
+    }
+    for (c, var) in cands.iter().zip(&v) {
+        let cfg = &problem.configs[c.config];
+        let t = cfg.task;
+        if loss_vars[t].is_none() && demand_min[t] > 1e-9 {
+            let lost = 1.0 - problem.tasks[t].normalised_accuracy(cfg.variant);
+            if lost > 0.0 {
+                loss[t].add_mul(lost / demand_min[t], var.x);
+            }
+        }
+    }
+    let task_weight: Vec<f64> =
+        (0..n).map(|t| problem.paths.iter().filter(|p| p.tasks.contains(&t)).map(|p| p.weight).sum()).collect();
+    let mut accuracy = Expression::from(1.0);
+    for t in 0..n {
+        accuracy -= task_weight[t] * loss[t].clone();
+    }
+    let mut slices = Expression::default();
+    for (c, var) in cands.iter().zip(&v) {
+        slices.add_mul(problem.segments[problem.configs[c.config].segment].slices, var.m);
+    }
+    let objective = if options.feasibility_only {
+        Expression::from(0.0)
+    } else {
+        problem.objective.alpha * accuracy.clone() - problem.objective.beta * slices.clone()
+    };
+
+    let mut model = vars
+        .maximise(objective)
+        .using(highs)
+        .set_time_limit(options.time_limit_s)
+        .set_option("output_flag", false)
+        .set_mip_rel_gap(options.mip_rel_gap as f32)
+        .map_err(|e| PlanError::Solver(e.to_string()))?;
+
+    // (1), (2), capacity of (6). x_k ≤ R̂max(t)·N_k is implied by the rest but tightens the LP relaxation, so
+    // the latency of slow types is felt before branching.
+    let mut served: Vec<Expression> = vec![Expression::default(); n];
+    let mut emitted: Vec<Expression> = vec![Expression::default(); n];
+    for (c, var) in cands.iter().zip(&v) {
+        let cfg = &problem.configs[c.config];
+        let task = &problem.tasks[cfg.task];
+        model.add_constraint(constraint!(var.x <= cfg.throughput_rps * var.m));
+        model.add_constraint(constraint!(var.m <= f64::from(c.bound) * var.n));
+        model.add_constraint(constraint!(var.n <= var.m));
+        model.add_constraint(constraint!(latency[cfg.task] >= cfg.latency_ms * var.n));
+        served[cfg.task] += var.x;
+        for (i, &s) in task.succs.iter().enumerate() {
+            emitted[s].add_mul(task.variants[cfg.variant].factors[i], var.x);
+        }
+        if let Some(e) = loss_vars[cfg.task] {
+            let lost = 1.0 - task.normalised_accuracy(cfg.variant);
+            model.add_constraint(constraint!(e >= lost * var.n));
+        }
+    }
+    // (4)–(6): the served rates carry the demand down the graph.
+    for t in 0..n {
+        let demand = if problem.is_root(t) { Expression::from(problem.demand_rps) } else { emitted[t].clone() };
+        model.add_constraint(constraint!(served[t].clone() == demand));
+    }
+    // (3)
+    for p in &problem.paths {
+        let total: Expression = p.tasks.iter().map(|&t| 2.0 * latency[t]).sum();
+        model.add_constraint(constraint!(total <= problem.slo_latency_ms));
+    }
+    // (7)–(8), and Appendix B's per-task slice budgets without T.
+    model.add_constraint(constraint!(slices <= f64::from(problem.slices)));
+    if let Some(b) = &budgets {
+        for t in 0..n {
+            let mut task_slices = Expression::default();
+            for (c, var) in cands.iter().zip(&v).filter(|(c, _)| problem.configs[c.config].task == t) {
+                task_slices.add_mul(problem.segments[problem.configs[c.config].segment].slices, var.m);
+            }
+            model.add_constraint(constraint!(task_slices <= b.slices[t]));
+        }
+    }
+    // (9)–(13), linearised: 1 − Σ_t G_t ε_t ≥ SLO_a.
+    if !relax.accuracy {
+        model.add_constraint(constraint!(accuracy.clone() >= problem.slo_accuracy));
+    }
+
+    let solution = match model.solve() {
+        Ok(s) => s,
+        Err(ResolutionError::Infeasible) => return Err(PlanError::Infeasible(String::new())),
+        Err(ResolutionError::Other("NoSolutionFound")) => return Err(PlanError::TimeLimit(options.time_limit_s)),
+        Err(e) => return Err(PlanError::Solver(e.to_string())),
+    };
+    let optimal = !matches!(solution.status(), SolutionStatus::TimeLimit);
+    let assignments = cands
+        .iter()
+        .zip(&v)
+        .filter_map(|(c, var)| {
+            let instances = solution.value(var.m).round().max(0.0) as u32;
+            let cfg = &problem.configs[c.config];
+            // Clamp solver round-off so the rate never exceeds what the instances serve.
+            let rate = solution.value(var.x).clamp(0.0, f64::from(instances) * cfg.throughput_rps);
+            (instances > 0).then_some(Assignment {
+                task: cfg.task,
+                variant: cfg.variant,
+                segment: cfg.segment,
+                batch: cfg.batch,
+                instances,
+                rate_rps: rate,
+            })
+        })
+        .collect();
+    Ok(Solved {
+        assignments,
+        accuracy_bound: accuracy.eval_with(&solution),
+        optimal,
+        seconds: started.elapsed().as_secs_f64(),
+        instance_types: cands.len(),
+        instance_types_profiled: profiled,
+    })
+}

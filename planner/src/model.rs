@@ -1,0 +1,446 @@
+//! Plain input and output types of the planner, and the planning-spec file that carries the inputs.
+//!
+//! A spec file (TOML, or JSON when its name ends in `.json`) holds everything but the profile table: the app
+//! graph with its variants, accuracies and multiplicative factors, the segment types with their slice costs,
+//! the slices available, the demand and the objective weights. See the crate docs for an example.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::PlanError;
+
+/// Everything the planner needs besides the profile table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSpec {
+    pub app: AppSpec,
+    /// Segment types an instance may run on; the profile table is matched against their names.
+    pub segments: Vec<SegmentSpec>,
+    pub resources: Resources,
+    pub demand: DemandSpec,
+    #[serde(default)]
+    pub objective: Objective,
+    /// Maximum batch sizes to consider; all the profile table has when absent.
+    #[serde(default)]
+    pub batch_sizes: Option<Vec<u32>>,
+}
+
+impl PlanSpec {
+    /// Read a spec from a TOML file, or JSON when the name ends in `.json`.
+    pub fn from_file(path: &Path) -> Result<Self, PlanError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PlanError::Input(format!("cannot read {}: {e}", path.display())))?;
+        let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let parsed = if json { Self::from_json(&text) } else { Self::from_toml(&text) };
+        parsed.map_err(|e| PlanError::Input(format!("{}: {e}", path.display())))
+    }
+
+    pub fn from_toml(text: &str) -> Result<Self, PlanError> {
+        toml::from_str(text).map_err(|e| PlanError::Input(e.to_string()))
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, PlanError> {
+        serde_json::from_str(text).map_err(|e| PlanError::Input(e.to_string()))
+    }
+}
+
+/// The function graph with its objectives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSpec {
+    pub name: String,
+    /// End-to-end latency SLO (SLO_l), milliseconds.
+    pub slo_latency_ms: f64,
+    /// Accuracy SLO (SLO_a) as a fraction of the best achievable accuracy, e.g. 0.9.
+    pub slo_accuracy: f64,
+    pub tasks: Vec<TaskSpec>,
+    #[serde(default)]
+    pub edges: Vec<EdgeSpec>,
+    /// Paths and their request fractions f_p; when absent, every root-to-sink path with equal fractions.
+    #[serde(default)]
+    pub paths: Option<Vec<PathSpec>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    pub name: String,
+    /// The model slot whose profile rows this task uses; the task's name when absent.
+    #[serde(default)]
+    pub slot: Option<String>,
+    pub variants: Vec<VariantSpec>,
+}
+
+impl TaskSpec {
+    pub fn slot(&self) -> &str {
+        self.slot.as_deref().unwrap_or(&self.name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantSpec {
+    pub name: String,
+    /// A(t,v), in any unit shared by the task's variants (top-1 %, mAP, MOS…): only ratios to the task's best
+    /// variant matter.
+    pub accuracy: f64,
+    /// F(t,v,t′): requests this variant emits to downstream task t′ per request it serves; 1 when absent.
+    #[serde(default)]
+    pub factors: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeSpec {
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathSpec {
+    pub tasks: Vec<String>,
+    /// f_p; fractions are normalised to sum to 1.
+    pub fraction: f64,
+}
+
+/// A segment type: where an instance runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentSpec {
+    /// `mig:PROFILE:MPS` (e.g. `mig:2g.20gb:3`) or `cpu:CORES`; profile rows name their segment the same way
+    /// (with the GPU index after `mig:`, which is dropped).
+    pub name: String,
+    /// s_n, the cost in slices (GPU slices or CPU cores); [`SegmentKind::default_slices`] when absent.
+    #[serde(default)]
+    pub slices: Option<u32>,
+}
+
+/// Where a segment type runs, parsed from its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SegmentKind {
+    /// A MIG instance of an H100 80GB with `mps` identical MPS processes in it.
+    Mig { profile: MigProfile, mps: u8 },
+    /// A set of CPU cores.
+    Cpu { cores: u32 },
+}
+
+impl SegmentKind {
+    /// Parse `mig:PROFILE:MPS`, `mig:GPU:PROFILE:MPS` (as profile tables write it) or `cpu:N`.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = name.split(':').collect();
+        match parts.as_slice() {
+            ["mig", profile, mps] | ["mig", _, profile, mps] => {
+                let profile = MigProfile::parse(profile)?;
+                let mps: u8 =
+                    mps.parse().map_err(|_| format!("segment `{name}`: MPS count `{mps}` is not a number"))?;
+                if !(1..=4).contains(&mps) {
+                    return Err(format!("segment `{name}`: MPS count must be 1 to 4"));
+                }
+                Ok(Self::Mig { profile, mps })
+            }
+            ["cpu", cores] => match cores.parse::<u32>() {
+                Ok(cores) if cores > 0 => Ok(Self::Cpu { cores }),
+                _ => Err(format!("segment `{name}`: core count `{cores}` is not a positive number")),
+            },
+            _ => Err(format!("segment `{name}`: expected `mig:PROFILE:MPS` or `cpu:CORES`")),
+        }
+    }
+
+    /// The canonical name, `mig:PROFILE:MPS` or `cpu:N`.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Mig { profile, mps } => format!("mig:{profile}:{mps}"),
+            Self::Cpu { cores } => format!("cpu:{cores}"),
+        }
+    }
+
+    /// Slice cost when the spec gives none: the GPU slices a MIG instance effectively takes given its placement
+    /// rules (1g.20gb blocks two memory slots like 2g.20gb, 3g.40gb four like 4g.40gb), or the core count.
+    pub fn default_slices(&self) -> u32 {
+        match self {
+            Self::Mig { profile, .. } => profile.effective_slices(),
+            Self::Cpu { cores } => *cores,
+        }
+    }
+}
+
+/// H100 80GB MIG profiles (`anchors-serving.md` §5.1); `+me` is left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum MigProfile {
+    G1_10,
+    G1_20,
+    G2_20,
+    G3_40,
+    G4_40,
+    G7_80,
+}
+
+impl MigProfile {
+    pub const ALL: [MigProfile; 6] = [Self::G1_10, Self::G1_20, Self::G2_20, Self::G3_40, Self::G4_40, Self::G7_80];
+
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
+            format!("unknown MIG profile `{s}` (expected one of 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)")
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::G1_10 => "1g.10gb",
+            Self::G1_20 => "1g.20gb",
+            Self::G2_20 => "2g.20gb",
+            Self::G3_40 => "3g.40gb",
+            Self::G4_40 => "4g.40gb",
+            Self::G7_80 => "7g.80gb",
+        }
+    }
+
+    /// Compute slices (of 7).
+    pub fn compute_slices(self) -> u32 {
+        match self {
+            Self::G1_10 | Self::G1_20 => 1,
+            Self::G2_20 => 2,
+            Self::G3_40 => 3,
+            Self::G4_40 => 4,
+            Self::G7_80 => 7,
+        }
+    }
+
+    /// Memory slots (of 8) the instance occupies: its placement size.
+    pub fn memory_slots(self) -> u32 {
+        match self {
+            Self::G1_10 => 1,
+            Self::G1_20 | Self::G2_20 => 2,
+            Self::G3_40 | Self::G4_40 => 4,
+            Self::G7_80 => 8,
+        }
+    }
+
+    /// Valid start slots on an H100 80GB.
+    pub fn starts(self) -> &'static [u32] {
+        match self {
+            Self::G1_10 => &[0, 1, 2, 3, 4, 5, 6],
+            Self::G1_20 => &[0, 2, 4, 6],
+            Self::G2_20 => &[0, 2, 4],
+            Self::G3_40 => &[0, 4],
+            Self::G4_40 | Self::G7_80 => &[0],
+        }
+    }
+
+    /// Memory in GB.
+    pub fn memory_gb(self) -> f64 {
+        match self {
+            Self::G1_10 => 10.0,
+            Self::G1_20 | Self::G2_20 => 20.0,
+            Self::G3_40 | Self::G4_40 => 40.0,
+            Self::G7_80 => 80.0,
+        }
+    }
+
+    /// Slices the instance costs once its placement rules are counted (paper §5: 1g.20gb and 3g.40gb cost as
+    /// much as 2g.20gb and 4g.40gb).
+    pub fn effective_slices(self) -> u32 {
+        match self {
+            Self::G1_10 => 1,
+            Self::G1_20 | Self::G2_20 => 2,
+            Self::G3_40 | Self::G4_40 => 4,
+            Self::G7_80 => 7,
+        }
+    }
+}
+
+impl fmt::Display for MigProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// S_avail: GPU slices (7 per H100) or CPU cores available in all.
+    pub slices: u32,
+    /// Cores of one CPU host, for placing `cpu:N` segments; 16 when absent.
+    #[serde(default)]
+    pub cores_per_host: Option<u32>,
+}
+
+/// Demand R at the app's roots: either a rate, or recent windows to predict from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DemandSpec {
+    /// Mean request rate (req/s) of recent windows, oldest first; only the last five count.
+    pub windows: Vec<f64>,
+    /// Head-room on the prediction; 5% when absent.
+    #[serde(default)]
+    pub slack: Option<f64>,
+}
+
+impl DemandSpec {
+    pub const DEFAULT_SLACK: f64 = 0.05;
+    pub const WINDOWS: usize = 5;
+
+    /// Predicted demand: the mean of the last five windows × (1 + slack).
+    pub fn predict(&self) -> Result<f64, PlanError> {
+        let recent = &self.windows[self.windows.len().saturating_sub(Self::WINDOWS)..];
+        if recent.is_empty() || recent.iter().any(|w| !w.is_finite() || *w < 0.0) {
+            return Err(PlanError::Input("demand: `windows` must hold at least one non-negative rate".into()));
+        }
+        let slack = self.slack.unwrap_or(Self::DEFAULT_SLACK);
+        if !slack.is_finite() || slack < 0.0 {
+            return Err(PlanError::Input(format!("demand: slack {slack} must be non-negative")));
+        }
+        Ok(recent.iter().sum::<f64>() / recent.len() as f64 * (1.0 + slack))
+    }
+}
+
+/// Weights of objective (14): maximise α·A_obj − β·Σ slices.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Objective {
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+impl Default for Objective {
+    /// The paper's §4.4 weights.
+    fn default() -> Self {
+        Self { alpha: 1.0, beta: 0.035 }
+    }
+}
+
+/// The A/S/T feature switches of the paper's ablation (§4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Features {
+    /// A: accuracy scaling; otherwise only each task's most accurate variant.
+    pub accuracy_scaling: bool,
+    /// S: spatial partitioning (MIG × MPS segments); otherwise whole devices only.
+    pub spatial: bool,
+    /// T: task-graph-informed budgets; otherwise Appendix B's static per-task latency and slice budgets.
+    pub graph_budgets: bool,
+}
+
+impl Features {
+    pub const UNOPT: Self = Self { accuracy_scaling: false, spatial: false, graph_budgets: false };
+    pub const ALL: Self = Self { accuracy_scaling: true, spatial: true, graph_budgets: true };
+
+    /// The eight combinations, in the order of the paper's Figure 3.
+    pub fn combinations() -> [Self; 8] {
+        let f = |a, s, t| Self { accuracy_scaling: a, spatial: s, graph_budgets: t };
+        [
+            f(false, false, false),
+            f(false, true, false),
+            f(true, false, false),
+            f(false, false, true),
+            f(true, false, true),
+            f(false, true, true),
+            f(true, true, false),
+            f(true, true, true),
+        ]
+    }
+
+    /// Parse `A+S+T`, `a,s`, `unopt`, `all`…
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("unopt") || s.eq_ignore_ascii_case("none") {
+            return Ok(Self::UNOPT);
+        }
+        if s.eq_ignore_ascii_case("all") || s.eq_ignore_ascii_case("jigsawserve") {
+            return Ok(Self::ALL);
+        }
+        let mut f = Self::UNOPT;
+        for part in s.split(['+', ',']).map(str::trim) {
+            match part.to_ascii_uppercase().as_str() {
+                "A" => f.accuracy_scaling = true,
+                "S" => f.spatial = true,
+                "T" => f.graph_budgets = true,
+                _ => return Err(format!("unknown feature `{part}` in `{s}` (expected A, S, T, unopt or all)")),
+            }
+        }
+        Ok(f)
+    }
+}
+
+impl fmt::Display for Features {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = [(self.accuracy_scaling, "A"), (self.spatial, "S"), (self.graph_budgets, "T")]
+            .into_iter()
+            .filter_map(|(on, n)| on.then_some(n))
+            .collect();
+        if names.is_empty() { f.write_str("Unopt") } else { f.write_str(&names.join("+")) }
+    }
+}
+
+/// The planner's answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub app: String,
+    pub features: String,
+    /// R, the demand at the roots (req/s).
+    pub demand_rps: f64,
+    pub tasks: Vec<TaskPlan>,
+    pub paths: Vec<PathPlan>,
+    /// A_obj (12), evaluated exactly on the plan.
+    pub accuracy: f64,
+    /// The MILP's linear lower bound on A_obj (see the crate docs); never above `accuracy`.
+    pub accuracy_bound: f64,
+    pub slices_used: u32,
+    pub slices_available: u32,
+    /// Objective (14) on the exact accuracy.
+    pub objective: f64,
+    pub placement: crate::placement::Placement,
+    pub solve: SolveInfo,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskPlan {
+    pub task: String,
+    /// R̂(t), req/s.
+    pub demand_rps: f64,
+    /// L̂(t): the slowest active instance's batch latency, ms.
+    pub latency_ms: f64,
+    /// Â(t) normalised to the task's best variant.
+    pub accuracy: f64,
+    pub entries: Vec<PlanEntry>,
+}
+
+/// M(t,v,s,b) instances of one instance type, and the share of the task's requests they serve.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanEntry {
+    pub variant: String,
+    pub segment: String,
+    pub batch: u32,
+    pub instances: u32,
+    /// Requests per second routed to these instances together (the router splits traffic in these proportions).
+    pub rate_rps: f64,
+    /// L(t,v,s,b), ms.
+    pub latency_ms: f64,
+    /// H(t,v,s,b) of one instance, req/s.
+    pub throughput_rps: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathPlan {
+    pub tasks: Vec<String>,
+    pub fraction: f64,
+    /// Σ 2·L̂(t) along the path (3), ms.
+    pub latency_ms: f64,
+    /// A_p (11), in the tasks' accuracy units.
+    pub accuracy: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SolveInfo {
+    /// `optimal`, or `time limit` when the best plan found before the limit is returned.
+    pub status: String,
+    pub seconds: f64,
+    /// Instance types the MILP considered after pruning, and before.
+    pub instance_types: usize,
+    pub instance_types_profiled: usize,
+    /// Where the profiles came from (a file, or the analytic model).
+    pub profiles: String,
+}

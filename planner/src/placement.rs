@@ -1,0 +1,194 @@
+//! Greedy rule-based bin-packing of planned instances onto H100 80GB GPUs (MIG start-slot rules) and onto CPU
+//! hosts (core ranges).
+//!
+//! A GPU has 8 memory slots; a MIG instance occupies `[start, start + size)` and may start only at its profile's
+//! valid slots (`anchors-serving.md` §5.1), with at most 7 compute slices and 7 instances per GPU. Instances go
+//! largest first, each to the first GPU where it fits, trying the start slots that strand least first: a
+//! 3g.40gb at slot 4 leaves 0–3 for a 4g.40gb, a 1g.20gb at slot 6 is the only small instance that uses slot 7.
+
+use serde::Serialize;
+
+use crate::model::{MigProfile, SegmentKind};
+
+/// One instance to place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub label: String,
+    pub kind: SegmentKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Placement {
+    /// Where each item went, in the order given.
+    pub instances: Vec<Placed>,
+    /// GPUs used.
+    pub gpus: u32,
+    /// Fewest GPUs any packing could use (by memory slots and by compute slices).
+    pub gpus_lower_bound: u32,
+    /// Compute slices left idle on the GPUs used.
+    pub stranded_slices: u32,
+    /// CPU hosts used and cores left idle on them.
+    pub hosts: u32,
+    pub stranded_cores: u32,
+    /// Items that fit no device (a `cpu:N` segment larger than a host).
+    pub unplaced: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Placed {
+    pub label: String,
+    pub segment: String,
+    pub device: Device,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Device {
+    Gpu { gpu: u32, start_slot: u32, profile: String, mps: u8 },
+    Cpu { host: u32, first_core: u32, cores: u32 },
+    None,
+}
+
+const GPU_SLOTS: u32 = 8;
+const GPU_COMPUTE: u32 = 7;
+const GPU_MAX_INSTANCES: u32 = 7;
+
+#[derive(Debug, Clone, Default)]
+struct Gpu {
+    slots: [bool; GPU_SLOTS as usize],
+    compute: u32,
+    instances: u32,
+}
+
+impl Gpu {
+    fn start_for(&self, p: MigProfile) -> Option<u32> {
+        if self.compute + p.compute_slices() > GPU_COMPUTE || self.instances >= GPU_MAX_INSTANCES {
+            return None;
+        }
+        preferred_starts(p).iter().copied().find(|&s| (s..s + p.memory_slots()).all(|i| !self.slots[i as usize]))
+    }
+
+    fn take(&mut self, p: MigProfile, start: u32) {
+        (start..start + p.memory_slots()).for_each(|i| self.slots[i as usize] = true);
+        self.compute += p.compute_slices();
+        self.instances += 1;
+    }
+}
+
+fn preferred_starts(p: MigProfile) -> &'static [u32] {
+    match p {
+        MigProfile::G3_40 => &[4, 0],
+        MigProfile::G1_20 => &[6, 4, 2, 0],
+        other => other.starts(),
+    }
+}
+
+/// Place `items` on as few GPUs and hosts as the greedy rule finds.
+pub fn place(items: &[Item], cores_per_host: u32) -> Placement {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    let size = |k: &SegmentKind| match k {
+        SegmentKind::Mig { profile, .. } => (profile.memory_slots(), profile.compute_slices()),
+        SegmentKind::Cpu { cores } => (*cores, *cores),
+    };
+    order.sort_by_key(|&i| std::cmp::Reverse(size(&items[i].kind)));
+
+    let mut gpus: Vec<Gpu> = Vec::new();
+    let mut hosts: Vec<u32> = Vec::new(); // cores used per host
+    let mut devices = vec![Device::None; items.len()];
+    let mut unplaced = Vec::new();
+    for i in order {
+        devices[i] = match items[i].kind {
+            SegmentKind::Mig { profile, mps } => {
+                let found = gpus.iter().enumerate().find_map(|(g, gpu)| gpu.start_for(profile).map(|s| (g, s)));
+                let (g, start) = found.unwrap_or_else(|| {
+                    gpus.push(Gpu::default());
+                    (gpus.len() - 1, profile.starts()[0])
+                });
+                gpus[g].take(profile, start);
+                Device::Gpu { gpu: g as u32, start_slot: start, profile: profile.to_string(), mps }
+            }
+            SegmentKind::Cpu { cores } if cores <= cores_per_host => {
+                let h = hosts.iter().position(|&used| used + cores <= cores_per_host).unwrap_or_else(|| {
+                    hosts.push(0);
+                    hosts.len() - 1
+                });
+                let first_core = hosts[h];
+                hosts[h] += cores;
+                Device::Cpu { host: h as u32, first_core, cores }
+            }
+            SegmentKind::Cpu { cores } => {
+                unplaced.push(format!("{} needs {cores} cores, a host has {cores_per_host}", items[i].label));
+                Device::None
+            }
+        };
+    }
+    let (slots, compute) = items.iter().fold((0, 0), |(s, c), it| match it.kind {
+        SegmentKind::Mig { profile, .. } => (s + profile.memory_slots(), c + profile.compute_slices()),
+        SegmentKind::Cpu { .. } => (s, c),
+    });
+    Placement {
+        instances: items
+            .iter()
+            .zip(devices)
+            .map(|(it, device)| Placed { label: it.label.clone(), segment: it.kind.name(), device })
+            .collect(),
+        gpus: gpus.len() as u32,
+        gpus_lower_bound: slots.div_ceil(GPU_SLOTS).max(compute.div_ceil(GPU_COMPUTE)),
+        stranded_slices: gpus.iter().map(|g| GPU_COMPUTE - g.compute).sum(),
+        hosts: hosts.len() as u32,
+        stranded_cores: hosts.iter().map(|used| cores_per_host - used).sum(),
+        unplaced,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mig(p: MigProfile) -> Item {
+        Item { label: p.to_string(), kind: SegmentKind::Mig { profile: p, mps: 1 } }
+    }
+
+    /// Every instance sits at a valid start, inside the GPU, without overlap, within 7 compute slices.
+    fn check(p: &Placement) {
+        let mut used: std::collections::HashMap<u32, ([bool; 8], u32)> = Default::default();
+        for inst in &p.instances {
+            let Device::Gpu { gpu, start_slot, profile, .. } = &inst.device else { continue };
+            let profile = MigProfile::parse(profile).unwrap();
+            assert!(profile.starts().contains(start_slot), "{profile} at {start_slot}");
+            let (slots, compute) = used.entry(*gpu).or_default();
+            for s in *start_slot..start_slot + profile.memory_slots() {
+                assert!(s < 8 && !slots[s as usize], "overlap on GPU {gpu} slot {s}");
+                slots[s as usize] = true;
+            }
+            *compute += profile.compute_slices();
+            assert!(*compute <= 7);
+        }
+    }
+
+    #[test]
+    fn packs_full_gpus_by_the_start_slot_rules() {
+        use MigProfile::*;
+        // 4g + 3g fill one GPU; 3 × 2g + 1g.20gb fill one; 7 × 1g.10gb fill one.
+        let mut items = vec![mig(G4_40), mig(G3_40)];
+        items.extend([G2_20, G2_20, G2_20, G1_20].map(mig));
+        items.extend(std::iter::repeat_n(G1_10, 7).map(mig));
+        let p = place(&items, 16);
+        check(&p);
+        assert_eq!((p.gpus, p.gpus_lower_bound, p.stranded_slices), (3, 3, 0), "{p:#?}");
+    }
+
+    #[test]
+    fn reports_stranded_slices_and_cpu_cores() {
+        use MigProfile::*;
+        let items =
+            vec![mig(G3_40), mig(G3_40), mig(G1_10), Item { label: "c".into(), kind: SegmentKind::Cpu { cores: 6 } }];
+        let p = place(&items, 8);
+        check(&p);
+        // Two 3g.40gb take all 8 slots: the 1g.10gb needs a second GPU.
+        assert_eq!((p.gpus, p.stranded_slices), (2, 1 + 6));
+        assert_eq!((p.hosts, p.stranded_cores), (1, 2));
+        let big = place(&[Item { label: "x".into(), kind: SegmentKind::Cpu { cores: 9 } }], 8);
+        assert_eq!(big.unplaced.len(), 1);
+    }
+}

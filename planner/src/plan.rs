@@ -1,0 +1,162 @@
+//! From a problem to a placed plan: solve the MILP, re-check the answer with the independent evaluator, place
+//! the instances, and report.
+
+use std::fmt::Write as _;
+
+use crate::error::PlanError;
+use crate::evaluate::evaluate;
+use crate::milp::{SolveOptions, solve};
+use crate::model::{Features, PathPlan, Plan, PlanEntry, SolveInfo, TaskPlan};
+use crate::placement::{Item, place};
+use crate::problem::Problem;
+
+/// Plan `problem` in configuration space `features`.
+pub fn plan(problem: &Problem, features: Features, options: &SolveOptions) -> Result<Plan, PlanError> {
+    let solved = solve(problem, features, options)?;
+    let eval = evaluate(problem, &solved.assignments);
+    if !eval.is_feasible() {
+        // The formulation is conservative, so this is a bug, not bad input: say so rather than hand out the plan.
+        return Err(PlanError::Solver(format!(
+            "the solver's plan fails the independent check: {}",
+            eval.violations.join("; ")
+        )));
+    }
+    let mut items = Vec::new();
+    for a in &solved.assignments {
+        let task = &problem.tasks[a.task];
+        for i in 0..a.instances {
+            items.push(Item {
+                label: format!("{}/{}/b{}#{i}", task.name, task.variants[a.variant].name, a.batch),
+                kind: problem.segments[a.segment].kind,
+            });
+        }
+    }
+    let placement = place(&items, problem.cores_per_host);
+    let tasks = problem
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(t, task)| TaskPlan {
+            task: task.name.clone(),
+            demand_rps: eval.task_demand_rps[t],
+            latency_ms: eval.task_latency_ms[t],
+            accuracy: eval.task_accuracy[t],
+            entries: solved
+                .assignments
+                .iter()
+                .filter(|a| a.task == t)
+                .filter_map(|a| {
+                    let c = problem.config(a.task, a.variant, a.segment, a.batch)?;
+                    Some(PlanEntry {
+                        variant: task.variants[a.variant].name.clone(),
+                        segment: problem.segments[a.segment].name.clone(),
+                        batch: a.batch,
+                        instances: a.instances,
+                        rate_rps: a.rate_rps,
+                        latency_ms: c.latency_ms,
+                        throughput_rps: c.throughput_rps,
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    let paths = problem
+        .paths
+        .iter()
+        .zip(eval.path_latency_ms.iter().zip(&eval.path_accuracy))
+        .map(|(p, (&latency_ms, &accuracy))| PathPlan {
+            tasks: p.tasks.iter().map(|&t| problem.tasks[t].name.clone()).collect(),
+            fraction: p.fraction,
+            latency_ms,
+            accuracy,
+        })
+        .collect();
+    Ok(Plan {
+        app: problem.app.clone(),
+        features: features.to_string(),
+        demand_rps: problem.demand_rps,
+        tasks,
+        paths,
+        accuracy: eval.accuracy,
+        accuracy_bound: solved.accuracy_bound.min(eval.accuracy),
+        slices_used: eval.slices,
+        slices_available: problem.slices,
+        objective: eval.objective,
+        placement,
+        solve: SolveInfo {
+            status: if solved.optimal { "optimal" } else { "time limit" }.into(),
+            seconds: solved.seconds,
+            instance_types: solved.instance_types,
+            instance_types_profiled: solved.instance_types_profiled,
+            profiles: problem.profile_source.clone(),
+        },
+    })
+}
+
+impl Plan {
+    /// A human-readable summary.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "plan for `{}` [{}] at {:.1} req/s: {} of {} slices, accuracy {:.4} of the best (linear bound {:.4}), objective {:.4}",
+            self.app,
+            self.features,
+            self.demand_rps,
+            self.slices_used,
+            self.slices_available,
+            self.accuracy,
+            self.accuracy_bound,
+            self.objective
+        );
+        let _ = writeln!(
+            s,
+            "solver: {} in {:.3} s over {} instance types ({} profiled); profiles: {}",
+            self.solve.status,
+            self.solve.seconds,
+            self.solve.instance_types,
+            self.solve.instance_types_profiled,
+            self.solve.profiles
+        );
+        for t in &self.tasks {
+            let _ = writeln!(
+                s,
+                "  task {}: {:.1} req/s, slowest batch {:.1} ms, accuracy {:.4}",
+                t.task, t.demand_rps, t.latency_ms, t.accuracy
+            );
+            for e in &t.entries {
+                let _ = writeln!(
+                    s,
+                    "    {} × {} on {} batch {}: {:.1} req/s routed (capacity {:.1}), {:.1} ms",
+                    e.instances,
+                    e.variant,
+                    e.segment,
+                    e.batch,
+                    e.rate_rps,
+                    f64::from(e.instances) * e.throughput_rps,
+                    e.latency_ms
+                );
+            }
+        }
+        for p in &self.paths {
+            let _ = writeln!(
+                s,
+                "  path {} (f = {:.3}): {:.1} ms, accuracy {:.4}",
+                p.tasks.join(" → "),
+                p.fraction,
+                p.latency_ms,
+                p.accuracy
+            );
+        }
+        let pl = &self.placement;
+        let _ = writeln!(
+            s,
+            "  placement: {} GPUs (at least {}), {} stranded slices; {} CPU hosts, {} stranded cores",
+            pl.gpus, pl.gpus_lower_bound, pl.stranded_slices, pl.hosts, pl.stranded_cores
+        );
+        for u in &pl.unplaced {
+            let _ = writeln!(s, "  unplaced: {u}");
+        }
+        s
+    }
+}

@@ -1,0 +1,421 @@
+//! A validated planning problem: the spec resolved into indices, the graph checked and ordered, its paths and
+//! weights computed, and the profile table joined to the variants and segment types.
+//!
+//! Both the MILP and the independent evaluator read a [`Problem`]; neither trusts the raw spec.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::error::PlanError;
+use crate::model::{Objective, PlanSpec, SegmentKind};
+use crate::profile::ProfileRow;
+
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub app: String,
+    pub tasks: Vec<Task>,
+    /// Tasks in topological order.
+    pub topo: Vec<usize>,
+    pub paths: Vec<Path>,
+    pub segments: Vec<Segment>,
+    /// Every profiled (task, variant, segment type, batch) with its L and H.
+    pub configs: Vec<Config>,
+    pub slo_latency_ms: f64,
+    pub slo_accuracy: f64,
+    pub slices: u32,
+    pub cores_per_host: u32,
+    pub objective: Objective,
+    /// R, req/s at every root task.
+    pub demand_rps: f64,
+    /// Where the profile table came from, for the plan's report.
+    pub profile_source: String,
+    index: HashMap<(usize, usize, usize, u32), usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub name: String,
+    pub variants: Vec<Variant>,
+    /// Index of the most accurate variant (the first one on ties).
+    pub best: usize,
+    pub preds: Vec<usize>,
+    pub succs: Vec<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub name: String,
+    pub accuracy: f64,
+    /// F(t,v,t′) for every successor t′, in the order of [`Task::succs`].
+    pub factors: Vec<f64>,
+}
+
+impl Task {
+    pub fn best_accuracy(&self) -> f64 {
+        self.variants[self.best].accuracy
+    }
+
+    /// A(t,v) / A(t,v*): 1 for the best variant.
+    pub fn normalised_accuracy(&self, v: usize) -> f64 {
+        self.variants[v].accuracy / self.best_accuracy()
+    }
+
+    /// F(t,v,t′), 0 when t′ is not a successor.
+    pub fn factor(&self, v: usize, to: usize) -> f64 {
+        self.succs.iter().position(|&s| s == to).map_or(0.0, |i| self.variants[v].factors[i])
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Path {
+    pub tasks: Vec<usize>,
+    /// f_p, normalised to sum to 1.
+    pub fraction: f64,
+    /// g_p = f_p · Π A(t,v*) / A_max: the path's weight in the normalised accuracy A_obj.
+    pub weight: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Segment {
+    pub name: String,
+    pub kind: SegmentKind,
+    pub slices: u32,
+}
+
+/// One instance type (t, v, s, b) with its profile.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Config {
+    pub task: usize,
+    pub variant: usize,
+    pub segment: usize,
+    pub batch: u32,
+    /// L(t,v,s,b), p95 batch latency, ms.
+    pub latency_ms: f64,
+    /// H(t,v,s,b), req/s of one instance.
+    pub throughput_rps: f64,
+}
+
+impl Problem {
+    /// Validate `spec` and join `profile` to it. `profile_source` says where the rows came from.
+    pub fn new(spec: &PlanSpec, profile: &[ProfileRow], profile_source: &str) -> Result<Self, PlanError> {
+        let app = spec.app.name.clone();
+        let input = |m: String| PlanError::Input(format!("app `{app}`: {m}"));
+        let number_ok = |x: f64| x.is_finite() && x >= 0.0;
+        if !(spec.app.slo_latency_ms.is_finite() && spec.app.slo_latency_ms > 0.0) {
+            return Err(input("slo_latency_ms must be a positive number".into()));
+        }
+        if !number_ok(spec.app.slo_accuracy) {
+            return Err(input("slo_accuracy must be a non-negative fraction".into()));
+        }
+        if !(number_ok(spec.objective.alpha) && number_ok(spec.objective.beta)) {
+            return Err(input("objective weights must be non-negative numbers".into()));
+        }
+        if spec.app.tasks.is_empty() {
+            return Err(input("the app has no tasks".into()));
+        }
+
+        // Tasks and their names.
+        let mut by_name = HashMap::new();
+        for (i, t) in spec.app.tasks.iter().enumerate() {
+            if by_name.insert(t.name.as_str(), i).is_some() {
+                return Err(input(format!("task `{}` is declared twice", t.name)));
+            }
+            if t.variants.is_empty() {
+                return Err(input(format!("task `{}` has no variants", t.name)));
+            }
+        }
+        let lookup = |place: String, name: &str| {
+            by_name.get(name).copied().ok_or_else(|| PlanError::UnknownTask {
+                app: app.clone(),
+                place,
+                task: name.to_string(),
+            })
+        };
+        let n = spec.app.tasks.len();
+        let mut succs = vec![Vec::new(); n];
+        let mut preds = vec![Vec::new(); n];
+        for e in &spec.app.edges {
+            let place = format!("edge {} → {}", e.from, e.to);
+            let (a, b) = (lookup(place.clone(), &e.from)?, lookup(place, &e.to)?);
+            if !succs[a].contains(&b) {
+                succs[a].push(b);
+                preds[b].push(a);
+            }
+        }
+        let topo = topological_order(&succs).map_err(|cycle| PlanError::Cycle {
+            app: app.clone(),
+            cycle: cycle.iter().map(|&t| spec.app.tasks[t].name.as_str()).collect::<Vec<_>>().join(" → "),
+        })?;
+
+        let mut tasks = Vec::with_capacity(n);
+        for (i, t) in spec.app.tasks.iter().enumerate() {
+            let mut variants = Vec::new();
+            let mut seen = BTreeSet::new();
+            for v in &t.variants {
+                if !seen.insert(v.name.as_str()) {
+                    return Err(input(format!("task `{}` declares variant `{}` twice", t.name, v.name)));
+                }
+                if !(v.accuracy.is_finite() && v.accuracy > 0.0) {
+                    return Err(input(format!("variant `{}` of task `{}`: accuracy must be positive", v.name, t.name)));
+                }
+                for (to, f) in &v.factors {
+                    let j = lookup(format!("a factor of variant `{}` of task `{}`", v.name, t.name), to)?;
+                    if !succs[i].contains(&j) {
+                        return Err(input(format!(
+                            "variant `{}` of task `{}` has a factor for `{to}`, which is not downstream of `{}` (add the edge)",
+                            v.name, t.name, t.name
+                        )));
+                    }
+                    if !number_ok(*f) {
+                        return Err(input(format!("variant `{}` of task `{}`: factor {f} for `{to}`", v.name, t.name)));
+                    }
+                }
+                let factors =
+                    succs[i].iter().map(|&s| v.factors.get(&spec.app.tasks[s].name).copied().unwrap_or(1.0)).collect();
+                variants.push(Variant { name: v.name.clone(), accuracy: v.accuracy, factors });
+            }
+            let best = (0..variants.len())
+                .rev()
+                .max_by(|&a, &b| variants[a].accuracy.total_cmp(&variants[b].accuracy))
+                .unwrap_or(0);
+            tasks.push(Task { name: t.name.clone(), variants, best, preds: preds[i].clone(), succs: succs[i].clone() });
+        }
+
+        // Paths.
+        let raw_paths: Vec<(Vec<usize>, f64)> = match &spec.app.paths {
+            Some(paths) => {
+                let mut out = Vec::new();
+                for p in paths {
+                    let ids = p
+                        .tasks
+                        .iter()
+                        .map(|name| lookup(format!("path [{}]", p.tasks.join(", ")), name))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    if ids.is_empty() || !number_ok(p.fraction) {
+                        return Err(input(format!(
+                            "path [{}] needs tasks and a non-negative fraction",
+                            p.tasks.join(", ")
+                        )));
+                    }
+                    if let Some(w) = ids.windows(2).find(|w| !succs[w[0]].contains(&w[1])) {
+                        return Err(input(format!(
+                            "path [{}] steps from `{}` to `{}`, which is not an edge",
+                            p.tasks.join(", "),
+                            tasks[w[0]].name,
+                            tasks[w[1]].name
+                        )));
+                    }
+                    out.push((ids, p.fraction));
+                }
+                out
+            }
+            None => {
+                let all = root_to_sink_paths(&succs, &preds);
+                let f = 1.0 / all.len() as f64;
+                all.into_iter().map(|p| (p, f)).collect()
+            }
+        };
+        let total: f64 = raw_paths.iter().map(|p| p.1).sum();
+        if raw_paths.is_empty() || total <= 0.0 {
+            return Err(input("the paths' fractions sum to zero".into()));
+        }
+        if let Some(t) = (0..n).find(|t| !raw_paths.iter().any(|p| p.0.contains(t))) {
+            return Err(input(format!("task `{}` lies on no path", tasks[t].name)));
+        }
+        let best_product = |p: &[usize]| p.iter().map(|&t| tasks[t].best_accuracy()).product::<f64>();
+        let a_max: f64 = raw_paths.iter().map(|(p, f)| f / total * best_product(p)).sum();
+        let paths = raw_paths
+            .into_iter()
+            .map(|(p, f)| {
+                let fraction = f / total;
+                let weight = fraction * best_product(&p) / a_max;
+                Path { tasks: p, fraction, weight }
+            })
+            .collect();
+
+        // Segment types.
+        let mut segments: Vec<Segment> = Vec::new();
+        for s in &spec.segments {
+            let kind = SegmentKind::parse(&s.name).map_err(input)?;
+            let name = kind.name();
+            if segments.iter().any(|x| x.name == name) {
+                return Err(input(format!("segment type `{name}` is declared twice")));
+            }
+            let slices = s.slices.unwrap_or_else(|| kind.default_slices());
+            if slices == 0 {
+                return Err(input(format!("segment type `{name}` must cost at least one slice")));
+            }
+            segments.push(Segment { name, kind, slices });
+        }
+        if segments.is_empty() {
+            return Err(input("no segment types declared".into()));
+        }
+        if let Some(b) = spec.batch_sizes.as_ref().and_then(|bs| bs.iter().find(|&&b| b == 0)) {
+            return Err(input(format!("batch size {b} must be positive")));
+        }
+
+        // Join the profile table.
+        let slot_of: HashMap<&str, Vec<usize>> =
+            spec.app.tasks.iter().enumerate().fold(HashMap::new(), |mut m, (i, t)| {
+                m.entry(t.slot()).or_default().push(i);
+                m
+            });
+        let seg_of: HashMap<&str, usize> = segments.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+        let mut configs = Vec::new();
+        let mut index = HashMap::new();
+        for row in profile {
+            let Some(task_ids) = slot_of.get(row.slot.as_str()) else { continue };
+            let Ok(kind) = SegmentKind::parse(&row.segment) else { continue };
+            let Some(&s) = seg_of.get(kind.name().as_str()) else { continue };
+            if spec.batch_sizes.as_ref().is_some_and(|bs| !bs.contains(&row.batch)) || row.batch == 0 {
+                continue;
+            }
+            if !(row.p95_ms > 0.0 && row.throughput_rps > 0.0) {
+                continue; // a failed measurement (e.g. out of memory) leaves the configuration unavailable
+            }
+            for &t in task_ids {
+                let Some(v) = tasks[t].variants.iter().position(|v| v.name == row.variant) else { continue };
+                let key = (t, v, s, row.batch);
+                if index.contains_key(&key) {
+                    return Err(input(format!(
+                        "the profile table has two rows for slot `{}` variant `{}` on `{}` batch {}; keep one device per table",
+                        row.slot, row.variant, row.segment, row.batch
+                    )));
+                }
+                index.insert(key, configs.len());
+                configs.push(Config {
+                    task: t,
+                    variant: v,
+                    segment: s,
+                    batch: row.batch,
+                    latency_ms: row.p95_ms,
+                    throughput_rps: row.throughput_rps,
+                });
+            }
+        }
+        for (t, task) in tasks.iter().enumerate() {
+            for (v, variant) in task.variants.iter().enumerate() {
+                if !configs.iter().any(|c| c.task == t && c.variant == v) {
+                    return Err(PlanError::MissingProfile {
+                        task: task.name.clone(),
+                        variant: variant.name.clone(),
+                        slot: spec.app.tasks[t].slot().to_string(),
+                    });
+                }
+            }
+        }
+
+        let demand_rps = spec.demand.predict()?;
+        Ok(Self {
+            app,
+            tasks,
+            topo,
+            paths,
+            segments,
+            configs,
+            slo_latency_ms: spec.app.slo_latency_ms,
+            slo_accuracy: spec.app.slo_accuracy,
+            slices: spec.resources.slices,
+            cores_per_host: spec.resources.cores_per_host.unwrap_or(16).max(1),
+            objective: spec.objective,
+            demand_rps,
+            profile_source: profile_source.to_string(),
+            index,
+        })
+    }
+
+    /// The same problem at another demand or slice count (for bisection and benchmarks).
+    pub fn with_demand(mut self, demand_rps: f64, slices: u32) -> Self {
+        self.demand_rps = demand_rps;
+        self.slices = slices;
+        self
+    }
+
+    /// The profiled instance type (t, v, s, b), if there is one.
+    pub fn config(&self, task: usize, variant: usize, segment: usize, batch: u32) -> Option<&Config> {
+        self.index.get(&(task, variant, segment, batch)).map(|&i| &self.configs[i])
+    }
+
+    pub fn is_root(&self, t: usize) -> bool {
+        self.tasks[t].preds.is_empty()
+    }
+
+    /// Lowest and highest possible demand at each task when every task may use the variants `allowed` admits:
+    /// demand propagated with the smallest, resp. largest, factors.
+    pub fn demand_bounds(&self, allowed: impl Fn(usize, usize) -> bool) -> (Vec<f64>, Vec<f64>) {
+        let n = self.tasks.len();
+        let (mut lo, mut hi) = (vec![0.0; n], vec![0.0; n]);
+        for &t in &self.topo {
+            if self.is_root(t) {
+                lo[t] = self.demand_rps;
+                hi[t] = self.demand_rps;
+            }
+            let task = &self.tasks[t];
+            for (i, &s) in task.succs.iter().enumerate() {
+                let fs = (0..task.variants.len()).filter(|&v| allowed(t, v)).map(|v| task.variants[v].factors[i]);
+                let (fmin, fmax) = fs.fold((f64::INFINITY, 0.0_f64), |(a, b), f| (a.min(f), b.max(f)));
+                lo[s] += lo[t] * if fmin.is_finite() { fmin } else { 0.0 };
+                hi[s] += hi[t] * fmax;
+            }
+        }
+        (lo, hi)
+    }
+
+    /// Task names along a path, joined by arrows.
+    pub fn path_name(&self, tasks: &[usize]) -> String {
+        tasks.iter().map(|&t| self.tasks[t].name.as_str()).collect::<Vec<_>>().join(" → ")
+    }
+}
+
+/// Kahn's algorithm; on a cycle, returns one cycle's tasks (first repeated at the end).
+fn topological_order(succs: &[Vec<usize>]) -> Result<Vec<usize>, Vec<usize>> {
+    let n = succs.len();
+    let mut indegree = vec![0; n];
+    succs.iter().flatten().for_each(|&s| indegree[s] += 1);
+    let mut ready: Vec<usize> = (0..n).rev().filter(|&t| indegree[t] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(t) = ready.pop() {
+        order.push(t);
+        for &s in &succs[t] {
+            indegree[s] -= 1;
+            if indegree[s] == 0 {
+                ready.push(s);
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    // Every task left has a predecessor left: walk backwards until a task repeats, then turn the walk around.
+    let left: Vec<bool> = (0..n).map(|t| indegree[t] > 0).collect();
+    let pred_left = |t: usize| (0..n).find(|&p| left[p] && succs[p].contains(&t));
+    let start = (0..n).find(|&t| left[t]).unwrap_or(0);
+    let mut walk = vec![start];
+    while let Some(prev) = walk.last().and_then(|&t| pred_left(t)) {
+        if let Some(pos) = walk.iter().position(|&t| t == prev) {
+            let mut cycle = walk[pos..].to_vec();
+            cycle.push(prev);
+            cycle.reverse();
+            return Err(cycle);
+        }
+        walk.push(prev);
+    }
+    Err(walk)
+}
+
+fn root_to_sink_paths(succs: &[Vec<usize>], preds: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    fn walk(t: usize, succs: &[Vec<usize>], prefix: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        prefix.push(t);
+        if succs[t].is_empty() {
+            out.push(prefix.clone());
+        }
+        for &s in &succs[t] {
+            walk(s, succs, prefix, out);
+        }
+        prefix.pop();
+    }
+    let mut out = Vec::new();
+    for root in (0..succs.len()).filter(|&t| preds[t].is_empty()) {
+        walk(root, succs, &mut Vec::new(), &mut out);
+    }
+    out
+}

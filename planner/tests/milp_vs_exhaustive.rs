@@ -1,0 +1,297 @@
+//! Property tests: on random small problems (≤ 3 tasks, ≤ 3 variants, ≤ 4 segment types, ≤ 3 batch sizes) the
+//! MILP's plan is feasible under the independent evaluator of equations (1)–(13), and its objective matches
+//! exhaustive search of the paper's model.
+
+#![allow(clippy::needless_range_loop)] // tasks index several parallel tables
+
+use std::collections::BTreeMap;
+
+use jig_planner::evaluate::{Assignment, evaluate};
+use jig_planner::exhaustive;
+use jig_planner::milp::{SolveOptions, solve};
+use jig_planner::model::*;
+use jig_planner::profile::ProfileRow;
+use jig_planner::{Features, PlanError, Problem};
+use proptest::prelude::*;
+
+/// A random problem's raw numbers.
+#[derive(Debug, Clone)]
+struct Case {
+    /// 1 = one task, 2 = chain a → b, 3 = chain a → b → c, 4 = fork a → {b, c}.
+    shape: u8,
+    /// Per task, per variant: normalised accuracy and a factor multiplier (1 when factors are shared).
+    variants: Vec<Vec<(f64, f64)>>,
+    /// Segment types: (MIG profile index, MPS).
+    segments: Vec<(usize, u8)>,
+    batches: Vec<u32>,
+    /// Per (task, variant, segment, batch): latency ms, throughput req/s, or missing.
+    profile: Vec<Option<(f64, f64)>>,
+    edge_factors: Vec<f64>,
+    slo_ms: f64,
+    slo_acc: f64,
+    demand: f64,
+    beta: f64,
+}
+
+fn case(shared_factors: bool) -> impl Strategy<Value = Case> {
+    (1u8..=4, 1usize..=3, 1usize..=4, 1usize..=3).prop_flat_map(move |(shape, nv, ns, nb)| {
+        let nt = if shape == 1 {
+            1
+        } else if shape == 2 {
+            2
+        } else {
+            3
+        };
+        let variant = (0.97f64..=1.0, if shared_factors { 1.0f64..=1.0 } else { 0.7f64..=1.3 });
+        (
+            Just(shape),
+            proptest::collection::vec(proptest::collection::vec(variant, nv), nt),
+            proptest::collection::vec((0usize..3, 1u8..=2), ns),
+            proptest::sample::subsequence(vec![1u32, 2, 4], nb),
+            proptest::collection::vec(
+                proptest::option::weighted(0.9, (5.0f64..80.0, 10.0f64..60.0)),
+                nt * nv * ns * nb,
+            ),
+            proptest::collection::vec(0.5f64..1.5, 2),
+            60.0f64..400.0,
+            0.9f64..1.0,
+            2.0f64..30.0,
+            prop_oneof![Just(0.035), Just(0.01)],
+        )
+            .prop_map(
+                |(shape, variants, segments, batches, profile, edge_factors, slo_ms, slo_acc, demand, beta)| Case {
+                    shape,
+                    variants,
+                    segments,
+                    batches,
+                    profile,
+                    edge_factors,
+                    slo_ms,
+                    slo_acc,
+                    demand,
+                    beta,
+                },
+            )
+    })
+}
+
+const PROFILES: [MigProfile; 3] = [MigProfile::G1_10, MigProfile::G2_20, MigProfile::G3_40];
+const TASKS: [&str; 3] = ["a", "b", "c"];
+
+impl Case {
+    fn tasks(&self) -> usize {
+        self.variants.len()
+    }
+
+    fn edges(&self) -> Vec<(usize, usize)> {
+        match self.shape {
+            1 => vec![],
+            2 => vec![(0, 1)],
+            3 => vec![(0, 1), (1, 2)],
+            _ => vec![(0, 1), (0, 2)],
+        }
+    }
+
+    /// The spec, the profile rows, and S_avail small enough to enumerate.
+    fn build(&self) -> (PlanSpec, Vec<ProfileRow>) {
+        let nt = self.tasks();
+        let edges = self.edges();
+        let mut segments: Vec<SegmentKind> = Vec::new();
+        for &(p, mps) in &self.segments {
+            let k = SegmentKind::Mig { profile: PROFILES[p], mps };
+            if !segments.contains(&k) {
+                segments.push(k);
+            }
+        }
+        let tasks = (0..nt)
+            .map(|t| TaskSpec {
+                name: TASKS[t].into(),
+                slot: None,
+                variants: self.variants[t]
+                    .iter()
+                    .enumerate()
+                    .map(|(v, &(acc, mult))| VariantSpec {
+                        name: format!("v{v}"),
+                        accuracy: acc * 10.0,
+                        factors: edges
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, e)| e.0 == t)
+                            .map(|(i, e)| (TASKS[e.1].to_string(), self.edge_factors[i.min(1)] * mult))
+                            .collect::<BTreeMap<_, _>>(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let mut rows = Vec::new();
+        let mut i = 0;
+        for t in 0..nt {
+            for v in 0..self.variants[t].len() {
+                for (s, _) in self.segments.iter().enumerate() {
+                    for &b in &self.batches {
+                        if let Some((l, h)) = self.profile[i % self.profile.len()] {
+                            let kind =
+                                SegmentKind::Mig { profile: PROFILES[self.segments[s].0], mps: self.segments[s].1 };
+                            rows.push(ProfileRow {
+                                slot: TASKS[t].into(),
+                                variant: format!("v{v}"),
+                                segment: kind.name(),
+                                batch: b,
+                                p50_ms: l * f64::from(b).sqrt(),
+                                p95_ms: l * f64::from(b).sqrt(),
+                                throughput_rps: h * f64::from(b).sqrt(),
+                                device: "test".into(),
+                            });
+                        }
+                        i += 1;
+                    }
+                }
+            }
+        }
+        // Duplicate segment draws repeat rows: keep the first of each key.
+        let mut seen = std::collections::HashSet::new();
+        rows.retain(|r| seen.insert((r.slot.clone(), r.variant.clone(), r.segment.clone(), r.batch)));
+        // Every variant needs a row: give missing ones a slow default on the first segment.
+        for t in 0..nt {
+            for v in 0..self.variants[t].len() {
+                if !rows.iter().any(|r| r.slot == TASKS[t] && r.variant == format!("v{v}")) {
+                    rows.push(ProfileRow {
+                        slot: TASKS[t].into(),
+                        variant: format!("v{v}"),
+                        segment: segments[0].name(),
+                        batch: self.batches[0],
+                        p50_ms: 50.0,
+                        p95_ms: 50.0,
+                        throughput_rps: 20.0,
+                        device: "test".into(),
+                    });
+                }
+            }
+        }
+        let spec = PlanSpec {
+            app: AppSpec {
+                name: "random".into(),
+                slo_latency_ms: self.slo_ms,
+                slo_accuracy: self.slo_acc,
+                tasks,
+                edges: edges.iter().map(|&(a, b)| EdgeSpec { from: TASKS[a].into(), to: TASKS[b].into() }).collect(),
+                paths: None,
+            },
+            segments: segments.iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
+            resources: Resources { slices: if nt == 3 { 5 } else { 6 }, cores_per_host: None },
+            demand: DemandSpec { windows: vec![self.demand], slack: Some(0.0) },
+            objective: Objective { alpha: 1.0, beta: self.beta },
+            batch_sizes: None,
+        };
+        (spec, rows)
+    }
+}
+
+const ENUMERATION_LIMIT: usize = 400_000;
+
+fn options() -> SolveOptions {
+    SolveOptions { time_limit_s: 20.0, mip_rel_gap: 1e-7, feasibility_only: false }
+}
+
+fn tolerance(x: f64) -> f64 {
+    0.005 * x.abs().max(1.0)
+}
+
+/// Solve and check against exhaustive search; `exact` when greedy routing makes the search exact.
+fn check(c: &Case, features: Features, exact: bool) -> Result<(), TestCaseError> {
+    let (spec, rows) = c.build();
+    let problem = Problem::new(&spec, &rows, "test").map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let Some(best) = exhaustive::search(&problem, features, ENUMERATION_LIMIT) else {
+        return Ok(()); // too large to enumerate: not this test's business
+    };
+    match solve(&problem, features, &options()) {
+        Ok(solved) => {
+            let eval = evaluate(&problem, &solved.assignments);
+            prop_assert!(eval.is_feasible(), "MILP plan infeasible: {:?}\n{:?}", eval.violations, solved.assignments);
+            let (lin_best, _) = best.linear.clone().ok_or_else(|| {
+                TestCaseError::fail(format!("MILP found a plan but exhaustive search found none: {solved:?}"))
+            })?;
+            let (dmin, _) = problem.demand_bounds(|t, v| features.accuracy_scaling || v == problem.tasks[t].best);
+            let bound = exhaustive::linear_accuracy(&problem, features, &dmin, &solved.assignments);
+            let milp_lin = problem.objective.alpha * bound - problem.objective.beta * f64::from(eval.slices);
+            // The MILP never claims more accuracy than the plan has.
+            prop_assert!(bound <= eval.accuracy + 1e-9, "bound {bound} above exact {}", eval.accuracy);
+            prop_assert!(
+                (solved.accuracy_bound - bound).abs() < 1e-6,
+                "MILP's bound {} vs {bound}",
+                solved.accuracy_bound
+            );
+            if exact {
+                // Same model, two solvers: the optima agree.
+                prop_assert!(
+                    (milp_lin - lin_best).abs() <= tolerance(lin_best),
+                    "linearised objective: MILP {milp_lin} vs exhaustive {lin_best}"
+                );
+                // Against the paper's exact model: within 0.5% whenever the exact optimum is one the linear
+                // bound admits.
+                let (exact_best, exact_plan) = best.exact.clone().expect("a linear plan is an exact plan");
+                if exhaustive::linear_accuracy(&problem, features, &dmin, &exact_plan) >= problem.slo_accuracy {
+                    prop_assert!(
+                        (eval.objective - exact_best).abs() <= tolerance(exact_best),
+                        "exact objective: MILP {} vs exhaustive {exact_best}",
+                        eval.objective
+                    );
+                }
+                prop_assert!(eval.objective <= exact_best + 1e-6, "MILP beats the exact optimum");
+            } else {
+                prop_assert!(milp_lin >= lin_best - tolerance(lin_best), "MILP {milp_lin} below greedy {lin_best}");
+            }
+        }
+        Err(PlanError::Infeasible(why)) => {
+            prop_assert!(best.linear.is_none(), "MILP infeasible ({why}) but exhaustive found {:?}", best.linear);
+            prop_assert!(!why.is_empty());
+        }
+        Err(e) => return Err(TestCaseError::fail(e.to_string())),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn milp_matches_exhaustive_search(c in case(true)) {
+        check(&c, Features::ALL, true)?;
+    }
+
+    #[test]
+    fn milp_matches_exhaustive_search_in_every_space(c in case(true), space in 0usize..8) {
+        check(&c, Features::combinations()[space], true)?;
+    }
+
+    #[test]
+    fn milp_is_feasible_and_no_worse_than_greedy_with_variant_factors(c in case(false)) {
+        check(&c, Features::ALL, false)?;
+    }
+}
+
+#[test]
+fn evaluator_catches_broken_plans() {
+    let c = Case {
+        shape: 2,
+        variants: vec![vec![(1.0, 1.0)], vec![(1.0, 1.0)]],
+        segments: vec![(0, 1)],
+        batches: vec![1],
+        profile: vec![Some((20.0, 30.0))],
+        edge_factors: vec![2.0, 1.0],
+        slo_ms: 100.0,
+        slo_acc: 0.9,
+        demand: 10.0,
+        beta: 0.035,
+    };
+    let (spec, rows) = c.build();
+    let problem = Problem::new(&spec, &rows, "test").unwrap();
+    let a = |task, instances, rate_rps| Assignment { task, variant: 0, segment: 0, batch: 1, instances, rate_rps };
+    assert!(evaluate(&problem, &[a(0, 1, 10.0), a(1, 1, 20.0)]).is_feasible());
+    // b gets 20 req/s (factor 2) but one instance serves 30: routing only 15 misses demand.
+    let short = evaluate(&problem, &[a(0, 1, 10.0), a(1, 1, 15.0)]);
+    assert!(short.violations.iter().any(|v| v.contains("demand")), "{:?}", short.violations);
+    // 40 req/s on one instance exceeds its capacity.
+    let over = evaluate(&problem, &[a(0, 1, 10.0), a(1, 1, 40.0)]);
+    assert!(!over.is_feasible());
+}
