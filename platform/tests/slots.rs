@@ -96,3 +96,26 @@ async fn a_mismatched_tensor_and_a_late_request_get_distinct_errors() {
     let err = function.invoke(&unknown, None).await.unwrap_err().to_string();
     assert!(err.contains("no model slot `nope`") && err.contains("classifier"), "{err}");
 }
+
+/// A real model through real glue: the PP-OCRv4 text recognizer, called from WebAssembly, answers one
+/// probability distribution over its character set per horizontal step of the image.
+#[tokio::test]
+async fn the_ppocr_recognizer_answers_wasm_glue() {
+    let runtime = Runtime::new(RuntimeConfig { max_instances: 4, ..RuntimeConfig::default() }).unwrap();
+    let path = root().join(".jig/models/ppocr-rec.onnx");
+    let instance = Instance::start_onnx(InstanceConfig::new("rec#0"), "ppocr-rec", &path, SessionOptions::default());
+    let mut slots = ModelSlots::new();
+    slots.insert("rec", Arc::new(Pool::new(vec![(Arc::new(instance.unwrap()), 1.0)])));
+    let function = probe(&runtime, slots);
+
+    let values: Vec<f32> = (0..3 * 48 * 320).map(|i| ((i % 320) as f32 / 160.0) - 1.0).collect();
+    let call = json!({"op": "infer-f32", "slot": "rec", "shape": [1, 3, 48, 320], "values": values});
+    let out = function.invoke(&serde_json::to_vec(&call).unwrap(), None).await.unwrap();
+    let outputs: Value = serde_json::from_slice(&out.output).unwrap();
+    let shape: Vec<u64> = serde_json::from_value(outputs[0]["shape"].clone()).unwrap();
+    assert_eq!(&shape[..2], &[1, 40], "one step per 8 pixels of width");
+    assert!(shape[2] > 1000, "a character set of {} classes", shape[2]);
+    let first_step: f64 =
+        outputs[0]["values"].as_array().unwrap()[..shape[2] as usize].iter().map(|v| v.as_f64().unwrap()).sum();
+    assert!((first_step - 1.0).abs() < 1e-3, "a softmax sums to 1, not {first_step}");
+}
