@@ -431,6 +431,8 @@ pub struct PathPlan {
     pub latency_ms: f64,
     /// A_p (11), in the tasks' accuracy units.
     pub accuracy: f64,
+    /// A_p as a fraction of the path's best: every task on its most accurate variant.
+    pub accuracy_of_best: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -69,6 +69,7 @@ pub fn plan(problem: &Problem, features: Features, options: &SolveOptions) -> Re
             fraction: p.fraction,
             latency_ms,
             accuracy,
+            accuracy_of_best: p.tasks.iter().map(|&t| eval.task_accuracy[t]).product(),
         })
         .collect();
     Ok(Plan {
@@ -141,11 +142,12 @@ impl Plan {
         for p in &self.paths {
             let _ = writeln!(
                 s,
-                "  path {} (f = {:.3}): {:.1} ms, accuracy {:.4}",
+                "  path {} (f = {:.3}): {:.1} ms, accuracy {:.4} ({:.1}% of the path's best)",
                 p.tasks.join(" → "),
                 p.fraction,
                 p.latency_ms,
-                p.accuracy
+                p.accuracy,
+                p.accuracy_of_best * 100.0
             );
         }
         let pl = &self.placement;
