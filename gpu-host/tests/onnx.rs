@@ -1,7 +1,7 @@
 //! ONNX Runtime through `onnx::Model` on the models `make setup` generates into .jig/models.
 
 mod common;
-use common::{f32s, i64s, model_path};
+use common::{f32s, i64s, mixed_two_rows, model_path};
 
 use jig_gpu_host::onnx::{Model, ModelError, SessionOptions};
 use jig_gpu_host::{DType, Tensor};
@@ -18,12 +18,11 @@ fn runs_a_model_and_reports_its_signature() {
     assert_eq!(model.inputs()[0].dtype, DType::F32);
     assert_eq!(model.inputs()[1].shape, vec![None, Some(4)]);
     assert!(model.batchable());
-    let x = Tensor::from_f32(vec![2, 4], &[1.0, 2.0, 3.0, 4.0, 0.5, 0.5, 0.5, 0.5]).unwrap();
-    let ids = i64s(vec![2, 4], &[1, 2, 3, 4, 2, 4, 6, 8]);
-    let out = model.run(&[x, ids]).unwrap();
+    let (inputs, want) = mixed_two_rows();
+    let out = model.run(&inputs).unwrap();
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].shape(), &[2, 4]);
-    assert_eq!(f32s(&out[0]), vec![1.0, 4.0, 9.0, 16.0, 1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(f32s(&out[0]), want);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Worker processes (`jig_gpu_host::worker`) on CPU sessions with the models `make setup` generates.
 
 mod common;
-use common::{f32s, i64s, model_path};
+use common::{f32s, i64s, mixed_two_rows, model_path};
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -50,12 +50,11 @@ fn runs_a_model_with_exact_results() {
     assert_eq!(worker.outputs()[0].name, "y");
     assert!(worker.pid().is_some_and(|p| p != std::process::id()));
 
-    let x = Tensor::from_f32(vec![2, 4], &[1.0, 2.0, 3.0, 4.0, 0.5, 0.5, 0.5, 0.5]).unwrap();
-    let ids = i64s(vec![2, 4], &[1, 2, 3, 4, 2, 4, 6, 8]);
-    let out = worker.run(&[x, ids]).unwrap();
+    let (inputs, want) = mixed_two_rows();
+    let out = worker.run(&inputs).unwrap();
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].shape(), &[2, 4]);
-    assert_eq!(f32s(&out[0]), vec![1.0, 4.0, 9.0, 16.0, 1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(f32s(&out[0]), want);
 
     // Batches larger than the initial region grow it on both sides, and smaller ones still work after.
     for rows in [100_000, 3, 250_000, 1] {
