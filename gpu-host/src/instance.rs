@@ -120,6 +120,8 @@ pub struct Stats {
     pub dropped_late: AtomicU64,
     pub dropped_stale: AtomicU64,
     pub failed: AtomicU64,
+    /// Requests waiting for a batch now (a gauge, unlike the counters above).
+    pub queued: AtomicU64,
 }
 
 struct Job {
@@ -235,7 +237,11 @@ impl Instance {
         }
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = Job { rows: batch::rows(&inputs), inputs, deadline, enqueued: now, reply };
-        self.queue.send(job).map_err(|_| InstanceError::Stopped { instance: instance() })?;
+        self.stats.queued.fetch_add(1, Ordering::Relaxed);
+        if self.queue.send(job).is_err() {
+            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
+            return Err(InstanceError::Stopped { instance: instance() });
+        }
         answer.await.unwrap_or_else(|_| Err(InstanceError::Stopped { instance: instance() }))
     }
 }
@@ -301,6 +307,7 @@ impl<E: Executor> Batcher<E> {
             } else {
                 return true;
             };
+            stats.queued.fetch_sub(1, Ordering::Relaxed);
             let (reply, _) = tokio::sync::oneshot::channel();
             let reply = std::mem::replace(&mut job.reply, reply);
             let _ = reply.send(Err(InstanceError::Dropped { instance: config.name.clone(), reason }));
@@ -330,6 +337,7 @@ impl<E: Executor> Batcher<E> {
 
     fn run_batch(&mut self, batch: Vec<Job>) {
         let name = &self.config.name;
+        self.stats.queued.fetch_sub(batch.len() as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         let rows: Vec<u64> = batch.iter().map(|j| j.rows).collect();
         self.stats.rows.fetch_add(rows.iter().sum(), Ordering::Relaxed);

@@ -6,13 +6,21 @@
 //!   deadline limits, and serves their host calls (`infer`, `emit`, configuration, deadline, logging).
 //! * [`slots`]: a function's model slots served by model instances (`jig-gpu-host`), the `infer` of the
 //!   main path.
-//! * [`bundle`]: bundles and their `jig.toml` manifest.
+//! * [`bundle`]: bundles, their `jig.toml` manifest, and how they are packed for upload.
+//! * [`app`]: a deployed app running — its functions, model instances and the graph executor.
+//! * [`gateway`]: HTTP — invocations, the control API, `/metrics` ([`metrics`]) — over the apps kept in
+//!   the state directory ([`store`]).
+//! * [`client`]: the HTTP client of the `jig` commands that talk to a gateway.
 //! * [`cli`]: the `jig` command line.
 //!
-//! The gateway, control plane, scheduler, controller and store join here as they are built; model execution
-//! lives in `jig-gpu-host` and planning in `jig-planner`.
+//! Model execution lives in `jig-gpu-host` and planning in `jig-planner`.
 
+pub mod app;
 pub mod bundle;
 pub mod cli;
+pub mod client;
+pub mod gateway;
+pub mod metrics;
 pub mod runtime;
 pub mod slots;
+pub mod store;

@@ -31,6 +31,11 @@ impl ModelSlots {
     pub fn get(&self, slot: &str) -> Option<&Arc<Pool>> {
         self.slots.get(slot)
     }
+
+    /// Every slot and its pool, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Arc<Pool>)> {
+        self.slots.iter().map(|(slot, pool)| (slot.as_str(), pool))
+    }
 }
 
 impl ModelHost for ModelSlots {

@@ -1,1 +1,157 @@
-//! End-to-end tests live in `tests/tests/`; this library is empty.
+//! Helpers of the end-to-end tests in `tests/tests/`: the `jig` binary, the built components and models,
+//! a gateway process on a loopback port, and a plain HTTP/1.1 client.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `jig` binary `cargo test --workspace` builds for the platform's own integration tests.
+pub fn jig() -> Command {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
+    let bin = target.join("debug/jig");
+    assert!(bin.exists(), "{} is missing; run the suite with `make test`", bin.display());
+    let mut cmd = Command::new(bin);
+    cmd.env("JIG_CACHE_DIR", target.join("jig-test-cache"));
+    cmd.env_remove("JIG_GATEWAY").env_remove("JIG_TOKEN").env_remove("JIG_STATE_DIR");
+    cmd
+}
+
+/// A glue component built by `make functions`.
+pub fn component(name: &str) -> PathBuf {
+    root().join("target/wasm32-wasip2/release").join(format!("{name}.wasm"))
+}
+
+/// A model `make setup` generated.
+pub fn model(name: &str) -> PathBuf {
+    let path = root().join(".jig/models").join(format!("{name}.onnx"));
+    assert!(path.is_file(), "{} is missing: run `make setup`", path.display());
+    path
+}
+
+/// A bundle directory: `manifest` as its jig.toml, and `files` (name in the bundle, source) copied in.
+pub fn bundle(dir: &Path, manifest: &str, files: &[(&str, &Path)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("jig.toml"), manifest).unwrap();
+    for (name, source) in files {
+        let target = dir.join(name);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(source, &target).unwrap_or_else(|e| panic!("copying {}: {e}", source.display()));
+    }
+}
+
+/// A `jig up` process on a free loopback port. Killed when dropped.
+pub struct Gateway {
+    pub child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl Gateway {
+    /// Start `jig up` with state in `state` and `args` added.
+    pub fn start(state: &Path, args: &[&str]) -> Gateway {
+        let mut child = jig()
+            .args(["up", "--listen", "127.0.0.1:0", "--state-dir"])
+            .arg(state)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("the gateway did not say where it listens: {line:?}"))
+            .to_string();
+        Gateway { child, addr }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `jig COMMAND` aimed at this gateway.
+    pub fn jig(&self, command: &str) -> Command {
+        let mut cmd = jig();
+        cmd.args([command, "--gateway"]).arg(self.url());
+        cmd
+    }
+
+    /// Send one request; returns the status, the headers (names lowercase) and the body.
+    pub fn http(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        http(&self.addr, method, path, headers, body)
+    }
+
+    /// `SIGKILL`, as a crash would.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One HTTP/1.1 request over a fresh connection.
+pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    // The gateway may answer (413) before reading everything; a reset then is not the test's concern.
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP answer to {method} {path}: {:?}", String::from_utf8_lossy(&raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Reply { status, headers, body: raw[split + 4..].to_vec() }
+}

@@ -1,25 +1,8 @@
 //! `jig run` as a user runs it: the real binary, real files, real components.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `cargo test --workspace` builds the `jig` binary for the platform's own integration tests.
-fn jig() -> Command {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
-    let bin = target.join("debug/jig");
-    assert!(bin.exists(), "{} is missing; run the suite with `make test`", bin.display());
-    let mut cmd = Command::new(bin);
-    cmd.env("JIG_CACHE_DIR", target.join("jig-test-cache"));
-    cmd
-}
-
-fn component(name: &str) -> PathBuf {
-    root().join("target/wasm32-wasip2/release").join(format!("{name}.wasm"))
-}
+use jig_tests::{component, jig, model, root};
 
 fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
     use std::io::Write;
@@ -92,12 +75,6 @@ fn a_file_that_is_not_a_component_exits_2_with_advice() {
     let output = run(jig().arg("run").arg(component("echo")).args(["--config", "novalue"]), b"");
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("KEY=VALUE"));
-}
-
-fn model(name: &str) -> PathBuf {
-    let path = root().join(".jig/models").join(format!("{name}.onnx"));
-    assert!(path.is_file(), "{} is missing: run `make setup`", path.display());
-    path
 }
 
 #[test]

@@ -1,5 +1,9 @@
 //! The `jig` command line.
 //!
+//! * `jig up` — the embedded default: a gateway with CPU model execution in this process, state in
+//!   `~/.local/share/jig`, listening on 127.0.0.1:8080. `jig serve --config FILE` runs one with settings.
+//! * `jig deploy DIR`, `jig apps`, `jig status APP`, `jig invoke APP INPUT`, `jig delete APP` — talk to a
+//!   gateway (`--gateway URL`, `--token`, `--json`); see [`gateway`] for their exit statuses.
 //! * `jig run FUNCTION.wasm [INPUT]` — invoke a glue function once, locally, and print what it returned and
 //!   emitted. The input is a file (`-` or nothing for standard input); `--meta JSON` wraps it in the
 //!   envelope framing of `jig_sdk::envelope` (body, JSON metadata, u32 length) for functions such as `crop`.
@@ -12,8 +16,10 @@
 //! * `jig plan SPEC.toml --profiles FILE` or `jig plan --app NAME` — plan a function graph with the
 //!   JigsawServe MILP (see `jig_planner`); `--max-demand` reproduces the paper's analytical evaluation.
 //!
-//! Exit status: 0 on success, 1 when the function failed, 2 when it could not be loaded or the command
-//! line is wrong.
+//! Exit status of `run`, `profile` and `plan`: 0 on success, 1 when the function failed, 2 when it could not
+//! be loaded or the command line is wrong.
+
+mod gateway;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -49,6 +55,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Start the embedded default: a gateway with model execution on this machine's CPU cores.
+    Up(gateway::ServeArgs),
+    /// Run a gateway with the settings of a config file.
+    Serve(gateway::ServeArgs),
+    /// Check and pack a bundle directory, upload it to the gateway, and print the app's deployment.
+    Deploy(gateway::DeployArgs),
+    /// List the deployed apps.
+    Apps {
+        #[command(flatten)]
+        target: gateway::Target,
+    },
+    /// Show a deployed app: its tasks, bundle and deployment (instances per model slot).
+    Status {
+        app: String,
+        #[command(flatten)]
+        target: gateway::Target,
+    },
+    /// Invoke an app over HTTP with a payload and print its outputs.
+    Invoke(gateway::InvokeArgs),
+    /// Remove a deployed app.
+    Delete {
+        app: String,
+        #[command(flatten)]
+        target: gateway::Target,
+    },
     /// Invoke a glue function (a .wasm component) once and print its output and emitted payloads.
     Run(RunArgs),
     /// Measure each model variant of a bundle on segments over batch sizes 1, 2, 4, … and write the profile
@@ -131,6 +162,12 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
+        Command::Up(args) | Command::Serve(args) => gateway::serve(args),
+        Command::Deploy(args) => gateway::deploy(args),
+        Command::Apps { target } => gateway::apps(target),
+        Command::Status { app, target } => gateway::status(&app, target),
+        Command::Invoke(args) => gateway::invoke(args),
+        Command::Delete { app, target } => gateway::delete(&app, target),
         Command::Run(args) => run(args),
         Command::Profile(args) => profile(args).map(|()| ExitCode::SUCCESS),
         Command::Plan(args) => jig_planner::cli::run(&args).map(|text| {

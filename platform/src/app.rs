@@ -1,0 +1,329 @@
+//! A deployed app, running: its tasks' functions loaded, its model slots served by instances, and the graph
+//! executor that carries one request from the entry task through `emit`s to the leaves.
+//!
+//! **Graph execution.** The entry task runs on the request's payload. Every payload a task emits on a port
+//! with edges becomes one invocation of each task the edges lead to; all invocations run concurrently, each
+//! bounded by the request's deadline. The response gathers, in a fixed order, the return values of leaf tasks
+//! (tasks with no outgoing edges) and the payloads emitted on ports without edges. The first invocation that
+//! fails fails the request, and the rest are cancelled — as they are when the client goes away, since the
+//! request's future owns them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use jig_gpu_host::instance::{Instance, InstanceConfig};
+use jig_gpu_host::onnx::SessionOptions;
+use jig_gpu_host::pool::Pool;
+
+use crate::bundle::{Bundle, InvalidBundle};
+use crate::metrics::Metrics;
+use crate::runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, Runtime};
+use crate::slots::ModelSlots;
+
+/// The deadline of an invocation that names none, for an app without a latency SLO.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How an app's model slots are served: instances per variant and segment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Deployment {
+    /// How the instances were chosen.
+    pub source: String,
+    pub instances: Vec<PlannedInstances>,
+}
+
+/// `count` instances of one variant on one kind of segment.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedInstances {
+    pub slot: String,
+    pub variant: String,
+    /// `cpu:N`: N intra-op threads.
+    pub segment: String,
+    pub max_batch: u32,
+    pub count: u32,
+}
+
+impl Deployment {
+    /// Without profiles, each slot's most accurate variant (the first declared, among equals), one instance on
+    /// `cores` cores, batching up to 8 requests that arrive while it is busy.
+    pub fn default_for(bundle: &Bundle, cores: u32) -> Deployment {
+        let mut best: Vec<&crate::bundle::Variant> = Vec::new();
+        for v in &bundle.manifest.variants {
+            match best.iter_mut().find(|b| b.slot == v.slot) {
+                Some(b) if v.accuracy.unwrap_or(0.0) > b.accuracy.unwrap_or(0.0) => *b = v,
+                Some(_) => {}
+                None => best.push(v),
+            }
+        }
+        Deployment {
+            source: "default: each slot's most accurate variant (run `jig profile` for a planned deployment)".into(),
+            instances: best
+                .into_iter()
+                .map(|v| PlannedInstances {
+                    slot: v.slot.clone(),
+                    variant: v.name.clone(),
+                    segment: format!("cpu:{cores}"),
+                    max_batch: 8,
+                    count: 1,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A task of a running app.
+struct TaskRuntime {
+    name: Arc<str>,
+    function: Function,
+    /// The task's `concurrency` limit, and its permits.
+    concurrency: u32,
+    permits: Arc<Semaphore>,
+    /// Tasks each port's payloads go to.
+    routes: HashMap<String, Vec<usize>>,
+    /// No outgoing edges: its return value is part of the response.
+    leaf: bool,
+}
+
+/// A deployed app, ready to invoke. Dropping it stops its model instances once their queues drain.
+pub struct App {
+    pub name: String,
+    /// The hash of the bundle it runs.
+    pub bundle: String,
+    pub deployed_at: u64,
+    pub slo_latency: Option<Duration>,
+    pub deployment: Deployment,
+    tasks: Vec<Arc<TaskRuntime>>,
+    entry: usize,
+    max_inflight: u32,
+    inflight: Arc<Semaphore>,
+    models: Arc<ModelSlots>,
+}
+
+/// One part of an app's response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    pub task: String,
+    /// The port, for a payload emitted on a port without edges; `None` for a leaf's return value.
+    pub port: Option<String>,
+    pub bytes: Vec<u8>,
+}
+
+/// Why an app invocation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The app already has `limits.max_inflight` requests in progress.
+    #[error("app `{app}` is at its limit of {limit} requests in progress; retry later")]
+    Busy { app: String, limit: u32 },
+    #[error("app `{app}`: {source}")]
+    Task {
+        app: String,
+        #[source]
+        source: InvokeError,
+    },
+    /// The deadline passed while a task waited for one of its `concurrency` permits.
+    #[error("app `{app}`: task `{task}` could not start before the deadline (all {limit} of its slots were busy)")]
+    Queued { app: String, task: String, limit: u32 },
+    #[error("app `{app}`: task `{task}` panicked")]
+    Panicked { app: String, task: String },
+}
+
+impl App {
+    /// Load every task's glue and start the deployment's model instances. Slow (compilation, model loading):
+    /// call it off the async executor.
+    pub fn start(
+        runtime: &Runtime,
+        bundle: &Bundle,
+        hash: &str,
+        deployed_at: u64,
+        deployment: Deployment,
+    ) -> anyhow::Result<App> {
+        let m = &bundle.manifest;
+        let app = m.name.clone();
+        let models = Arc::new(start_models(bundle, &deployment)?);
+        let index: HashMap<&str, usize> = m.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        let mut tasks = Vec::with_capacity(m.tasks.len());
+        for task in &m.tasks {
+            let limits = FunctionLimits {
+                memory: (task.limits.memory_mib as usize) << 20,
+                timeout: Duration::from_millis(task.limits.timeout_ms),
+                ..FunctionLimits::default()
+            };
+            let options = FunctionOptions { limits, config: task.config.clone(), models: models.clone() };
+            let function = runtime
+                .load_file(&format!("{app}/{}", task.name), &bundle.glue_path(task), options)
+                .map_err(|e| InvalidBundle(e.to_string()))?;
+            let mut routes: HashMap<String, Vec<usize>> = HashMap::new();
+            for edge in &m.edges {
+                if let Some((from, port)) = edge.source()
+                    && from == task.name
+                {
+                    routes.entry(port.to_string()).or_default().push(index[edge.to.as_str()]);
+                }
+            }
+            tasks.push(Arc::new(TaskRuntime {
+                name: task.name.as_str().into(),
+                function,
+                concurrency: task.limits.concurrency,
+                permits: Arc::new(Semaphore::new(task.limits.concurrency as usize)),
+                leaf: routes.is_empty(),
+                routes,
+            }));
+        }
+        let entry = bundle.entry().map(|t| index[t.name.as_str()]).ok_or_else(|| {
+            InvalidBundle(format!("app `{app}` declares no tasks; add a [[tasks]] entry with its glue"))
+        })?;
+        Ok(App {
+            name: app,
+            bundle: hash.to_string(),
+            deployed_at,
+            slo_latency: m.slo.map(|s| Duration::from_millis(s.latency_ms)),
+            deployment,
+            tasks,
+            entry,
+            max_inflight: m.limits.max_inflight,
+            inflight: Arc::new(Semaphore::new(m.limits.max_inflight as usize)),
+            models,
+        })
+    }
+
+    /// The task names, entry first.
+    pub fn task_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = vec![&self.tasks[self.entry].name];
+        names.extend(self.tasks.iter().enumerate().filter(|(i, _)| *i != self.entry).map(|(_, t)| &*t.name));
+        names
+    }
+
+    /// The model slots and their instances.
+    pub fn models(&self) -> &ModelSlots {
+        &self.models
+    }
+
+    /// The deadline of a request arriving now with an optional timeout.
+    pub fn deadline(&self, timeout: Option<Duration>) -> Instant {
+        Instant::now() + timeout.or(self.slo_latency).unwrap_or(DEFAULT_DEADLINE)
+    }
+
+    /// Run the graph on `payload` by `deadline`.
+    pub async fn invoke(
+        &self,
+        payload: Vec<u8>,
+        deadline: Instant,
+        metrics: &Metrics,
+    ) -> Result<Vec<Output>, AppError> {
+        let _inflight = self
+            .inflight
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| AppError::Busy { app: self.name.clone(), limit: self.max_inflight })?;
+        // Each invocation carries its position in the fan-out tree (emission indexes from the entry), so the
+        // response lists outputs in an order that does not depend on which finished first.
+        let mut running: JoinSet<(usize, Vec<u32>, Result<crate::runtime::Outcome, AppError>)> = JoinSet::new();
+        let mut outputs: Vec<(Vec<u32>, Output)> = Vec::new();
+        self.spawn(&mut running, self.entry, Vec::new(), payload, deadline, metrics);
+        while let Some(joined) = running.join_next().await {
+            let (task, key, result) = joined.map_err(|e| AppError::Panicked {
+                app: self.name.clone(),
+                task: if e.is_panic() { "(unknown)".into() } else { "(cancelled)".into() },
+            })?;
+            let outcome = result?;
+            let t = &self.tasks[task];
+            let mut n = 0u32;
+            for emission in outcome.emitted {
+                let mut child = key.clone();
+                match t.routes.get(&emission.port) {
+                    Some(targets) => {
+                        for &target in targets {
+                            let mut child = key.clone();
+                            child.push(n);
+                            n += 1;
+                            self.spawn(&mut running, target, child, emission.payload.clone(), deadline, metrics);
+                        }
+                    }
+                    None => {
+                        child.push(n);
+                        n += 1;
+                        let output =
+                            Output { task: t.name.to_string(), port: Some(emission.port), bytes: emission.payload };
+                        outputs.push((child, output));
+                    }
+                }
+            }
+            if t.leaf {
+                outputs.push((key, Output { task: t.name.to_string(), port: None, bytes: outcome.output }));
+            }
+        }
+        outputs.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(outputs.into_iter().map(|(_, o)| o).collect())
+    }
+
+    fn spawn(
+        &self,
+        running: &mut JoinSet<(usize, Vec<u32>, Result<crate::runtime::Outcome, AppError>)>,
+        task: usize,
+        key: Vec<u32>,
+        payload: Vec<u8>,
+        deadline: Instant,
+        metrics: &Metrics,
+    ) {
+        let (t, app, metrics) = (self.tasks[task].clone(), self.name.clone(), metrics.clone());
+        running.spawn(async move {
+            let started = Instant::now();
+            let permit = match tokio::time::timeout_at(deadline.into(), t.permits.clone().acquire_owned()).await {
+                Ok(Ok(permit)) => permit,
+                _ => {
+                    let error = AppError::Queued { app: app.clone(), task: t.name.to_string(), limit: t.concurrency };
+                    metrics.task_done(&app, &t.name, "queued", started.elapsed());
+                    return (task, key, Err(error));
+                }
+            };
+            let result = t.function.invoke(&payload, Some(deadline)).await;
+            drop(permit);
+            let outcome = match &result {
+                Ok(_) => "ok",
+                Err(InvokeError::DeadlineExceeded { .. }) => "deadline",
+                Err(_) => "error",
+            };
+            metrics.task_done(&app, &t.name, outcome, started.elapsed());
+            (task, key, result.map_err(|source| AppError::Task { app, source }))
+        });
+    }
+}
+
+/// Start the deployment's instances, in this process on CPU cores.
+fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<ModelSlots> {
+    let app = &bundle.manifest.name;
+    let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
+    for planned in &deployment.instances {
+        let variant =
+            bundle.manifest.variants.iter().find(|v| v.slot == planned.slot && v.name == planned.variant).ok_or_else(
+                || {
+                    anyhow::anyhow!(
+                        "app `{app}`: the plan names variant `{}` of slot `{}`, which the bundle lacks",
+                        planned.variant,
+                        planned.slot
+                    )
+                },
+            )?;
+        let threads: usize = planned.segment.strip_prefix("cpu:").and_then(|n| n.parse().ok()).ok_or_else(|| {
+            anyhow::anyhow!("app `{app}`: segment `{}` is not a CPU segment (`cpu:N`)", planned.segment)
+        })?;
+        for i in 0..planned.count {
+            let mut config =
+                InstanceConfig::new(format!("{app}/{}/{}@{}#{i}", planned.slot, planned.variant, planned.segment));
+            config.max_batch = planned.max_batch.into();
+            let options = SessionOptions { threads, ..SessionOptions::default() };
+            let instance = Instance::start_onnx(config, &variant.name, &bundle.model_path(variant), options)
+                .map_err(|e| InvalidBundle(format!("app `{app}`: {e}")))?;
+            by_slot.entry(planned.slot.as_str()).or_default().push((Arc::new(instance), 1.0));
+        }
+    }
+    let mut slots = ModelSlots::new();
+    for (slot, instances) in by_slot {
+        slots.insert(slot, Arc::new(Pool::new(instances)));
+    }
+    Ok(slots)
+}

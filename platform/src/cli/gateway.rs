@@ -1,0 +1,368 @@
+//! The commands that run a gateway (`jig up`, `jig serve`) and those that talk to one (`jig deploy`, `apps`,
+//! `status`, `invoke`, `delete`).
+//!
+//! Exit status of the talking commands: 0 success; 1 the gateway answered with an error (the invocation
+//! failed, the app is unknown, the bundle was refused); 2 a bad command line or a bundle that fails the local
+//! check; 3 the gateway could not be reached.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use base64::Engine as _;
+use bytes::Bytes;
+use hyper::Method;
+
+use crate::client::{Answer, Client, Unreachable};
+use crate::gateway::{AppStatus, Gateway, GatewayConfig, TIMEOUT_HEADER};
+
+/// Where the talking commands find the gateway.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Target {
+    /// The gateway's URL.
+    #[arg(long, env = "JIG_GATEWAY", default_value = "http://127.0.0.1:8080", global = true)]
+    gateway: String,
+    /// The gateway's bearer token, if it has one.
+    #[arg(long, env = "JIG_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// Print the gateway's JSON answer instead of a summary.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+impl Target {
+    fn client(&self) -> anyhow::Result<Client> {
+        Client::new(&self.gateway, self.token.clone())
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The gateway's settings (TOML; see `jig_platform::gateway::GatewayConfig`); flags override it.
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Address to listen on, e.g. 127.0.0.1:8080 (port 0 picks a free port).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// The state directory: deployed bundles and apps. Default: $XDG_DATA_HOME/jig or ~/.local/share/jig.
+    #[arg(long, env = "JIG_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Bearer token for the control API.
+    #[arg(long, env = "JIG_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// `jig up` and `jig serve`: run a gateway until Ctrl-C or SIGTERM.
+pub fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            toml::from_str::<GatewayConfig>(&text)
+                .with_context(|| format!("{} is not a valid gateway config", path.display()))?
+        }
+        None => GatewayConfig::default(),
+    };
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(dir) = args.state_dir {
+        config.state_dir = dir;
+    }
+    if args.token.is_some() {
+        config.token = args.token;
+    }
+    if config.token.is_none() && !config.listen.ip().is_loopback() {
+        tracing::warn!("listening on {} with no token: anyone who can reach it can deploy code", config.listen);
+    }
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    tokio.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let state_dir = config.state_dir.clone();
+        let gateway = Gateway::start(config).await?;
+        let address = listener.local_addr()?;
+        // The first line on standard output, for scripts that start a gateway on port 0.
+        println!("jig gateway listening on http://{address} (state in {})", state_dir.display());
+        std::io::stdout().flush()?;
+        gateway.serve(listener, shutdown_signal()).await;
+        eprintln!("jig gateway stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// The outcome of a talking command.
+enum Failure {
+    /// The gateway answered with an error status.
+    Refused(Answer),
+    Unreachable(Unreachable),
+}
+
+fn block_on<T>(future: impl Future<Output = T>) -> anyhow::Result<T> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(future))
+}
+
+/// Send one request and sort the answer into success and failure.
+fn call(
+    target: &Target,
+    method: Method,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Bytes,
+) -> anyhow::Result<Result<Answer, Failure>> {
+    call_with_progress(target, method, path, headers, body, None)
+}
+
+fn call_with_progress(
+    target: &Target,
+    method: Method,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Bytes,
+    progress: Option<Box<dyn FnMut(u64, u64) + Send>>,
+) -> anyhow::Result<Result<Answer, Failure>> {
+    let client = target.client()?;
+    Ok(match block_on(client.send(method, path, headers, body, progress))? {
+        Ok(answer) if answer.status.is_success() => Ok(answer),
+        Ok(answer) => Err(Failure::Refused(answer)),
+        Err(e) => Err(Failure::Unreachable(e)),
+    })
+}
+
+/// Report a failure and give the exit status.
+fn failed(failure: Failure) -> ExitCode {
+    match failure {
+        Failure::Refused(answer) => {
+            eprintln!("error: {} ({})", answer.error_message(), answer.status);
+            ExitCode::from(1)
+        }
+        Failure::Unreachable(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DeployArgs {
+    /// The bundle directory (with its jig.toml).
+    bundle: PathBuf,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// `jig deploy DIR`: check and pack the bundle here, upload it, print the app's status.
+pub fn deploy(args: DeployArgs) -> anyhow::Result<ExitCode> {
+    let archive = crate::bundle::pack(&args.bundle)?;
+    let total = archive.len() as u64;
+    eprintln!("deploy: packed {} ({})", args.bundle.display(), bytes(total));
+    let mut last = 0u64;
+    let progress = Box::new(move |sent: u64, total: u64| {
+        if sent == total || sent - last >= 16 << 20 {
+            last = sent;
+            eprintln!("deploy: uploaded {} of {}", bytes(sent), bytes(total));
+        }
+    });
+    let headers = [("content-type", "application/x-tar".to_string())];
+    match call_with_progress(&args.target, Method::POST, "/v1/apps", &headers, archive.into(), Some(progress))? {
+        Err(failure) => Ok(failed(failure)),
+        Ok(answer) => {
+            if args.target.json {
+                print_body(&answer)?;
+            } else {
+                let status: AppStatus = serde_json::from_slice(&answer.body).context("the gateway's answer")?;
+                println!("deployed {}", status.name);
+                print_status(&status);
+                println!("invoke it: jig invoke {} INPUT", status.name);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `jig apps`.
+pub fn apps(target: Target) -> anyhow::Result<ExitCode> {
+    match call(&target, Method::GET, "/v1/apps", &[], Bytes::new())? {
+        Err(failure) => Ok(failed(failure)),
+        Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
+        Ok(answer) => {
+            #[derive(serde::Deserialize)]
+            struct List {
+                apps: Vec<AppStatus>,
+            }
+            let list: List = serde_json::from_slice(&answer.body).context("the gateway's answer")?;
+            if list.apps.is_empty() {
+                println!("no apps deployed; deploy one with `jig deploy DIR`");
+            }
+            for app in list.apps {
+                println!(
+                    "{:<24} {} task(s), bundle {}",
+                    app.name,
+                    app.tasks.len(),
+                    &app.bundle[..12.min(app.bundle.len())]
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `jig status APP`.
+pub fn status(app: &str, target: Target) -> anyhow::Result<ExitCode> {
+    match call(&target, Method::GET, &format!("/v1/apps/{app}"), &[], Bytes::new())? {
+        Err(failure) => Ok(failed(failure)),
+        Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
+        Ok(answer) => {
+            let status: AppStatus = serde_json::from_slice(&answer.body).context("the gateway's answer")?;
+            println!("{}", status.name);
+            print_status(&status);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `jig delete APP`.
+pub fn delete(app: &str, target: Target) -> anyhow::Result<ExitCode> {
+    match call(&target, Method::DELETE, &format!("/v1/apps/{app}"), &[], Bytes::new())? {
+        Err(failure) => Ok(failed(failure)),
+        Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
+        Ok(_) => {
+            println!("deleted {app}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InvokeArgs {
+    /// The app.
+    app: String,
+    /// The payload: a file, or `-` (the default) for standard input.
+    #[arg(default_value = "-")]
+    input: PathBuf,
+    /// Wrap the payload in an envelope with this JSON metadata (for entry functions such as `crop`).
+    #[arg(long, value_name = "JSON")]
+    meta: Option<String>,
+    /// The invocation's timeout in milliseconds; default: the app's latency SLO.
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Write each binary output part to DIR/<n>-<task>.bin (`.wav` for WAV audio) instead of summarising it.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    output_dir: Option<PathBuf>,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// `jig invoke APP INPUT`: print each output part (JSON as is, binary as its size or written to a file).
+pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
+    let mut payload = super::read_input(&args.input)?;
+    if let Some(meta) = &args.meta {
+        let meta: serde_json::Value = serde_json::from_str(meta).context("--meta is not valid JSON")?;
+        payload = jig_sdk::Envelope { meta, body: payload }.encode();
+    }
+    let mut headers = Vec::new();
+    if let Some(ms) = args.timeout_ms {
+        headers.push((TIMEOUT_HEADER, ms.to_string()));
+    }
+    let answer =
+        match call(&args.target, Method::POST, &format!("/v1/apps/{}/invoke", args.app), &headers, payload.into())? {
+            Err(failure) => return Ok(failed(failure)),
+            Ok(answer) => answer,
+        };
+    if args.target.json {
+        print_body(&answer)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let body: serde_json::Value = serde_json::from_slice(&answer.body).context("the gateway's answer")?;
+    let parts = body["outputs"].as_array().cloned().unwrap_or_default();
+    if let Some(dir) = &args.output_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let timing = answer.headers.get("server-timing").and_then(|v| v.to_str().ok()).unwrap_or("");
+    eprintln!("{}: {} output(s) ({timing})", args.app, parts.len());
+    for (i, part) in parts.iter().enumerate() {
+        let from = match part["port"].as_str() {
+            Some(port) => format!("{}.{port}", part["task"].as_str().unwrap_or("?")),
+            None => part["task"].as_str().unwrap_or("?").to_string(),
+        };
+        if let Some(value) = part.get("json") {
+            println!("[{i}] {from}: {value}");
+        } else if let Some(data) = part["base64"].as_str() {
+            let data = base64::engine::general_purpose::STANDARD.decode(data).context("a base64 part of the answer")?;
+            // An envelope (as `crop` emits) shows its metadata and writes its body.
+            let (meta, data) = match super::split_envelope(&data) {
+                Some((meta, body)) => (format!("{meta} + "), body),
+                None => (String::new(), data),
+            };
+            match &args.output_dir {
+                Some(dir) => {
+                    let ext = match &data {
+                        d if d.starts_with(b"RIFF") => "wav",
+                        d if d.starts_with(b"\x89PNG") => "png",
+                        _ => "bin",
+                    };
+                    let path = dir.join(format!("{i}-{}.{ext}", part["task"].as_str().unwrap_or("part")));
+                    std::fs::write(&path, &data).with_context(|| format!("cannot write {}", path.display()))?;
+                    println!("[{i}] {from}: {meta}{} written to {}", bytes(data.len() as u64), path.display());
+                }
+                None => println!(
+                    "[{i}] {from}: {meta}{} of binary data (write it out with --output-dir)",
+                    bytes(data.len() as u64)
+                ),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_status(status: &AppStatus) {
+    println!("  bundle     {}", status.bundle);
+    println!("  tasks      {}", status.tasks.join(" → "));
+    if let Some(ms) = status.slo_latency_ms {
+        println!("  slo        {ms} ms");
+    }
+    let deployment = &status.deployment;
+    println!("  deployment {}", deployment["source"].as_str().unwrap_or(""));
+    for i in deployment["instances"].as_array().into_iter().flatten() {
+        println!(
+            "    {} × {}/{} on {} (batch ≤ {})",
+            i["count"],
+            i["slot"].as_str().unwrap_or("?"),
+            i["variant"].as_str().unwrap_or("?"),
+            i["segment"].as_str().unwrap_or("?"),
+            i["max_batch"]
+        );
+    }
+}
+
+fn print_body(answer: &Answer) -> anyhow::Result<()> {
+    std::io::stdout().write_all(&answer.body)?;
+    Ok(())
+}
+
+fn bytes(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / (1 << 20) as f64)
+    } else {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    }
+}

@@ -1,0 +1,135 @@
+//! The HTTP client of the `jig` commands that talk to a gateway (`deploy`, `apps`, `status`, `invoke`,
+//! `delete`): one HTTP/1.1 request per connection, plain `http://` (a gateway beyond loopback sits behind a
+//! TLS-terminating proxy).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, SizeHint};
+use hyper::{Method, Request, StatusCode, Uri};
+
+/// Where a gateway is and how to authenticate to it.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// `host:port`.
+    authority: String,
+    /// The path prefix the gateway is mounted at, without a trailing `/`.
+    prefix: String,
+    token: Option<String>,
+}
+
+/// A gateway's answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: hyper::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// The `error` of a JSON error body, or the body as text.
+    pub fn error_message(&self) -> String {
+        serde_json::from_slice::<serde_json::Value>(&self.body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&self.body).trim().to_string())
+    }
+}
+
+/// The gateway could not be reached or did not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot reach the gateway at {url}: {detail}; is it running (`jig up`), and is --gateway right?")]
+pub struct Unreachable {
+    pub url: String,
+    pub detail: String,
+}
+
+impl Client {
+    /// A client for the gateway at `url` (`http://host:port[/prefix]`).
+    pub fn new(url: &str, token: Option<String>) -> anyhow::Result<Client> {
+        let uri: Uri = url.parse().map_err(|e| anyhow::anyhow!("--gateway {url:?} is not a URL: {e}"))?;
+        if uri.scheme_str() != Some("http") {
+            anyhow::bail!("--gateway {url:?}: only http:// URLs are supported (put TLS in a proxy in front)");
+        }
+        let authority = uri.authority().ok_or_else(|| anyhow::anyhow!("--gateway {url:?} names no host"))?;
+        let authority = match authority.port_u16() {
+            Some(_) => authority.to_string(),
+            None => format!("{}:80", authority.host()),
+        };
+        Ok(Client { authority, prefix: uri.path().trim_end_matches('/').to_string(), token })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}{}", self.authority, self.prefix)
+    }
+
+    /// Send one request; `progress(sent, total)` is called as the body goes out.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Bytes,
+        progress: Option<Box<dyn FnMut(u64, u64) + Send>>,
+    ) -> Result<Answer, Unreachable> {
+        let unreachable = |detail: String| Unreachable { url: self.url(), detail };
+        let stream = tokio::net::TcpStream::connect(&self.authority).await.map_err(|e| unreachable(e.to_string()))?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        tokio::spawn(connection);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.prefix))
+            .header(hyper::header::HOST, &self.authority);
+        if let Some(token) = &self.token {
+            request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let body = Upload { total: body.len() as u64, data: body, sent: 0, progress };
+        let request = request.body(body).map_err(|e| unreachable(e.to_string()))?;
+        let response = sender.send_request(request).await.map_err(|e| unreachable(e.to_string()))?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map_err(|e| unreachable(e.to_string()))?.to_bytes();
+        Ok(Answer { status: parts.status, headers: parts.headers, body })
+    }
+}
+
+/// A request body sent in 1 MiB frames, reporting progress.
+struct Upload {
+    data: Bytes,
+    sent: u64,
+    total: u64,
+    progress: Option<Box<dyn FnMut(u64, u64) + Send>>,
+}
+
+impl Body for Upload {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.data.is_empty() {
+            return Poll::Ready(None);
+        }
+        let n = self.data.len().min(1 << 20);
+        let frame = self.data.split_to(n);
+        self.sent += n as u64;
+        let (sent, total) = (self.sent, self.total);
+        if let Some(progress) = &mut self.progress {
+            progress(sent, total);
+        }
+        Poll::Ready(Some(Ok(Frame::data(frame))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.data.len() as u64)
+    }
+}

@@ -1,0 +1,323 @@
+//! The gateway as users run it: `jig up` on a loopback port, `jig deploy` of real bundles, invocations over
+//! real HTTP, a restart after `kill -9`.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use jig_tests::{Gateway, bundle, component, model, root};
+
+/// `crop` (PNG crops) fanning out to `echo`: every crop comes back as one output.
+const CROPS: &str = r#"
+name = "crops"
+[slo]
+latency_ms = 5000
+
+[[tasks]]
+name = "crop"
+glue = "glue/crop.wasm"
+config = { encoding = "png" }
+
+[[tasks]]
+name = "echo"
+glue = "glue/echo.wasm"
+
+[[edges]]
+from = "crop.crops"
+to = "echo"
+"#;
+
+fn crops_bundle(dir: &Path) {
+    bundle(dir, CROPS, &[("glue/crop.wasm", &component("crop")), ("glue/echo.wasm", &component("echo"))]);
+}
+
+/// The probe guest alone, with the MLP model in slot `classifier`.
+fn probe_bundle(dir: &Path, name: &str) {
+    let manifest = format!(
+        r#"
+name = "{name}"
+[[tasks]]
+name = "probe"
+glue = "glue/probe.wasm"
+
+[[variants]]
+slot = "classifier"
+name = "mlp"
+model = "models/mlp.onnx"
+accuracy = 0.7
+"#
+    );
+    bundle(dir, &manifest, &[("glue/probe.wasm", &component("jig_probe")), ("models/mlp.onnx", &model("mlp"))]);
+}
+
+fn deploy(gateway: &Gateway, dir: &Path, extra: &[&str]) -> Output {
+    gateway.jig("deploy").arg(dir).args(extra).output().unwrap()
+}
+
+fn assert_ok(output: &Output) {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn crop_request() -> Vec<u8> {
+    let image = std::fs::read(root().join("tests/data/f3-board.jpg")).unwrap();
+    let meta = serde_json::json!({"boxes": [
+        {"x0": 10, "y0": 10, "x1": 90, "y1": 50},
+        {"x0": 100, "y0": 100, "x1": 140, "y1": 180},
+        {"x0": 5000, "y0": 5000, "x1": 5100, "y1": 5100},
+    ]});
+    jig_sdk::Envelope { meta, body: image }.encode()
+}
+
+#[test]
+fn deploy_then_invoke_fans_out_and_gathers_every_leaf_output() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    crops_bundle(dir.path());
+    let gateway = Gateway::start(state.path(), &[]);
+    let deployed = deploy(&gateway, dir.path(), &[]);
+    assert_ok(&deployed);
+    let stdout = String::from_utf8_lossy(&deployed.stdout);
+    assert!(stdout.contains("deployed crops") && stdout.contains("crop → echo"), "{stdout}");
+    assert!(String::from_utf8_lossy(&deployed.stderr).contains("uploaded"), "progress is shown");
+
+    let reply = gateway.http("POST", "/v1/apps/crops/invoke", &[], &crop_request());
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(reply.header("server-timing").is_some_and(|t| t.starts_with("total;dur=")), "{:?}", reply.headers);
+    let outputs = reply.json()["outputs"].as_array().unwrap().clone();
+    assert_eq!(outputs.len(), 2, "two boxes overlap the image: {outputs:?}");
+    // In emission order, whichever finished first: box 0 is 80×40, box 1 is 40×80.
+    for (part, size) in outputs.iter().zip([(80, 40), (40, 80)]) {
+        assert_eq!(part["task"], "echo");
+        let bytes = base64::engine::general_purpose::STANDARD.decode(part["base64"].as_str().unwrap()).unwrap();
+        let envelope = jig_sdk::Envelope::<serde_json::Value>::decode(bytes).unwrap();
+        assert_eq!(jig_sdk::image::decode(&envelope.body).unwrap().dimensions(), size);
+    }
+
+    // The CLI says the same, and writes the crops out.
+    let out = tempfile::tempdir().unwrap();
+    let request = dir.path().join("request.bin");
+    std::fs::write(&request, crop_request()).unwrap();
+    let invoked = gateway.jig("invoke").arg("crops").arg(&request).arg("-o").arg(out.path()).output().unwrap();
+    assert_ok(&invoked);
+    assert!(out.path().join("1-echo.png").is_file(), "{}", String::from_utf8_lossy(&invoked.stdout));
+
+    let apps = gateway.jig("apps").arg("--json").output().unwrap();
+    assert_ok(&apps);
+    let apps: serde_json::Value = serde_json::from_slice(&apps.stdout).unwrap();
+    assert_eq!(apps["apps"][0]["tasks"], serde_json::json!(["crop", "echo"]));
+
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains(r#"jig_requests_total{app="crops",code="200"} 2"#), "{metrics}");
+    assert!(metrics.contains(r#"jig_task_invocations_total{app="crops",task="echo",outcome="ok"} 4"#), "{metrics}");
+    assert_eq!(gateway.http("GET", "/healthz", &[], b"").status, 200);
+}
+
+#[test]
+fn a_model_slot_is_served_and_reported_in_metrics() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    probe_bundle(dir.path(), "classify");
+    let gateway = Gateway::start(state.path(), &[]);
+    let deployed = deploy(&gateway, dir.path(), &["--json"]);
+    assert_ok(&deployed);
+    let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
+    assert_eq!(status["deployment"]["instances"][0]["variant"], "mlp");
+
+    let payload =
+        serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [2, 64], "values": vec![0.25; 128]});
+    let reply = gateway.http("POST", "/v1/apps/classify/invoke", &[], payload.to_string().as_bytes());
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let result = &reply.json()["outputs"][0]["json"];
+    assert_eq!(result[0]["shape"], serde_json::json!([2, 16]));
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains("jig_instance_rows_total{app=\"classify\",slot=\"classifier\""), "{metrics}");
+}
+
+#[test]
+fn status_codes_mean_one_thing_each() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    probe_bundle(dir.path(), "probe");
+    let config = state.path().join("gateway.toml");
+    std::fs::write(&config, "max_request_mib = 1\n").unwrap();
+    let gateway = Gateway::start(&state.path().join("state"), &["--config", config.to_str().unwrap()]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+
+    let unknown = gateway.http("POST", "/v1/apps/nope/invoke", &[], b"{}");
+    assert_eq!(unknown.status, 404);
+    assert!(unknown.json()["error"].as_str().unwrap().contains("unknown app `nope` (deployed: probe)"));
+
+    let bad = gateway.http("POST", "/v1/apps/probe/invoke", &[], b"not json");
+    assert_eq!(bad.status, 400, "{}", bad.text());
+
+    let timeout = gateway.http("POST", "/v1/apps/probe/invoke", &[("jig-timeout-ms", "soon")], b"{}");
+    assert_eq!(timeout.status, 400);
+    assert!(timeout.text().contains("jig-timeout-ms"));
+
+    let large = gateway.http("POST", "/v1/apps/probe/invoke", &[], &vec![b' '; 2 << 20]);
+    assert_eq!(large.status, 413, "{}", large.text());
+
+    let trap = gateway.http("POST", "/v1/apps/probe/invoke", &[], br#"{"op": "panic"}"#);
+    assert_eq!(trap.status, 500);
+    assert!(trap.text().contains("probe/probe"), "names the app and task: {}", trap.text());
+
+    // A guest that never returns: 504 within the deadline and 50 ms.
+    let started = Instant::now();
+    let spin = gateway.http("POST", "/v1/apps/probe/invoke", &[("jig-timeout-ms", "300")], br#"{"op": "spin"}"#);
+    let elapsed = started.elapsed();
+    assert_eq!(spin.status, 504, "{}", spin.text());
+    assert!(elapsed < Duration::from_millis(350), "504 after {elapsed:?}");
+
+    // Every failure above left the app serving.
+    let echo = gateway.http("POST", "/v1/apps/probe/invoke", &[], br#"{"op": "echo", "text": "\"still here\""}"#);
+    assert_eq!(echo.status, 200, "{}", echo.text());
+    assert_eq!(echo.json()["outputs"][0]["json"], "still here");
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains(r#"jig_slo_violations_total{app="probe"} 1"#), "{metrics}");
+}
+
+#[test]
+fn the_control_api_needs_the_token() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    crops_bundle(dir.path());
+    let gateway = Gateway::start(state.path(), &["--token", "s3cret"]);
+
+    let refused = deploy(&gateway, dir.path(), &[]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs a token"));
+    let wrong = gateway.http("GET", "/v1/apps", &[("authorization", "Bearer nope")], b"");
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.text().contains("wrong token"));
+
+    assert_ok(&deploy(&gateway, dir.path(), &["--token", "s3cret"]));
+    let listed = gateway.http("GET", "/v1/apps", &[("authorization", "Bearer s3cret")], b"");
+    assert_eq!(listed.status, 200);
+    // Invocations are open unless `invoke_token` is set.
+    assert_eq!(gateway.http("POST", "/v1/apps/crops/invoke", &[], &crop_request()).status, 200);
+}
+
+/// A tar archive holding `entries` (path, contents); paths are written as given, `..` included.
+fn tar(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut archive = tar::Builder::new(Vec::new());
+    for (path, data) in entries {
+        let mut header = tar::Header::new_ustar();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_entry_type(tar::EntryType::Regular);
+        header.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+        header.set_cksum();
+        archive.append(&header, *data).unwrap();
+    }
+    archive.into_inner().unwrap()
+}
+
+#[test]
+fn bad_bundles_get_a_clear_400_and_damage_nothing() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    crops_bundle(dir.path());
+    let gateway = Gateway::start(state.path(), &[]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+
+    let echo = std::fs::read(component("echo")).unwrap();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("bad TOML", tar(&[("jig.toml", b"name = ")]), "jig.toml is not a valid manifest"),
+        (
+            "missing glue",
+            tar(&[("jig.toml", b"name = \"x\"\n[[tasks]]\nname = \"t\"\nglue = \"glue/t.wasm\"\n")]),
+            "task `t`: `glue` names glue/t.wasm, which does not exist",
+        ),
+        ("path escape", tar(&[("../evil.toml", b"x"), ("jig.toml", b"name = \"x\"")]), "leaves the bundle"),
+        ("not a tar", b"hello, this is not an archive at all".repeat(20), "not a tar archive"),
+        (
+            "not a component",
+            tar(&[("jig.toml", b"name = \"x\"\n[[tasks]]\nname = \"t\"\nglue = \"t.wasm\"\n"), ("t.wasm", b"\0asm junk")]),
+            "function `x/t`",
+        ),
+        (
+            "two entry tasks",
+            tar(&[
+                ("jig.toml", b"name = \"x\"\n[[tasks]]\nname = \"a\"\nglue = \"e.wasm\"\n[[tasks]]\nname = \"b\"\nglue = \"e.wasm\"\n"),
+                ("e.wasm", &echo),
+            ]),
+            "tasks `a`, `b` have no incoming edge",
+        ),
+    ];
+    for (what, body, message) in cases {
+        let reply = gateway.http("POST", "/v1/apps", &[], &body);
+        assert_eq!(reply.status, 400, "{what}: {}", reply.text());
+        let error = reply.json()["error"].as_str().unwrap().to_string();
+        assert!(error.contains(message), "{what}: {error}");
+    }
+    // Checked locally before any upload: a manifest path that leaves the bundle.
+    let escape = tempfile::tempdir().unwrap();
+    bundle(escape.path(), "name = \"x\"\n[[tasks]]\nname = \"t\"\nglue = \"../t.wasm\"\n", &[]);
+    let refused = deploy(&gateway, escape.path(), &[]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("leaves the bundle"));
+
+    assert_eq!(gateway.http("POST", "/v1/apps/crops/invoke", &[], &crop_request()).status, 200);
+    let apps = gateway.http("GET", "/v1/apps", &[], b"").json();
+    assert_eq!(apps["apps"].as_array().unwrap().len(), 1, "{apps}");
+}
+
+#[test]
+fn deployed_apps_survive_kill_9_and_delete_removes_them() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    crops_bundle(dir.path());
+    let gateway = Gateway::start(state.path(), &[]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    gateway.kill();
+
+    let gateway = Gateway::start(state.path(), &[]);
+    let reply = gateway.http("POST", "/v1/apps/crops/invoke", &[], &crop_request());
+    assert_eq!(reply.status, 200, "served after a restart without a redeploy: {}", reply.text());
+
+    assert_ok(&gateway.jig("delete").arg("crops").output().unwrap());
+    assert_eq!(gateway.http("POST", "/v1/apps/crops/invoke", &[], &crop_request()).status, 404);
+    let status = gateway.jig("status").arg("crops").output().unwrap();
+    assert_eq!(status.status.code(), Some(1));
+    let bundles = std::fs::read_dir(state.path().join("bundles")).unwrap().count();
+    assert_eq!(bundles, 0, "the deleted app's bundle is removed");
+}
+
+#[test]
+fn a_redeploy_under_steady_load_loses_no_request() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    probe_bundle(dir.path(), "steady");
+    let gateway = Gateway::start(state.path(), &[]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, stop) = (gateway.addr.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let payload = serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [1, 64], "values": vec![0.5; 64]});
+                let mut codes = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let reply = jig_tests::http(&addr, "POST", "/v1/apps/steady/invoke", &[], payload.to_string().as_bytes());
+                    codes.push(reply.status);
+                }
+                codes
+            })
+        })
+        .collect();
+    // A changed bundle (a new hash) replaces the running app twice while the clients keep invoking.
+    for accuracy in ["0.8", "0.9"] {
+        let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
+        let manifest = manifest
+            .replace("accuracy = 0.7", &format!("accuracy = {accuracy}"))
+            .replace("accuracy = 0.8", &format!("accuracy = {accuracy}"));
+        std::fs::write(dir.path().join("jig.toml"), manifest).unwrap();
+        assert_ok(&deploy(&gateway, dir.path(), &[]));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let codes: Vec<u16> = clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
+    assert!(codes.len() > 20, "only {} requests", codes.len());
+    assert!(codes.iter().all(|&c| c == 200), "{:?}", codes.iter().filter(|&&c| c != 200).collect::<Vec<_>>());
+}
