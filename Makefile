@@ -5,7 +5,7 @@ WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
 GUESTS := echo crop select tts-frame jig-probe jig-malformed
 
-.PHONY: demo test setup functions build bench clean
+.PHONY: demo test setup functions examples build bench clean
 
 setup:
 	@scripts/setup.sh
@@ -13,10 +13,14 @@ setup:
 functions: setup
 	$(CARGO) build --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS))
 
+# Example bundles carry their glue: copy the built components in.
+examples: functions
+	@mkdir -p examples/photo-crops/glue && cp $(WASM_DIR)/crop.wasm examples/photo-crops/glue/
+
 build: functions
 	$(CARGO) build --release -p jig-platform
 
-demo: build
+demo: build examples
 	@scripts/demo.sh
 
 test: functions

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The demo: run the `crop` glue function, sandboxed WebAssembly, on a photo through the jig runtime.
+# The demo: start the embedded gateway (`jig up`), deploy the photo-crops bundle, invoke it over HTTP with a
+# photo, and show what came back, the app's status and its metrics.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -7,16 +8,37 @@ jig=target/release/jig
 out=out/demo
 rm -rf "$out" && mkdir -p "$out"
 
-echo "== crop: cut three boxes out of tests/data/f3-board.jpg, one of them outside the image"
-"$jig" run target/wasm32-wasip2/release/crop.wasm tests/data/f3-board.jpg \
+echo "== jig up: the gateway, with its state in $out/state"
+"$jig" up --listen 127.0.0.1:0 --state-dir "$out/state" >"$out/gateway.log" 2>&1 &
+gateway_pid=$!
+trap 'kill $gateway_pid 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+    url=$(grep -o 'http://[0-9.:]*' "$out/gateway.log" | head -1 || true)
+    [ -n "$url" ] && break
+    kill -0 $gateway_pid 2>/dev/null || { cat "$out/gateway.log"; exit 1; }
+    sleep 0.1
+done
+[ -n "$url" ] || { echo "the gateway did not start:"; cat "$out/gateway.log"; exit 1; }
+echo "listening on $url"
+export JIG_GATEWAY=$url
+
+echo
+echo "== jig deploy examples/photo-crops"
+"$jig" deploy examples/photo-crops
+
+echo
+echo "== jig invoke photo-crops: three boxes of tests/data/f3-board.jpg, one of them outside the image"
+"$jig" invoke photo-crops tests/data/f3-board.jpg --output-dir "$out" \
     --meta '{"boxes": [{"x0": 40, "y0": 30, "x1": 240, "y1": 180},
                        {"x0": 250, "y0": 120, "x1": 420, "y1": 260},
-                       {"x0": 9000, "y0": 9000, "x1": 9100, "y1": 9100}]}' \
-    --config encoding=png --emit-dir "$out"
+                       {"x0": 9000, "y0": 9000, "x1": 9100, "y1": 9100}]}'
+
 echo
-echo "== select: keep the best two detections of cat or dog, routed by label"
-echo '{"detections": [{"label": "cat", "score": 0.91}, {"label": "car", "score": 0.97},
-                      {"label": "dog", "score": 0.55}, {"label": "cat", "score": 0.31}]}' |
-    "$jig" run target/wasm32-wasip2/release/select.wasm --config labels=cat,dog --config top-k=2 --config route=label
+echo "== metrics (from $url/metrics)"
+python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1] + '/metrics').read().decode())" "$url" |
+    grep -E '^jig_(requests_total|task_invocations_total)'
+
 echo
-echo "Emitted payloads are in $out/."
+echo "The crops are in $out/. The gateway keeps the app in $out/state: restart it with"
+echo "  $jig up --state-dir $out/state"
+echo "and invoke again without redeploying."

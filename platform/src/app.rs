@@ -59,8 +59,13 @@ impl Deployment {
                 None => best.push(v),
             }
         }
+        let source = if best.is_empty() {
+            "no model slots"
+        } else {
+            "default: each slot's most accurate variant (run `jig profile` for a planned deployment)"
+        };
         Deployment {
-            source: "default: each slot's most accurate variant (run `jig profile` for a planned deployment)".into(),
+            source: source.into(),
             instances: best
                 .into_iter()
                 .map(|v| PlannedInstances {
