@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -21,64 +20,13 @@ use jig_gpu_host::onnx::SessionOptions;
 use jig_gpu_host::pool::Pool;
 
 use crate::bundle::{Bundle, InvalidBundle};
+use crate::deployment::Deployment;
 use crate::metrics::Metrics;
 use crate::runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, Runtime};
 use crate::slots::ModelSlots;
 
 /// The deadline of an invocation that names none, for an app without a latency SLO.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
-
-/// How an app's model slots are served: instances per variant and segment.
-#[derive(Debug, Clone, Serialize)]
-pub struct Deployment {
-    /// How the instances were chosen.
-    pub source: String,
-    pub instances: Vec<PlannedInstances>,
-}
-
-/// `count` instances of one variant on one kind of segment.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlannedInstances {
-    pub slot: String,
-    pub variant: String,
-    /// `cpu:N`: N intra-op threads.
-    pub segment: String,
-    pub max_batch: u32,
-    pub count: u32,
-}
-
-impl Deployment {
-    /// Without profiles, each slot's most accurate variant (the first declared, among equals), one instance on
-    /// `cores` cores, batching up to 8 requests that arrive while it is busy.
-    pub fn default_for(bundle: &Bundle, cores: u32) -> Deployment {
-        let mut best: Vec<&crate::bundle::Variant> = Vec::new();
-        for v in &bundle.manifest.variants {
-            match best.iter_mut().find(|b| b.slot == v.slot) {
-                Some(b) if v.accuracy.unwrap_or(0.0) > b.accuracy.unwrap_or(0.0) => *b = v,
-                Some(_) => {}
-                None => best.push(v),
-            }
-        }
-        let source = if best.is_empty() {
-            "no model slots"
-        } else {
-            "default: each slot's most accurate variant (run `jig profile` for a planned deployment)"
-        };
-        Deployment {
-            source: source.into(),
-            instances: best
-                .into_iter()
-                .map(|v| PlannedInstances {
-                    slot: v.slot.clone(),
-                    variant: v.name.clone(),
-                    segment: format!("cpu:{cores}"),
-                    max_batch: 8,
-                    count: 1,
-                })
-                .collect(),
-        }
-    }
-}
 
 /// A task of a running app.
 struct TaskRuntime {
@@ -101,6 +49,8 @@ pub struct App {
     pub deployed_at: u64,
     pub slo_latency: Option<Duration>,
     pub deployment: Deployment,
+    /// Times the controller re-planned this app (carried from copy to copy).
+    pub replans: u32,
     tasks: Vec<Arc<TaskRuntime>>,
     entry: usize,
     max_inflight: u32,
@@ -187,6 +137,7 @@ impl App {
             deployed_at,
             slo_latency: m.slo.map(|s| Duration::from_millis(s.latency_ms)),
             deployment,
+            replans: 0,
             tasks,
             entry,
             max_inflight: m.limits.max_inflight,
@@ -323,7 +274,7 @@ fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<Mode
             let options = SessionOptions { threads, ..SessionOptions::default() };
             let instance = Instance::start_onnx(config, &variant.name, &bundle.model_path(variant), options)
                 .map_err(|e| InvalidBundle(format!("app `{app}`: {e}")))?;
-            by_slot.entry(planned.slot.as_str()).or_default().push((Arc::new(instance), 1.0));
+            by_slot.entry(planned.slot.as_str()).or_default().push((Arc::new(instance), planned.rate_rps));
         }
     }
     let mut slots = ModelSlots::new();

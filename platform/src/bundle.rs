@@ -11,6 +11,9 @@
 //! [limits]                            # optional, per app
 //! max_inflight = 256                  # requests in progress at once; more get 429
 //!
+//! [demand]                            # optional
+//! rps = 5.0                           # the request rate to plan for until the gateway has measured one
+//!
 //! [[tasks]]                           # one per function; the task no edge leads to is the entry
 //! name = "detect"
 //! glue = "glue/detect.wasm"           # the component, relative to the bundle directory
@@ -20,6 +23,7 @@
 //! [[tasks]]
 //! name = "recognize"
 //! glue = "glue/recognize.wasm"
+//! slot = "rec"                        # the model slot this task's glue calls, for the planner
 //!
 //! [[edges]]
 //! from = "detect.crops"               # TASK.PORT: what `detect` emits on port `crops`…
@@ -30,6 +34,8 @@
 //! name = "ppocr-v4"                   # the variant
 //! model = "models/rec.onnx"           # relative to the bundle directory
 //! accuracy = 0.82                     # optional, for the planner
+//! factors = { speak = 1.0 }           # optional: requests this variant's task sends each downstream task
+//!                                     # per request (1 when absent), for the planner
 //! shapes = { x = [3, 48, 320] }       # optional: one item's shape (no batch dimension) per input with
 //!                                     # dynamic dimensions, used when profiling
 //! ```
@@ -70,6 +76,8 @@ pub struct Manifest {
     #[serde(default)]
     pub limits: AppLimits,
     #[serde(default)]
+    pub demand: Demand,
+    #[serde(default)]
     pub tasks: Vec<Task>,
     #[serde(default)]
     pub edges: Vec<Edge>,
@@ -109,6 +117,27 @@ impl Default for AppLimits {
     }
 }
 
+/// What the app expects before the gateway has measured its demand.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Demand {
+    /// Requests per second at the entry task.
+    #[serde(default = "Demand::default_rps")]
+    pub rps: f64,
+}
+
+impl Demand {
+    fn default_rps() -> f64 {
+        1.0
+    }
+}
+
+impl Default for Demand {
+    fn default() -> Self {
+        Demand { rps: Self::default_rps() }
+    }
+}
+
 /// A function of the app's graph.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -116,6 +145,9 @@ pub struct Task {
     pub name: String,
     /// The glue component (a `.wasm` built for `wasm32-wasip2`), relative to the bundle directory.
     pub glue: PathBuf,
+    /// The model slot the glue calls, when it runs one: makes the task a task of the planner's graph.
+    #[serde(default)]
+    pub slot: Option<String>,
     #[serde(default)]
     pub config: BTreeMap<String, String>,
     #[serde(default)]
@@ -184,6 +216,9 @@ pub struct Variant {
     pub model: PathBuf,
     #[serde(default)]
     pub accuracy: Option<f64>,
+    /// Requests this variant's task sends each downstream model task per request it serves (1 when absent).
+    #[serde(default)]
+    pub factors: BTreeMap<String, f64>,
     #[serde(default)]
     pub shapes: BTreeMap<String, Vec<u64>>,
 }
@@ -261,6 +296,9 @@ impl Bundle {
         if m.limits.max_inflight == 0 {
             return Err("`limits.max_inflight` must be positive".into());
         }
+        if !(m.demand.rps.is_finite() && m.demand.rps >= 0.0) {
+            return Err(format!("`demand.rps` is {}; give a non-negative rate", m.demand.rps));
+        }
 
         let mut tasks = HashSet::new();
         for t in &m.tasks {
@@ -316,6 +354,25 @@ impl Bundle {
                 return Err(format!("slot and variant names may not contain commas (`{}`/`{}`)", v.slot, v.name));
             }
             self.check_file(&format!("variant `{}` of slot `{}`: `model`", v.name, v.slot), &v.model)?;
+            if let Some(task) = v.factors.keys().find(|t| !tasks.contains(t.as_str())) {
+                return Err(format!(
+                    "variant `{}` of slot `{}`: `factors` names task `{task}`, which is not declared",
+                    v.name, v.slot
+                ));
+            }
+        }
+        let mut claimed = HashMap::new();
+        for t in &m.tasks {
+            let Some(slot) = &t.slot else { continue };
+            if !m.variants.iter().any(|v| &v.slot == slot) {
+                return Err(format!("task `{}`: `slot` is `{slot}`, which no [[variants]] entry fills", t.name));
+            }
+            if let Some(other) = claimed.insert(slot, &t.name) {
+                return Err(format!(
+                    "tasks `{other}` and `{}` both name slot `{slot}`; a slot belongs to one task",
+                    t.name
+                ));
+            }
         }
         Ok(())
     }
@@ -432,4 +489,56 @@ pub fn unpack(archive: &[u8], dest: &Path, max_bytes: u64) -> Result<Bundle> {
         }
     }
     Bundle::open(dest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, manifest: &str) {
+        std::fs::create_dir_all(dir.join("glue")).unwrap();
+        std::fs::write(dir.join(MANIFEST), manifest).unwrap();
+        std::fs::write(dir.join("glue/a.wasm"), b"a").unwrap();
+        std::fs::write(dir.join("glue/b.wasm"), b"b").unwrap();
+    }
+
+    const TWO_TASKS: &str = "name = \"app\"\n[[tasks]]\nname = \"a\"\nglue = \"glue/a.wasm\"\n\
+                             [[tasks]]\nname = \"b\"\nglue = \"glue/b.wasm\"\n[[edges]]\nfrom = \"a.out\"\nto = \"b\"\n";
+
+    #[test]
+    fn packing_is_deterministic_and_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), TWO_TASKS);
+        std::fs::write(dir.path().join("unrelated.txt"), b"not part of the bundle").unwrap();
+        let packed = pack(dir.path()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        std::fs::write(dir.path().join("glue/a.wasm"), b"a").unwrap(); // a newer mtime, same bytes
+        assert_eq!(pack(dir.path()).unwrap(), packed);
+
+        let out = tempfile::tempdir().unwrap();
+        let bundle = unpack(&packed, &out.path().join("b"), 1 << 20).unwrap();
+        assert_eq!(bundle.entry().unwrap().name, "a");
+        assert_eq!(bundle.files(), [PathBuf::from("glue/a.wasm"), "glue/b.wasm".into(), MANIFEST.into()]);
+        assert!(!out.path().join("b/unrelated.txt").exists());
+        assert!(unpack(&packed, &out.path().join("c"), 10).unwrap_err().0.contains("more than 10 bytes"));
+    }
+
+    #[test]
+    fn graph_errors_name_the_tasks() {
+        let cases = [
+            (TWO_TASKS.replace("to = \"b\"", "to = \"c\""), "names task `c`, which is not declared"),
+            (TWO_TASKS.replace("a.out", "aout"), "write `from = \"TASK.PORT\"`"),
+            (TWO_TASKS.to_string() + "[[edges]]\nfrom = \"b.back\"\nto = \"a\"\n", "every task has an incoming edge"),
+            (TWO_TASKS.replace("name = \"b\"", "name = \"a\""), "task `a` is declared twice"),
+            (TWO_TASKS.replace("name = \"app\"", "name = \"my app\""), "app name `my app`"),
+            (TWO_TASKS.replace("glue/b.wasm", "/etc/passwd"), "leaves the bundle"),
+            (TWO_TASKS.to_string() + "[slo]\nlatency_ms = 0\n", "`slo.latency_ms` must be positive"),
+        ];
+        for (manifest, message) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            write(dir.path(), &manifest);
+            let error = Bundle::open(dir.path()).unwrap_err().0;
+            assert!(error.contains(message) && error.contains("jig.toml"), "{message}: {error}");
+        }
+    }
 }

@@ -7,6 +7,7 @@
 //! * [`slots`]: a function's model slots served by model instances (`jig-gpu-host`), the `infer` of the
 //!   main path.
 //! * [`bundle`]: bundles, their `jig.toml` manifest, and how they are packed for upload.
+//! * [`deployment`]: which model instances serve an app, chosen by the planner (`jig-planner`).
 //! * [`app`]: a deployed app running — its functions, model instances and the graph executor.
 //! * [`gateway`]: HTTP — invocations, the control API, `/metrics` ([`metrics`]) — over the apps kept in
 //!   the state directory ([`store`]).
@@ -19,6 +20,7 @@ pub mod app;
 pub mod bundle;
 pub mod cli;
 pub mod client;
+pub mod deployment;
 pub mod gateway;
 pub mod metrics;
 pub mod runtime;

@@ -26,6 +26,9 @@ pub struct AppRecord {
     pub bundle: String,
     /// Seconds since the Unix epoch.
     pub deployed_at: u64,
+    /// The demand windows (req/s) the app was last planned for, so a restart plans the same.
+    #[serde(default)]
+    pub demand_windows: Vec<f64>,
 }
 
 /// A state directory.
@@ -93,6 +96,13 @@ impl Store {
     pub fn put_app(&self, app: &AppRecord) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(app).map_err(std::io::Error::other)?;
         write_atomic(&self.apps().join(format!("{}.json", app.name)), &json)
+    }
+
+    /// The record of a deployed app.
+    pub fn app_record(&self, name: &str) -> anyhow::Result<AppRecord> {
+        let path = self.apps().join(format!("{name}.json"));
+        let bytes = std::fs::read(&path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("{} is damaged: {e}", path.display()))
     }
 
     /// Forget `app`; true when it was deployed. Bundles no app uses any more are removed.

@@ -321,3 +321,106 @@ fn a_redeploy_under_steady_load_loses_no_request() {
     assert!(codes.len() > 20, "only {} requests", codes.len());
     assert!(codes.iter().all(|&c| c == 200), "{:?}", codes.iter().filter(|&&c| c != 200).collect::<Vec<_>>());
 }
+
+/// A profile table (hand-written, as `jig profile` writes them): `fast` serves 1000 req/s at 1 ms, `accurate`
+/// 10 req/s on one core (18 on two) at 100 ms (60 ms).
+const PROFILES: &str = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
+classifier,fast,cpu:1,1,0.5,1,1000,test
+classifier,fast,cpu:2,1,0.4,0.8,1200,test
+classifier,accurate,cpu:1,1,90,100,10,test
+classifier,accurate,cpu:2,1,50,60,18,test
+";
+
+/// The probe with two variants in slot `classifier` and the table above.
+fn planned_bundle(dir: &Path, latency_ms: u64) {
+    let manifest = format!(
+        r#"
+name = "planned"
+[slo]
+latency_ms = {latency_ms}
+accuracy = 0.5
+
+[[tasks]]
+name = "probe"
+glue = "glue/probe.wasm"
+slot = "classifier"
+
+[[variants]]
+slot = "classifier"
+name = "fast"
+model = "models/mlp.onnx"
+accuracy = 0.7
+
+[[variants]]
+slot = "classifier"
+name = "accurate"
+model = "models/mixed.onnx"
+accuracy = 0.9
+"#
+    );
+    bundle(
+        dir,
+        &manifest,
+        &[
+            ("glue/probe.wasm", &component("jig_probe")),
+            ("models/mlp.onnx", &model("mlp")),
+            ("models/mixed.onnx", &model("mixed")),
+        ],
+    );
+    std::fs::write(dir.join("profiles.csv"), PROFILES).unwrap();
+}
+
+fn deployed_variants(status: &serde_json::Value) -> Vec<String> {
+    status["deployment"]["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["variant"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn deploy_plans_the_variants_that_meet_the_latency_slo() {
+    let state = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(state.path(), &["--cores", "2"]);
+    for (latency_ms, variant) in [(1000, "accurate"), (100, "fast")] {
+        let dir = tempfile::tempdir().unwrap();
+        planned_bundle(dir.path(), latency_ms);
+        let deployed = deploy(&gateway, dir.path(), &["--json"]);
+        assert_ok(&deployed);
+        let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
+        assert!(status["deployment"]["source"].as_str().unwrap().starts_with("planned"), "{status}");
+        assert_eq!(deployed_variants(&status), [variant], "SLO {latency_ms} ms: {status}");
+    }
+}
+
+#[test]
+fn the_controller_replans_as_demand_grows_without_losing_a_request() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    planned_bundle(dir.path(), 1000);
+    let config = state.path().join("gateway.toml");
+    std::fs::write(&config, "demand_window_s = 0.5\ncores = 2\n").unwrap();
+    let gateway = Gateway::start(&state.path().join("state"), &["--config", config.to_str().unwrap()]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let status = gateway.http("GET", "/v1/apps/planned", &[], b"").json();
+    assert_eq!(deployed_variants(&status), ["accurate"], "1 req/s expected: {status}");
+
+    // About 100 req/s: more than `accurate` can serve on two cores, so the controller moves to `fast`.
+    let started = Instant::now();
+    let mut codes = Vec::new();
+    let mut status = serde_json::Value::Null;
+    while started.elapsed() < Duration::from_secs(20) {
+        let reply = gateway.http("POST", "/v1/apps/planned/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
+        codes.push(reply.status);
+        std::thread::sleep(Duration::from_millis(5));
+        if codes.len() % 20 == 0 {
+            status = gateway.http("GET", "/v1/apps/planned", &[], b"").json();
+            if status["replans"].as_u64() >= Some(1) && codes.len() > 300 {
+                break;
+            }
+        }
+    }
+    assert_eq!(deployed_variants(&status), ["fast"], "{status}");
+    assert!(status["predicted_rps"].as_f64().unwrap() > 20.0, "{status}");
+    assert!(codes.iter().all(|&c| c == 200), "{:?}", codes.iter().filter(|&&c| c != 200).collect::<Vec<_>>());
+}

@@ -52,6 +52,9 @@ pub struct ServeArgs {
     /// Bearer token for the control API.
     #[arg(long, env = "JIG_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// CPU cores model instances may use (default: all).
+    #[arg(long)]
+    cores: Option<u32>,
 }
 
 /// `jig up` and `jig serve`: run a gateway until Ctrl-C or SIGTERM.
@@ -72,6 +75,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     if args.token.is_some() {
         config.token = args.token;
+    }
+    if let Some(cores) = args.cores {
+        config.cores = cores;
     }
     if config.token.is_none() && !config.listen.ip().is_loopback() {
         tracing::warn!("listening on {} with no token: anyone who can reach it can deploy code", config.listen);
@@ -335,6 +341,16 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn print_status(status: &AppStatus) {
+    let print_demand = || {
+        if let Some(predicted) = status.predicted_rps {
+            let windows: Vec<String> = status.demand_windows.iter().map(|r| format!("{r:.1}")).collect();
+            println!(
+                "  demand     {predicted:.1} req/s predicted from windows [{}]; {} re-plan(s)",
+                windows.join(", "),
+                status.replans
+            );
+        }
+    };
     println!("  bundle     {}", status.bundle);
     println!("  tasks      {}", status.tasks.join(" → "));
     if let Some(ms) = status.slo_latency_ms {
@@ -342,6 +358,9 @@ fn print_status(status: &AppStatus) {
     }
     let deployment = &status.deployment;
     println!("  deployment {}", deployment["source"].as_str().unwrap_or(""));
+    if let (Some(rps), Some(accuracy)) = (deployment["demand_rps"].as_f64(), deployment["accuracy"].as_f64()) {
+        println!("    for {rps:.1} req/s, accuracy {:.1}% of the best", accuracy * 100.0);
+    }
     for i in deployment["instances"].as_array().into_iter().flatten() {
         println!(
             "    {} × {}/{} on {} (batch ≤ {})",
@@ -352,6 +371,7 @@ fn print_status(status: &AppStatus) {
             i["max_batch"]
         );
     }
+    print_demand();
 }
 
 fn print_body(answer: &Answer) -> anyhow::Result<()> {

@@ -22,6 +22,9 @@
 //! 404 unknown app, 413 body too large, 429 the app is at its in-flight limit, 503 a task or model was
 //! overloaded or dropped the request early, 504 the deadline passed, 500 a function failed.
 
+mod controller;
+
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,8 +40,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
-use crate::app::{App, AppError, Deployment};
+use crate::app::{App, AppError};
 use crate::bundle::InvalidBundle;
+use crate::deployment::Deployment;
 use crate::metrics::{Apps, Metrics};
 use crate::runtime::{FunctionError, InferError, InvokeError, Runtime, RuntimeConfig};
 use crate::store::{AppRecord, PutError, Store};
@@ -62,10 +66,16 @@ pub struct GatewayConfig {
     pub max_request_mib: u64,
     /// Largest bundle upload (packed, and unpacked), MiB.
     pub max_bundle_mib: u64,
-    /// CPU cores (intra-op threads) per model instance when a bundle has no profiles to plan from.
-    pub instance_cores: u32,
+    /// CPU cores model instances may use: the planner's budget, and the intra-op threads of an instance
+    /// when a bundle has no profiles to plan from.
+    pub cores: u32,
     /// Glue instances running at once across all apps.
     pub max_instances: u32,
+    /// Length of a demand window, seconds (the controller predicts from the last five).
+    pub demand_window_s: f64,
+    /// Re-plan when the predicted demand moves by more than this fraction of what the deployment was
+    /// planned for.
+    pub replan_threshold: f64,
 }
 
 impl Default for GatewayConfig {
@@ -77,8 +87,10 @@ impl Default for GatewayConfig {
             invoke_token: None,
             max_request_mib: 64,
             max_bundle_mib: 1024,
-            instance_cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
             max_instances: 256,
+            demand_window_s: 300.0,
+            replan_threshold: 0.2,
         }
     }
 }
@@ -99,8 +111,10 @@ pub struct Gateway {
     store: Store,
     apps: Apps,
     metrics: Metrics,
-    /// Deploys and deletes one at a time, so the store's garbage collection never races an upload.
+    /// Deploys, deletes and re-plans one at a time, so the store's garbage collection never races an upload.
     control: tokio::sync::Mutex<()>,
+    /// Each app's demand, by name (see [`controller`]).
+    demand: std::sync::Mutex<HashMap<String, controller::DemandWindows>>,
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -108,6 +122,9 @@ type Reply = Response<Full<Bytes>>;
 impl Gateway {
     /// Open the state directory and start every app deployed there.
     pub async fn start(config: GatewayConfig) -> anyhow::Result<Arc<Gateway>> {
+        if !(config.demand_window_s.is_finite() && config.demand_window_s > 0.0) {
+            anyhow::bail!("`demand_window_s` must be a positive number of seconds");
+        }
         let store = Store::open(&config.state_dir)?;
         let runtime = Arc::new(Runtime::new(RuntimeConfig {
             cache_dir: Some(config.state_dir.join("cache")),
@@ -122,9 +139,12 @@ impl Gateway {
             store,
             apps,
             control: tokio::sync::Mutex::new(()),
+            demand: Default::default(),
         });
         for record in gateway.store.apps_list()? {
             let name = record.name.clone();
+            let windows = controller::DemandWindows::from_rates(&record.demand_windows);
+            gateway.demand.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), windows);
             match gateway.clone().start_app(record).await {
                 Ok(app) => {
                     tracing::info!(app = %name, "restored");
@@ -133,6 +153,7 @@ impl Gateway {
                 Err(e) => tracing::error!(app = %name, "cannot restore: {e:#}"),
             }
         }
+        tokio::spawn(gateway.clone().control());
         Ok(gateway)
     }
 
@@ -140,7 +161,7 @@ impl Gateway {
     async fn start_app(self: Arc<Self>, record: AppRecord) -> anyhow::Result<Arc<App>> {
         tokio::task::spawn_blocking(move || {
             let bundle = self.store.bundle(&record.bundle)?;
-            let deployment = Deployment::default_for(&bundle, self.config.instance_cores);
+            let deployment = Deployment::plan(&bundle, &record.demand_windows, self.config.cores);
             Ok(Arc::new(App::start(&self.runtime, &bundle, &record.bundle, record.deployed_at, deployment)?))
         })
         .await?
@@ -213,7 +234,7 @@ impl Gateway {
                     (&Method::GET, []) => self.list(),
                     (&Method::POST, []) => self.deploy(request).await,
                     (&Method::GET, [app]) => match self.app(app) {
-                        Some(app) => json(StatusCode::OK, &status(&app)),
+                        Some(app) => json(StatusCode::OK, &self.status(&app)),
                         None => self.unknown_app(app),
                     },
                     (&Method::DELETE, [app]) => self.delete(app).await,
@@ -307,7 +328,10 @@ impl Gateway {
     /// Count an answered invocation and add the timing header.
     fn answered(&self, app: &str, arrived: Instant, mut reply: Reply, early_drop: bool) -> Reply {
         let elapsed = arrived.elapsed();
-        self.metrics.request_done(app, reply.status().as_u16(), elapsed, early_drop);
+        let code = reply.status().as_u16();
+        self.metrics.request_done(app, code, elapsed, early_drop);
+        let violation = matches!(code, 429 | 503 | 504);
+        self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(app.to_string()).or_default().record(violation);
         if let Ok(value) = HeaderValue::from_str(&format!("total;dur={:.3}", elapsed.as_secs_f64() * 1e3)) {
             reply.headers_mut().insert("server-timing", value);
         }
@@ -316,7 +340,7 @@ impl Gateway {
 
     fn list(&self) -> Reply {
         let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
-        let list: Vec<AppStatus> = apps.values().map(|a| status(a)).collect();
+        let list: Vec<AppStatus> = apps.values().map(|a| self.status(a)).collect();
         json(StatusCode::OK, &serde_json::json!({ "apps": list }))
     }
 
@@ -336,7 +360,8 @@ impl Gateway {
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         };
         let name = bundle.manifest.name.clone();
-        let record = AppRecord { name: name.clone(), bundle: hash, deployed_at: unix_now() };
+        let record =
+            AppRecord { name: name.clone(), bundle: hash, deployed_at: unix_now(), demand_windows: Vec::new() };
         // The new app starts (glue compiled, instances loaded) while the old one, if any, keeps serving.
         let app = match self.clone().start_app(record.clone()).await {
             Ok(app) => app,
@@ -348,11 +373,12 @@ impl Gateway {
         }
         // Requests already running keep their `Arc` of the old app and finish on it.
         self.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), app.clone());
+        self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().deployed();
         if let Err(e) = self.store.collect_garbage() {
             tracing::warn!("cannot remove unused bundles: {e}");
         }
         tracing::info!(app = %name, bundle = %record.bundle, "deployed");
-        json(StatusCode::CREATED, &status(&app))
+        json(StatusCode::CREATED, &self.status(&app))
     }
 
     async fn delete(&self, name: &str) -> Reply {
@@ -364,6 +390,7 @@ impl Gateway {
             return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: cannot delete it: {e}"));
         }
         self.apps.write().unwrap_or_else(|p| p.into_inner()).remove(name);
+        self.demand.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
         tracing::info!(app = %name, "deleted");
         json(StatusCode::OK, &serde_json::json!({ "deleted": name }))
     }
@@ -379,10 +406,27 @@ pub struct AppStatus {
     pub tasks: Vec<String>,
     pub slo_latency_ms: Option<u64>,
     pub deployment: serde_json::Value,
+    /// Rates of the last closed demand windows (req/s), oldest first.
+    pub demand_windows: Vec<f64>,
+    /// The controller's prediction from them.
+    pub predicted_rps: Option<f64>,
+    /// Times the controller re-planned since the app was deployed or the gateway started.
+    pub replans: u32,
+}
+
+impl Gateway {
+    fn status(&self, app: &App) -> AppStatus {
+        let demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
+        let windows = demand.get(&app.name).cloned().unwrap_or_default();
+        AppStatus { demand_windows: windows.rates(), predicted_rps: windows.predicted(), ..status(app) }
+    }
 }
 
 fn status(app: &App) -> AppStatus {
     AppStatus {
+        demand_windows: Vec::new(),
+        predicted_rps: None,
+        replans: app.replans,
         name: app.name.clone(),
         bundle: app.bundle.clone(),
         deployed_at: app.deployed_at,
