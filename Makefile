@@ -3,7 +3,7 @@
 CARGO ?= cargo
 WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
-GUESTS := echo crop select tts-frame jig-probe jig-malformed
+GUESTS := echo crop select tts-frame jig-probe jig-malformed jig-http-noop
 
 .PHONY: demo test setup functions examples build bench clean
 
@@ -26,8 +26,14 @@ demo: build examples
 test: functions
 	$(CARGO) test --workspace
 
-bench: build
+# The gateway benchmark compares with `wasmtime serve` from crates.io (a long build, once).
+WASMTIME := .jig/tools/bin/wasmtime
+$(WASMTIME):
+	$(CARGO) install --locked wasmtime-cli@48.0.8 --root .jig/tools
+
+bench: build $(WASMTIME)
 	$(CARGO) bench -p jig-platform --bench runtime
+	$(CARGO) bench -p jig-platform --bench gateway
 	$(CARGO) bench -p jig-gpu-host --bench model
 
 clean:

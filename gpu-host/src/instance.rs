@@ -120,6 +120,8 @@ pub struct Stats {
     pub dropped_late: AtomicU64,
     pub dropped_stale: AtomicU64,
     pub failed: AtomicU64,
+    /// Nanoseconds spent running batches: its rate is the share of the segment in use.
+    pub busy_ns: AtomicU64,
     /// Requests waiting for a batch now (a gauge, unlike the counters above).
     pub queued: AtomicU64,
 }
@@ -341,6 +343,7 @@ impl<E: Executor> Batcher<E> {
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         let rows: Vec<u64> = batch.iter().map(|j| j.rows).collect();
         self.stats.rows.fetch_add(rows.iter().sum(), Ordering::Relaxed);
+        let started = Instant::now();
         let result = {
             let inputs: Vec<&[Tensor]> = batch.iter().map(|j| j.inputs.as_slice()).collect();
             batch::stack(&inputs)
@@ -348,6 +351,7 @@ impl<E: Executor> Batcher<E> {
                 .and_then(|stacked| self.executor.execute(&stacked))
                 .and_then(|outputs| batch::split(outputs, &rows))
         };
+        self.stats.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         match result {
             Ok(per_request) => {
                 for (job, outputs) in batch.into_iter().zip(per_request) {

@@ -11,7 +11,7 @@
 //! * [`app`]: a deployed app running — its functions, model instances and the graph executor.
 //! * [`gateway`]: HTTP — invocations, the control API, `/metrics` ([`metrics`]) — over the apps kept in
 //!   the state directory ([`store`]).
-//! * [`client`]: the HTTP client of the `jig` commands that talk to a gateway.
+//! * [`client`]: the HTTP client of the `jig` commands that talk to a gateway; [`load`]: a load generator.
 //! * [`cli`]: the `jig` command line.
 //!
 //! Model execution lives in `jig-gpu-host` and planning in `jig-planner`.
@@ -22,6 +22,7 @@ pub mod cli;
 pub mod client;
 pub mod deployment;
 pub mod gateway;
+pub mod load;
 pub mod metrics;
 pub mod runtime;
 pub mod slots;

@@ -10,6 +10,7 @@
 //! | `jig_task_invocations_total` | app, task, outcome | glue invocations: `ok`, `error`, `deadline`, `queued` |
 //! | `jig_task_duration_seconds` | app, task | glue invocation latency, `infer` calls included (histogram) |
 //! | `jig_instance_requests_total` … | app, slot, instance | per model instance: requests, batches, rows, drops, failures |
+//! | `jig_instance_busy_seconds_total` | app, slot, instance | time spent running batches: its rate is the segment's use |
 //! | `jig_instance_queue_depth` | app, slot, instance | requests waiting for a batch |
 
 use std::sync::{Arc, RwLock};
@@ -207,6 +208,17 @@ impl prometheus_client::collector::Collector for InstanceCollector {
             for (labels, instance) in &rows {
                 ConstCounter::new(read(instance.stats())).encode(family.encode_family(labels)?)?;
             }
+        }
+        let busy = ConstCounter::new(0.0f64);
+        let mut family = encoder.encode_descriptor(
+            "instance_busy_seconds",
+            "Time a model instance spent running batches; its rate is the share of the segment in use",
+            None,
+            busy.metric_type(),
+        )?;
+        for (labels, instance) in &rows {
+            let seconds = instance.stats().busy_ns.load(Relaxed) as f64 / 1e9;
+            ConstCounter::new(seconds).encode(family.encode_family(labels)?)?;
         }
         let gauge = ConstGauge::new(0i64);
         let mut family = encoder.encode_descriptor(

@@ -424,3 +424,51 @@ fn the_controller_replans_as_demand_grows_without_losing_a_request() {
     assert!(status["predicted_rps"].as_f64().unwrap() > 20.0, "{status}");
     assert!(codes.iter().all(|&c| c == 200), "{:?}", codes.iter().filter(|&&c| c != 200).collect::<Vec<_>>());
 }
+
+#[test]
+fn oversized_uploads_truncated_bodies_and_vanishing_clients_leave_the_gateway_serving() {
+    use std::io::Write;
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    probe_bundle(dir.path(), "probe");
+    let config = state.path().join("gateway.toml");
+    std::fs::write(&config, "max_bundle_mib = 1\n").unwrap();
+    let gateway = Gateway::start(&state.path().join("state"), &["--config", config.to_str().unwrap()]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+
+    let upload = gateway.http("POST", "/v1/apps", &[], &vec![0u8; 2 << 20]);
+    assert_eq!(upload.status, 413, "{}", upload.text());
+    assert!(upload.text().contains("bundle upload"));
+
+    // A body that stops short of its declared length.
+    let mut stream = std::net::TcpStream::connect(&gateway.addr).unwrap();
+    write!(stream, "POST /v1/apps/probe/invoke HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n{{\"op\"").unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    drop(stream);
+
+    // A client that goes away while its request spins: the request is cancelled, not left running.
+    let mut stream = std::net::TcpStream::connect(&gateway.addr).unwrap();
+    let body = br#"{"op": "spin"}"#;
+    write!(
+        stream,
+        "POST /v1/apps/probe/invoke HTTP/1.1\r\nhost: x\r\njig-timeout-ms: 20000\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let in_flight = r#"jig_requests_in_flight{app="probe"}"#;
+    assert!(gateway.http("GET", "/metrics", &[], b"").text().contains(&format!("{in_flight} 1")));
+    drop(stream);
+    let started = Instant::now();
+    loop {
+        let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+        if metrics.contains(&format!("{in_flight} 0")) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(3), "the abandoned request still runs: {metrics}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let echo = gateway.http("POST", "/v1/apps/probe/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
+    assert_eq!(echo.status, 200, "{}", echo.text());
+}
