@@ -116,14 +116,8 @@ fn a_missing_onnx_runtime_names_the_fix() {
 #[test]
 fn profile_writes_a_table_the_planner_reads() {
     let bundle = tempfile::tempdir().unwrap();
-    std::fs::write(
-        bundle.path().join("jig.toml"),
-        format!(
-            "name = \"t\"\n[[variants]]\nslot = \"classifier\"\nname = \"mlp\"\nmodel = \"{}\"\n",
-            model("mlp").display()
-        ),
-    )
-    .unwrap();
+    let manifest = "name = \"t\"\n[[variants]]\nslot = \"classifier\"\nname = \"mlp\"\nmodel = \"mlp.onnx\"\n";
+    jig_tests::bundle(bundle.path(), manifest, &[("mlp.onnx", &model("mlp"))]);
     let output = run(
         jig().arg("profile").arg(bundle.path()).args(["--segment", "cpu:1", "--max-batch", "4", "--runs", "3"]),
         b"",
@@ -151,11 +145,8 @@ fn profile_writes_a_table_the_planner_reads() {
 #[test]
 fn profiling_a_gpu_segment_the_machine_lacks_names_it() {
     let bundle = tempfile::tempdir().unwrap();
-    std::fs::write(
-        bundle.path().join("jig.toml"),
-        format!("name = \"t\"\n[[variants]]\nslot = \"c\"\nname = \"mlp\"\nmodel = \"{}\"\n", model("mlp").display()),
-    )
-    .unwrap();
+    let manifest = "name = \"t\"\n[[variants]]\nslot = \"c\"\nname = \"mlp\"\nmodel = \"mlp.onnx\"\n";
+    jig_tests::bundle(bundle.path(), manifest, &[("mlp.onnx", &model("mlp"))]);
     let output = run(jig().arg("profile").arg(bundle.path()).args(["--segment", "mps:7:50"]), b"");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
