@@ -82,8 +82,9 @@ pub enum AppError {
     /// The deadline passed while a task waited for one of its `concurrency` permits.
     #[error("app `{app}`: task `{task}` could not start before the deadline (all {limit} of its slots were busy)")]
     Queued { app: String, task: String, limit: u32 },
-    #[error("app `{app}`: task `{task}` panicked")]
-    Panicked { app: String, task: String },
+    /// A task's invocation ended without an outcome (a bug in jig: the runtime catches guest failures).
+    #[error("app `{app}`: a task's invocation ended unexpectedly: {detail}")]
+    Panicked { app: String, detail: String },
 }
 
 impl App {
@@ -158,9 +159,10 @@ impl App {
         &self.models
     }
 
-    /// The deadline of a request arriving now with an optional timeout.
-    pub fn deadline(&self, timeout: Option<Duration>) -> Instant {
-        Instant::now() + timeout.or(self.slo_latency).unwrap_or(DEFAULT_DEADLINE)
+    /// The deadline of a request that arrived at `arrived` with an optional timeout: the timeout, else the
+    /// app's latency SLO, else [`DEFAULT_DEADLINE`].
+    pub fn deadline(&self, arrived: Instant, timeout: Option<Duration>) -> Instant {
+        arrived + timeout.or(self.slo_latency).unwrap_or(DEFAULT_DEADLINE)
     }
 
     /// Run the graph on `payload` by `deadline`.
@@ -181,30 +183,28 @@ impl App {
         let mut outputs: Vec<(Vec<u32>, Output)> = Vec::new();
         self.spawn(&mut running, self.entry, Vec::new(), payload, deadline, metrics);
         while let Some(joined) = running.join_next().await {
-            let (task, key, result) = joined.map_err(|e| AppError::Panicked {
-                app: self.name.clone(),
-                task: if e.is_panic() { "(unknown)".into() } else { "(cancelled)".into() },
-            })?;
+            let (task, key, result) =
+                joined.map_err(|e| AppError::Panicked { app: self.name.clone(), detail: e.to_string() })?;
             let outcome = result?;
             let t = &self.tasks[task];
             let mut n = 0u32;
-            for emission in outcome.emitted {
+            let mut child = || {
                 let mut child = key.clone();
+                child.push(n);
+                n += 1;
+                child
+            };
+            for emission in outcome.emitted {
                 match t.routes.get(&emission.port) {
                     Some(targets) => {
                         for &target in targets {
-                            let mut child = key.clone();
-                            child.push(n);
-                            n += 1;
-                            self.spawn(&mut running, target, child, emission.payload.clone(), deadline, metrics);
+                            self.spawn(&mut running, target, child(), emission.payload.clone(), deadline, metrics);
                         }
                     }
                     None => {
-                        child.push(n);
-                        n += 1;
                         let output =
                             Output { task: t.name.to_string(), port: Some(emission.port), bytes: emission.payload };
-                        outputs.push((child, output));
+                        outputs.push((child(), output));
                     }
                 }
             }

@@ -286,7 +286,7 @@ impl Gateway {
                 );
             }
         };
-        let deadline = arrived + timeout.or(app.slo_latency).unwrap_or(crate::app::DEFAULT_DEADLINE);
+        let deadline = app.deadline(arrived, timeout);
         let payload = match read_body(request, self.config.max_request_mib << 20, "invocation body").await {
             Ok(payload) => payload,
             Err(reply) => return self.answered(name, arrived, reply, false),
