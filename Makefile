@@ -3,7 +3,7 @@
 CARGO ?= cargo
 WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
-GUESTS := echo crop select tts-frame jig-probe jig-malformed jig-http-noop
+GUESTS := echo crop select tts-frame ocr-detect ocr-recognize jig-probe jig-malformed jig-http-noop
 
 .PHONY: demo test setup functions examples build bench clean
 
@@ -13,9 +13,12 @@ setup:
 functions: setup
 	$(CARGO) build --release --target wasm32-wasip2 $(addprefix -p ,$(GUESTS))
 
-# Example bundles carry their glue: copy the built components in.
+# Example bundles carry their glue and models: copy the built components and the set-up's models in.
 examples: functions
 	@mkdir -p examples/photo-crops/glue && cp $(WASM_DIR)/crop.wasm examples/photo-crops/glue/
+	@mkdir -p examples/sign-reader/glue examples/sign-reader/models
+	@cp $(WASM_DIR)/ocr_detect.wasm $(WASM_DIR)/ocr_recognize.wasm examples/sign-reader/glue/
+	@cp -u .jig/models/ppocr-det.onnx .jig/models/ppocr-rec.onnx .jig/models/ppocr-rec.charset.txt examples/sign-reader/models/
 
 build: functions
 	$(CARGO) build --release -p jig-platform

@@ -105,6 +105,15 @@ def main():
             shutil.copyfile(os.path.join(shipped, file), path + ".tmp")
             os.replace(path + ".tmp", path)
             written.append(name)
+    # The recognizer's character set, one per line, as its glue reads it (config `charset`).
+    charset = os.path.join(out, "ppocr-rec.charset.txt")
+    if not os.path.exists(charset):
+        model = onnx.load(os.path.join(out, "ppocr-rec.onnx"))
+        meta = {p.key: p.value for p in model.metadata_props}
+        with open(charset + ".tmp", "w", encoding="utf-8") as f:
+            f.write(meta["character"])
+        os.replace(charset + ".tmp", charset)
+        written.append("ppocr-rec.charset.txt")
     if written:
         print(f"models: wrote {', '.join(written)} to {out}")
 

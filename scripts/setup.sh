@@ -23,14 +23,15 @@ fi
 
 # ONNX Runtime's shared library, from the `onnxruntime` wheel (`onnxruntime-gpu` with its CUDA and cuDNN
 # libraries where `nvidia-smi` sees a GPU, or when JIG_ORT_GPU=1), and the Python packages that generate the test
-# models (`onnx`) and ship the PP-OCR models (`rapidocr-onnxruntime`, its models only), all into .jig/python.
+# models (`onnx`), render the sample images (`pillow`) and ship the PP-OCR models (`rapidocr-onnxruntime`, its
+# models only), all into .jig/python.
 # jig finds the library there by itself (see gpu-host's `onnx` module); the models go to .jig/models.
 PY_DIR=.jig/python
 ORT_PACKAGE="onnxruntime==1.31.1"
 if [ "${JIG_ORT_GPU:-}" = 1 ] || { [ "${JIG_ORT_GPU:-}" != 0 ] && nvidia-smi -L >/dev/null 2>&1; }; then
     ORT_PACKAGE="onnxruntime-gpu[cuda,cudnn]==1.31.1"
 fi
-PY_PACKAGES="$ORT_PACKAGE onnx==1.23.2"
+PY_PACKAGES="$ORT_PACKAGE onnx==1.23.2 pillow==12.3.0"
 PY_MODEL_PACKAGES="rapidocr-onnxruntime==1.4.4"
 stamp="$PY_DIR/.jig-installed"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$PY_PACKAGES $PY_MODEL_PACKAGES" ]; then
@@ -44,3 +45,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$PY_PACKAGES $PY_MODEL_PACKAGES" ]; then
     echo "$PY_PACKAGES $PY_MODEL_PACKAGES" > "$stamp"
 fi
 PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models
+PYTHONPATH="$PY_DIR" python3 scripts/samples.py .jig/samples

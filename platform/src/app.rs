@@ -108,7 +108,7 @@ impl App {
                 timeout: Duration::from_millis(task.limits.timeout_ms),
                 ..FunctionLimits::default()
             };
-            let options = FunctionOptions { limits, config: task.config.clone(), models: models.clone() };
+            let options = FunctionOptions { limits, config: bundle.task_config(task)?, models: models.clone() };
             let function = runtime
                 .load_file(&format!("{app}/{}", task.name), &bundle.glue_path(task), options)
                 .map_err(|e| InvalidBundle(e.to_string()))?;
@@ -271,6 +271,7 @@ fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<Mode
             let mut config =
                 InstanceConfig::new(format!("{app}/{}/{}@{}#{i}", planned.slot, planned.variant, planned.segment));
             config.max_batch = planned.max_batch.into();
+            config.staleness = planned.staleness();
             let options = SessionOptions { threads, ..SessionOptions::default() };
             let instance = Instance::start_onnx(config, &variant.name, &bundle.model_path(variant), options)
                 .map_err(|e| InvalidBundle(format!("app `{app}`: {e}")))?;

@@ -18,6 +18,7 @@
 //! name = "detect"
 //! glue = "glue/detect.wasm"           # the component, relative to the bundle directory
 //! config = { threshold = "0.3" }      # optional: what the glue reads with `config(key)`
+//! config_files = { charset = "models/charset.txt" }   # optional: config values read from bundle files
 //! limits = { memory_mib = 128, timeout_ms = 30000, concurrency = 64 }   # optional, these are the defaults
 //!
 //! [[tasks]]
@@ -150,6 +151,9 @@ pub struct Task {
     pub slot: Option<String>,
     #[serde(default)]
     pub config: BTreeMap<String, String>,
+    /// Configuration values read from UTF-8 files in the bundle (a character set, a vocabulary).
+    #[serde(default)]
+    pub config_files: BTreeMap<String, PathBuf>,
     #[serde(default)]
     pub limits: TaskLimits,
 }
@@ -255,6 +259,19 @@ impl Bundle {
         self.dir.join(&task.glue)
     }
 
+    /// A task's configuration: `config` and the contents of `config_files`.
+    pub fn task_config(&self, task: &Task) -> Result<BTreeMap<String, String>> {
+        let mut config = task.config.clone();
+        for (key, path) in &task.config_files {
+            let path = self.dir.join(path);
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                invalid(format!("task `{}`: cannot read `config_files.{key}` ({}): {e}", task.name, path.display()))
+            })?;
+            config.insert(key.clone(), text);
+        }
+        Ok(config)
+    }
+
     /// The profile table, when the bundle has one.
     pub fn profiles_path(&self) -> Option<PathBuf> {
         Some(self.dir.join(PROFILES)).filter(|p| p.is_file())
@@ -273,6 +290,7 @@ impl Bundle {
         let m = &self.manifest;
         let mut files: BTreeSet<PathBuf> = [PathBuf::from(MANIFEST)].into();
         files.extend(m.tasks.iter().map(|t| t.glue.clone()));
+        files.extend(m.tasks.iter().flat_map(|t| t.config_files.values().cloned()));
         files.extend(m.variants.iter().map(|v| v.model.clone()));
         if self.profiles_path().is_some() {
             files.insert(PROFILES.into());
@@ -307,6 +325,12 @@ impl Bundle {
                 return Err(format!("task `{}` is declared twice", t.name));
             }
             self.check_file(&format!("task `{}`: `glue`", t.name), &t.glue)?;
+            for (key, path) in &t.config_files {
+                if t.config.contains_key(key) {
+                    return Err(format!("task `{}`: `{key}` is in both `config` and `config_files`", t.name));
+                }
+                self.check_file(&format!("task `{}`: `config_files.{key}`", t.name), path)?;
+            }
             let l = &t.limits;
             if l.memory_mib == 0 || l.timeout_ms == 0 || l.concurrency == 0 {
                 return Err(format!("task `{}`: `limits` must all be positive", t.name));

@@ -41,6 +41,20 @@ pub struct PlannedInstances {
     pub count: u32,
     /// Requests per second the planner routes to each of these instances; spreads a slot's requests.
     pub rate_rps: f64,
+    /// The profiled p95 latency of a full batch, milliseconds; 0 when not planned.
+    pub latency_ms: f64,
+}
+
+impl PlannedInstances {
+    /// How long a request may wait in an instance's queue before it counts as stale and is dropped: a few
+    /// batches' time when the latency is known, else a second.
+    pub fn staleness(&self) -> std::time::Duration {
+        if self.latency_ms > 0.0 {
+            std::time::Duration::from_secs_f64((4.0 * self.latency_ms / 1e3).max(0.1))
+        } else {
+            std::time::Duration::from_secs(1)
+        }
+    }
 }
 
 impl Deployment {
@@ -99,6 +113,7 @@ impl Deployment {
                     max_batch: 8,
                     count: 1,
                     rate_rps: 1.0,
+                    latency_ms: 0.0,
                 })
                 .collect(),
         }
@@ -180,6 +195,7 @@ fn plan_with_profiles(
                 max_batch: e.batch,
                 count: e.instances,
                 rate_rps: e.rate_rps / e.instances.max(1) as f64,
+                latency_ms: e.latency_ms,
             });
         }
     }
