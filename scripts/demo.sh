@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The demo: start the embedded gateway (`jig up`), deploy the photo-crops bundle, invoke it over HTTP with a
-# photo, and show what came back, the app's status and its metrics.
+# The demo: start the embedded gateway (`jig up`), deploy the sign reader (real PP-OCRv4 weights) and the
+# photo-crops app, invoke them over HTTP with the sample signs and a photo, and show what came back and the
+# gateway's metrics.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,16 @@ echo "listening on $url"
 export JIG_GATEWAY=$url
 
 echo
+echo "== jig deploy examples/sign-reader"
+"$jig" deploy examples/sign-reader
+
+for sign in .jig/samples/*.png; do
+    echo
+    echo "== jig invoke sign-reader $sign"
+    "$jig" invoke sign-reader "$sign"
+done
+
+echo
 echo "== jig deploy examples/photo-crops"
 "$jig" deploy examples/photo-crops
 
@@ -36,7 +47,7 @@ echo "== jig invoke photo-crops: three boxes of tests/data/f3-board.jpg, one of 
 echo
 echo "== metrics (from $url/metrics)"
 python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1] + '/metrics').read().decode())" "$url" |
-    grep -E '^jig_(requests_total|task_invocations_total)'
+    grep -E '^jig_(requests_total|task_invocations_total|instance_batches_total)'
 
 echo
 echo "The crops are in $out/. The gateway keeps the app in $out/state: restart it with"
