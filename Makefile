@@ -17,8 +17,9 @@ functions: setup
 examples: functions
 	@mkdir -p examples/photo-crops/glue && cp $(WASM_DIR)/crop.wasm examples/photo-crops/glue/
 	@mkdir -p examples/sign-reader/glue examples/sign-reader/models
-	@cp $(WASM_DIR)/ocr_detect.wasm $(WASM_DIR)/ocr_recognize.wasm examples/sign-reader/glue/
-	@cp -u .jig/models/ppocr-det.onnx .jig/models/ppocr-rec.onnx .jig/models/ppocr-rec.charset.txt examples/sign-reader/models/
+	@cp $(WASM_DIR)/ocr_detect.wasm $(WASM_DIR)/ocr_recognize.wasm $(WASM_DIR)/tts_frame.wasm examples/sign-reader/glue/
+	@cd .jig/models && cp -u ppocr-det.onnx ppocr-rec.onnx ppocr-rec.charset.txt piper-joe.onnx piper-joe.phonemes.json \
+		cmudict.txt ../../examples/sign-reader/models/
 
 build: functions
 	$(CARGO) build --release -p jig-platform

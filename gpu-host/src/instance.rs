@@ -174,7 +174,9 @@ impl Instance {
                         }
                     };
                     let _ = ready_tx.send(Ok(executor.inputs().to_vec()));
-                    Batcher { config, stats, executor, jobs, pending: VecDeque::new() }.run();
+                    let batchable = executor.inputs().iter().all(TensorSpec::batchable);
+                    let max_batch = if batchable { config.max_batch } else { 1 };
+                    Batcher { config, stats, executor, jobs, pending: VecDeque::new(), max_batch }.run();
                 })
                 .map_err(|e| start_error(e.to_string()))?;
         }
@@ -261,6 +263,9 @@ struct Batcher<E> {
     jobs: mpsc::Receiver<Job>,
     /// Requests received and not yet run, in arrival order.
     pending: VecDeque<Job>,
+    /// Rows per batch: the configured maximum, or 1 for a model with an input that has no batch dimension
+    /// (a Piper voice's `scales`), whose requests cannot be stacked.
+    max_batch: u64,
 }
 
 impl<E: Executor> Batcher<E> {
@@ -273,7 +278,7 @@ impl<E: Executor> Batcher<E> {
                     Err(_) => return, // the instance was dropped and the queue is empty
                 }
                 let until = self.pending[0].enqueued + self.config.max_wait;
-                while self.pending_rows() < self.config.max_batch {
+                while self.pending_rows() < self.max_batch {
                     match self.jobs.recv_timeout(until.saturating_duration_since(Instant::now())) {
                         Ok(job) => self.pending.push_back(job),
                         Err(_) => break, // timed out, or disconnected: run what there is
@@ -323,8 +328,8 @@ impl<E: Executor> Batcher<E> {
         let mut rows = first.rows;
         let mut batch = vec![first];
         let mut i = 0;
-        while i < self.pending.len() && rows < self.config.max_batch {
-            let fits = rows + self.pending[i].rows <= self.config.max_batch
+        while i < self.pending.len() && rows < self.max_batch {
+            let fits = rows + self.pending[i].rows <= self.max_batch
                 && batch::batch_key(&self.pending[i].inputs) == batch::batch_key(&batch[0].inputs);
             if fits {
                 let job = self.pending.remove(i).expect("index in range");

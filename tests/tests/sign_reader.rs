@@ -1,8 +1,9 @@
 //! The sign reader (examples/sign-reader) as a user runs it: `jig up`, `jig deploy`, invocations with the
-//! rendered sample signs of `make setup`, real PP-OCRv4 weights.
+//! rendered sample signs of `make setup`, real PP-OCRv4 and Piper weights.
 
 use std::path::Path;
 
+use base64::Engine as _;
 use jig_tests::{Gateway, bundle, component, root};
 
 fn sign_reader(dir: &Path) {
@@ -14,11 +15,25 @@ fn sign_reader(dir: &Path) {
         &[
             ("glue/ocr_detect.wasm", &component("ocr_detect")),
             ("glue/ocr_recognize.wasm", &component("ocr_recognize")),
+            ("glue/tts_frame.wasm", &component("tts_frame")),
             ("models/ppocr-det.onnx", &models.join("ppocr-det.onnx")),
             ("models/ppocr-rec.onnx", &models.join("ppocr-rec.onnx")),
             ("models/ppocr-rec.charset.txt", &models.join("ppocr-rec.charset.txt")),
+            ("models/piper-joe.onnx", &models.join("piper-joe.onnx")),
+            ("models/piper-joe.phonemes.json", &models.join("piper-joe.phonemes.json")),
+            ("models/cmudict.txt", &models.join("cmudict.txt")),
         ],
     );
+}
+
+/// The seconds and RMS (of full scale) of a 16-bit mono WAV, checking its header.
+fn wav_stats(wav: &[u8]) -> (f64, f64) {
+    assert_eq!((&wav[0..4], &wav[8..16]), (&b"RIFF"[..], &b"WAVEfmt "[..]), "not a WAV");
+    let rate = u32::from_le_bytes(wav[24..28].try_into().unwrap());
+    let samples: Vec<f64> =
+        wav[44..].chunks_exact(2).map(|s| f64::from(i16::from_le_bytes([s[0], s[1]])) / 32768.0).collect();
+    let rms = (samples.iter().map(|s| s * s).sum::<f64>() / samples.len().max(1) as f64).sqrt();
+    (samples.len() as f64 / f64::from(rate), rms)
 }
 
 /// Text without spaces: the recognizer is not reliable about the width of a space.
@@ -27,7 +42,7 @@ fn squeeze(text: &str) -> String {
 }
 
 #[test]
-fn the_sign_reader_reads_every_sample_sign() {
+fn the_sign_reader_reads_every_sample_sign_aloud() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     sign_reader(dir.path());
     let gateway = Gateway::start(state.path(), &[]);
@@ -37,6 +52,7 @@ fn the_sign_reader_reads_every_sample_sign() {
     let samples = root().join(".jig/samples");
     let expected: serde_json::Value =
         serde_json::from_slice(&std::fs::read(samples.join("samples.json")).expect("run `make setup`")).unwrap();
+    let mut durations = Vec::new();
     for (file, lines) in expected.as_object().unwrap() {
         let image = std::fs::read(samples.join(file)).unwrap();
         let reply = gateway.http("POST", "/v1/apps/sign-reader/invoke", &[], &image);
@@ -46,9 +62,17 @@ fn the_sign_reader_reads_every_sample_sign() {
         let want: Vec<String> = lines.as_array().unwrap().iter().map(|l| squeeze(l.as_str().unwrap())).collect();
         assert_eq!(read, want, "{file}: {outputs:?}");
         for o in &outputs {
+            assert_eq!(o["task"], "speak");
             assert!(o["json"]["confidence"].as_f64().unwrap() > 0.8, "{file}: {o}");
+            let wav = base64::engine::general_purpose::STANDARD.decode(o["base64"].as_str().unwrap()).unwrap();
+            let (seconds, rms) = wav_stats(&wav);
+            assert!(rms > 0.01, "{file}: the audio of {:?} is silent (RMS {rms})", o["json"]["text"]);
+            durations.push((o["json"]["text"].as_str().unwrap().len(), seconds));
         }
     }
+    // Longer text, longer speech: "EXIT 12" (said "exit twelve") against "STOP".
+    let duration = |text_len: usize| durations.iter().find(|d| d.0 == text_len).unwrap().1;
+    assert!(duration("EXIT 12".len()) > 1.3 * duration("STOP".len()), "{durations:?}");
 }
 
 #[test]

@@ -13,7 +13,8 @@
 //! K+1 a space.
 //!
 //! **Returns** JSON: the input's metadata with `text` (greedy CTC decoding: best class per step, repeats
-//! merged, blanks dropped) and `confidence` (mean probability of the kept steps; 0 for no text) added.
+//! merged, blanks dropped) and `confidence` (mean probability of the kept steps; 0 for no text) added. With
+//! config `speech_port`, the same JSON is also emitted there when the text is not empty (to a speech task).
 
 use jig_sdk::image::{self, Normalize, RgbImage};
 use jig_sdk::{Envelope, Error, Function, Result, Tensor};
@@ -102,7 +103,14 @@ impl Function for OcrRecognize {
             .ok_or_else(|| Error::invalid_input("config `charset` is missing: give the model's character set"))?;
         let charset: Vec<&str> = charset.lines().collect();
         let slot = jig_sdk::config("slot").unwrap_or_else(|| "rec".into());
-        Ok(serde_json::to_vec(&recognize(payload, &charset, &slot)?)?)
+        let record = recognize(payload, &charset, &slot)?;
+        let line = serde_json::to_vec(&record)?;
+        if let Some(port) = jig_sdk::config("speech_port")
+            && record["text"].as_str().is_some_and(|t| !t.is_empty())
+        {
+            jig_sdk::emit(&port, &line);
+        }
+        Ok(line)
     }
 }
 

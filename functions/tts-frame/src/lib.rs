@@ -1,17 +1,24 @@
 //! `tts-frame`: frame text for speech synthesis and assemble the synthesized audio into a WAV file.
 //!
-//! **Input**: UTF-8 text. It is split into sentences; each sentence is encoded as phoneme ids and sent to the
+//! **Input**: UTF-8 text, or a JSON object with a `text` field (as `ocr-recognize` sends). The text is split
+//! into sentences; with a `lexicon` (below) each is turned into IPA phonemes ([`g2p`]); each is encoded as
+//! phoneme ids and sent to the
 //! model in slot `voice` (config `slot`) with the input signature of a Piper VITS voice:
 //! `input` i64 `[1, n]`, `input_lengths` i64 `[1]`, `scales` f32 `[3]` (noise, length, noise-w). The model
 //! answers with `f32` samples in `[-1, 1]` (or `i16` samples), any shape.
 //!
-//! **Returns** a 16-bit mono PCM WAV: the sentences' audio in order, `sentence-silence` seconds apart.
+//! **Returns** a 16-bit mono PCM WAV: the sentences' audio in order, `sentence-silence` seconds apart; for a
+//! JSON input, an envelope whose metadata is that object and whose body is the WAV. Text with nothing to say
+//! gives a WAV without samples.
 //!
 //! **Configuration** (all optional): `slot`; `sample-rate` (default 22050); `sentence-silence` (seconds, default
 //! 0.2); `noise-scale`, `length-scale`, `noise-w` (defaults 0.667, 1.0, 0.8, Piper's); `phoneme-id-map`, the
 //! JSON map from phoneme to ids of the voice's config (with it, ids are framed as Piper does: `^`, each
 //! phoneme followed by the pad `_`, then `$`; characters missing from the map are skipped). Without a map,
-//! ids are the characters' Unicode code points.
+//! ids are the characters' Unicode code points. `lexicon`: the pronouncing dictionary of [`g2p`] (usually from
+//! `config_files`); without it the text is taken to be phonemes already.
+
+pub mod g2p;
 
 use std::collections::HashMap;
 
@@ -121,6 +128,14 @@ pub struct TtsFrame;
 impl Function for TtsFrame {
     fn handle(payload: Vec<u8>) -> Result<Vec<u8>> {
         let text = String::from_utf8(payload).map_err(|e| Error::invalid_input(format!("text is not UTF-8: {e}")))?;
+        // A JSON object with `text` (a recognized line): answer with its metadata around the audio.
+        let record = serde_json::from_str::<serde_json::Value>(&text).ok().filter(|v| v["text"].is_string());
+        let text = match &record {
+            Some(record) => record["text"].as_str().unwrap_or_default().to_string(),
+            None => text,
+        };
+        let lexicon = jig_sdk::config("lexicon");
+        let lexicon = lexicon.as_deref().map(g2p::Lexicon::new);
         let slot = jig_sdk::config("slot").unwrap_or_else(|| "voice".to_string());
         let sample_rate: u32 = jig_sdk::config_or("sample-rate", 22_050)?;
         let silence: f32 = jig_sdk::config_or("sentence-silence", 0.2)?;
@@ -140,7 +155,11 @@ impl Function for TtsFrame {
 
         let mut samples = Vec::new();
         for (i, sentence) in sentences(&text).into_iter().enumerate() {
-            let encoded = ids.encode(sentence);
+            let phonemes = match &lexicon {
+                Some(lexicon) => std::borrow::Cow::Owned(g2p::phonemize(sentence, lexicon)),
+                None => std::borrow::Cow::Borrowed(sentence),
+            };
+            let encoded = ids.encode(&phonemes);
             if encoded.is_empty() {
                 continue;
             }
@@ -157,7 +176,11 @@ impl Function for TtsFrame {
             }
             samples.extend(pcm(audio)?);
         }
-        Ok(wav(&samples, sample_rate))
+        let audio = wav(&samples, sample_rate);
+        Ok(match record {
+            Some(meta) => jig_sdk::Envelope { meta, body: audio }.encode(),
+            None => audio,
+        })
     }
 }
 

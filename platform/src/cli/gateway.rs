@@ -310,31 +310,29 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
             Some(port) => format!("{}.{port}", part["task"].as_str().unwrap_or("?")),
             None => part["task"].as_str().unwrap_or("?").to_string(),
         };
-        if let Some(value) = part.get("json") {
-            println!("[{i}] {from}: {value}");
-        } else if let Some(data) = part["base64"].as_str() {
-            let data = base64::engine::general_purpose::STANDARD.decode(data).context("a base64 part of the answer")?;
-            // An envelope (as `crop` emits) shows its metadata and writes its body.
-            let (meta, data) = match super::split_envelope(&data) {
-                Some((meta, body)) => (format!("{meta} + "), body),
-                None => (String::new(), data),
-            };
-            match &args.output_dir {
-                Some(dir) => {
-                    let ext = match &data {
-                        d if d.starts_with(b"RIFF") => "wav",
-                        d if d.starts_with(b"\x89PNG") => "png",
-                        _ => "bin",
-                    };
-                    let path = dir.join(format!("{i}-{}.{ext}", part["task"].as_str().unwrap_or("part")));
-                    std::fs::write(&path, &data).with_context(|| format!("cannot write {}", path.display()))?;
-                    println!("[{i}] {from}: {meta}{} written to {}", bytes(data.len() as u64), path.display());
-                }
-                None => println!(
-                    "[{i}] {from}: {meta}{} of binary data (write it out with --output-dir)",
-                    bytes(data.len() as u64)
-                ),
+        // A part is JSON, binary, or both (an envelope's metadata and body).
+        let meta = part.get("json").map(|v| v.to_string());
+        let Some(data) = part["base64"].as_str() else {
+            println!("[{i}] {from}: {}", meta.unwrap_or_default());
+            continue;
+        };
+        let data = base64::engine::general_purpose::STANDARD.decode(data).context("a base64 part of the answer")?;
+        let meta = meta.map(|m| format!("{m} + ")).unwrap_or_default();
+        match &args.output_dir {
+            Some(dir) => {
+                let ext = match &data {
+                    d if d.starts_with(b"RIFF") => "wav",
+                    d if d.starts_with(b"\x89PNG") => "png",
+                    _ => "bin",
+                };
+                let path = dir.join(format!("{i}-{}.{ext}", part["task"].as_str().unwrap_or("part")));
+                std::fs::write(&path, &data).with_context(|| format!("cannot write {}", path.display()))?;
+                println!("[{i}] {from}: {meta}{} written to {}", bytes(data.len() as u64), path.display());
             }
+            None => println!(
+                "[{i}] {from}: {meta}{} of binary data (write it out with --output-dir)",
+                bytes(data.len() as u64)
+            ),
         }
     }
     Ok(ExitCode::SUCCESS)

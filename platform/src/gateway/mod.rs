@@ -17,7 +17,9 @@
 //! arrival, or else the app's latency SLO, or else 30 s. A 200 answer is JSON
 //! `{"outputs": [PART, ...]}`, one part per leaf-task result or payload emitted on a port without edges, in
 //! the graph's order (see [`crate::app`]); a part is `{"task": T, "port": P?, "json": VALUE}` when the bytes
-//! are JSON, else `{"task": T, "port": P?, "base64": "..."}` (binary such as WAV audio). The `server-timing`
+//! are JSON, `{"task": T, "port": P?, "json": META, "base64": "..."}` when they are an envelope
+//! (`jig_sdk::envelope`: metadata around a binary body, such as a recognized line and its audio), else
+//! `{"task": T, "port": P?, "base64": "..."}` (binary such as WAV audio). The `server-timing`
 //! header gives the time spent in the gateway (`total;dur=MS`). Status codes: 400 the input is unusable,
 //! 404 unknown app, 413 body too large, 429 the app is at its in-flight limit, 503 a task or model was
 //! overloaded or dropped the request early, 504 the deadline passed, 500 a function failed.
@@ -37,6 +39,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
+use jig_sdk::Envelope;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
@@ -302,13 +305,18 @@ impl Gateway {
                         if let Some(port) = o.port {
                             part.insert("port".into(), port.into());
                         }
-                        match serde_json::from_slice::<serde_json::Value>(&o.bytes) {
-                            Ok(value) => part.insert("json".into(), value),
-                            Err(_) => part.insert(
-                                "base64".into(),
-                                base64::engine::general_purpose::STANDARD.encode(&o.bytes).into(),
-                            ),
-                        };
+                        let base64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes).into();
+                        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&o.bytes) {
+                            part.insert("json".into(), value);
+                        } else if let Ok(Envelope { meta, body }) =
+                            Envelope::<serde_json::Value>::decode(o.bytes.clone())
+                            && meta.is_object()
+                        {
+                            part.insert("json".into(), meta);
+                            part.insert("base64".into(), base64(&body));
+                        } else {
+                            part.insert("base64".into(), base64(&o.bytes));
+                        }
                         serde_json::Value::Object(part)
                     })
                     .collect();
