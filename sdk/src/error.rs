@@ -76,6 +76,8 @@ impl From<::image::ImageError> for Error {
             ::image::ImageError::Decoding(_) | ::image::ImageError::Unsupported(_) => {
                 Error::InvalidInput(format!("image: {e}"))
             }
+            // An image too large to hold in a function's memory: the caller's to shrink.
+            ::image::ImageError::Limits(_) => Error::InvalidInput(format!("image: {e}: the image is too large")),
             other => Error::Internal(format!("image: {other}")),
         }
     }

@@ -30,6 +30,17 @@ impl BoundingBox {
     }
 }
 
+/// The width and height of a PNG or JPEG, read from its header without decoding it: check a size before
+/// paying for it.
+pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32)> {
+    let mut reader = ::image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| Error::invalid_input(format!("cannot read the image: {e}")))?;
+    // Reading the header allocates nothing; the decoder's memory limit would refuse a huge image unnamed.
+    reader.no_limits();
+    Ok(reader.into_dimensions()?)
+}
+
 /// Decode a PNG or JPEG (detected from its bytes) into RGB.
 pub fn decode(bytes: &[u8]) -> Result<RgbImage> {
     Ok(::image::load_from_memory(bytes)?.to_rgb8())
@@ -139,5 +150,18 @@ mod tests {
         assert_eq!(decode(&encode_png(&img).unwrap()).unwrap(), img);
         assert!(matches!(decode(b"not an image"), Err(Error::InvalidInput(_))));
         assert!(from_rgb8(2, 2, vec![0; 11]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod header_tests {
+    /// The header of a 30000×30000 RGB PNG: signature, IHDR, an empty IDAT, IEND.
+    const HUGE_PNG: &str = "89504e470d0a1a0a0000000d4948445200007530000075300802000000e9456fed000000004944415435af061e0000000049454e44ae426082";
+
+    #[test]
+    fn dimensions_of_a_huge_png_come_from_its_header() {
+        let huge: Vec<u8> =
+            (0..HUGE_PNG.len()).step_by(2).map(|i| u8::from_str_radix(&HUGE_PNG[i..i + 2], 16).unwrap()).collect();
+        assert_eq!(super::dimensions(&huge).unwrap(), (30_000, 30_000));
     }
 }

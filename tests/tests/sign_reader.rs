@@ -86,6 +86,14 @@ fn what_is_not_an_image_gets_a_400_and_the_next_request_is_served() {
         assert_eq!(reply.status, 400, "{:?}: {}", String::from_utf8_lossy(body), reply.text());
         assert!(reply.text().contains("sign-reader/detect"), "names the task: {}", reply.text());
     }
+    // A huge image is refused from its header, before anything is decoded: the header of a 10000×10000 PNG
+    // (signature, IHDR, an empty IDAT, IEND).
+    let hex = "89504e470d0a1a0a0000000d4948445200002710000027100802000000352cf570000000004944415435af061e0000000049454e44ae426082";
+    let huge: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    let reply = gateway.http("POST", "/v1/apps/sign-reader/invoke", &[], &huge);
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert!(reply.text().contains("10000x10000"), "{}", reply.text());
+
     let stop = std::fs::read(root().join(".jig/samples/stop.png")).unwrap();
     let reply = gateway.http("POST", "/v1/apps/sign-reader/invoke", &[], &stop);
     assert_eq!(reply.json()["outputs"][0]["json"]["text"], "STOP");

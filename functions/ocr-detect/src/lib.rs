@@ -16,7 +16,8 @@
 //! as raw RGB.
 //!
 //! **Returns** JSON `{"lines": <number emitted>, "width": .., "height": ..}`; an image without text emits
-//! nothing and returns `{"lines": 0, ...}`.
+//! nothing and returns `{"lines": 0, ...}`. Images over `max_pixels` (20 million) are refused as invalid
+//! input before they are decoded.
 
 use jig_sdk::image::{self, BoundingBox, Normalize, RgbImage};
 use jig_sdk::{Envelope, Error, Function, Result, Tensor};
@@ -187,6 +188,13 @@ impl Function for OcrDetect {
         let slot = jig_sdk::config("slot").unwrap_or_else(|| "det".into());
         if payload.is_empty() {
             return Err(Error::invalid_input("the request is empty; send a PNG or JPEG image"));
+        }
+        let (w, h) = image::dimensions(&payload)?;
+        let max_pixels: u64 = jig_sdk::config_or("max_pixels", 20_000_000)?;
+        if u64::from(w) * u64::from(h) > max_pixels {
+            return Err(Error::invalid_input(format!(
+                "the image is {w}x{h}; the sign reader takes at most {max_pixels} pixels (config `max_pixels`)"
+            )));
         }
         let image = image::decode(&payload)?;
         let lines = detect(&image, &settings, &slot, |line| jig_sdk::emit(&port, &line))?;
