@@ -91,12 +91,13 @@ fn deploy_then_invoke_fans_out_and_gathers_every_leaf_output() {
     assert!(reply.header("server-timing").is_some_and(|t| t.starts_with("total;dur=")), "{:?}", reply.headers);
     let outputs = reply.json()["outputs"].as_array().unwrap().clone();
     assert_eq!(outputs.len(), 2, "two boxes overlap the image: {outputs:?}");
-    // In emission order, whichever finished first: box 0 is 80×40, box 1 is 40×80.
-    for (part, size) in outputs.iter().zip([(80, 40), (40, 80)]) {
+    // In emission order, whichever finished first: box 0 is 80×40, box 1 is 40×80. Each crop is an envelope:
+    // its metadata comes as `json`, the PNG as `base64`.
+    for (i, (part, size)) in outputs.iter().zip([(80, 40), (40, 80)]).enumerate() {
         assert_eq!(part["task"], "echo");
-        let bytes = base64::engine::general_purpose::STANDARD.decode(part["base64"].as_str().unwrap()).unwrap();
-        let envelope = jig_sdk::Envelope::<serde_json::Value>::decode(bytes).unwrap();
-        assert_eq!(jig_sdk::image::decode(&envelope.body).unwrap().dimensions(), size);
+        assert_eq!(part["json"]["index"], i);
+        let png = base64::engine::general_purpose::STANDARD.decode(part["base64"].as_str().unwrap()).unwrap();
+        assert_eq!(jig_sdk::image::decode(&png).unwrap().dimensions(), size);
     }
 
     // The CLI says the same, and writes the crops out.
