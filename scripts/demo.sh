@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The demo: start the embedded gateway (`jig up`), deploy the sign reader (real PP-OCRv4 weights) and the
-# photo-crops app, invoke them over HTTP with the sample signs and a photo, and show what came back and the
-# gateway's metrics.
+# The demo: start the embedded gateway (`jig up`), deploy the sign reader (real PP-OCRv4 and Piper weights,
+# planned from its profile table) and the photo-crops app, invoke them over HTTP with the sample signs and a
+# photo, and show the text read, where the speech went, and the gateway's metrics.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,9 +28,10 @@ echo "== jig deploy examples/sign-reader"
 "$jig" deploy examples/sign-reader
 
 for sign in .jig/samples/*.png; do
+    name=$(basename "$sign" .png)
     echo
     echo "== jig invoke sign-reader $sign"
-    "$jig" invoke sign-reader "$sign"
+    "$jig" invoke sign-reader "$sign" --output-dir "$out/$name"
 done
 
 echo
@@ -50,6 +51,7 @@ python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]
     grep -E '^jig_(requests_total|task_invocations_total|instance_batches_total)'
 
 echo
-echo "The crops are in $out/. The gateway keeps the app in $out/state: restart it with"
+echo "Each sign's speech is in $out/<sign>/<n>-speak.wav, the crops in $out/."
+echo "The gateway keeps the apps in $out/state: restart it with"
 echo "  $jig up --state-dir $out/state"
 echo "and invoke again without redeploying."

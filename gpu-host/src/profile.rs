@@ -55,7 +55,10 @@ pub fn sweep(
 ) -> Result<(Vec<Point>, Option<Stop>), String> {
     let mut points = Vec::new();
     let mut batch = 1u32;
-    while batch <= settings.max_batch.max(1) {
+    // A model with an input that has no batch dimension is served one request per batch (see `instance`).
+    let max_batch =
+        if executor.inputs().iter().all(crate::onnx::TensorSpec::batchable) { settings.max_batch } else { 1 };
+    while batch <= max_batch.max(1) {
         let inputs = sample_inputs(name, executor.inputs(), shapes, u64::from(batch)).map_err(|e| e.to_string())?;
         let measured = (0..settings.warmup).try_for_each(|_| executor.execute(&inputs).map(drop)).and_then(|()| {
             let mut times: Vec<Duration> = Vec::with_capacity(settings.runs);
@@ -82,7 +85,7 @@ pub fn sweep(
         progress(&point);
         let p95 = point.p95;
         points.push(point);
-        if p95 > settings.max_latency && batch < settings.max_batch {
+        if p95 > settings.max_latency && batch < max_batch {
             return Ok((points, Some(Stop::Latency { batch, p95 })));
         }
         batch *= 2;

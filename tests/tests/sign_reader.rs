@@ -17,7 +17,10 @@ fn sign_reader(dir: &Path) {
             ("glue/ocr_recognize.wasm", &component("ocr_recognize")),
             ("glue/tts_frame.wasm", &component("tts_frame")),
             ("models/ppocr-det.onnx", &models.join("ppocr-det.onnx")),
+            ("models/ppocr-det-int8.onnx", &models.join("ppocr-det-int8.onnx")),
             ("models/ppocr-rec.onnx", &models.join("ppocr-rec.onnx")),
+            ("models/ppocr-rec-int8.onnx", &models.join("ppocr-rec-int8.onnx")),
+            ("profiles.csv", &root().join("examples/sign-reader/profiles.csv")),
             ("models/ppocr-rec.charset.txt", &models.join("ppocr-rec.charset.txt")),
             ("models/piper-joe.onnx", &models.join("piper-joe.onnx")),
             ("models/piper-joe.phonemes.json", &models.join("piper-joe.phonemes.json")),
@@ -48,6 +51,9 @@ fn the_sign_reader_reads_every_sample_sign_aloud() {
     let gateway = Gateway::start(state.path(), &[]);
     let deployed = gateway.jig("deploy").arg(dir.path()).output().unwrap();
     assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    // Planned from the bundle's profile table: the measured variants that meet the SLOs.
+    let summary = String::from_utf8_lossy(&deployed.stdout);
+    assert!(summary.contains("planned from profiles.csv") && summary.contains("det/ppocr-v4-det"), "{summary}");
 
     let samples = root().join(".jig/samples");
     let expected: serde_json::Value =

@@ -360,8 +360,12 @@ fn print_status(status: &AppStatus) {
         println!("    for {rps:.1} req/s, accuracy {:.1}% of the best", accuracy * 100.0);
     }
     for i in deployment["instances"].as_array().into_iter().flatten() {
+        let latency = match i["latency_ms"].as_f64() {
+            Some(ms) if ms > 0.0 => format!(", p95 {ms:.0} ms a batch"),
+            _ => String::new(),
+        };
         println!(
-            "    {} × {}/{} on {} (batch ≤ {})",
+            "    {} × {}/{} on {} (batch ≤ {}{latency})",
             i["count"],
             i["slot"].as_str().unwrap_or("?"),
             i["variant"].as_str().unwrap_or("?"),
