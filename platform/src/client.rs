@@ -61,6 +61,16 @@ impl Client {
         Ok(Client { authority, prefix: uri.path().trim_end_matches('/').to_string(), token })
     }
 
+    /// `host:port`.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The path prefix the gateway is mounted at.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}{}", self.authority, self.prefix)
     }

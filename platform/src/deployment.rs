@@ -45,18 +45,6 @@ pub struct PlannedInstances {
     pub latency_ms: f64,
 }
 
-impl PlannedInstances {
-    /// How long a request may wait in an instance's queue before it counts as stale and is dropped: a few
-    /// batches' time when the latency is known, else a second.
-    pub fn staleness(&self) -> std::time::Duration {
-        if self.latency_ms > 0.0 {
-            std::time::Duration::from_secs_f64((4.0 * self.latency_ms / 1e3).max(0.1))
-        } else {
-            std::time::Duration::from_secs(1)
-        }
-    }
-}
-
 impl Deployment {
     /// The same instances (variants, segments, batch sizes, counts) as `other`, whatever the rates.
     pub fn same_instances(&self, other: &Deployment) -> bool {

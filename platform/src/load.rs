@@ -1,5 +1,9 @@
-//! A closed-loop HTTP load generator for benchmarks on loopback: `connections` keep-alive HTTP/1.1
-//! connections, each sending the next request as soon as the previous answer arrived, for a fixed time.
+//! HTTP load generators for benchmarks on loopback:
+//!
+//! * [`closed_loop`]: `connections` keep-alive connections, each sending the next request as soon as the
+//!   previous answer arrived, for a fixed time: the most a server sustains.
+//! * [`open_loop`]: Poisson arrivals at a fixed rate, each request independent of the others' answers, as
+//!   clients arrive in production: latency and violations at a given load (`jig bench`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -111,4 +115,119 @@ async fn connection(target: &Target, until: Instant) -> (u64, u64, Vec<Duration>
         }
     }
     (ok, errors, latencies)
+}
+
+/// One request of an open-loop run.
+#[derive(Debug, Clone, Copy)]
+pub struct Record {
+    /// When it was sent, from the start of the run.
+    pub sent: Duration,
+    /// Until its answer (or failure).
+    pub latency: Duration,
+    /// The HTTP status; 0 when the request failed without one.
+    pub status: u16,
+}
+
+/// Poisson arrivals at `rate` requests per second for `duration` (or until `max_requests` were sent), each
+/// request on its own connection and independent of the others' answers, cycling through `bodies`. Call
+/// inside a Tokio runtime. `seed` makes the arrival times reproducible.
+pub async fn open_loop(
+    target: &Target,
+    bodies: &[Bytes],
+    headers: &[(String, String)],
+    rate: f64,
+    duration: Duration,
+    max_requests: usize,
+    seed: u64,
+) -> Vec<Record> {
+    let started = Instant::now();
+    let mut rng = seed.max(1);
+    let mut next = Duration::ZERO;
+    let mut running = Vec::new();
+    for i in 0..max_requests {
+        // Exponential gaps: -ln(U) / rate, U uniform in (0, 1] from xorshift64*.
+        rng ^= rng >> 12;
+        rng ^= rng << 25;
+        rng ^= rng >> 27;
+        let u = ((rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+        next += Duration::from_secs_f64(-u.ln() / rate);
+        if next >= duration {
+            break;
+        }
+        tokio::time::sleep_until((started + next).into()).await;
+        let (target, body, headers) = (target.clone(), bodies[i % bodies.len()].clone(), headers.to_vec());
+        let sent = started.elapsed();
+        running.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let status = send_once(&target, body, &headers).await.unwrap_or(0);
+            Record { sent, latency: t.elapsed(), status }
+        }));
+    }
+    let mut records = Vec::with_capacity(running.len());
+    for r in running {
+        if let Ok(record) = r.await {
+            records.push(record);
+        }
+    }
+    records
+}
+
+/// One request on a fresh connection; its status once the whole answer arrived.
+async fn send_once(target: &Target, body: Bytes, headers: &[(String, String)]) -> Option<u16> {
+    let stream = tokio::net::TcpStream::connect(target.addr).await.ok()?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.ok()?;
+    tokio::spawn(conn);
+    let mut request = Request::builder()
+        .method(target.method.clone())
+        .uri(&target.path)
+        .header(hyper::header::HOST, target.addr.to_string());
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let response = sender.send_request(request.body(Full::new(body)).ok()?).await.ok()?;
+    let status = response.status().as_u16();
+    response.into_body().collect().await.ok()?;
+    Some(status)
+}
+
+/// The summary of an open-loop run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OpenLoopSummary {
+    pub sent: usize,
+    /// 2xx answers.
+    pub ok: usize,
+    /// Requests that missed their objective: no 2xx answer (429, 503 dropped early, 504 late, errors).
+    pub violations: usize,
+    pub violation_rate: f64,
+    /// 2xx answers per second of the run.
+    pub throughput_rps: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl OpenLoopSummary {
+    /// Summarise `records` of a run that lasted `elapsed`; latency quantiles over all answered requests.
+    pub fn of(records: &[Record], elapsed: Duration) -> Self {
+        let ok = records.iter().filter(|r| (200..300).contains(&r.status)).count();
+        let mut latencies: Vec<Duration> = records.iter().map(|r| r.latency).collect();
+        latencies.sort();
+        let q = |q: f64| {
+            if latencies.is_empty() {
+                return 0.0;
+            }
+            latencies[((latencies.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e3
+        };
+        OpenLoopSummary {
+            sent: records.len(),
+            ok,
+            violations: records.len() - ok,
+            violation_rate: if records.is_empty() { 0.0 } else { (records.len() - ok) as f64 / records.len() as f64 },
+            throughput_rps: ok as f64 / elapsed.as_secs_f64().max(1e-9),
+            p50_ms: q(0.5),
+            p95_ms: q(0.95),
+            p99_ms: q(0.99),
+        }
+    }
 }

@@ -388,3 +388,101 @@ fn bytes(n: u64) -> String {
         format!("{:.1} KiB", n as f64 / 1024.0)
     }
 }
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// The app.
+    app: String,
+    /// Request payloads (files), sent in turn.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Mean request rate, requests per second (Poisson arrivals).
+    #[arg(long, default_value_t = 1.0)]
+    rate: f64,
+    /// How long to send, seconds.
+    #[arg(long, default_value_t = 30.0)]
+    duration: f64,
+    /// Send at most this many requests.
+    #[arg(long, default_value_t = 100_000)]
+    requests: usize,
+    /// Each request's timeout in milliseconds (`jig-timeout-ms`); default: the app's latency SLO.
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Write every request (seconds since the start it was sent, latency in ms, HTTP status) to this CSV file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Seed of the arrival times.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// `jig bench APP INPUT...`: open-loop Poisson load against a running gateway; prints throughput, latency
+/// quantiles and the SLO-violation rate (every request without a 2xx answer).
+pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    use crate::load::{OpenLoopSummary, Target as LoadTarget, open_loop};
+    if !(args.rate.is_finite() && args.rate > 0.0) || !(args.duration.is_finite() && args.duration > 0.0) {
+        anyhow::bail!("--rate and --duration must be positive numbers");
+    }
+    let bodies: Vec<Bytes> = args
+        .inputs
+        .iter()
+        .map(|p| std::fs::read(p).map(Bytes::from).with_context(|| format!("cannot read {}", p.display())))
+        .collect::<anyhow::Result<_>>()?;
+    let client = args.target.client()?;
+    // The app must be there (and the gateway up) before the clock starts.
+    match block_on(client.send(Method::GET, "/healthz", &[], Bytes::new(), None))? {
+        Err(e) => return Ok(failed(Failure::Unreachable(e))),
+        Ok(answer) if !answer.status.is_success() => return Ok(failed(Failure::Refused(answer))),
+        Ok(_) => {}
+    }
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(client.authority())
+        .ok()
+        .and_then(|mut a| a.next())
+        .with_context(|| format!("cannot resolve {}", client.authority()))?;
+    let target = LoadTarget {
+        addr,
+        method: Method::POST,
+        path: format!("{}/v1/apps/{}/invoke", client.prefix(), args.app),
+        body: Bytes::new(),
+    };
+    let mut headers = Vec::new();
+    if let Some(ms) = args.timeout_ms {
+        headers.push((TIMEOUT_HEADER.to_string(), ms.to_string()));
+    }
+    if let Some(token) = &args.target.token {
+        headers.push(("authorization".to_string(), format!("Bearer {token}")));
+    }
+    eprintln!("bench: {} at {} req/s (Poisson) for {} s against {}", args.app, args.rate, args.duration, client.url());
+    let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let started = std::time::Instant::now();
+    let duration = std::time::Duration::from_secs_f64(args.duration);
+    let records = tokio.block_on(open_loop(&target, &bodies, &headers, args.rate, duration, args.requests, args.seed));
+    let summary = OpenLoopSummary::of(&records, started.elapsed());
+    if let Some(path) = &args.csv {
+        let mut csv = String::from("sent_s,latency_ms,status\n");
+        for r in &records {
+            csv.push_str(&format!("{:.6},{:.3},{}\n", r.sent.as_secs_f64(), r.latency.as_secs_f64() * 1e3, r.status));
+        }
+        std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if args.target.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "{}: {} sent, {} ok, {:.1} req/s; latency p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms; \
+             SLO violations {} ({:.2}%)",
+            args.app,
+            summary.sent,
+            summary.ok,
+            summary.throughput_rps,
+            summary.p50_ms,
+            summary.p95_ms,
+            summary.p99_ms,
+            summary.violations,
+            summary.violation_rate * 100.0
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -2,8 +2,9 @@
 //!
 //! * `jig up` — the embedded default: a gateway with CPU model execution in this process, state in
 //!   `~/.local/share/jig`, listening on 127.0.0.1:8080. `jig serve --config FILE` runs one with settings.
-//! * `jig deploy DIR`, `jig apps`, `jig status APP`, `jig invoke APP INPUT`, `jig delete APP` — talk to a
-//!   gateway (`--gateway URL`, `--token`, `--json`); see [`gateway`] for their exit statuses.
+//! * `jig deploy DIR`, `jig apps`, `jig status APP`, `jig invoke APP INPUT`, `jig delete APP`, `jig bench APP
+//!   INPUT...` — talk to a gateway (`--gateway URL`, `--token`, `--json`); see [`gateway`] for their exit
+//!   statuses.
 //! * `jig run FUNCTION.wasm [INPUT]` — invoke a glue function once, locally, and print what it returned and
 //!   emitted. The input is a file (`-` or nothing for standard input); `--meta JSON` wraps it in the
 //!   envelope framing of `jig_sdk::envelope` (body, JSON metadata, u32 length) for functions such as `crop`.
@@ -74,6 +75,8 @@ enum Command {
     },
     /// Invoke an app over HTTP with a payload and print its outputs.
     Invoke(gateway::InvokeArgs),
+    /// Send open-loop Poisson load to an app and report throughput, latency and SLO violations.
+    Bench(gateway::BenchArgs),
     /// Remove a deployed app.
     Delete {
         app: String,
@@ -168,6 +171,7 @@ pub fn main() -> ExitCode {
         Command::Status { app, target } => gateway::status(&app, target),
         Command::Invoke(args) => gateway::invoke(args),
         Command::Delete { app, target } => gateway::delete(&app, target),
+        Command::Bench(args) => gateway::bench(args),
         Command::Run(args) => run(args),
         Command::Profile(args) => profile(args).map(|()| ExitCode::SUCCESS),
         Command::Plan(args) => jig_planner::cli::run(&args).map(|text| {
