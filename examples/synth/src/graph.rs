@@ -1,0 +1,148 @@
+//! A small builder over [`crate::onnx`]: layers as method calls, weights filled deterministically.
+
+use crate::onnx::{Attr, Dim, ElemType, Initializer, Model, Node, ValueInfo};
+
+/// Builds one model's graph. Weights come from a generator seeded by the model's name, so the same name
+/// always gives the same bytes.
+pub struct Builder {
+    nodes: Vec<Node>,
+    initializers: Vec<Initializer>,
+    state: u64,
+    next: usize,
+}
+
+impl Builder {
+    pub fn new(name: &str) -> Self {
+        // FNV-1a of the name seeds splitmix64.
+        let seed = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        Builder { nodes: Vec::new(), initializers: Vec::new(), state: seed, next: 0 }
+    }
+
+    fn fresh(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}{}", self.next)
+    }
+
+    fn uniform(&mut self) -> f32 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+
+    /// A weight tensor of `dims`, uniform in ±√(3 / fan_in): activations keep their scale through the layer.
+    pub fn weight(&mut self, dims: &[i64], fan_in: i64) -> String {
+        let count: i64 = dims.iter().product();
+        let bound = (3.0 / fan_in.max(1) as f32).sqrt();
+        let mut data = Vec::with_capacity(count as usize * 4);
+        for _ in 0..count {
+            data.extend_from_slice(&(self.uniform() * bound).to_le_bytes());
+        }
+        self.constant(dims, ElemType::F32, data)
+    }
+
+    /// A tensor of zeros (biases).
+    pub fn zeros(&mut self, dims: &[i64]) -> String {
+        let count: i64 = dims.iter().product();
+        self.constant(dims, ElemType::F32, vec![0; count as usize * 4])
+    }
+
+    /// An `i64` constant (shapes, axes).
+    pub fn ints(&mut self, values: &[i64]) -> String {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.constant(&[values.len() as i64], ElemType::I64, data)
+    }
+
+    fn constant(&mut self, dims: &[i64], elem: ElemType, data: Vec<u8>) -> String {
+        let name = self.fresh("w");
+        self.initializers.push(Initializer { name: name.clone(), dims: dims.to_vec(), elem, data });
+        name
+    }
+
+    /// A node of `op` over `inputs`; returns its (only) output.
+    pub fn op(&mut self, op: &str, inputs: &[&str], attrs: Vec<(&str, Attr)>) -> String {
+        let output = self.fresh("t");
+        self.nodes.push(Node {
+            op: op.into(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: vec![output.clone()],
+            attrs: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        });
+        output
+    }
+
+    /// A `k`×`k` convolution with bias and "same" padding.
+    pub fn conv(&mut self, x: &str, cin: i64, cout: i64, k: i64, stride: i64, groups: i64) -> String {
+        let w = self.weight(&[cout, cin / groups, k, k], cin / groups * k * k);
+        let b = self.zeros(&[cout]);
+        let p = k / 2;
+        self.op(
+            "Conv",
+            &[x, &w, &b],
+            vec![
+                ("kernel_shape", Attr::Ints(vec![k, k])),
+                ("strides", Attr::Ints(vec![stride, stride])),
+                ("pads", Attr::Ints(vec![p, p, p, p])),
+                ("group", Attr::Int(groups)),
+            ],
+        )
+    }
+
+    pub fn relu(&mut self, x: &str) -> String {
+        self.op("Relu", &[x], vec![])
+    }
+
+    pub fn add(&mut self, a: &str, b: &str) -> String {
+        self.op("Add", &[a, b], vec![])
+    }
+
+    pub fn max_pool(&mut self, x: &str, k: i64, stride: i64) -> String {
+        let p = (k - 1) / 2;
+        self.op(
+            "MaxPool",
+            &[x],
+            vec![
+                ("kernel_shape", Attr::Ints(vec![k, k])),
+                ("strides", Attr::Ints(vec![stride, stride])),
+                ("pads", Attr::Ints(vec![p, p, p, p])),
+            ],
+        )
+    }
+
+    /// Global average pooling and flattening: `[N, C, H, W]` → `[N, C]`.
+    pub fn pool_flatten(&mut self, x: &str) -> String {
+        let pooled = self.op("GlobalAveragePool", &[x], vec![]);
+        self.op("Flatten", &[&pooled], vec![("axis", Attr::Int(1))])
+    }
+
+    /// A fully connected layer `[N, cin]` → `[N, cout]`.
+    pub fn linear(&mut self, x: &str, cin: i64, cout: i64) -> String {
+        let w = self.weight(&[cout, cin], cin);
+        let b = self.zeros(&[cout]);
+        self.op("Gemm", &[x, &w, &b], vec![("transB", Attr::Int(1))])
+    }
+
+    /// The model: `input` (f32 `[N, input_dims...]`, N dynamic) to `output` (f32 `[N, output_dims...]`).
+    pub fn finish(mut self, name: &str, input: (&str, &[i64]), output: (&str, &[i64])) -> Model {
+        let dims = |fixed: &[i64]| -> Vec<Dim> {
+            std::iter::once(Dim::Named("N".into())).chain(fixed.iter().map(|&d| Dim::Fixed(d))).collect()
+        };
+        // Name the graph's output as asked.
+        if let Some(last) = self.nodes.iter_mut().rev().find(|n| n.outputs[0] == output.0) {
+            last.outputs[0] = "y".into();
+        }
+        Model {
+            name: name.into(),
+            nodes: self.nodes,
+            initializers: self.initializers,
+            inputs: vec![ValueInfo { name: input.0.into(), elem: ElemType::F32, dims: dims(input.1) }],
+            outputs: vec![ValueInfo { name: "y".into(), elem: ElemType::F32, dims: dims(output.1) }],
+            metadata: vec![(
+                "jig.synthetic".into(),
+                "weights are deterministic pseudo-random numbers: for timing, profiling and planning only".into(),
+            )],
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The generated models load and run in ONNX Runtime, have their published sizes, and are deterministic.
+
+use jig_gpu_host::Tensor;
+use jig_gpu_host::onnx::{Model, SessionOptions};
+
+#[test]
+fn resnet_and_vgg_have_their_published_parameter_counts() {
+    // Published counts (torchvision, batch-norm parameters included: ours fold them into biases).
+    for (model, published) in [
+        (jig_synth::families::resnet(18).unwrap(), 11_689_512u64),
+        (jig_synth::families::resnet(50).unwrap(), 25_557_032),
+        (jig_synth::families::resnet(152).unwrap(), 60_192_808),
+        (jig_synth::families::vgg(16).unwrap(), 138_357_544),
+    ] {
+        let ratio = model.parameters() as f64 / published as f64;
+        assert!(
+            (0.98..=1.02).contains(&ratio),
+            "{}: {} parameters, published {published}",
+            model.name,
+            model.parameters()
+        );
+    }
+    assert!(jig_synth::families::resnet(20).is_err());
+}
+
+#[test]
+fn a_generated_resnet_runs_in_onnx_runtime_and_is_deterministic() {
+    let bytes = jig_synth::families::resnet(18).unwrap().encode();
+    assert_eq!(bytes, jig_synth::families::resnet(18).unwrap().encode(), "same name, same bytes");
+    let model = Model::from_bytes("resnet18", &bytes, &SessionOptions::default()).unwrap();
+    let input: Vec<f32> = (0..2 * 3 * 224 * 224).map(|i| (i % 255) as f32 / 255.0).collect();
+    let outputs = model.run(&[Tensor::from_f32(vec![2, 3, 224, 224], &input).unwrap()]).unwrap();
+    assert_eq!(outputs[0].shape(), &[2, 1000]);
+    let logits: Vec<f32> =
+        outputs[0].data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert!(logits.iter().all(|v| v.is_finite()), "finite logits");
+    assert!(logits.iter().any(|&v| v != 0.0), "the weights do something");
+}
