@@ -85,3 +85,134 @@ pub fn vgg(depth: u32) -> anyhow::Result<Model> {
     let logits = g.linear(&b, 4096, 1000);
     Ok(g.finish(&name, ("x", &[3, 224, 224]), (&logits, &[1000])))
 }
+
+/// EfficientNet-B0…B4 (Tan and Le 2019): MBConv blocks with squeeze-and-excitation, width, depth and
+/// resolution scaled per variant; 1000 classes out.
+pub fn efficientnet(variant: u32) -> anyhow::Result<Model> {
+    let (width, depth, resolution) = match variant {
+        0 => (1.0, 1.0, 224),
+        1 => (1.0, 1.1, 240),
+        2 => (1.1, 1.2, 260),
+        3 => (1.2, 1.4, 300),
+        4 => (1.4, 1.8, 380),
+        _ => anyhow::bail!("EfficientNet-B{variant} is not generated (B0 to B4)"),
+    };
+    // Channels scaled and rounded to a multiple of 8, never down by more than 10%.
+    let scale = |c: i64| -> i64 {
+        let c = c as f64 * width;
+        let r = ((c + 4.0) / 8.0).floor().max(1.0) * 8.0;
+        (if r < 0.9 * c { r + 8.0 } else { r }) as i64
+    };
+    // (expansion, kernel, stride, output channels, repeats) of B0.
+    let stages: [(i64, i64, i64, i64, u32); 7] = [
+        (1, 3, 1, 16, 1),
+        (6, 3, 2, 24, 2),
+        (6, 5, 2, 40, 2),
+        (6, 3, 2, 80, 3),
+        (6, 5, 1, 112, 3),
+        (6, 5, 2, 192, 4),
+        (6, 3, 1, 320, 1),
+    ];
+    let name = format!("efficientnet-b{variant}");
+    let mut g = Builder::new(&name);
+    let mut channels = scale(32);
+    let mut x = g.conv_silu("x", 3, channels, 3, 2, 1);
+    for (expansion, k, stride, out, repeats) in stages {
+        let out = scale(out);
+        for i in 0..(f64::from(repeats) * depth).ceil() as u32 {
+            let stride = if i == 0 { stride } else { 1 };
+            let hidden = channels * expansion;
+            let mut y = if expansion == 1 { x.clone() } else { g.conv_silu(&x, channels, hidden, 1, 1, 1) };
+            y = g.conv_silu(&y, hidden, hidden, k, stride, hidden);
+            // Squeeze and excitation, reduced to a quarter of the block's input channels.
+            let squeezed = (channels / 4).max(1);
+            let pooled = g.op("GlobalAveragePool", &[&y], vec![]);
+            let s = g.conv_silu(&pooled, hidden, squeezed, 1, 1, 1);
+            let e = g.conv(&s, squeezed, hidden, 1, 1, 1);
+            let gate = g.op("Sigmoid", &[&e], vec![]);
+            y = g.op("Mul", &[&y, &gate], vec![]);
+            y = g.conv(&y, hidden, out, 1, 1, 1);
+            x = if stride == 1 && channels == out { g.add(&y, &x) } else { y };
+            channels = out;
+        }
+    }
+    let head = scale(1280);
+    let h = g.conv_silu(&x, channels, head, 1, 1, 1);
+    let features = g.pool_flatten(&h);
+    let logits = g.linear(&features, head, 1000);
+    Ok(g.finish(&name, ("x", &[3, resolution, resolution]), (&logits, &[1000])))
+}
+
+/// YOLOv5 n/s/m/l/x (release 6, Ultralytics): CSP backbone with SPPF, PANet neck, three detection heads for
+/// the 80 COCO classes; 640×640 RGB in, out `[N, 255, 8400]` (3 anchors × 85 values per cell of the three
+/// grids, concatenated).
+pub fn yolov5(size: &str) -> anyhow::Result<Model> {
+    let (depth, width) = match size {
+        "n" => (0.33, 0.25),
+        "s" => (0.33, 0.50),
+        "m" => (0.67, 0.75),
+        "l" => (1.0, 1.0),
+        "x" => (1.33, 1.25),
+        _ => anyhow::bail!("YOLOv5{size} is not a standard size (n, s, m, l, x)"),
+    };
+    let ch = |c: i64| ((c as f64 * width / 8.0).ceil() * 8.0) as i64;
+    let n = |r: u32| ((f64::from(r) * depth).round() as u32).max(1);
+    let name = format!("yolov5{size}");
+    let mut g = Builder::new(&name);
+
+    fn c3(g: &mut Builder, x: &str, c1: i64, c2: i64, n: u32, shortcut: bool) -> String {
+        let h = c2 / 2;
+        let mut a = g.conv_silu(x, c1, h, 1, 1, 1);
+        let b = g.conv_silu(x, c1, h, 1, 1, 1);
+        for _ in 0..n {
+            let y = g.conv_silu(&a, h, h, 1, 1, 1);
+            let y = g.conv_silu(&y, h, h, 3, 1, 1);
+            a = if shortcut { g.add(&a, &y) } else { y };
+        }
+        let cat = g.concat(&[&a, &b], 1);
+        g.conv_silu(&cat, 2 * h, c2, 1, 1, 1)
+    }
+
+    // Backbone.
+    let x = g.conv_silu("x", 3, ch(64), 6, 2, 1);
+    let x = g.conv_silu(&x, ch(64), ch(128), 3, 2, 1);
+    let x = c3(&mut g, &x, ch(128), ch(128), n(3), true);
+    let x = g.conv_silu(&x, ch(128), ch(256), 3, 2, 1);
+    let p3 = c3(&mut g, &x, ch(256), ch(256), n(6), true);
+    let x = g.conv_silu(&p3, ch(256), ch(512), 3, 2, 1);
+    let p4 = c3(&mut g, &x, ch(512), ch(512), n(9), true);
+    let x = g.conv_silu(&p4, ch(512), ch(1024), 3, 2, 1);
+    let x = c3(&mut g, &x, ch(1024), ch(1024), n(3), true);
+    // SPPF: three chained 5×5 max pools, concatenated.
+    let half = ch(1024) / 2;
+    let a = g.conv_silu(&x, ch(1024), half, 1, 1, 1);
+    let p1 = g.max_pool(&a, 5, 1);
+    let p2 = g.max_pool(&p1, 5, 1);
+    let p3_ = g.max_pool(&p2, 5, 1);
+    let cat = g.concat(&[&a, &p1, &p2, &p3_], 1);
+    let p5 = g.conv_silu(&cat, 4 * half, ch(1024), 1, 1, 1);
+    // Neck, top-down then bottom-up.
+    let h10 = g.conv_silu(&p5, ch(1024), ch(512), 1, 1, 1);
+    let up = g.upsample2(&h10);
+    let cat = g.concat(&[&up, &p4], 1);
+    let h13 = c3(&mut g, &cat, ch(1024), ch(512), n(3), false);
+    let h14 = g.conv_silu(&h13, ch(512), ch(256), 1, 1, 1);
+    let up = g.upsample2(&h14);
+    let cat = g.concat(&[&up, &p3], 1);
+    let out3 = c3(&mut g, &cat, ch(512), ch(256), n(3), false);
+    let d = g.conv_silu(&out3, ch(256), ch(256), 3, 2, 1);
+    let cat = g.concat(&[&d, &h14], 1);
+    let out4 = c3(&mut g, &cat, ch(512), ch(512), n(3), false);
+    let d = g.conv_silu(&out4, ch(512), ch(512), 3, 2, 1);
+    let cat = g.concat(&[&d, &h10], 1);
+    let out5 = c3(&mut g, &cat, ch(1024), ch(1024), n(3), false);
+    // Detection heads: 3 anchors × (4 box + 1 objectness + 80 classes) per grid cell.
+    let shape = g.ints(&[0, 255, -1]);
+    let mut maps = Vec::new();
+    for (feature, c) in [(&out3, ch(256)), (&out4, ch(512)), (&out5, ch(1024))] {
+        let m = g.conv(feature, c, 255, 1, 1, 1);
+        maps.push(g.op("Reshape", &[&m, &shape], vec![]));
+    }
+    let out = g.concat(&[&maps[0], &maps[1], &maps[2]], 2);
+    Ok(g.finish(&name, ("x", &[3, 640, 640]), (&out, &[255, 8400])))
+}

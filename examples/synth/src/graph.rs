@@ -77,7 +77,7 @@ impl Builder {
     pub fn conv(&mut self, x: &str, cin: i64, cout: i64, k: i64, stride: i64, groups: i64) -> String {
         let w = self.weight(&[cout, cin / groups, k, k], cin / groups * k * k);
         let b = self.zeros(&[cout]);
-        let p = k / 2;
+        let p = (k - 1) / 2;
         self.op(
             "Conv",
             &[x, &w, &b],
@@ -88,6 +88,34 @@ impl Builder {
                 ("group", Attr::Int(groups)),
             ],
         )
+    }
+
+    /// SiLU (x · sigmoid(x)), the activation of EfficientNet and YOLOv5.
+    pub fn silu(&mut self, x: &str) -> String {
+        let s = self.op("Sigmoid", &[x], vec![]);
+        self.op("Mul", &[x, &s], vec![])
+    }
+
+    /// Convolution followed by SiLU.
+    pub fn conv_silu(&mut self, x: &str, cin: i64, cout: i64, k: i64, stride: i64, groups: i64) -> String {
+        let c = self.conv(x, cin, cout, k, stride, groups);
+        self.silu(&c)
+    }
+
+    pub fn concat(&mut self, parts: &[&str], axis: i64) -> String {
+        self.op("Concat", parts, vec![("axis", Attr::Int(axis))])
+    }
+
+    /// Nearest-neighbour upsampling by 2 in height and width.
+    pub fn upsample2(&mut self, x: &str) -> String {
+        let scales = self.floats(&[1.0, 1.0, 2.0, 2.0]);
+        self.op("Resize", &[x, "", &scales], vec![])
+    }
+
+    /// An `f32` constant.
+    pub fn floats(&mut self, values: &[f32]) -> String {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.constant(&[values.len() as i64], ElemType::F32, data)
     }
 
     pub fn relu(&mut self, x: &str) -> String {

@@ -11,6 +11,11 @@ fn resnet_and_vgg_have_their_published_parameter_counts() {
         (jig_synth::families::resnet(50).unwrap(), 25_557_032),
         (jig_synth::families::resnet(152).unwrap(), 60_192_808),
         (jig_synth::families::vgg(16).unwrap(), 138_357_544),
+        (jig_synth::families::efficientnet(0).unwrap(), 5_288_548),
+        (jig_synth::families::efficientnet(4).unwrap(), 19_341_616),
+        (jig_synth::families::yolov5("n").unwrap(), 1_867_405),
+        (jig_synth::families::yolov5("s").unwrap(), 7_225_885),
+        (jig_synth::families::yolov5("x").unwrap(), 86_705_005),
     ] {
         let ratio = model.parameters() as f64 / published as f64;
         assert!(
@@ -35,4 +40,18 @@ fn a_generated_resnet_runs_in_onnx_runtime_and_is_deterministic() {
         outputs[0].data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
     assert!(logits.iter().all(|v| v.is_finite()), "finite logits");
     assert!(logits.iter().any(|&v| v != 0.0), "the weights do something");
+}
+
+#[test]
+fn efficientnet_and_yolo_run_in_onnx_runtime() {
+    for (model, input, output) in [
+        (jig_synth::families::efficientnet(0).unwrap(), vec![1, 3, 224, 224], vec![1, 1000]),
+        (jig_synth::families::yolov5("n").unwrap(), vec![1, 3, 640, 640], vec![1, 255, 8400]),
+    ] {
+        let session = Model::from_bytes(&model.name, &model.encode(), &SessionOptions::default()).unwrap();
+        let count: u64 = input.iter().product();
+        let x: Vec<f32> = (0..count).map(|i| (i % 251) as f32 / 251.0).collect();
+        let outputs = session.run(&[Tensor::from_f32(input, &x).unwrap()]).unwrap();
+        assert_eq!(outputs[0].shape(), output.as_slice(), "{}", model.name);
+    }
 }
