@@ -216,3 +216,52 @@ pub fn yolov5(size: &str) -> anyhow::Result<Model> {
     let out = g.concat(&[&maps[0], &maps[1], &maps[2]], 2);
     Ok(g.finish(&name, ("x", &[3, 640, 640]), (&out, &[255, 8400])))
 }
+
+/// GIT base/large (Wang et al. 2022), the captioner: a CLIP ViT image encoder (B/16 or L/14 at 224×224) whose
+/// patch tokens, projected, are joined by `CAPTION_TOKENS` text positions in a 6-layer transformer decoder,
+/// which predicts a vocabulary of 30 522 word pieces at each text position. The decoder runs once over all
+/// text positions, in place of generating them one by one: the same layers and weights, close in time to
+/// a cached greedy decode. Out: `[N, CAPTION_TOKENS, 30522]` logits.
+pub fn git(size: &str) -> anyhow::Result<Model> {
+    let (dim, layers, heads, patch, decoder_dim) = match size {
+        "base" => (768, 12, 12, 16, 768),
+        "large" => (1024, 24, 16, 14, 1024),
+        _ => anyhow::bail!("GIT-{size} is not generated (base, large)"),
+    };
+    const VOCAB: i64 = 30_522;
+    let name = format!("git-{size}");
+    let mut g = Builder::new(&name);
+    let grid = 224 / patch;
+    // Image encoder: patches, positions, transformer layers.
+    let patches = g.conv("x", 3, dim, patch, patch, 1);
+    let flat = g.ints(&[0, dim, grid * grid]);
+    let tokens = g.op("Reshape", &[&patches, &flat], vec![]);
+    let tokens = g.op("Transpose", &[&tokens], vec![("perm", crate::onnx::Attr::Ints(vec![0, 2, 1]))]);
+    let positions = g.weight(&[1, grid * grid, dim], dim);
+    let mut x = g.add(&tokens, &positions);
+    for _ in 0..layers {
+        x = g.transformer_layer(&x, dim, heads, 4 * dim);
+    }
+    let x = g.layer_norm(&x, dim);
+    let image = g.dense(&x, dim, decoder_dim);
+    // Text positions, broadcast over the batch: zero times the image's mean, plus learned embeddings.
+    let mean = g.op("ReduceMean", &[&image], vec![("axes", crate::onnx::Attr::Ints(vec![1, 2]))]);
+    let zero = g.floats(&[0.0]);
+    let nothing = g.op("Mul", &[&mean, &zero], vec![]);
+    let text = g.weight(&[1, CAPTION_TOKENS, decoder_dim], decoder_dim);
+    let text = g.add(&nothing, &text);
+    let mut y = g.concat(&[&image, &text], 1);
+    for _ in 0..6 {
+        y = g.transformer_layer(&y, decoder_dim, decoder_dim / 64, 4 * decoder_dim);
+    }
+    let starts = g.ints(&[grid * grid]);
+    let ends = g.ints(&[grid * grid + CAPTION_TOKENS]);
+    let axes = g.ints(&[1]);
+    let text = g.op("Slice", &[&y, &starts, &ends, &axes], vec![]);
+    let text = g.layer_norm(&text, decoder_dim);
+    let logits = g.dense(&text, decoder_dim, VOCAB);
+    Ok(g.finish(&name, ("x", &[3, 224, 224]), (&logits, &[CAPTION_TOKENS, VOCAB])))
+}
+
+/// Text positions GIT decodes: a caption of up to 20 word pieces.
+pub const CAPTION_TOKENS: i64 = 20;

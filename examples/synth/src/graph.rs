@@ -118,6 +118,63 @@ impl Builder {
         self.constant(&[values.len() as i64], ElemType::F32, data)
     }
 
+    /// A linear layer over the last axis of a `[N, T, cin]` tensor.
+    pub fn dense(&mut self, x: &str, cin: i64, cout: i64) -> String {
+        let w = self.weight(&[cin, cout], cin);
+        let b = self.zeros(&[cout]);
+        let y = self.op("MatMul", &[x, &w], vec![]);
+        self.op("Add", &[&y, &b], vec![])
+    }
+
+    pub fn layer_norm(&mut self, x: &str, dim: i64) -> String {
+        let scale = self.floats(&vec![1.0; dim as usize]);
+        let bias = self.zeros(&[dim]);
+        self.op(
+            "LayerNormalization",
+            &[x, &scale, &bias],
+            vec![("axis", Attr::Int(-1)), ("epsilon", Attr::Float(1e-5))],
+        )
+    }
+
+    /// GELU, as x · sigmoid(1.702 x).
+    pub fn gelu(&mut self, x: &str) -> String {
+        let k = self.floats(&[1.702]);
+        let scaled = self.op("Mul", &[x, &k], vec![]);
+        let s = self.op("Sigmoid", &[&scaled], vec![]);
+        self.op("Mul", &[x, &s], vec![])
+    }
+
+    /// A pre-norm transformer layer over `[N, T, dim]`: multi-head self-attention, then a GELU MLP of
+    /// `mlp` hidden units, each with a residual connection.
+    pub fn transformer_layer(&mut self, x: &str, dim: i64, heads: i64, mlp: i64) -> String {
+        let head_dim = dim / heads;
+        let h = self.layer_norm(x, dim);
+        let split = self.ints(&[0, 0, heads, head_dim]);
+        let mut project = |g: &mut Builder, perm: Vec<i64>| {
+            let p = g.dense(&h, dim, dim);
+            let p = g.op("Reshape", &[&p, &split], vec![]);
+            g.op("Transpose", &[&p], vec![("perm", Attr::Ints(perm))])
+        };
+        let q = project(self, vec![0, 2, 1, 3]);
+        let k = project(self, vec![0, 2, 3, 1]);
+        let v = project(self, vec![0, 2, 1, 3]);
+        let scores = self.op("MatMul", &[&q, &k], vec![]);
+        let scale = self.floats(&[1.0 / (head_dim as f32).sqrt()]);
+        let scores = self.op("Mul", &[&scores, &scale], vec![]);
+        let weights = self.op("Softmax", &[&scores], vec![("axis", Attr::Int(-1))]);
+        let attended = self.op("MatMul", &[&weights, &v], vec![]);
+        let attended = self.op("Transpose", &[&attended], vec![("perm", Attr::Ints(vec![0, 2, 1, 3]))]);
+        let merge = self.ints(&[0, 0, dim]);
+        let attended = self.op("Reshape", &[&attended, &merge], vec![]);
+        let out = self.dense(&attended, dim, dim);
+        let x = self.add(x, &out);
+        let h = self.layer_norm(&x, dim);
+        let h = self.dense(&h, dim, mlp);
+        let h = self.gelu(&h);
+        let h = self.dense(&h, mlp, dim);
+        self.add(&x, &h)
+    }
+
     pub fn relu(&mut self, x: &str) -> String {
         self.op("Relu", &[x], vec![])
     }

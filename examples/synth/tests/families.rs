@@ -55,3 +55,16 @@ fn efficientnet_and_yolo_run_in_onnx_runtime() {
         assert_eq!(outputs[0].shape(), output.as_slice(), "{}", model.name);
     }
 }
+
+#[test]
+fn git_captioners_run_and_have_their_sizes() {
+    let base = jig_synth::families::git("base").unwrap();
+    // CLIP ViT-B/16 (86 M) + a 6-layer decoder (43 M) + the word-piece head (23 M).
+    assert!((140e6..170e6).contains(&(base.parameters() as f64)), "{}", base.parameters());
+    let large = jig_synth::families::git("large").unwrap();
+    assert!((350e6..420e6).contains(&(large.parameters() as f64)), "{}", large.parameters());
+    let session = Model::from_bytes("git-base", &base.encode(), &SessionOptions::default()).unwrap();
+    let x: Vec<f32> = (0..3 * 224 * 224).map(|i| (i % 251) as f32 / 251.0).collect();
+    let outputs = session.run(&[Tensor::from_f32(vec![1, 3, 224, 224], &x).unwrap()]).unwrap();
+    assert_eq!(outputs[0].shape(), &[1, 20, 30522]);
+}
