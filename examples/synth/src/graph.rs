@@ -175,6 +175,42 @@ impl Builder {
         self.add(&x, &h)
     }
 
+    /// A 1-D convolution over `[N, cin, 1, T]` (time along the last axis), with bias and "same" padding.
+    pub fn conv1d(&mut self, x: &str, cin: i64, cout: i64, k: i64, dilation: i64) -> String {
+        let w = self.weight(&[cout, cin, 1, k], cin * k);
+        let b = self.zeros(&[cout]);
+        let p = dilation * (k - 1) / 2;
+        self.op(
+            "Conv",
+            &[x, &w, &b],
+            vec![
+                ("kernel_shape", Attr::Ints(vec![1, k])),
+                ("dilations", Attr::Ints(vec![1, dilation])),
+                ("pads", Attr::Ints(vec![0, p, 0, p])),
+            ],
+        )
+    }
+
+    /// A 1-D transposed convolution over `[N, cin, 1, T]` that upsamples time by `stride`.
+    pub fn upsample1d(&mut self, x: &str, cin: i64, cout: i64, k: i64, stride: i64) -> String {
+        let w = self.weight(&[cin, cout, 1, k], cin * k / stride);
+        let b = self.zeros(&[cout]);
+        let p = (k - stride) / 2;
+        self.op(
+            "ConvTranspose",
+            &[x, &w, &b],
+            vec![
+                ("kernel_shape", Attr::Ints(vec![1, k])),
+                ("strides", Attr::Ints(vec![1, stride])),
+                ("pads", Attr::Ints(vec![0, p, 0, p])),
+            ],
+        )
+    }
+
+    pub fn leaky_relu(&mut self, x: &str) -> String {
+        self.op("LeakyRelu", &[x], vec![("alpha", Attr::Float(0.1))])
+    }
+
     pub fn relu(&mut self, x: &str) -> String {
         self.op("Relu", &[x], vec![])
     }

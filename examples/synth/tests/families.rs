@@ -68,3 +68,24 @@ fn git_captioners_run_and_have_their_sizes() {
     let outputs = session.run(&[Tensor::from_f32(vec![1, 3, 224, 224], &x).unwrap()]).unwrap();
     assert_eq!(outputs[0].shape(), &[1, 20, 30522]);
 }
+
+#[test]
+fn tts_models_run_and_write_audio() {
+    for (name, low, high) in [("vits", 20e6, 45e6), ("glow-tts", 15e6, 40e6)] {
+        let model = jig_synth::families::tts(name).unwrap();
+        assert!((low..high).contains(&(model.parameters() as f64)), "{name}: {}", model.parameters());
+        let session = Model::from_bytes(name, &model.encode(), &SessionOptions::default()).unwrap();
+        let x: Vec<f32> = (0..192 * 64).map(|i| (i % 97) as f32 / 97.0 - 0.5).collect();
+        let outputs = session.run(&[Tensor::from_f32(vec![1, 192, 64], &x).unwrap()]).unwrap();
+        assert_eq!(outputs[0].shape(), &[1, 65536], "{name}");
+    }
+}
+
+#[test]
+fn every_named_model_is_generated() {
+    for name in ["resnet34", "vgg11", "efficientnet-b2", "yolov5m", "git-base", "glow-tts"] {
+        assert_eq!(jig_synth::model(name).unwrap().name, name);
+    }
+    let Err(e) = jig_synth::model("alexnet") else { panic!("alexnet is not generated") };
+    assert!(e.to_string().contains("resnet18"), "{e}");
+}
