@@ -165,18 +165,23 @@ impl App {
         arrived + timeout.or(self.slo_latency).unwrap_or(DEFAULT_DEADLINE)
     }
 
-    /// Run the graph on `payload` by `deadline`.
+    /// Admit one more request, or refuse it when `limits.max_inflight` are in progress. The permit is held
+    /// for the request's life: take it before reading the request's body, so the limit bounds memory too.
+    pub fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, AppError> {
+        self.inflight
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| AppError::Busy { app: self.name.clone(), limit: self.max_inflight })
+    }
+
+    /// Run the graph on `payload` by `deadline`, for a request [admitted](App::admit).
     pub async fn invoke(
         &self,
+        _admitted: &tokio::sync::OwnedSemaphorePermit,
         payload: Vec<u8>,
         deadline: Instant,
         metrics: &Metrics,
     ) -> Result<Vec<Output>, AppError> {
-        let _inflight = self
-            .inflight
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| AppError::Busy { app: self.name.clone(), limit: self.max_inflight })?;
         // Each invocation carries its position in the fan-out tree (emission indexes from the entry), so the
         // response lists outputs in an order that does not depend on which finished first.
         let mut running: JoinSet<(usize, Vec<u32>, Result<crate::runtime::Outcome, AppError>)> = JoinSet::new();

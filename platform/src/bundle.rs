@@ -46,7 +46,6 @@
 //! bundle always packs to the same bytes (and the same content hash).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -476,14 +475,21 @@ pub fn pack(dir: &Path) -> Result<Vec<u8>> {
     archive.into_inner().map_err(|e| invalid(format!("cannot pack {}: {e}", dir.display())))
 }
 
+/// Entries an uploaded bundle may hold.
+pub const MAX_ENTRIES: usize = 10_000;
+
 /// Unpack an archive made by [`pack`] into `dest` (which must not exist yet) and open it. Refuses entries
-/// that are not plain files or directories, paths that leave the bundle, and more than `max_bytes` in all.
+/// that are not plain files or directories, paths that leave the bundle, more than `max_bytes` in all and
+/// more than [`MAX_ENTRIES`] entries.
 pub fn unpack(archive: &[u8], dest: &Path, max_bytes: u64) -> Result<Bundle> {
     let io = |what: &str, e: std::io::Error| invalid(format!("the uploaded bundle {what}: {e}"));
     std::fs::create_dir(dest).map_err(|e| io("cannot be stored", e))?;
     let mut entries = tar::Archive::new(archive);
     let mut total = 0u64;
-    for entry in entries.entries().map_err(|e| io("is not a tar archive", e))? {
+    for (count, entry) in entries.entries().map_err(|e| io("is not a tar archive", e))?.enumerate() {
+        if count >= MAX_ENTRIES {
+            return Err(invalid(format!("the uploaded bundle holds more than {MAX_ENTRIES} entries")));
+        }
         let mut entry = entry.map_err(|e| io("is truncated or not a tar archive", e))?;
         let path = entry.path().map_err(|e| io("has an unreadable path", e))?.into_owned();
         if !is_inside(&path) {
@@ -500,9 +506,9 @@ pub fn unpack(archive: &[u8], dest: &Path, max_bytes: u64) -> Result<Bundle> {
                 if let Some(parent) = target.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| io("cannot be stored", e))?;
                 }
-                let mut bytes = Vec::with_capacity(entry.size() as usize);
-                entry.read_to_end(&mut bytes).map_err(|e| io("is truncated", e))?;
-                crate::store::write_synced(&target, &bytes).map_err(|e| io("cannot be stored", e))?;
+                let mut file = std::fs::File::create(&target).map_err(|e| io("cannot be stored", e))?;
+                std::io::copy(&mut entry, &mut file).map_err(|e| io("is truncated", e))?;
+                file.sync_all().map_err(|e| io("cannot be stored", e))?;
             }
             other => {
                 return Err(invalid(format!(
@@ -545,6 +551,21 @@ mod tests {
         assert_eq!(bundle.files(), [PathBuf::from("glue/a.wasm"), "glue/b.wasm".into(), MANIFEST.into()]);
         assert!(!out.path().join("b/unrelated.txt").exists());
         assert!(unpack(&packed, &out.path().join("c"), 10).unwrap_err().0.contains("more than 10 bytes"));
+    }
+
+    #[test]
+    fn an_archive_of_too_many_entries_is_refused() {
+        let mut archive = tar::Builder::new(Vec::new());
+        for i in 0..=MAX_ENTRIES {
+            let mut header = tar::Header::new_ustar();
+            header.set_size(0);
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            archive.append_data(&mut header, format!("f{i}"), &b""[..]).unwrap();
+        }
+        let out = tempfile::tempdir().unwrap();
+        let error = unpack(&archive.into_inner().unwrap(), &out.path().join("b"), 1 << 30).unwrap_err().0;
+        assert!(error.contains("more than 10000 entries"), "{error}");
     }
 
     #[test]

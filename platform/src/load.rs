@@ -208,7 +208,8 @@ pub struct OpenLoopSummary {
 }
 
 impl OpenLoopSummary {
-    /// Summarise `records` of a run that lasted `elapsed`; latency quantiles over all answered requests.
+    /// Summarise `records` of a run that lasted `elapsed`; latency quantiles over all requests, answered or
+    /// failed (a failure's latency is until it failed).
     pub fn of(records: &[Record], elapsed: Duration) -> Self {
         let ok = records.iter().filter(|r| (200..300).contains(&r.status)).count();
         let mut latencies: Vec<Duration> = records.iter().map(|r| r.latency).collect();

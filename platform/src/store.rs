@@ -105,7 +105,7 @@ impl Store {
         serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("{} is damaged: {e}", path.display()))
     }
 
-    /// Forget `app`; true when it was deployed. Bundles no app uses any more are removed.
+    /// Forget `app`; true when it was deployed. Its bundle stays until [`Store::collect_garbage`].
     pub fn delete_app(&self, name: &str) -> std::io::Result<bool> {
         let path = self.apps().join(format!("{name}.json"));
         match std::fs::remove_file(&path) {
@@ -114,7 +114,6 @@ impl Store {
             Err(e) => return Err(e),
         }
         sync_dir(&self.apps())?;
-        self.collect_garbage()?;
         Ok(true)
     }
 
@@ -138,14 +137,29 @@ impl Store {
         Ok(apps)
     }
 
-    /// Remove bundles no app record names.
-    pub fn collect_garbage(&self) -> std::io::Result<()> {
-        let used: std::collections::HashSet<String> = self.apps_list()?.into_iter().map(|a| a.bundle).collect();
-        for entry in std::fs::read_dir(self.bundles())?.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !used.contains(&name) {
-                std::fs::remove_dir_all(entry.path())?;
+    /// Remove the bundles that no app record names and that are not in `running`. Any record that cannot be
+    /// read stops the collection (its bundle might be in use). A bundle is first moved into `tmp/`, so a crash
+    /// midway leaves no half-deleted bundle where a later deploy would find it.
+    pub fn collect_garbage(&self, running: &std::collections::HashSet<String>) -> std::io::Result<()> {
+        let mut used = running.clone();
+        for entry in std::fs::read_dir(self.apps())? {
+            let path = entry?.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
             }
+            let record: AppRecord = serde_json::from_slice(&std::fs::read(&path)?).map_err(|e| {
+                std::io::Error::other(format!("{} is unreadable ({e}); not removing any bundle", path.display()))
+            })?;
+            used.insert(record.bundle);
+        }
+        for entry in std::fs::read_dir(self.bundles())? {
+            let entry = entry?;
+            if used.contains(entry.file_name().to_string_lossy().as_ref()) {
+                continue;
+            }
+            let doomed = tempfile::Builder::new().prefix("unused-").tempdir_in(self.tmp())?.keep();
+            std::fs::rename(entry.path(), doomed.join("bundle"))?;
+            std::fs::remove_dir_all(&doomed)?;
         }
         Ok(())
     }

@@ -150,6 +150,10 @@ fn status_codes_mean_one_thing_each() {
 
     let unknown = gateway.http("POST", "/v1/apps/nope/invoke", &[], b"{}");
     assert_eq!(unknown.status, 404);
+    assert!(unknown.json()["error"].as_str().unwrap().contains("unknown app `nope`"));
+    // The control API (behind its token, when one is set) says what is deployed.
+    let unknown = gateway.http("GET", "/v1/apps/nope", &[], b"");
+    assert_eq!(unknown.status, 404);
     assert!(unknown.json()["error"].as_str().unwrap().contains("unknown app `nope` (deployed: probe)"));
 
     let bad = gateway.http("POST", "/v1/apps/probe/invoke", &[], b"not json");

@@ -224,7 +224,7 @@ pub fn apps(target: Target) -> anyhow::Result<ExitCode> {
                     "{:<24} {} task(s), bundle {}",
                     app.name,
                     app.tasks.len(),
-                    &app.bundle[..12.min(app.bundle.len())]
+                    app.bundle.get(..12).unwrap_or(&app.bundle)
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -232,8 +232,15 @@ pub fn apps(target: Target) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// An app name as the gateway accepts it, checked before anything is sent.
+fn app_name(app: &str) -> anyhow::Result<&str> {
+    crate::bundle::check_name("app name", app).map_err(anyhow::Error::msg)?;
+    Ok(app)
+}
+
 /// `jig status APP`.
 pub fn status(app: &str, target: Target) -> anyhow::Result<ExitCode> {
+    let app = app_name(app)?;
     match call(&target, Method::GET, &format!("/v1/apps/{app}"), &[], Bytes::new())? {
         Err(failure) => Ok(failed(failure)),
         Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
@@ -248,6 +255,7 @@ pub fn status(app: &str, target: Target) -> anyhow::Result<ExitCode> {
 
 /// `jig delete APP`.
 pub fn delete(app: &str, target: Target) -> anyhow::Result<ExitCode> {
+    let app = app_name(app)?;
     match call(&target, Method::DELETE, &format!("/v1/apps/{app}"), &[], Bytes::new())? {
         Err(failure) => Ok(failed(failure)),
         Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
@@ -280,6 +288,7 @@ pub struct InvokeArgs {
 
 /// `jig invoke APP INPUT`: print each output part (JSON as is, binary as its size or written to a file).
 pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
+    app_name(&args.app)?;
     let mut payload = super::read_input(&args.input)?;
     if let Some(meta) = &args.meta {
         let meta: serde_json::Value = serde_json::from_str(meta).context("--meta is not valid JSON")?;
@@ -325,7 +334,14 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
                     d if d.starts_with(b"\x89PNG") => "png",
                     _ => "bin",
                 };
-                let path = dir.join(format!("{i}-{}.{ext}", part["task"].as_str().unwrap_or("part")));
+                // The task name comes from the gateway: keep it to characters that cannot leave `dir`.
+                let task: String = part["task"]
+                    .as_str()
+                    .unwrap_or("part")
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+                    .collect();
+                let path = dir.join(format!("{i}-{task}.{ext}"));
                 std::fs::write(&path, &data).with_context(|| format!("cannot write {}", path.display()))?;
                 println!("[{i}] {from}: {meta}{} written to {}", bytes(data.len() as u64), path.display());
             }
@@ -421,9 +437,10 @@ pub struct BenchArgs {
 /// `jig bench APP INPUT...`: open-loop Poisson load against a running gateway; prints throughput, latency
 /// quantiles and the SLO-violation rate (every request without a 2xx answer).
 pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    app_name(&args.app)?;
     use crate::load::{OpenLoopSummary, Target as LoadTarget, open_loop};
-    if !(args.rate.is_finite() && args.rate > 0.0) || !(args.duration.is_finite() && args.duration > 0.0) {
-        anyhow::bail!("--rate and --duration must be positive numbers");
+    if !(args.rate.is_finite() && args.rate > 0.0) || !(args.duration > 0.0 && args.duration <= 86_400.0) {
+        anyhow::bail!("--rate must be a positive number, and --duration a number of seconds up to 86400");
     }
     let bodies: Vec<Bytes> = args
         .inputs

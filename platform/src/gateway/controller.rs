@@ -1,7 +1,8 @@
 //! The controller (JigsawServe §3.1): measures each app's demand in windows and re-plans in the background
 //! when the prediction moves or violations rise.
 //!
-//! Every `demand_window` the arrivals of the window that ended become a rate. The predicted demand is the mean
+//! Every `demand_window` the requests that arrived in the window that ended become a rate (measured over the
+//! window's actual length). The predicted demand is the mean
 //! of the last five rates × (1 + 5% slack) (`jig_planner::model::DemandSpec::predict`). A re-plan runs when
 //! the prediction differs from the demand the current deployment was planned for by more than
 //! `replan_threshold` (relative), or when more than 1% of the window's requests violated their SLO. A new
@@ -48,10 +49,14 @@ impl DemandWindows {
         DemandWindows { rates: rates[keep..].iter().copied().collect(), ..Self::default() }
     }
 
-    /// Count an answered request.
-    pub fn record(&mut self, violation: bool) {
+    /// Count a request that arrived.
+    pub fn arrived(&mut self) {
         self.arrivals += 1;
-        self.violations += u64::from(violation);
+    }
+
+    /// Count a request that missed its SLO (dropped, late, refused).
+    pub fn violated(&mut self) {
+        self.violations += 1;
     }
 
     /// Close the window that lasted `length`.
@@ -90,15 +95,21 @@ impl Gateway {
     pub(super) async fn control(self: Arc<Self>) {
         let window = Duration::from_secs_f64(self.config.demand_window_s);
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + window, window);
+        // After a slow re-plan, wait a whole window again rather than closing short ones in a burst.
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut opened = std::time::Instant::now();
         loop {
             ticks.tick().await;
+            let length = opened.elapsed();
+            opened = std::time::Instant::now();
+            // Lock order: `apps` is released before `demand` is taken (see `Gateway::list`).
+            let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
             let due: Vec<(Arc<App>, Vec<f64>)> = {
                 let mut demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
-                let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
-                apps.values()
+                apps.iter()
                     .filter_map(|app| {
                         let windows = demand.entry(app.name.clone()).or_default();
-                        windows.close(window);
+                        windows.close(length);
                         let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
                         windows
                             .should_replan(planned_for, self.config.replan_threshold)
@@ -117,6 +128,11 @@ impl Gateway {
     /// Plan `app` for `rates`; apply the new deployment if it differs.
     async fn replan(self: Arc<Self>, app: &Arc<App>, rates: Vec<f64>) -> anyhow::Result<()> {
         let _control = self.control.lock().await;
+        // A deploy or delete while this waited for the lock: the tick's plan is stale.
+        let current = self.apps.read().unwrap_or_else(|p| p.into_inner()).get(&app.name).cloned();
+        if !current.is_some_and(|c| Arc::ptr_eq(&c, app)) {
+            return Ok(());
+        }
         let gateway = self.clone();
         let (name, hash, deployed_at) = (app.name.clone(), app.bundle.clone(), app.deployed_at);
         let current = app.deployment.clone();
@@ -159,7 +175,7 @@ mod tests {
         assert_eq!(d.predicted(), None);
         for n in [100u64, 10, 20, 30, 40, 50] {
             for _ in 0..n {
-                d.record(false);
+                d.arrived();
             }
             d.close(Duration::from_secs(10));
         }
@@ -174,12 +190,15 @@ mod tests {
     fn violations_above_one_percent_trigger_a_replan() {
         let mut d = DemandWindows::from_rates(&[10.0; 4]);
         for i in 0..100 {
-            d.record(i < 2);
+            d.arrived();
+            if i < 2 {
+                d.violated();
+            }
         }
         d.close(Duration::from_secs(10));
         assert!(d.should_replan(10.5, 0.2), "2% violations");
         for _ in 0..100 {
-            d.record(false);
+            d.arrived();
         }
         d.close(Duration::from_secs(10));
         assert!(!d.should_replan(10.5, 0.2));

@@ -50,6 +50,9 @@ use crate::metrics::{Apps, Metrics};
 use crate::runtime::{FunctionError, InferError, InvokeError, Runtime, RuntimeConfig};
 use crate::store::{AppRecord, PutError, Store};
 
+/// The longest a bundle upload may take.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The header that carries an invocation's timeout in milliseconds.
 pub const TIMEOUT_HEADER: &str = "jig-timeout-ms";
 
@@ -116,6 +119,8 @@ pub struct Gateway {
     metrics: Metrics,
     /// Deploys, deletes and re-plans one at a time, so the store's garbage collection never races an upload.
     control: tokio::sync::Mutex<()>,
+    /// Bundle uploads being received at once (each is buffered whole).
+    uploads: tokio::sync::Semaphore,
     /// Each app's demand, by name (see [`controller`]).
     demand: std::sync::Mutex<HashMap<String, controller::DemandWindows>>,
 }
@@ -125,8 +130,11 @@ type Reply = Response<Full<Bytes>>;
 impl Gateway {
     /// Open the state directory and start every app deployed there.
     pub async fn start(config: GatewayConfig) -> anyhow::Result<Arc<Gateway>> {
-        if !(config.demand_window_s.is_finite() && config.demand_window_s > 0.0) {
-            anyhow::bail!("`demand_window_s` must be a positive number of seconds");
+        if !(config.demand_window_s.is_finite() && config.demand_window_s > 0.0 && config.demand_window_s <= 86_400.0) {
+            anyhow::bail!("`demand_window_s` must be a number of seconds in (0, 86400]");
+        }
+        if config.max_request_mib > 1 << 20 || config.max_bundle_mib > 1 << 20 {
+            anyhow::bail!("`max_request_mib` and `max_bundle_mib` must be at most 1048576 (1 TiB)");
         }
         let store = Store::open(&config.state_dir)?;
         let runtime = Arc::new(Runtime::new(RuntimeConfig {
@@ -142,6 +150,7 @@ impl Gateway {
             store,
             apps,
             control: tokio::sync::Mutex::new(()),
+            uploads: tokio::sync::Semaphore::new(2),
             demand: Default::default(),
         });
         for record in gateway.store.apps_list()? {
@@ -240,7 +249,7 @@ impl Gateway {
                         Some(app) => json(StatusCode::OK, &self.status(&app)),
                         None => self.unknown_app(app),
                     },
-                    (&Method::DELETE, [app]) => self.delete(app).await,
+                    (&Method::DELETE, [app]) => self.clone().delete(app).await,
                     _ => error(StatusCode::NOT_FOUND, format!("no route {method} {}", request.uri().path())),
                 }
             }
@@ -268,8 +277,12 @@ impl Gateway {
         if let Err(reply) = authorize(&request, self.config.invoke_token.as_deref()) {
             return reply;
         }
-        let Some(app) = self.app(name) else { return self.unknown_app(name) };
+        // The invocation path does not list the deployed apps: the control API, behind its token, does.
+        let Some(app) = self.app(name) else {
+            return error(StatusCode::NOT_FOUND, format!("unknown app `{name}`; deploy it with `jig deploy`"));
+        };
         let _in_flight = self.metrics.request_started(name);
+        self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().arrived();
         let timeout = match request
             .headers()
             .get(TIMEOUT_HEADER)
@@ -290,11 +303,21 @@ impl Gateway {
             }
         };
         let deadline = app.deadline(arrived, timeout);
-        let payload = match read_body(request, self.config.max_request_mib << 20, "invocation body").await {
-            Ok(payload) => payload,
-            Err(reply) => return self.answered(name, arrived, reply, false),
+        let admitted = match app.admit() {
+            Ok(permit) => permit,
+            Err(e) => return self.answered(name, arrived, error(StatusCode::TOO_MANY_REQUESTS, e.to_string()), false),
         };
-        let result = app.invoke(payload.to_vec(), deadline, &self.metrics).await;
+        // A body still arriving at the deadline is a request that missed it.
+        let body = read_body(request, self.config.max_request_mib << 20, "invocation body");
+        let payload = match tokio::time::timeout_at(deadline.into(), body).await {
+            Ok(Ok(payload)) => payload,
+            Ok(Err(reply)) => return self.answered(name, arrived, reply, false),
+            Err(_) => {
+                let late = error(StatusCode::GATEWAY_TIMEOUT, "the request's body did not arrive before its deadline");
+                return self.answered(name, arrived, late, false);
+            }
+        };
+        let result = app.invoke(&admitted, Vec::from(payload), deadline, &self.metrics).await;
         let (reply, early_drop) = match result {
             Ok(outputs) => {
                 let parts: Vec<serde_json::Value> = outputs
@@ -338,8 +361,9 @@ impl Gateway {
         let elapsed = arrived.elapsed();
         let code = reply.status().as_u16();
         self.metrics.request_done(app, code, elapsed, early_drop);
-        let violation = matches!(code, 429 | 503 | 504);
-        self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(app.to_string()).or_default().record(violation);
+        if matches!(code, 429 | 503 | 504) {
+            self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(app.to_string()).or_default().violated();
+        }
         if let Ok(value) = HeaderValue::from_str(&format!("total;dur={:.3}", elapsed.as_secs_f64() * 1e3)) {
             reply.headers_mut().insert("server-timing", value);
         }
@@ -347,17 +371,31 @@ impl Gateway {
     }
 
     fn list(&self) -> Reply {
-        let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
-        let list: Vec<AppStatus> = apps.values().map(|a| self.status(a)).collect();
+        // Lock order: `demand` is never taken while `apps` is held (the controller takes them one at a time).
+        let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let list: Vec<AppStatus> = apps.iter().map(|a| self.status(a)).collect();
         json(StatusCode::OK, &serde_json::json!({ "apps": list }))
     }
 
     async fn deploy(self: Arc<Self>, request: Request<Incoming>) -> Reply {
         let max = self.config.max_bundle_mib << 20;
-        let archive = match read_body(request, max, "bundle upload").await {
-            Ok(archive) => archive,
-            Err(reply) => return reply,
+        // Uploads are buffered whole: a few at a time, each within a time limit.
+        let Ok(_upload) = self.uploads.acquire().await else {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "the gateway is shutting down");
         };
+        let archive = match tokio::time::timeout(UPLOAD_TIMEOUT, read_body(request, max, "bundle upload")).await {
+            Ok(Ok(archive)) => archive,
+            Ok(Err(reply)) => return reply,
+            Err(_) => return error(StatusCode::REQUEST_TIMEOUT, "the bundle upload took longer than 10 minutes"),
+        };
+        // The deploy runs to its end in a task of its own, holding the control lock, even if the client goes.
+        let gateway = self.clone();
+        tokio::spawn(async move { gateway.deploy_archive(archive, max).await })
+            .await
+            .unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, format!("the deploy failed: {e}")))
+    }
+
+    async fn deploy_archive(self: Arc<Self>, archive: Bytes, max: u64) -> Reply {
         let _control = self.control.lock().await;
         let gateway = self.clone();
         let stored = tokio::task::spawn_blocking(move || gateway.store.put_bundle(&archive, max)).await;
@@ -376,31 +414,47 @@ impl Gateway {
             Err(e) if e.is::<InvalidBundle>() => return error(StatusCode::BAD_REQUEST, format!("{e:#}")),
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: {e:#}")),
         };
-        if let Err(e) = self.store.put_app(&record) {
+        let gateway = self.clone();
+        let saved = tokio::task::spawn_blocking(move || gateway.store.put_app(&record)).await;
+        if let Err(e) = saved.map_err(std::io::Error::other).and_then(|r| r) {
             return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: cannot record the deploy: {e}"));
         }
         // Requests already running keep their `Arc` of the old app and finish on it.
         self.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), app.clone());
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().deployed();
-        if let Err(e) = self.store.collect_garbage() {
-            tracing::warn!("cannot remove unused bundles: {e}");
-        }
-        tracing::info!(app = %name, bundle = %record.bundle, "deployed");
+        self.clone().collect_garbage().await;
+        tracing::info!(app = %name, bundle = %app.bundle, "deployed");
         json(StatusCode::CREATED, &self.status(&app))
     }
 
-    async fn delete(&self, name: &str) -> Reply {
+    async fn delete(self: Arc<Self>, name: &str) -> Reply {
         let _control = self.control.lock().await;
-        if self.app(name).is_none() {
-            return self.unknown_app(name);
-        }
-        if let Err(e) = self.store.delete_app(name) {
-            return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: cannot delete it: {e}"));
+        let gateway = self.clone();
+        let owned = name.to_string();
+        // An app whose restore failed is in the store only: it can be deleted all the same.
+        let deleted = tokio::task::spawn_blocking(move || gateway.store.delete_app(&owned)).await;
+        match deleted.map_err(std::io::Error::other).and_then(|r| r) {
+            Ok(true) => {}
+            Ok(false) => return self.unknown_app(name),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: cannot delete it: {e}")),
         }
         self.apps.write().unwrap_or_else(|p| p.into_inner()).remove(name);
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+        self.clone().collect_garbage().await;
         tracing::info!(app = %name, "deleted");
         json(StatusCode::OK, &serde_json::json!({ "deleted": name }))
+    }
+
+    /// Remove stored bundles that neither an app record nor a running app uses (off the executor).
+    async fn collect_garbage(self: Arc<Self>) {
+        let running: std::collections::HashSet<String> =
+            self.apps.read().unwrap_or_else(|p| p.into_inner()).values().map(|a| a.bundle.clone()).collect();
+        let gateway = self.clone();
+        match tokio::task::spawn_blocking(move || gateway.store.collect_garbage(&running)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("cannot remove unused bundles: {e}"),
+            Err(e) => tracing::warn!("cannot remove unused bundles: {e}"),
+        }
     }
 }
 
@@ -470,7 +524,8 @@ fn classify(e: &AppError, deadline: Instant) -> (StatusCode, bool) {
 fn authorize(request: &Request<Incoming>, token: Option<&str>) -> Result<(), Reply> {
     let Some(token) = token else { return Ok(()) };
     let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    match given.and_then(|v| v.strip_prefix("Bearer ")) {
+    let bearer = given.and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
+    match bearer {
         Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
         Some(_) => {
             Err(error(StatusCode::UNAUTHORIZED, "wrong token; pass the gateway's token with --token or JIG_TOKEN"))
