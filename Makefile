@@ -3,7 +3,7 @@
 CARGO ?= cargo
 WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
-GUESTS := echo crop select tts-frame ocr-detect ocr-recognize fan-out classify caption jig-probe jig-malformed jig-http-noop
+GUESTS := echo crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
 .PHONY: demo test setup functions examples paper-apps build bench clean
 
@@ -21,14 +21,18 @@ examples: functions
 	@cd .jig/models && cp -u ppocr-det.onnx ppocr-det-int8.onnx ppocr-rec.onnx ppocr-rec-int8.onnx ppocr-rec.charset.txt \
 		piper-joe.onnx piper-joe.phonemes.json cmudict.txt ../../examples/sign-reader/models/
 
-# The paper's applications on synthetic models (`jig-synth`, about 2 GB for the social-media app), generated
-# once into .jig/synth and linked into the bundles.
+# The paper's applications on synthetic models (`jig-synth`: about 7 GB in all), generated once into
+# .jig/synth and linked into the bundles.
+PAPER_APPS := social-media traffic-analysis ar-assistant
 paper-apps: functions
-	$(CARGO) run --release -p jig-synth -- .jig/synth resnet18 resnet34 resnet50 resnet101 resnet152 git-base git-large
-	@mkdir -p examples/social-media/glue examples/social-media/models
-	@cp $(WASM_DIR)/fan_out.wasm $(WASM_DIR)/classify.wasm $(WASM_DIR)/caption.wasm examples/social-media/glue/
-	@for m in resnet18 resnet34 resnet50 resnet101 resnet152 git-base git-large; do \
-		ln -f .jig/synth/$$m.onnx examples/social-media/models/$$m.onnx; done
+	$(CARGO) run --release -p jig-synth -- .jig/synth
+	@for app in $(PAPER_APPS); do \
+		mkdir -p examples/$$app/glue examples/$$app/models; \
+		for glue in $$(sed -n 's|^glue = "glue/\(.*\)"|\1|p' examples/$$app/jig.toml | sort -u); do \
+			cp $(WASM_DIR)/$$glue examples/$$app/glue/; done; \
+		for model in $$(sed -n 's|^model = "models/\(.*\)"|\1|p' examples/$$app/jig.toml); do \
+			ln -f .jig/synth/$$model examples/$$app/models/$$model; done; \
+	done
 
 build: functions
 	$(CARGO) build --release -p jig-platform

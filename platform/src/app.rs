@@ -276,9 +276,9 @@ fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<Mode
             let mut config =
                 InstanceConfig::new(format!("{app}/{}/{}@{}#{i}", planned.slot, planned.variant, planned.segment));
             config.max_batch = planned.max_batch.into();
-            // A request that waited in a queue longer than the app's whole latency objective is stale: nobody
-            // can use its answer. Lateness against the request's own deadline is the instance's other check.
-            config.staleness = bundle.manifest.slo.map_or(DEFAULT_DEADLINE, |s| Duration::from_millis(s.latency_ms));
+            // Requests are dropped early against their own deadlines (which a caller may set beyond the SLO);
+            // the staleness bound only clears what nobody can be waiting for any more.
+            config.staleness = DEFAULT_DEADLINE;
             let options = SessionOptions { threads, ..SessionOptions::default() };
             let instance = Instance::start_onnx(config, &variant.name, &bundle.model_path(variant), options)
                 .map_err(|e| InvalidBundle(format!("app `{app}`: {e}")))?;

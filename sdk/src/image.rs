@@ -46,6 +46,24 @@ pub fn decode(bytes: &[u8]) -> Result<RgbImage> {
     Ok(::image::load_from_memory(bytes)?.to_rgb8())
 }
 
+/// The image a request carries: PNG or JPEG bytes, or an [envelope](crate::envelope) (as `crop`,
+/// `ocr-detect` and `detect-objects` emit) whose metadata gives the `width` and `height` of a raw RGB body.
+/// Returns the envelope's metadata (an empty object for a bare image) and the image.
+pub fn from_payload(payload: Vec<u8>) -> Result<(serde_json::Value, RgbImage)> {
+    // An envelope ends with its metadata's length; a PNG or JPEG does not parse as one.
+    if let Ok(crate::Envelope { meta, body }) = crate::Envelope::<serde_json::Value>::decode(payload.clone())
+        && meta.is_object()
+    {
+        let dim = |key: &str| meta.get(key).and_then(|v| v.as_u64()).and_then(|v| u32::try_from(v).ok());
+        let (Some(width), Some(height)) = (dim("width"), dim("height")) else {
+            return Err(Error::invalid_input("the envelope's metadata needs numeric `width` and `height`"));
+        };
+        let image = from_rgb8(width, height, body)?;
+        return Ok((meta, image));
+    }
+    Ok((serde_json::json!({}), decode(&payload)?))
+}
+
 /// Wrap raw interleaved RGB bytes of a `width` × `height` image.
 pub fn from_rgb8(width: u32, height: u32, bytes: Vec<u8>) -> Result<RgbImage> {
     let got = bytes.len();
@@ -163,5 +181,24 @@ mod header_tests {
         let huge: Vec<u8> =
             (0..HUGE_PNG.len()).step_by(2).map(|i| u8::from_str_radix(&HUGE_PNG[i..i + 2], 16).unwrap()).collect();
         assert_eq!(super::dimensions(&huge).unwrap(), (30_000, 30_000));
+    }
+}
+
+#[cfg(test)]
+mod payload_tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_is_an_encoded_image_or_an_envelope_of_raw_rgb() {
+        let picture = RgbImage::from_fn(3, 2, |x, y| ::image::Rgb([x as u8, y as u8, 9]));
+        let (meta, decoded) = from_payload(encode_png(&picture).unwrap()).unwrap();
+        assert_eq!((meta, decoded.clone()), (serde_json::json!({}), picture.clone()));
+        let envelope = crate::Envelope {
+            meta: serde_json::json!({"width": 3, "height": 2, "index": 7}),
+            body: picture.clone().into_raw(),
+        };
+        let (meta, decoded) = from_payload(envelope.encode()).unwrap();
+        assert_eq!((meta["index"].as_u64(), decoded), (Some(7), picture));
+        assert!(from_payload(b"neither".to_vec()).is_err());
     }
 }

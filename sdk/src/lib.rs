@@ -42,8 +42,10 @@
 //!
 //! * [`tensor`]: [`Tensor`] construction and typed views ([`TensorView`]) over f32, u8, i64 and the other dtypes.
 //! * [`image`]: decode PNG/JPEG, crop, resize and normalise to NCHW `f32` tensors, inside WebAssembly.
+//! * [`audio`]: WAV framing of synthesized speech.
 //! * [`envelope`]: the small framing (JSON metadata + binary body) the bundled functions use for payloads.
 
+pub mod audio;
 pub mod envelope;
 mod error;
 pub mod image;

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use base64::Engine as _;
 use jig_tests::{Gateway, bundle, component, root};
 
 /// The example's manifest with only the variants named in `keep`.
@@ -60,4 +61,69 @@ fn the_social_media_app_classifies_and_captions_every_post() {
 
     let tokens = outputs[1]["json"]["tokens"].as_array().unwrap();
     assert!(tokens.len() <= 20 && tokens.iter().all(|t| t.as_u64().unwrap() < 30_522), "{tokens:?}");
+}
+
+#[test]
+fn the_traffic_app_routes_detections_to_the_car_and_person_classifiers() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Random weights detect arbitrary classes: route every class, the even ones as cars, the odd as people.
+    let even: Vec<String> = (0..80).step_by(2).map(|c| c.to_string()).collect();
+    let odd: Vec<String> = (1..80).step_by(2).map(|c| c.to_string()).collect();
+    let manifest = manifest_with("traffic-analysis", &["yolov5n", "efficientnet-b0", "vgg11"])
+        .replace("car:2,person:0", &format!("car:{},person:{}", even.join("|"), odd.join("|")));
+    bundle(
+        dir.path(),
+        &manifest,
+        &[("glue/detect_objects.wasm", &component("detect_objects")), ("glue/classify.wasm", &component("classify"))],
+    );
+    for model in ["yolov5n", "efficientnet-b0", "vgg11"] {
+        write_model(dir.path(), model);
+    }
+    let gateway = Gateway::start(state.path(), &[]);
+    let deployed = gateway.jig("deploy").arg(dir.path()).output().unwrap();
+    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+
+    let photo = std::fs::read(root().join("tests/data/f3-board.jpg")).unwrap();
+    let reply = gateway.http("POST", "/v1/apps/traffic-analysis/invoke", &[("jig-timeout-ms", "20000")], &photo);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let outputs = reply.json()["outputs"].as_array().unwrap().clone();
+    assert!(!outputs.is_empty() && outputs.len() <= 16, "every detection is classified (top 16): {outputs:?}");
+    for o in &outputs {
+        let class = o["json"]["class"].as_u64().unwrap();
+        let task = o["task"].as_str().unwrap();
+        assert_eq!(task, if class % 2 == 0 { "car" } else { "person" }, "{o}");
+        assert_eq!(o["json"]["top"].as_array().unwrap().len(), 5, "{o}");
+    }
+}
+
+#[test]
+fn the_ar_assistant_captions_what_it_detects_and_says_it() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    bundle(
+        dir.path(),
+        &manifest_with("ar-assistant", &["yolov5n", "git-base", "glow-tts"]),
+        &[
+            ("glue/detect_objects.wasm", &component("detect_objects")),
+            ("glue/caption.wasm", &component("caption")),
+            ("glue/speak_caption.wasm", &component("speak_caption")),
+        ],
+    );
+    for model in ["yolov5n", "git-base", "glow-tts"] {
+        write_model(dir.path(), model);
+    }
+    let gateway = Gateway::start(state.path(), &[]);
+    let deployed = gateway.jig("deploy").arg(dir.path()).output().unwrap();
+    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+
+    let photo = std::fs::read(root().join("tests/data/f3-board.jpg")).unwrap();
+    let reply = gateway.http("POST", "/v1/apps/ar-assistant/invoke", &[("jig-timeout-ms", "60000")], &photo);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let outputs = reply.json()["outputs"].as_array().unwrap().clone();
+    assert!(!outputs.is_empty() && outputs.len() <= 4, "one spoken caption per detection (top 4)");
+    for o in &outputs {
+        assert_eq!(o["task"], "speak");
+        assert!(o["json"]["tokens"].is_array(), "{o}");
+        let wav = base64::engine::general_purpose::STANDARD.decode(o["base64"].as_str().unwrap()).unwrap();
+        assert_eq!(&wav[0..4], b"RIFF");
+    }
 }

@@ -87,7 +87,8 @@ pub fn vgg(depth: u32) -> anyhow::Result<Model> {
 }
 
 /// EfficientNet-B0…B4 (Tan and Le 2019): MBConv blocks with squeeze-and-excitation, width, depth and
-/// resolution scaled per variant; 1000 classes out.
+/// resolution scaled per variant; 1000 classes out. Every variant takes 224×224 and resizes to its own
+/// resolution first, so one glue serves them all and each still pays for its resolution.
 pub fn efficientnet(variant: u32) -> anyhow::Result<Model> {
     let (width, depth, resolution) = match variant {
         0 => (1.0, 1.0, 224),
@@ -116,7 +117,14 @@ pub fn efficientnet(variant: u32) -> anyhow::Result<Model> {
     let name = format!("efficientnet-b{variant}");
     let mut g = Builder::new(&name);
     let mut channels = scale(32);
-    let mut x = g.conv_silu("x", 3, channels, 3, 2, 1);
+    let input = if resolution == 224 {
+        "x".to_string()
+    } else {
+        let f = resolution as f32 / 224.0;
+        let scales = g.floats(&[1.0, 1.0, f, f]);
+        g.op("Resize", &["x", "", &scales], vec![])
+    };
+    let mut x = g.conv_silu(&input, 3, channels, 3, 2, 1);
     for (expansion, k, stride, out, repeats) in stages {
         let out = scale(out);
         for i in 0..(f64::from(repeats) * depth).ceil() as u32 {
@@ -140,7 +148,7 @@ pub fn efficientnet(variant: u32) -> anyhow::Result<Model> {
     let h = g.conv_silu(&x, channels, head, 1, 1, 1);
     let features = g.pool_flatten(&h);
     let logits = g.linear(&features, head, 1000);
-    Ok(g.finish(&name, ("x", &[3, resolution, resolution]), (&logits, &[1000])))
+    Ok(g.finish(&name, ("x", &[3, 224, 224]), (&logits, &[1000])))
 }
 
 /// YOLOv5 n/s/m/l/x (release 6, Ultralytics): CSP backbone with SPPF, PANet neck, three detection heads for

@@ -46,6 +46,7 @@ fn a_generated_resnet_runs_in_onnx_runtime_and_is_deterministic() {
 fn efficientnet_and_yolo_run_in_onnx_runtime() {
     for (model, input, output) in [
         (jig_synth::families::efficientnet(0).unwrap(), vec![1, 3, 224, 224], vec![1, 1000]),
+        (jig_synth::families::efficientnet(2).unwrap(), vec![1, 3, 224, 224], vec![1, 1000]),
         (jig_synth::families::yolov5("n").unwrap(), vec![1, 3, 640, 640], vec![1, 255, 8400]),
     ] {
         let session = Model::from_bytes(&model.name, &model.encode(), &SessionOptions::default()).unwrap();

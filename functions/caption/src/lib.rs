@@ -1,12 +1,13 @@
 //! `caption`: an image captioner's glue (GIT-style): decode, resize, normalise, run the model, and decode the
 //! caption greedily.
 //!
-//! **Input**: a PNG or JPEG image.
+//! **Input**: a PNG or JPEG image, or an envelope of raw RGB as `crop` and `detect-objects` emit (its
+//! metadata is passed through into the answer).
 //!
 //! **Model** (slot `captioner`, config `slot`): input `[1, 3, 224, 224]` `f32`, ImageNet normalisation;
 //! output `[1, positions, vocabulary]` scores, one row per caption position.
 //!
-//! **Returns** JSON `{"tokens": [ids], "text": "..."}`: the best word piece at each position, up to the first
+//! **Returns** JSON `{"tokens": [ids], "text": "...", ...}` (with the input envelope's metadata): the best word piece at each position, up to the first
 //! `[SEP]` (id 102, BERT's); `text` joins the word pieces of config `vocab` (one per line, BERT's
 //! `vocab.txt` layout) when given, else is empty. With config `speech_port`, the answer is also emitted there
 //! (to a speech task).
@@ -48,7 +49,7 @@ pub struct Caption;
 impl Function for Caption {
     fn handle(payload: Vec<u8>) -> Result<Vec<u8>> {
         let slot = jig_sdk::config("slot").unwrap_or_else(|| "captioner".into());
-        let picture = image::decode(&payload)?;
+        let (meta, picture) = image::from_payload(payload)?;
         let input = image::to_nchw(&image::resize(&picture, 224, 224), Normalize::IMAGENET);
         let outputs = jig_sdk::infer(&slot, &[input])?;
         let scores =
@@ -60,7 +61,12 @@ impl Function for Caption {
         let tokens = greedy(scores.as_slice(), vocabulary);
         let vocab = jig_sdk::config("vocab").unwrap_or_default();
         let text = detokenize(&tokens, &vocab.lines().collect::<Vec<_>>());
-        let answer = serde_json::to_vec(&serde_json::json!({ "tokens": tokens, "text": text }))?;
+        let mut answer = meta;
+        if let Some(object) = answer.as_object_mut() {
+            object.insert("tokens".into(), tokens.into());
+            object.insert("text".into(), text.into());
+        }
+        let answer = serde_json::to_vec(&answer)?;
         if let Some(port) = jig_sdk::config("speech_port") {
             jig_sdk::emit(&port, &answer);
         }

@@ -11,7 +11,7 @@
 //! probability, best first, plus the input's metadata when it came in an envelope.
 
 use jig_sdk::image::{self, Normalize};
-use jig_sdk::{Envelope, Error, Function, Result};
+use jig_sdk::{Error, Function, Result};
 
 /// The `k` most probable classes of `logits`, with their softmax probabilities, best first.
 pub fn top_k(logits: &[f32], k: usize) -> Vec<(usize, f32)> {
@@ -31,17 +31,7 @@ impl Function for Classify {
         let slot = jig_sdk::config("slot").unwrap_or_else(|| "classifier".into());
         let size: u32 = jig_sdk::config_or("size", 224)?;
         let k: usize = jig_sdk::config_or("top_k", 5)?;
-        let (meta, picture) = match Envelope::<serde_json::Value>::decode(payload.clone()) {
-            Ok(Envelope { meta, body }) if meta.get("width").is_some() => {
-                let dim = |key: &str| meta[key].as_u64().map(|v| v as u32);
-                let (Some(w), Some(h)) = (dim("width"), dim("height")) else {
-                    return Err(Error::invalid_input("the envelope's `width` and `height` must be numbers"));
-                };
-                let picture = image::from_rgb8(w, h, body)?;
-                (meta, picture)
-            }
-            _ => (serde_json::json!({}), image::decode(&payload)?),
-        };
+        let (meta, picture) = image::from_payload(payload)?;
         let input = image::to_nchw(&image::resize(&picture, size, size), Normalize::IMAGENET);
         let outputs = jig_sdk::infer(&slot, &[input])?;
         let logits =

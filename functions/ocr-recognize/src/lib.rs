@@ -17,7 +17,7 @@
 //! config `speech_port`, the same JSON is also emitted there when the text is not empty (to a speech task).
 
 use jig_sdk::image::{self, Normalize, RgbImage};
-use jig_sdk::{Envelope, Error, Function, Result, Tensor};
+use jig_sdk::{Error, Function, Result, Tensor};
 
 /// The recognizer's input height.
 pub const HEIGHT: u32 = 48;
@@ -63,17 +63,7 @@ pub fn decode(probs: &[f32], classes: usize, charset: &[&str]) -> (String, f32) 
 
 /// Read the line of `payload` (see the crate docs) with the model in `slot`.
 pub fn recognize(payload: Vec<u8>, charset: &[&str], slot: &str) -> Result<serde_json::Value> {
-    let (mut meta, line) = match Envelope::<serde_json::Value>::decode(payload.clone()) {
-        Ok(Envelope { meta, body }) if meta.get("width").is_some() => {
-            let dim = |k: &str| meta.get(k).and_then(|v| v.as_u64()).map(|v| v as u32);
-            let (Some(w), Some(h)) = (dim("width"), dim("height")) else {
-                return Err(Error::invalid_input("the envelope's `width` and `height` must be numbers"));
-            };
-            let line = image::from_rgb8(w, h, body)?;
-            (meta, line)
-        }
-        _ => (serde_json::json!({}), image::decode(&payload)?),
-    };
+    let (mut meta, line) = image::from_payload(payload)?;
     if line.width() == 0 || line.height() == 0 {
         return Err(Error::invalid_input("the line image is empty"));
     }

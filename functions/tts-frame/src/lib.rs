@@ -90,34 +90,10 @@ impl PhonemeIds {
     }
 }
 
-/// A 16-bit mono PCM WAV of `samples` at `sample_rate`.
-pub fn wav(samples: &[i16], sample_rate: u32) -> Vec<u8> {
-    let data_len = (samples.len() * 2) as u32;
-    let mut out = Vec::with_capacity(44 + samples.len() * 2);
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + data_len).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes()); // fmt chunk size
-    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    out.extend_from_slice(&1u16.to_le_bytes()); // mono
-    out.extend_from_slice(&sample_rate.to_le_bytes());
-    out.extend_from_slice(&(sample_rate * 2).to_le_bytes()); // byte rate
-    out.extend_from_slice(&2u16.to_le_bytes()); // block align
-    out.extend_from_slice(&16u16.to_le_bytes()); // bits per sample
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&data_len.to_le_bytes());
-    for s in samples {
-        out.extend_from_slice(&s.to_le_bytes());
-    }
-    out
-}
-
 /// The samples of a voice model's output as 16-bit PCM.
 fn pcm(output: &Tensor) -> Result<Vec<i16>> {
     match output.dtype() {
-        DType::F32 => {
-            Ok(output.view::<f32>()?.as_slice().iter().map(|&s| (s.clamp(-1.0, 1.0) * 32767.0) as i16).collect())
-        }
+        DType::F32 => Ok(jig_sdk::audio::pcm16(output.view::<f32>()?.as_slice())),
         DType::I16 => Ok(output.view::<i16>()?.as_slice().to_vec()),
         other => Err(Error::internal(format!("voice model returned {other:?} audio; expected f32 or i16 samples"))),
     }
@@ -176,7 +152,7 @@ impl Function for TtsFrame {
             }
             samples.extend(pcm(audio)?);
         }
-        let audio = wav(&samples, sample_rate);
+        let audio = jig_sdk::audio::wav(&samples, sample_rate);
         Ok(match record {
             Some(meta) => jig_sdk::Envelope { meta, body: audio }.encode(),
             None => audio,
@@ -204,15 +180,5 @@ mod tests {
         let ids = PhonemeIds::from_json(r#"{"^":[1],"_":[0],"$":[2],"a":[5],"b":[6,7]}"#).unwrap();
         assert_eq!(ids.encode("ab?a"), vec![1, 0, 5, 0, 6, 7, 0, 5, 0, 2]);
         assert!(PhonemeIds::from_json(r#"{"ab":[1]}"#).is_err());
-    }
-
-    #[test]
-    fn wav_header_describes_the_samples() {
-        let w = wav(&[1, -1, 300], 16_000);
-        assert_eq!(w.len(), 44 + 6);
-        assert_eq!(&w[0..4], b"RIFF");
-        assert_eq!(u32::from_le_bytes(w[24..28].try_into().unwrap()), 16_000);
-        assert_eq!(u32::from_le_bytes(w[40..44].try_into().unwrap()), 6);
-        assert_eq!(i16::from_le_bytes([w[48], w[49]]), 300);
     }
 }
