@@ -150,7 +150,7 @@ impl Builder {
         let head_dim = dim / heads;
         let h = self.layer_norm(x, dim);
         let split = self.ints(&[0, 0, heads, head_dim]);
-        let mut project = |g: &mut Builder, perm: Vec<i64>| {
+        let project = |g: &mut Builder, perm: Vec<i64>| {
             let p = g.dense(&h, dim, dim);
             let p = g.op("Reshape", &[&p, &split], vec![]);
             g.op("Transpose", &[&p], vec![("perm", Attr::Ints(perm))])

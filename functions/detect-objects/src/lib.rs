@@ -16,7 +16,7 @@
 //! **Returns** JSON `{"detections": [{"box", "class", "score"}...]}`, all kept detections.
 
 use jig_sdk::image::{self, BoundingBox, Normalize};
-use jig_sdk::{Envelope, Error, Function, Result};
+use jig_sdk::{Envelope, Error, Result};
 
 pub const INPUT: u32 = 640;
 const ANCHORS: [[(f32, f32); 3]; 3] = [

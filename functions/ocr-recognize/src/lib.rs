@@ -122,7 +122,7 @@ mod tests {
         let (text, confidence) = decode(&probs, 4, &charset);
         assert_eq!(text, "aab b");
         assert!((confidence - 0.9).abs() < 1e-6);
-        assert_eq!(decode(&vec![0.0; 8], 4, &charset).0, "");
+        assert_eq!(decode(&[0.0; 8], 4, &charset).0, "");
     }
 
     #[test]

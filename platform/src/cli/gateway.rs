@@ -437,9 +437,11 @@ pub struct BenchArgs {
 /// `jig bench APP INPUT...`: open-loop Poisson load against a running gateway; prints throughput, latency
 /// quantiles and the SLO-violation rate (every request without a 2xx answer).
 pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    app_name(&args.app)?;
     use crate::load::{OpenLoopSummary, Target as LoadTarget, open_loop};
-    if !(args.rate.is_finite() && args.rate > 0.0) || !(args.duration > 0.0 && args.duration <= 86_400.0) {
+    app_name(&args.app)?;
+    let rate_ok = args.rate.is_finite() && args.rate > 0.0;
+    let duration_ok = args.duration > 0.0 && args.duration <= 86_400.0;
+    if !rate_ok || !duration_ok {
         anyhow::bail!("--rate must be a positive number, and --duration a number of seconds up to 86400");
     }
     let bodies: Vec<Bytes> = args
