@@ -14,4 +14,7 @@ impl wasip2::exports::http::incoming_handler::Guest for Noop {
     }
 }
 
+// Exported for WebAssembly only: the export names (`wasi:http/...#handle`) cannot be linked into a native
+// shared library, which `cargo build --workspace` would otherwise try.
+#[cfg(target_arch = "wasm32")]
 wasip2::http::proxy::export!(Noop);
