@@ -3,6 +3,7 @@
 
 use wasip2::http::types::{Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam};
 
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 struct Noop;
 
 impl wasip2::exports::http::incoming_handler::Guest for Noop {
