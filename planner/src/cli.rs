@@ -20,6 +20,7 @@ use crate::profile;
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanArgs {
     /// Planning spec (TOML, or JSON when named `*.json`): graph, variants, segment types, SLOs, slices, demand.
+    /// A deployed app's name instead (no such file, no --profiles): its plan, from the gateway.
     pub spec: Option<PathBuf>,
     /// Profile table (the CSV `jig profile` writes); required with SPEC.
     #[arg(long)]

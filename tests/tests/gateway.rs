@@ -108,6 +108,11 @@ fn deploy_then_invoke_fans_out_and_gathers_every_leaf_output() {
     assert_ok(&invoked);
     assert!(out.path().join("1-echo.png").is_file(), "{}", String::from_utf8_lossy(&invoked.stdout));
 
+    // `jig plan APP` shows a deployed app's plan, from the gateway of JIG_GATEWAY.
+    let plan = jig_tests::jig().args(["plan", "crops"]).env("JIG_GATEWAY", gateway.url()).output().unwrap();
+    assert_ok(&plan);
+    assert!(String::from_utf8_lossy(&plan.stdout).contains("crop → echo"));
+
     let apps = gateway.jig("apps").arg("--json").output().unwrap();
     assert_ok(&apps);
     let apps: serde_json::Value = serde_json::from_slice(&apps.stdout).unwrap();

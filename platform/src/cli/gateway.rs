@@ -33,6 +33,15 @@ pub struct Target {
 }
 
 impl Target {
+    /// The gateway of the environment (`JIG_GATEWAY`, `JIG_TOKEN`), for commands without these flags.
+    pub fn from_env(json: bool) -> Target {
+        Target {
+            gateway: std::env::var("JIG_GATEWAY").unwrap_or_else(|_| "http://127.0.0.1:8080".into()),
+            token: std::env::var("JIG_TOKEN").ok(),
+            json,
+        }
+    }
+
     fn client(&self) -> anyhow::Result<Client> {
         Client::new(&self.gateway, self.token.clone())
     }

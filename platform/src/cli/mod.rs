@@ -16,6 +16,7 @@
 //!
 //! * `jig plan SPEC.toml --profiles FILE` or `jig plan --app NAME` — plan a function graph with the
 //!   JigsawServe MILP (see `jig_planner`); `--max-demand` reproduces the paper's analytical evaluation.
+//!   `jig plan APP` shows a deployed app's plan (as `jig status APP`, from `JIG_GATEWAY`).
 //!
 //! Exit status of `run`, `profile` and `plan`: 0 on success, 1 when the function failed, 2 when it could not
 //! be loaded or the command line is wrong.
@@ -174,10 +175,14 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => gateway::bench(args),
         Command::Run(args) => run(args),
         Command::Profile(args) => profile(args).map(|()| ExitCode::SUCCESS),
-        Command::Plan(args) => jig_planner::cli::run(&args).map(|text| {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }),
+        Command::Plan(args) => match deployed_app(&args) {
+            // `jig plan APP`: the deployed app's plan, from the gateway (JIG_GATEWAY, JIG_TOKEN).
+            Some(app) => gateway::status(&app, gateway::Target::from_env(args.json)),
+            None => jig_planner::cli::run(&args).map(|text| {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }),
+        },
         Command::Worker { socket } => jig_gpu_host::worker::serve(&socket)
             .map(|()| ExitCode::SUCCESS)
             .with_context(|| format!("worker on {}", socket.display())),
@@ -189,6 +194,13 @@ pub fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The app `jig plan NAME` means: a valid app name that is not a file, with no planning options.
+fn deployed_app(args: &jig_planner::cli::PlanArgs) -> Option<String> {
+    let name = args.spec.as_ref()?.to_str()?;
+    let plain = args.profiles.is_none() && args.app.is_none() && !args.max_demand && !args.each;
+    (plain && !Path::new(name).exists() && crate::bundle::check_name("app", name).is_ok()).then(|| name.to_string())
 }
 
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
