@@ -232,3 +232,99 @@ impl OpenLoopSummary {
         }
     }
 }
+
+/// An SVG plot of an open-loop run a person can look at: each request's latency against when it was sent
+/// (answered ones grey, violations red), with the p50 and p99 as lines.
+pub fn svg(records: &[Record], title: &str) -> String {
+    let (width, height, left, bottom, top, right) = (900.0, 420.0, 70.0, 50.0, 40.0, 20.0);
+    let summary = OpenLoopSummary::of(records, Duration::from_secs(1));
+    let x_max = records.iter().map(|r| r.sent.as_secs_f64()).fold(1e-3, f64::max);
+    let y_max = records.iter().map(|r| r.latency.as_secs_f64() * 1e3).fold(1.0, f64::max) * 1.05;
+    let x = |s: f64| left + s / x_max * (width - left - right);
+    let y = |ms: f64| height - bottom - ms / y_max * (height - bottom - top);
+    let escape = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;");
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" \
+         font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{left}\" y=\"24\" font-size=\"14\">{}</text>\n",
+        escape(title)
+    );
+    // Axes with five ticks each.
+    out.push_str(&format!(
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n\
+         <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>\n",
+        height - bottom,
+        width - right,
+        height - bottom,
+        height - bottom
+    ));
+    for i in 0..=5 {
+        let (s, ms) = (x_max * f64::from(i) / 5.0, y_max * f64::from(i) / 5.0);
+        out.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{s:.1}</text>\n\
+             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{ms:.0}</text>\n",
+            x(s),
+            height - bottom + 18.0,
+            left - 6.0,
+            y(ms) + 4.0
+        ));
+    }
+    out.push_str(&format!(
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">sent at (s)</text>\n\
+         <text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">latency (ms)</text>\n",
+        (left + width - right) / 2.0,
+        height - 12.0,
+        (top + height - bottom) / 2.0,
+        (top + height - bottom) / 2.0
+    ));
+    for r in records {
+        let ok = (200..300).contains(&r.status);
+        out.push_str(&format!(
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{}\"/>\n",
+            x(r.sent.as_secs_f64()),
+            y(r.latency.as_secs_f64() * 1e3),
+            if ok { "#777" } else { "#d22" }
+        ));
+    }
+    for (label, ms, colour) in [("p50", summary.p50_ms, "#1a7"), ("p99", summary.p99_ms, "#27d")] {
+        out.push_str(&format!(
+            "<line x1=\"{left}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"{colour}\" stroke-dasharray=\"4 3\"/>\n\
+             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"{colour}\">{label} {ms:.1} ms</text>\n",
+            y(ms),
+            width - right,
+            y(ms),
+            width - right - 4.0,
+            y(ms) - 4.0
+        ));
+    }
+    out.push_str(&format!(
+        "<text x=\"{}\" y=\"24\" text-anchor=\"end\">{} requests, {} violations (red)</text>\n</svg>\n",
+        width - right,
+        summary.sent,
+        summary.violations
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_and_the_plot_count_violations() {
+        let ms = Duration::from_millis;
+        let records = [
+            Record { sent: ms(0), latency: ms(10), status: 200 },
+            Record { sent: ms(100), latency: ms(20), status: 200 },
+            Record { sent: ms(200), latency: ms(900), status: 504 },
+            Record { sent: ms(300), latency: ms(5), status: 0 },
+        ];
+        let s = OpenLoopSummary::of(&records, Duration::from_secs(2));
+        assert_eq!((s.sent, s.ok, s.violations), (4, 2, 2));
+        assert!((s.throughput_rps - 1.0).abs() < 1e-9 && (s.violation_rate - 0.5).abs() < 1e-9);
+        let plot = svg(&records, "a <test>");
+        assert_eq!(plot.matches("<circle").count(), 4);
+        assert_eq!(plot.matches("#d22").count(), 2, "two red points");
+        assert!(plot.contains("a &lt;test>") && plot.ends_with("</svg>\n"));
+    }
+}

@@ -436,6 +436,9 @@ pub struct BenchArgs {
     /// Write every request (seconds since the start it was sent, latency in ms, HTTP status) to this CSV file.
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// Draw every request's latency against when it was sent (violations in red) into this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
     /// Seed of the arrival times.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -494,6 +497,11 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             csv.push_str(&format!("{:.6},{:.3},{}\n", r.sent.as_secs_f64(), r.latency.as_secs_f64() * 1e3, r.status));
         }
         std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        let title = format!("jig bench {}: {} req/s Poisson for {} s", args.app, args.rate, args.duration);
+        std::fs::write(path, crate::load::svg(&records, &title))
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.target.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
