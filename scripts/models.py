@@ -83,6 +83,59 @@ def big():
     )
 
 
+def downscaled(source, target, factor):
+    """The detector `source` behind a resize of its input by `factor` (both sides rounded down to multiples
+    of 32, as the network needs) and a resize of its probability map back to the input's size: the same
+    weights at a lower input resolution, faster and less accurate on small text, with the same interface,
+    so one glue serves every variant."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(source)
+    graph = model.graph
+    x, out = graph.input[0].name, graph.output[0].name
+    for node in graph.node:
+        node.input[:] = ["x_small" if i == x else i for i in node.input]
+        node.output[:] = ["map_small" if o == out else o for o in node.output]
+
+    def const(name, values, dtype):
+        graph.initializer.append(numpy_helper.from_array(np.array(values, dtype=dtype), name))
+
+    const("rs_start_hw", [2], np.int64)
+    const("rs_end_hw", [4], np.int64)
+    const("rs_start_nc", [0], np.int64)
+    const("rs_end_nc", [2], np.int64)
+    const("rs_factor", [factor], np.float32)
+    const("rs_32", [32.0], np.float32)
+    const("rs_1", [1.0], np.float32)
+    const("rs_empty", [], np.float32)
+    before = [
+        helper.make_node("Shape", [x], ["rs_shape"]),
+        helper.make_node("Slice", ["rs_shape", "rs_start_hw", "rs_end_hw"], ["rs_hw"]),
+        helper.make_node("Slice", ["rs_shape", "rs_start_nc", "rs_end_nc"], ["rs_nc"]),
+        helper.make_node("Cast", ["rs_hw"], ["rs_hw_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["rs_hw_f", "rs_factor"], ["rs_scaled"]),
+        helper.make_node("Div", ["rs_scaled", "rs_32"], ["rs_blocks"]),
+        helper.make_node("Floor", ["rs_blocks"], ["rs_floor"]),
+        helper.make_node("Max", ["rs_floor", "rs_1"], ["rs_at_least_one"]),
+        helper.make_node("Mul", ["rs_at_least_one", "rs_32"], ["rs_small_f"]),
+        helper.make_node("Cast", ["rs_small_f"], ["rs_small_hw"], to=TensorProto.INT64),
+        helper.make_node("Concat", ["rs_nc", "rs_small_hw"], ["rs_small_sizes"], axis=0),
+        helper.make_node("Resize", [x, "rs_empty", "rs_empty", "rs_small_sizes"], ["x_small"], mode="linear"),
+    ]
+    after = [
+        helper.make_node("Shape", ["map_small"], ["rs_map_shape"]),
+        helper.make_node("Slice", ["rs_map_shape", "rs_start_nc", "rs_end_nc"], ["rs_map_nc"]),
+        helper.make_node("Concat", ["rs_map_nc", "rs_hw"], ["rs_full_sizes"], axis=0),
+        helper.make_node("Resize", ["map_small", "rs_empty", "rs_empty", "rs_full_sizes"], [out], mode="linear"),
+    ]
+    nodes = before + list(graph.node) + after
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.checker.check_model(model)
+    onnx.save(model, target + ".tmp")
+    os.replace(target + ".tmp", target)
+
+
 def quantize(source, target):
     import logging
 
@@ -133,6 +186,13 @@ def main():
             shutil.copyfile(os.path.join(shipped, file), path + ".tmp")
             os.replace(path + ".tmp", path)
             written.append(name)
+    # Lower-resolution variants of the detector: 640 and 480 pixels where the glue sends up to 960.
+    for side in [640, 480]:
+        path = os.path.join(out, f"ppocr-det-{side}.onnx")
+        if not os.path.exists(path):
+            downscaled(os.path.join(out, "ppocr-det.onnx"), path, side / 960)
+            written.append(f"ppocr-det-{side}")
+
     # int8 variants of the PP-OCR detector and recognizer: ONNX Runtime's dynamic quantisation of their
     # convolution and matrix-multiply weights (the export keeps weights in Constant nodes; they become
     # initializers first, which the quantiser needs). Faster on CPU, somewhat less accurate.

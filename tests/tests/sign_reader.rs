@@ -17,6 +17,8 @@ fn sign_reader(dir: &Path) {
             ("glue/ocr_recognize.wasm", &component("ocr_recognize")),
             ("glue/tts_frame.wasm", &component("tts_frame")),
             ("models/ppocr-det.onnx", &models.join("ppocr-det.onnx")),
+            ("models/ppocr-det-640.onnx", &models.join("ppocr-det-640.onnx")),
+            ("models/ppocr-det-480.onnx", &models.join("ppocr-det-480.onnx")),
             ("models/ppocr-det-int8.onnx", &models.join("ppocr-det-int8.onnx")),
             ("models/ppocr-rec.onnx", &models.join("ppocr-rec.onnx")),
             ("models/ppocr-rec-int8.onnx", &models.join("ppocr-rec-int8.onnx")),
