@@ -16,7 +16,7 @@
 //! * [`placement`]: greedy MIG bin-packing with start-slot rules, and CPU core ranges.
 //! * [`plan`](mod@plan): solve → re-check → place → report.
 //! * [`analytic`]: an analytic latency/throughput model; [`apps`]: the paper's three applications.
-//! * [`max_demand`]: the Figure 3 bisection; [`cli`]: `jig plan`.
+//! * [`max_demand`]: the Figure 3 bisection; [`cli`]: `jig plan`; [`trace`]: demand traces (a generated day).
 //!
 //! ## Inputs
 //!
@@ -144,6 +144,7 @@ pub mod placement;
 pub mod plan;
 pub mod problem;
 pub mod profile;
+pub mod trace;
 
 pub use error::PlanError;
 pub use milp::{SolveOptions, solve};

@@ -2,8 +2,8 @@
 //!
 //! * [`closed_loop`]: `connections` keep-alive connections, each sending the next request as soon as the
 //!   previous answer arrived, for a fixed time: the most a server sustains.
-//! * [`open_loop`]: Poisson arrivals at a fixed rate, each request independent of the others' answers, as
-//!   clients arrive in production: latency and violations at a given load (`jig bench`).
+//! * [`open_loop`]: Poisson arrivals at a fixed rate or following a trace, each request independent of the
+//!   others' answers, as clients arrive in production: latency and violations under load (`jig bench`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -128,40 +128,55 @@ pub struct Record {
     pub status: u16,
 }
 
-/// Poisson arrivals at `rate` requests per second for `duration` (or until `max_requests` were sent), each
-/// request on its own connection and independent of the others' answers, cycling through `bodies`. Call
-/// inside a Tokio runtime. `seed` makes the arrival times reproducible.
+/// Poisson arrivals following `schedule` — consecutive spans of time, each with its own mean rate (one span
+/// for a constant rate, one per bin to replay a trace) — until the schedule ends or `max_requests` were sent.
+/// Each request goes on its own connection, independent of the others' answers, cycling through `bodies`.
+/// Call inside a Tokio runtime. `seed` makes the arrival times reproducible.
 pub async fn open_loop(
     target: &Target,
     bodies: &[Bytes],
     headers: &[(String, String)],
-    rate: f64,
-    duration: Duration,
+    schedule: &[(Duration, f64)],
     max_requests: usize,
     seed: u64,
 ) -> Vec<Record> {
     let started = Instant::now();
     let mut rng = seed.max(1);
-    let mut next = Duration::ZERO;
-    let mut running = Vec::new();
-    for i in 0..max_requests {
-        // Exponential gaps: -ln(U) / rate, U uniform in (0, 1] from xorshift64*.
+    let mut uniform = move || {
+        // xorshift64*, in (0, 1].
         rng ^= rng >> 12;
         rng ^= rng << 25;
         rng ^= rng >> 27;
-        let u = ((rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-        next += Duration::from_secs_f64(-u.ln() / rate);
-        if next >= duration {
-            break;
+        ((rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    };
+    let mut running = Vec::new();
+    let mut span_start = Duration::ZERO;
+    'spans: for &(length, rate) in schedule {
+        let span_end = span_start + length;
+        let mut next = span_start;
+        loop {
+            if rate <= 0.0 {
+                break;
+            }
+            // Exponential gaps; a gap that crosses the span's end restarts in the next span (memoryless).
+            next += Duration::from_secs_f64(-uniform().ln() / rate);
+            if next >= span_end {
+                break;
+            }
+            if running.len() >= max_requests {
+                break 'spans;
+            }
+            tokio::time::sleep_until((started + next).into()).await;
+            let i = running.len();
+            let (target, body, headers) = (target.clone(), bodies[i % bodies.len()].clone(), headers.to_vec());
+            let sent = started.elapsed();
+            running.push(tokio::spawn(async move {
+                let t = Instant::now();
+                let status = send_once(&target, body, &headers).await.unwrap_or(0);
+                Record { sent, latency: t.elapsed(), status }
+            }));
         }
-        tokio::time::sleep_until((started + next).into()).await;
-        let (target, body, headers) = (target.clone(), bodies[i % bodies.len()].clone(), headers.to_vec());
-        let sent = started.elapsed();
-        running.push(tokio::spawn(async move {
-            let t = Instant::now();
-            let status = send_once(&target, body, &headers).await.unwrap_or(0);
-            Record { sent, latency: t.elapsed(), status }
-        }));
+        span_start = span_end;
     }
     let mut records = Vec::with_capacity(running.len());
     for r in running {

@@ -166,3 +166,21 @@ fn plan_places_a_paper_application_and_names_a_missing_spec() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no-such-spec.toml"), "{stderr}");
 }
+
+#[test]
+fn trace_writes_a_day_and_bench_names_the_bad_line_of_a_trace() {
+    let output = run(jig().args(["trace", "--peak", "10", "--bins", "24"]), b"");
+    assert!(output.status.success());
+    let csv = String::from_utf8(output.stdout).unwrap();
+    let trace = jig_planner::trace::Trace::from_csv(&csv).unwrap();
+    assert_eq!((trace.rates.len(), trace.bin_s), (24, 3600.0));
+    assert!((trace.peak() - 10.0).abs() < 0.01);
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "start_s,rps\n0,1\n300,lots\n").unwrap();
+    let output = run(jig().args(["bench", "app", "input.bin", "--trace"]).arg(&bad), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bad.csv: line 3: `rps` is not a number"), "{stderr}");
+}

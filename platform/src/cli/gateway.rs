@@ -427,6 +427,12 @@ pub struct BenchArgs {
     /// How long to send, seconds.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
+    /// Follow this trace's rates instead of --rate and --duration (CSV `start_s,rps`; `jig trace` makes one).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Replay the trace this much faster: each bin lasts its length divided by the factor.
+    #[arg(long, default_value_t = 1.0)]
+    speedup: f64,
     /// Send at most this many requests.
     #[arg(long, default_value_t = 100_000)]
     requests: usize,
@@ -453,9 +459,29 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     app_name(&args.app)?;
     let rate_ok = args.rate.is_finite() && args.rate > 0.0;
     let duration_ok = args.duration > 0.0 && args.duration <= 86_400.0;
-    if !rate_ok || !duration_ok {
-        anyhow::bail!("--rate must be a positive number, and --duration a number of seconds up to 86400");
+    if !rate_ok || !duration_ok || !(args.speedup.is_finite() && args.speedup > 0.0) {
+        anyhow::bail!("--rate and --speedup must be positive numbers, and --duration a number of seconds up to 86400");
     }
+    let (schedule, what) = match &args.trace {
+        None => {
+            let span = std::time::Duration::from_secs_f64(args.duration);
+            (vec![(span, args.rate)], format!("{} req/s (Poisson) for {} s", args.rate, args.duration))
+        }
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let trace =
+                jig_planner::trace::Trace::from_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let bin = std::time::Duration::from_secs_f64(trace.bin_s / args.speedup);
+            let what = format!(
+                "trace {} ({} bins, peak {:.1} req/s, each bin {:.1} s)",
+                path.display(),
+                trace.rates.len(),
+                trace.peak(),
+                bin.as_secs_f64()
+            );
+            (trace.rates.iter().map(|&r| (bin, r)).collect(), what)
+        }
+    };
     let bodies: Vec<Bytes> = args
         .inputs
         .iter()
@@ -485,11 +511,10 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(token) = &args.target.token {
         headers.push(("authorization".to_string(), format!("Bearer {token}")));
     }
-    eprintln!("bench: {} at {} req/s (Poisson) for {} s against {}", args.app, args.rate, args.duration, client.url());
+    eprintln!("bench: {} at {what} against {}", args.app, client.url());
     let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let started = std::time::Instant::now();
-    let duration = std::time::Duration::from_secs_f64(args.duration);
-    let records = tokio.block_on(open_loop(&target, &bodies, &headers, args.rate, duration, args.requests, args.seed));
+    let records = tokio.block_on(open_loop(&target, &bodies, &headers, &schedule, args.requests, args.seed));
     let summary = OpenLoopSummary::of(&records, started.elapsed());
     if let Some(path) = &args.csv {
         let mut csv = String::from("sent_s,latency_ms,status\n");
@@ -499,7 +524,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(path) = &args.plot {
-        let title = format!("jig bench {}: {} req/s Poisson for {} s", args.app, args.rate, args.duration);
+        let title = format!("jig bench {}: {what}", args.app);
         std::fs::write(path, crate::load::svg(&records, &title))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -519,6 +544,35 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             summary.violations,
             summary.violation_rate * 100.0
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TraceArgs {
+    /// The busiest bin's rate, requests per second (an app's largest serviceable demand).
+    #[arg(long)]
+    peak: f64,
+    /// Bins in the day (288: 5 minutes each).
+    #[arg(long, default_value_t = 288)]
+    bins: usize,
+    /// Seed of the noise.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the trace here instead of standard output.
+    #[arg(long, short = 'o')]
+    output: Option<PathBuf>,
+}
+
+/// `jig trace --peak RPS`: a day of diurnal demand as CSV (see `jig_planner::trace`).
+pub fn trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
+    if !(args.peak.is_finite() && args.peak >= 0.0) || args.bins == 0 || args.bins > 86_400 {
+        anyhow::bail!("--peak must be a non-negative rate and --bins between 1 and 86400");
+    }
+    let csv = jig_planner::trace::Trace::diurnal(args.peak, args.bins, args.seed).to_csv();
+    match &args.output {
+        Some(path) => std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{csv}"),
     }
     Ok(ExitCode::SUCCESS)
 }

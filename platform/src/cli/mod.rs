@@ -76,8 +76,11 @@ enum Command {
     },
     /// Invoke an app over HTTP with a payload and print its outputs.
     Invoke(gateway::InvokeArgs),
-    /// Send open-loop Poisson load to an app and report throughput, latency and SLO violations.
+    /// Send open-loop Poisson load to an app (at a rate, or following a trace) and report throughput, latency
+    /// and SLO violations.
     Bench(gateway::BenchArgs),
+    /// Write a day of diurnal demand (CSV `start_s,rps`) for `jig bench --trace`.
+    Trace(gateway::TraceArgs),
     /// Remove a deployed app.
     Delete {
         app: String,
@@ -173,6 +176,7 @@ pub fn main() -> ExitCode {
         Command::Invoke(args) => gateway::invoke(args),
         Command::Delete { app, target } => gateway::delete(&app, target),
         Command::Bench(args) => gateway::bench(args),
+        Command::Trace(args) => gateway::trace(args),
         Command::Run(args) => run(args),
         Command::Profile(args) => profile(args).map(|()| ExitCode::SUCCESS),
         Command::Plan(args) => match deployed_app(&args) {
