@@ -91,7 +91,7 @@ impl Devices {
 }
 
 /// The cores in this process's affinity mask.
-fn cpu_cores() -> Vec<usize> {
+pub fn cpu_cores() -> Vec<usize> {
     // SAFETY: sched_getaffinity fills a plain cpu_set_t; CPU_ISSET reads within it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();

@@ -257,6 +257,8 @@ impl App {
 /// Start the deployment's instances, in this process on CPU cores.
 fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<ModelSlots> {
     let app = &bundle.manifest.name;
+    // The plan's core indices, as cores of this machine.
+    let machine = jig_gpu_host::device::cpu_cores();
     let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
     for planned in &deployment.instances {
         let variant =
@@ -279,6 +281,11 @@ fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<Mode
             // Requests are dropped early against their own deadlines (which a caller may set beyond the SLO);
             // the staleness bound only clears what nobody can be waiting for any more.
             config.staleness = DEFAULT_DEADLINE;
+            if let Some(planned_cores) = planned.cores.get(i as usize) {
+                let cores: Option<Vec<usize>> =
+                    planned_cores.iter().map(|&c| machine.get(c as usize).copied()).collect();
+                config.cores = cores.filter(|c| !c.is_empty());
+            }
             let options = SessionOptions { threads, ..SessionOptions::default() };
             let instance = Instance::start_onnx(config, &variant.name, &bundle.model_path(variant), options)
                 .map_err(|e| InvalidBundle(format!("app `{app}`: {e}")))?;

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use jig_planner::model::{AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentSpec, TaskSpec, VariantSpec};
+use jig_planner::placement::Device;
 use jig_planner::{Features, PlanSpec, Problem, SolveOptions};
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +44,10 @@ pub struct PlannedInstances {
     pub rate_rps: f64,
     /// The profiled p95 latency of a full batch, milliseconds; 0 when not planned.
     pub latency_ms: f64,
+    /// For each instance, the CPU cores the plan places it on (indices into the cores this process may
+    /// use); empty when not placed, and the instance is not pinned.
+    #[serde(default)]
+    pub cores: Vec<Vec<u32>>,
 }
 
 impl Deployment {
@@ -102,6 +107,7 @@ impl Deployment {
                     count: 1,
                     rate_rps: 1.0,
                     latency_ms: 0.0,
+                    cores: Vec::new(),
                 })
                 .collect(),
         }
@@ -176,6 +182,18 @@ fn plan_with_profiles(
     let mut instances = Vec::new();
     for task in &plan.tasks {
         for e in &task.entries {
+            // The placement labels each instance `task/variant/bBATCH#i`.
+            let label = format!("{}/{}/b{}#", task.task, e.variant, e.batch);
+            let cores: Vec<Vec<u32>> = plan
+                .placement
+                .instances
+                .iter()
+                .filter(|p| p.label.starts_with(&label) && p.segment == e.segment)
+                .filter_map(|p| match p.device {
+                    Device::Cpu { host: 0, first_core, cores } => Some((first_core..first_core + cores).collect()),
+                    _ => None,
+                })
+                .collect();
             instances.push(PlannedInstances {
                 slot: slot_of[task.task.as_str()].to_string(),
                 variant: e.variant.clone(),
@@ -184,6 +202,8 @@ fn plan_with_profiles(
                 count: e.instances,
                 rate_rps: e.rate_rps / e.instances.max(1) as f64,
                 latency_ms: e.latency_ms,
+                // Pinned only when every instance was placed.
+                cores: if cores.len() == e.instances as usize { cores } else { Vec::new() },
             });
         }
     }

@@ -401,6 +401,12 @@ fn deploy_plans_the_variants_that_meet_the_latency_slo() {
         let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
         assert!(status["deployment"]["source"].as_str().unwrap().starts_with("planned"), "{status}");
         assert_eq!(deployed_variants(&status), [variant], "SLO {latency_ms} ms: {status}");
+        // Each instance is placed on (and pinned to) as many cores as its segment has.
+        let instance = &status["deployment"]["instances"][0];
+        let cores_per_instance: u64 = instance["segment"].as_str().unwrap()["cpu:".len()..].parse().unwrap();
+        let cores = instance["cores"].as_array().unwrap();
+        assert_eq!(cores.len() as u64, instance["count"].as_u64().unwrap(), "{status}");
+        assert!(cores.iter().all(|c| c.as_array().unwrap().len() as u64 == cores_per_instance), "{status}");
     }
 }
 
