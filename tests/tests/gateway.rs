@@ -51,6 +51,13 @@ accuracy = 0.7
     bundle(dir, &manifest, &[("glue/probe.wasm", &component("jig_probe")), ("models/mlp.onnx", &model("mlp"))]);
 }
 
+/// `jig up` with `config` as its config file, both under `scratch`.
+fn start_with_config(scratch: &Path, config: &str) -> Gateway {
+    let path = scratch.join("gateway.toml");
+    std::fs::write(&path, config).unwrap();
+    Gateway::start(&scratch.join("state"), &["--config", path.to_str().unwrap()])
+}
+
 fn deploy(gateway: &Gateway, dir: &Path, extra: &[&str]) -> Output {
     gateway.jig("deploy").arg(dir).args(extra).output().unwrap()
 }
@@ -148,9 +155,7 @@ fn a_model_slot_is_served_and_reported_in_metrics() {
 fn status_codes_mean_one_thing_each() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     probe_bundle(dir.path(), "probe");
-    let config = state.path().join("gateway.toml");
-    std::fs::write(&config, "max_request_mib = 1\n").unwrap();
-    let gateway = Gateway::start(&state.path().join("state"), &["--config", config.to_str().unwrap()]);
+    let gateway = start_with_config(state.path(), "max_request_mib = 1\n");
     assert_ok(&deploy(&gateway, dir.path(), &[]));
 
     let unknown = gateway.http("POST", "/v1/apps/nope/invoke", &[], b"{}");
@@ -414,9 +419,7 @@ fn deploy_plans_the_variants_that_meet_the_latency_slo() {
 fn the_controller_replans_as_demand_grows_without_losing_a_request() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     planned_bundle(dir.path(), 1000);
-    let config = state.path().join("gateway.toml");
-    std::fs::write(&config, "demand_window_s = 0.5\ncores = 2\n").unwrap();
-    let gateway = Gateway::start(&state.path().join("state"), &["--config", config.to_str().unwrap()]);
+    let gateway = start_with_config(state.path(), "demand_window_s = 0.5\ncores = 2\n");
     assert_ok(&deploy(&gateway, dir.path(), &[]));
     let status = gateway.http("GET", "/v1/apps/planned", &[], b"").json();
     assert_eq!(deployed_variants(&status), ["accurate"], "1 req/s expected: {status}");
@@ -446,9 +449,7 @@ fn oversized_uploads_truncated_bodies_and_vanishing_clients_leave_the_gateway_se
     use std::io::Write;
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     probe_bundle(dir.path(), "probe");
-    let config = state.path().join("gateway.toml");
-    std::fs::write(&config, "max_bundle_mib = 1\n").unwrap();
-    let gateway = Gateway::start(&state.path().join("state"), &["--config", config.to_str().unwrap()]);
+    let gateway = start_with_config(state.path(), "max_bundle_mib = 1\n");
     assert_ok(&deploy(&gateway, dir.path(), &[]));
 
     let upload = gateway.http("POST", "/v1/apps", &[], &vec![0u8; 2 << 20]);

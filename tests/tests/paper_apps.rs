@@ -25,31 +25,41 @@ fn write_model(dir: &Path, name: &str) {
     std::fs::write(dir.join("models").join(format!("{name}.onnx")), jig_synth::model(name).unwrap().encode()).unwrap();
 }
 
-#[test]
-fn the_social_media_app_classifies_and_captions_every_post() {
+/// A gateway (with its state directory's guard) with `example` deployed from a bundle of `manifest`, the
+/// built `glue` components and the synthetic `models`, and what `jig deploy` printed.
+fn deploy(example: &str, manifest: &str, glue: &[&str], models: &[&str]) -> (tempfile::TempDir, Gateway, String) {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    bundle(
-        dir.path(),
-        &manifest_with("social-media", &["resnet18", "git-base"]),
-        &[
-            ("glue/fan_out.wasm", &component("fan_out")),
-            ("glue/classify.wasm", &component("classify")),
-            ("glue/caption.wasm", &component("caption")),
-        ],
-    );
-    for model in ["resnet18", "git-base"] {
+    let components: Vec<(String, std::path::PathBuf)> =
+        glue.iter().map(|g| (format!("glue/{g}.wasm"), component(g))).collect();
+    let files: Vec<(&str, &Path)> = components.iter().map(|(name, path)| (name.as_str(), path.as_path())).collect();
+    bundle(dir.path(), manifest, &files);
+    for model in models {
         write_model(dir.path(), model);
     }
     let gateway = Gateway::start(state.path(), &[]);
     let deployed = gateway.jig("deploy").arg(dir.path()).output().unwrap();
-    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
-    let summary = String::from_utf8_lossy(&deployed.stdout);
+    assert!(deployed.status.success(), "{example}: {}", String::from_utf8_lossy(&deployed.stderr));
+    let summary = String::from_utf8_lossy(&deployed.stdout).into_owned();
+    assert!(summary.contains(&format!("deployed {example}")), "{summary}");
+    (state, gateway, summary)
+}
+
+/// Invoke `app` with the test photo; its outputs, once answered 200.
+fn invoke_with_photo(gateway: &Gateway, app: &str, timeout_ms: &str) -> Vec<serde_json::Value> {
+    let photo = std::fs::read(root().join("tests/data/f3-board.jpg")).unwrap();
+    let reply = gateway.http("POST", &format!("/v1/apps/{app}/invoke"), &[("jig-timeout-ms", timeout_ms)], &photo);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    reply.json()["outputs"].as_array().unwrap().clone()
+}
+
+#[test]
+fn the_social_media_app_classifies_and_captions_every_post() {
+    let manifest = manifest_with("social-media", &["resnet18", "git-base"]);
+    let (_state, gateway, summary) =
+        deploy("social-media", &manifest, &["fan_out", "classify", "caption"], &["resnet18", "git-base"]);
     assert!(summary.contains("post → classify → caption"), "{summary}");
 
-    let photo = std::fs::read(root().join("tests/data/f3-board.jpg")).unwrap();
-    let reply = gateway.http("POST", "/v1/apps/social-media/invoke", &[("jig-timeout-ms", "20000")], &photo);
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    let outputs = reply.json()["outputs"].as_array().unwrap().clone();
+    let outputs = invoke_with_photo(&gateway, "social-media", "20000");
     let tasks: Vec<&str> = outputs.iter().map(|o| o["task"].as_str().unwrap()).collect();
     assert_eq!(tasks, ["classify", "caption"], "one answer from each path, in port order");
 
@@ -65,28 +75,15 @@ fn the_social_media_app_classifies_and_captions_every_post() {
 
 #[test]
 fn the_traffic_app_routes_detections_to_the_car_and_person_classifiers() {
-    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // Random weights detect arbitrary classes: route every class, the even ones as cars, the odd as people.
     let even: Vec<String> = (0..80).step_by(2).map(|c| c.to_string()).collect();
     let odd: Vec<String> = (1..80).step_by(2).map(|c| c.to_string()).collect();
     let manifest = manifest_with("traffic-analysis", &["yolov5n", "efficientnet-b0", "vgg11"])
         .replace("car:2,person:0", &format!("car:{},person:{}", even.join("|"), odd.join("|")));
-    bundle(
-        dir.path(),
-        &manifest,
-        &[("glue/detect_objects.wasm", &component("detect_objects")), ("glue/classify.wasm", &component("classify"))],
-    );
-    for model in ["yolov5n", "efficientnet-b0", "vgg11"] {
-        write_model(dir.path(), model);
-    }
-    let gateway = Gateway::start(state.path(), &[]);
-    let deployed = gateway.jig("deploy").arg(dir.path()).output().unwrap();
-    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    let models = ["yolov5n", "efficientnet-b0", "vgg11"];
+    let (_state, gateway, _) = deploy("traffic-analysis", &manifest, &["detect_objects", "classify"], &models);
 
-    let photo = std::fs::read(root().join("tests/data/f3-board.jpg")).unwrap();
-    let reply = gateway.http("POST", "/v1/apps/traffic-analysis/invoke", &[("jig-timeout-ms", "20000")], &photo);
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    let outputs = reply.json()["outputs"].as_array().unwrap().clone();
+    let outputs = invoke_with_photo(&gateway, "traffic-analysis", "20000");
     assert!(!outputs.is_empty() && outputs.len() <= 16, "every detection is classified (top 16): {outputs:?}");
     for o in &outputs {
         let class = o["json"]["class"].as_u64().unwrap();
@@ -98,27 +95,11 @@ fn the_traffic_app_routes_detections_to_the_car_and_person_classifiers() {
 
 #[test]
 fn the_ar_assistant_captions_what_it_detects_and_says_it() {
-    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    bundle(
-        dir.path(),
-        &manifest_with("ar-assistant", &["yolov5n", "git-base", "glow-tts"]),
-        &[
-            ("glue/detect_objects.wasm", &component("detect_objects")),
-            ("glue/caption.wasm", &component("caption")),
-            ("glue/speak_caption.wasm", &component("speak_caption")),
-        ],
-    );
-    for model in ["yolov5n", "git-base", "glow-tts"] {
-        write_model(dir.path(), model);
-    }
-    let gateway = Gateway::start(state.path(), &[]);
-    let deployed = gateway.jig("deploy").arg(dir.path()).output().unwrap();
-    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    let manifest = manifest_with("ar-assistant", &["yolov5n", "git-base", "glow-tts"]);
+    let glue = ["detect_objects", "caption", "speak_caption"];
+    let (_state, gateway, _) = deploy("ar-assistant", &manifest, &glue, &["yolov5n", "git-base", "glow-tts"]);
 
-    let photo = std::fs::read(root().join("tests/data/f3-board.jpg")).unwrap();
-    let reply = gateway.http("POST", "/v1/apps/ar-assistant/invoke", &[("jig-timeout-ms", "60000")], &photo);
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    let outputs = reply.json()["outputs"].as_array().unwrap().clone();
+    let outputs = invoke_with_photo(&gateway, "ar-assistant", "60000");
     assert!(!outputs.is_empty() && outputs.len() <= 4, "one spoken caption per detection (top 4)");
     for o in &outputs {
         assert_eq!(o["task"], "speak");
