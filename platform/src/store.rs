@@ -75,7 +75,7 @@ impl Store {
         }
         let scratch = tempfile::Builder::new().prefix("upload-").tempdir_in(self.tmp()).map_err(PutError::Io)?;
         let unpacked = scratch.path().join("bundle");
-        bundle::unpack(archive, &unpacked, max_bytes)?;
+        let mut bundle = bundle::unpack(archive, &unpacked, max_bytes)?;
         sync_tree(&unpacked).map_err(PutError::Io)?;
         match std::fs::rename(&unpacked, &dir) {
             Ok(()) => {}
@@ -84,7 +84,9 @@ impl Store {
             Err(e) => return Err(PutError::Io(e)),
         }
         sync_dir(&self.bundles()).map_err(PutError::Io)?;
-        Ok((hash.clone(), Bundle::open(&dir)?))
+        // Checked as it was unpacked; the same bytes, now in place.
+        bundle.dir = dir;
+        Ok((hash, bundle))
     }
 
     /// The stored bundle with this hash.

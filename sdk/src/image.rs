@@ -102,6 +102,14 @@ pub fn resize(image: &RgbImage, width: u32, height: u32) -> RgbImage {
     ::image::imageops::resize(image, width, height, ::image::imageops::FilterType::Triangle)
 }
 
+/// Swap the red and blue channels in place: for models trained on BGR images (OpenCV's order), such as
+/// PP-OCR's.
+pub fn swap_red_blue(image: &mut RgbImage) {
+    for px in image.pixels_mut() {
+        px.0.swap(0, 2);
+    }
+}
+
 /// Per-channel normalisation applied by [`to_nchw`]: `(pixel / 255 - mean) / std`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Normalize {

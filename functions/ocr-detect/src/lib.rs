@@ -79,9 +79,7 @@ pub fn preprocess(image: &RgbImage, max_side: u32) -> Tensor {
     let ratio = (max_side as f32 / w.max(h) as f32).min(1.0);
     let round32 = |v: u32| ((v as f32 * ratio / 32.0).round() as u32).max(1) * 32;
     let mut resized = image::resize(image, round32(w), round32(h));
-    for px in resized.pixels_mut() {
-        px.0.swap(0, 2);
-    }
+    image::swap_red_blue(&mut resized);
     image::to_nchw(&resized, Normalize::SYMMETRIC)
 }
 

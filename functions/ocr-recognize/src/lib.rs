@@ -29,9 +29,7 @@ pub fn preprocess(line: &RgbImage) -> Tensor {
     let scaled_w = ((w as f32 * HEIGHT as f32 / h.max(1) as f32).ceil() as u32).clamp(1, 4096);
     let padded_w = scaled_w.div_ceil(160).max(2) * 160;
     let mut resized = image::resize(line, scaled_w, HEIGHT);
-    for px in resized.pixels_mut() {
-        px.0.swap(0, 2);
-    }
+    image::swap_red_blue(&mut resized);
     let t = image::to_nchw(&resized, Normalize::SYMMETRIC);
     // Pad every channel row to `padded_w` with zeros (the normalised value of mid-grey).
     let values = t.view::<f32>().expect("to_nchw makes f32").as_slice().to_vec();

@@ -305,7 +305,7 @@ impl Gateway {
         let deadline = app.deadline(arrived, timeout);
         let admitted = match app.admit() {
             Ok(permit) => permit,
-            Err(e) => return self.answered(name, arrived, error(StatusCode::TOO_MANY_REQUESTS, e.to_string()), false),
+            Err(e) => return self.answered(name, arrived, error(classify(&e, deadline).0, e.to_string()), false),
         };
         // A body still arriving at the deadline is a request that missed it.
         let body = read_body(request, self.config.max_request_mib << 20, "invocation body");
@@ -478,23 +478,18 @@ pub struct AppStatus {
 
 impl Gateway {
     fn status(&self, app: &App) -> AppStatus {
-        let demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
-        let windows = demand.get(&app.name).cloned().unwrap_or_default();
-        AppStatus { demand_windows: windows.rates(), predicted_rps: windows.predicted(), ..status(app) }
-    }
-}
-
-fn status(app: &App) -> AppStatus {
-    AppStatus {
-        demand_windows: Vec::new(),
-        predicted_rps: None,
-        replans: app.replans,
-        name: app.name.clone(),
-        bundle: app.bundle.clone(),
-        deployed_at: app.deployed_at,
-        tasks: app.task_names().into_iter().map(str::to_owned).collect(),
-        slo_latency_ms: app.slo_latency.map(|d| d.as_millis() as u64),
-        deployment: serde_json::to_value(&app.deployment).unwrap_or_default(),
+        let windows = self.demand.lock().unwrap_or_else(|p| p.into_inner()).get(&app.name).cloned().unwrap_or_default();
+        AppStatus {
+            demand_windows: windows.rates(),
+            predicted_rps: windows.predicted(),
+            replans: app.replans,
+            name: app.name.clone(),
+            bundle: app.bundle.clone(),
+            deployed_at: app.deployed_at,
+            tasks: app.task_names().into_iter().map(str::to_owned).collect(),
+            slo_latency_ms: app.slo_latency.map(|d| d.as_millis() as u64),
+            deployment: serde_json::to_value(&app.deployment).unwrap_or_default(),
+        }
     }
 }
 
