@@ -459,7 +459,8 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     app_name(&args.app)?;
     let rate_ok = args.rate.is_finite() && args.rate > 0.0;
     let duration_ok = args.duration > 0.0 && args.duration <= 86_400.0;
-    if !rate_ok || !duration_ok || !(args.speedup.is_finite() && args.speedup > 0.0) {
+    let speedup_ok = args.speedup.is_finite() && args.speedup > 0.0;
+    if !(rate_ok && duration_ok && speedup_ok) {
         anyhow::bail!("--rate and --speedup must be positive numbers, and --duration a number of seconds up to 86400");
     }
     let (schedule, what) = match &args.trace {
