@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use jig_gpu_host::instance::{Instance, InstanceConfig};
+use jig_gpu_host::instance::{BatchPolicy, Instance, InstanceConfig};
 use jig_gpu_host::onnx::{self, Model, SessionOptions};
 use jig_gpu_host::profile::sample_inputs;
 
@@ -53,9 +53,12 @@ fn bare(name: &str, item: &[u64], b: u64, time: Duration) -> f64 {
 fn through_instance(name: &str, item: &[u64], b: u64, time: Duration) -> f64 {
     // A closed loop keeps a second batch queued behind the running one: nothing is stale here.
     let config = InstanceConfig {
-        max_batch: b,
-        max_wait: Duration::from_millis(50),
-        staleness: Duration::from_secs(60),
+        policy: BatchPolicy {
+            max_batch: b,
+            max_wait: Duration::from_millis(50),
+            staleness: Duration::from_secs(60),
+            ..BatchPolicy::default()
+        },
         ..InstanceConfig::new(name)
     };
     let instance = Arc::new(Instance::start_onnx(config, name, &model_path(name), SessionOptions::default()).unwrap());

@@ -1,24 +1,17 @@
 //! A model instance: one variant on one segment with a maximum batch size, behind a queue.
 //!
 //! Each instance owns a thread that forms batches and runs them on its [`Executor`] (a model in this
-//! process, or in a worker process). Batching follows JigsawServe §3.3:
-//!
-//! * a batch starts as soon as `max_batch` rows wait; otherwise
-//! * when the previous batch finishes and requests wait, it starts at once with what is there; otherwise
-//! * the first request of a new batch waits at most `max_wait` (the task's bound L̂) for company.
-//!
-//! Requests are dropped early, with [`InstanceError::Dropped`], rather than served late: on arrival and again
-//! when picked up, a request is dropped if even `min_service` (this instance's own fastest run plus the
-//! fastest downstream path, with no batching delay) no longer fits before its deadline; and a request left
-//! waiting longer than `max_wait + staleness` (all batches full, nobody picked it up) is stale.
-//!
+//! process, or in a worker process). When a batch starts, which requests it takes and which are dropped early
+//! is [`jig_policy::queue`]'s to decide (JigsawServe §3.3), the same code `jig simulate` runs on simulated time.
 //! Requests share a batch only when their inputs agree in everything but the first dimension; the outputs
 //! are split back along it.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+pub use jig_policy::{BatchPolicy, DropReason};
+use jig_policy::{Queue, Request};
 
 use crate::batch;
 use crate::onnx::{self, Model, ModelError, TensorSpec};
@@ -46,15 +39,8 @@ impl Executor for Model {
 pub struct InstanceConfig {
     /// Names the instance in errors, logs and metrics, e.g. `recognize/ppocr-v4@cpu:2#0`.
     pub name: String,
-    /// Rows per batch at most (b). A single request with more rows runs alone.
-    pub max_batch: u64,
-    /// The longest the first request of a batch waits for others (L̂).
-    pub max_wait: Duration,
-    /// How much longer than `max_wait` a request may wait before it counts as stale.
-    pub staleness: Duration,
-    /// The least time a request still needs once picked up: this instance's batch-1 latency plus the fastest
-    /// downstream path. Zero never drops a request for lateness before its deadline.
-    pub min_service: Duration,
+    /// Batching and early drops.
+    pub policy: BatchPolicy,
     /// Pin the batch thread, and the ONNX Runtime threads it creates, to these CPU cores.
     pub cores: Option<Vec<usize>>,
     /// Bytes of memory the segment grants this instance; a model whose weights alone exceed it is refused.
@@ -62,37 +48,9 @@ pub struct InstanceConfig {
 }
 
 impl InstanceConfig {
-    /// Defaults for `name`: max batch 1, no waiting, 20 ms staleness, no early dropping, no pinning.
+    /// Defaults for `name`: [`BatchPolicy::default`], no pinning.
     pub fn new(name: impl Into<String>) -> Self {
-        InstanceConfig {
-            name: name.into(),
-            max_batch: 1,
-            max_wait: Duration::ZERO,
-            staleness: Duration::from_millis(20),
-            min_service: Duration::ZERO,
-            cores: None,
-            memory: None,
-        }
-    }
-}
-
-/// Why a request dropped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DropReason {
-    /// Even the fastest service from here on would finish after the deadline.
-    Late { needed: Duration, left: Duration },
-    /// Nobody picked the request up in time.
-    Stale { waited: Duration },
-}
-
-impl std::fmt::Display for DropReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DropReason::Late { needed, left } => {
-                write!(f, "it needs at least {needed:?} more but only {left:?} remain before its deadline")
-            }
-            DropReason::Stale { waited } => write!(f, "it waited {waited:?} without being picked up (stale)"),
-        }
+        InstanceConfig { name: name.into(), policy: BatchPolicy::default(), cores: None, memory: None }
     }
 }
 
@@ -132,6 +90,21 @@ struct Job {
     deadline: Instant,
     enqueued: Instant,
     reply: tokio::sync::oneshot::Sender<Result<Vec<Tensor>, InstanceError>>,
+}
+
+impl Request<Instant> for Job {
+    fn rows(&self) -> u64 {
+        self.rows
+    }
+    fn enqueued(&self) -> Instant {
+        self.enqueued
+    }
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+    fn can_share(&self, first: &Self) -> bool {
+        batch::batch_key(&self.inputs) == batch::batch_key(&first.inputs)
+    }
 }
 
 /// A running instance. Dropping it stops its thread once the queue is empty.
@@ -174,9 +147,12 @@ impl Instance {
                         }
                     };
                     let _ = ready_tx.send(Ok(executor.inputs().to_vec()));
+                    // A model with an input that has no batch dimension (a Piper voice's `scales`) cannot stack
+                    // requests: it runs them one at a time.
                     let batchable = executor.inputs().iter().all(TensorSpec::batchable);
-                    let max_batch = if batchable { config.max_batch } else { 1 };
-                    Batcher { config, stats, executor, jobs, pending: VecDeque::new(), max_batch }.run();
+                    let policy =
+                        BatchPolicy { max_batch: if batchable { config.policy.max_batch } else { 1 }, ..config.policy };
+                    Batcher { config, stats, executor, jobs, queue: Queue::new(policy) }.run();
                 })
                 .map_err(|e| start_error(e.to_string()))?;
         }
@@ -235,7 +211,7 @@ impl Instance {
         onnx::check_inputs(instance().as_str(), &self.inputs, &inputs)
             .map_err(|source| InstanceError::Input { instance: instance(), source })?;
         let now = Instant::now();
-        if let Some(reason) = too_late(now, deadline, self.config.min_service) {
+        if let Some(reason) = self.config.policy.refuse(now, deadline) {
             self.stats.dropped_late.fetch_add(1, Ordering::Relaxed);
             return Err(InstanceError::Dropped { instance: instance(), reason });
         }
@@ -250,96 +226,58 @@ impl Instance {
     }
 }
 
-fn too_late(now: Instant, deadline: Instant, needed: Duration) -> Option<DropReason> {
-    let left = deadline.saturating_duration_since(now);
-    (left < needed || left.is_zero()).then_some(DropReason::Late { needed, left })
-}
-
 /// The instance thread's state.
 struct Batcher<E> {
     config: Arc<InstanceConfig>,
     stats: Arc<Stats>,
     executor: E,
     jobs: mpsc::Receiver<Job>,
-    /// Requests received and not yet run, in arrival order.
-    pending: VecDeque<Job>,
-    /// Rows per batch: the configured maximum, or 1 for a model with an input that has no batch dimension
-    /// (a Piper voice's `scales`), whose requests cannot be stacked.
-    max_batch: u64,
+    queue: Queue<Job>,
 }
 
 impl<E: Executor> Batcher<E> {
     fn run(mut self) {
+        let mut after_batch = false;
         loop {
-            // Idle: wait for a first request, then up to `max_wait` for the batch to fill.
-            if self.pending.is_empty() {
+            self.queue.extend(self.jobs.try_iter());
+            if self.queue.is_empty() {
                 match self.jobs.recv() {
-                    Ok(job) => self.pending.push_back(job),
+                    Ok(job) => self.queue.push(job),
                     Err(_) => return, // the instance was dropped and the queue is empty
                 }
-                let until = self.pending[0].enqueued + self.config.max_wait;
-                while self.pending_rows() < self.max_batch {
-                    match self.jobs.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                        Ok(job) => self.pending.push_back(job),
-                        Err(_) => break, // timed out, or disconnected: run what there is
-                    }
+                after_batch = false;
+            }
+            // Wait for company until the policy says the batch starts.
+            while let Some(start) = self.queue.start_at(Instant::now(), after_batch) {
+                let wait = start.saturating_duration_since(Instant::now());
+                if wait.is_zero() {
+                    break;
+                }
+                match self.jobs.recv_timeout(wait) {
+                    Ok(job) => self.queue.push(job),
+                    Err(_) => break, // time to start, or disconnected: run what there is
                 }
             }
-            self.pending.extend(self.jobs.try_iter());
             self.drop_hopeless(Instant::now());
-            if let Some(batch) = self.take_batch() {
+            let batch = self.queue.take_batch();
+            after_batch = !batch.is_empty();
+            if after_batch {
                 self.run_batch(batch);
             }
-            // The batch finished: whatever arrived meanwhile starts at once, in the next turn.
-            self.pending.extend(self.jobs.try_iter());
         }
-    }
-
-    fn pending_rows(&self) -> u64 {
-        self.pending.iter().map(|j| j.rows).sum()
     }
 
     /// Answer requests that can no longer make their deadline, or waited too long, with a drop.
     fn drop_hopeless(&mut self, now: Instant) {
-        let stale_after = self.config.max_wait + self.config.staleness;
-        let (config, stats) = (&self.config, &self.stats);
-        self.pending.retain_mut(|job| {
-            let waited = now.saturating_duration_since(job.enqueued);
-            let reason = if waited > stale_after {
-                stats.dropped_stale.fetch_add(1, Ordering::Relaxed);
-                DropReason::Stale { waited }
-            } else if let Some(reason) = too_late(now, job.deadline, config.min_service) {
-                stats.dropped_late.fetch_add(1, Ordering::Relaxed);
-                reason
-            } else {
-                return true;
+        for (job, reason) in self.queue.drop_hopeless(now) {
+            let counter = match reason {
+                DropReason::Late { .. } => &self.stats.dropped_late,
+                DropReason::Stale { .. } => &self.stats.dropped_stale,
             };
-            stats.queued.fetch_sub(1, Ordering::Relaxed);
-            let (reply, _) = tokio::sync::oneshot::channel();
-            let reply = std::mem::replace(&mut job.reply, reply);
-            let _ = reply.send(Err(InstanceError::Dropped { instance: config.name.clone(), reason }));
-            false
-        });
-    }
-
-    /// The oldest request and the following ones that can share its batch, up to `max_batch` rows.
-    fn take_batch(&mut self) -> Option<Vec<Job>> {
-        let first = self.pending.pop_front()?;
-        let mut rows = first.rows;
-        let mut batch = vec![first];
-        let mut i = 0;
-        while i < self.pending.len() && rows < self.max_batch {
-            let fits = rows + self.pending[i].rows <= self.max_batch
-                && batch::batch_key(&self.pending[i].inputs) == batch::batch_key(&batch[0].inputs);
-            if fits {
-                let job = self.pending.remove(i).expect("index in range");
-                rows += job.rows;
-                batch.push(job);
-            } else {
-                i += 1;
-            }
+            counter.fetch_add(1, Ordering::Relaxed);
+            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
+            let _ = job.reply.send(Err(InstanceError::Dropped { instance: self.config.name.clone(), reason }));
         }
-        Some(batch)
     }
 
     fn run_batch(&mut self, batch: Vec<Job>) {

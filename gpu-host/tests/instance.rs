@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use jig_gpu_host::instance::{DropReason, Executor, Instance, InstanceConfig, InstanceError};
+use jig_gpu_host::instance::{BatchPolicy, DropReason, Executor, Instance, InstanceConfig, InstanceError};
 use jig_gpu_host::onnx::{SessionOptions, TensorSpec};
 use jig_gpu_host::pool::Pool;
 use jig_gpu_host::{DType, Tensor};
@@ -65,8 +65,10 @@ fn sleepy(delay_ms: u64, config: InstanceConfig) -> Arc<Instance> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_form_one_batch_with_exact_results() {
-    let config =
-        InstanceConfig { max_batch: 8, max_wait: Duration::from_millis(500), ..InstanceConfig::new("mixed#0") };
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 8, max_wait: Duration::from_millis(500), ..BatchPolicy::default() },
+        ..InstanceConfig::new("mixed#0")
+    };
     let instance = onnx_instance("mixed", config);
     let tasks: Vec<_> = (0..8)
         .map(|k| {
@@ -86,7 +88,10 @@ async fn concurrent_requests_form_one_batch_with_exact_results() {
 
 #[tokio::test]
 async fn a_lone_request_runs_after_the_wait_bound() {
-    let config = InstanceConfig { max_batch: 8, max_wait: Duration::from_millis(40), ..InstanceConfig::new("mixed#1") };
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 8, max_wait: Duration::from_millis(40), ..BatchPolicy::default() },
+        ..InstanceConfig::new("mixed#1")
+    };
     let instance = onnx_instance("mixed", config);
     let started = Instant::now();
     instance.infer(mixed_inputs(1.0), far()).await.unwrap();
@@ -97,7 +102,10 @@ async fn a_lone_request_runs_after_the_wait_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_waiting_when_a_batch_finishes_start_at_once() {
     // b = 2 and a wait bound of 10 s: only the "previous batch finished" rule can start the second batch soon.
-    let config = InstanceConfig { max_batch: 2, max_wait: Duration::from_secs(10), ..InstanceConfig::new("sleepy#0") };
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 2, max_wait: Duration::from_secs(10), ..BatchPolicy::default() },
+        ..InstanceConfig::new("sleepy#0")
+    };
     let instance = sleepy(100, config);
     let started = Instant::now();
     let tasks: Vec<_> = (0..3)
@@ -115,7 +123,10 @@ async fn requests_waiting_when_a_batch_finishes_start_at_once() {
 
 #[tokio::test]
 async fn requests_that_cannot_make_their_deadline_are_dropped_on_arrival() {
-    let config = InstanceConfig { min_service: Duration::from_millis(100), ..InstanceConfig::new("sleepy#1") };
+    let config = InstanceConfig {
+        policy: BatchPolicy { min_service: Duration::from_millis(100), ..BatchPolicy::default() },
+        ..InstanceConfig::new("sleepy#1")
+    };
     let instance = sleepy(1, config);
     let err = instance.infer(one(1.0), Instant::now() + Duration::from_millis(30)).await.unwrap_err();
     assert!(
@@ -129,7 +140,10 @@ async fn requests_that_cannot_make_their_deadline_are_dropped_on_arrival() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_nobody_picks_up_in_time_are_dropped_as_stale() {
-    let config = InstanceConfig { staleness: Duration::from_millis(30), ..InstanceConfig::new("sleepy#2") };
+    let config = InstanceConfig {
+        policy: BatchPolicy { staleness: Duration::from_millis(30), ..BatchPolicy::default() },
+        ..InstanceConfig::new("sleepy#2")
+    };
     let instance = sleepy(150, config);
     let tasks: Vec<_> = (0..3)
         .map(|k| {
@@ -177,9 +191,12 @@ async fn mismatched_inputs_are_refused_before_they_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_of_different_shapes_run_in_separate_batches() {
     let config = InstanceConfig {
-        max_batch: 4,
-        max_wait: Duration::from_millis(300),
-        staleness: Duration::from_secs(5),
+        policy: BatchPolicy {
+            max_batch: 4,
+            max_wait: Duration::from_millis(300),
+            staleness: Duration::from_secs(5),
+            ..BatchPolicy::default()
+        },
         ..InstanceConfig::new("rec#0")
     };
     let instance = onnx_instance("ppocr-rec", config);

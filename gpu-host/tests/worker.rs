@@ -251,10 +251,12 @@ fn ipc_cost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_batches_requests_into_a_worker() {
-    use jig_gpu_host::instance::{Instance, InstanceConfig};
+    use jig_gpu_host::instance::{BatchPolicy, Instance, InstanceConfig};
     use std::sync::Arc;
-    let config =
-        InstanceConfig { max_batch: 4, max_wait: Duration::from_millis(300), ..InstanceConfig::new("mixed@worker#0") };
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 4, max_wait: Duration::from_millis(300), ..BatchPolicy::default() },
+        ..InstanceConfig::new("mixed@worker#0")
+    };
     let spec = spec("mixed@worker#0", "mixed", model_path("mixed"));
     let instance = Arc::new(Instance::start(config, move || Worker::start(spec).map_err(|e| e.to_string())).unwrap());
     let tasks: Vec<_> = (0..4)

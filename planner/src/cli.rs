@@ -138,3 +138,154 @@ fn paper_problem(app: PaperApp, args: &PlanArgs, slices: u32, demand: f64) -> an
         None => Ok(app.problem(slices, demand)?),
     }
 }
+
+/// `jig simulate`: the discrete-event simulation of [`crate::simulate`].
+///
+/// ```text
+/// jig simulate --app traffic [--slices 840] [--features all] [--compare] [--trace day.csv | --bins 288]
+///              [--peak RPS] [--sample 20000] [--seed 1] [--csv out.csv] [--plot out.svg] [--json]
+/// jig simulate SPEC.toml --profiles profiles.csv --trace day.csv [...]
+/// ```
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimulateArgs {
+    /// Planning spec (as for `jig plan`); or --app.
+    pub spec: Option<PathBuf>,
+    /// Profile table for SPEC (or measured profiles for --app).
+    #[arg(long)]
+    pub profiles: Option<PathBuf>,
+    /// One of the paper's applications: social, traffic or ar.
+    #[arg(long)]
+    pub app: Option<String>,
+    /// Slices available (S_avail); 840 with --app (120 H100s), the spec's otherwise.
+    #[arg(long)]
+    pub slices: Option<u32>,
+    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all`.
+    #[arg(long, default_value = "all")]
+    pub features: String,
+    /// Simulate A+S+T, S+T, A+T and A+S on the same trace (the paper's Figure 4).
+    #[arg(long)]
+    pub compare: bool,
+    /// Demand trace (CSV `start_s,rps`, as `jig trace` writes); a generated day when absent.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Bins of the generated day.
+    #[arg(long, default_value_t = 288)]
+    pub bins: usize,
+    /// Scale the trace so its busiest bin has this rate; by default, the largest demand A+S+T serves on the
+    /// slices, less the controller's 5% slack (a generated day only, or a given trace when set).
+    #[arg(long)]
+    pub peak: Option<f64>,
+    /// Root requests simulated per bin at most.
+    #[arg(long, default_value_t = 20_000)]
+    pub sample: usize,
+    /// Seed of arrivals, latencies and the generated day.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Solver time limit per re-plan, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub time_limit: f64,
+    /// Write every bin as CSV (with a `features` column) to this file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write an SVG plot of slices, accuracy drop and violations per bin to this file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Print the bins as JSON instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run `jig simulate`; returns what to print.
+pub fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
+    use crate::simulate::{SimOptions, simulate};
+    use crate::trace::Trace;
+
+    if !(args.time_limit.is_finite() && args.time_limit > 0.0) || args.sample == 0 {
+        bail!("--time-limit must be a positive number of seconds and --sample at least 1");
+    }
+    if args.peak.is_some_and(|p| !(p.is_finite() && p > 0.0)) {
+        bail!("--peak must be a positive rate");
+    }
+    let problem = match (&args.spec, &args.app) {
+        (Some(_), Some(_)) => bail!("give either a spec file or --app, not both"),
+        (Some(path), None) => {
+            let mut spec = PlanSpec::from_file(path)?;
+            if let Some(s) = args.slices {
+                spec.resources.slices = s;
+            }
+            let profiles =
+                args.profiles.as_ref().context("a spec needs --profiles FILE.csv (the table `jig profile` writes)")?;
+            load_problem(&spec, profiles)?
+        }
+        (None, Some(app)) => {
+            let app = PaperApp::parse(app).map_err(anyhow::Error::msg)?;
+            let slices = args.slices.unwrap_or(840);
+            match &args.profiles {
+                Some(path) => load_problem(&app.spec(slices, 1.0), path)?,
+                None => app.problem(slices, 1.0)?,
+            }
+        }
+        (None, None) => bail!("give a spec file or --app NAME"),
+    };
+    let spaces = if args.compare {
+        ["all", "S+T", "A+T", "A+S"].iter().map(|f| parse_features(f)).collect::<anyhow::Result<Vec<_>>>()?
+    } else {
+        vec![parse_features(&args.features)?]
+    };
+    let solve = SolveOptions { time_limit_s: args.time_limit, mip_rel_gap: 0.01, ..SolveOptions::default() };
+    let servable = || -> anyhow::Result<f64> {
+        let max = max_demand::max_demand(&problem, Features::ALL, 0.01, args.time_limit)?.demand_rps;
+        Ok(max / (1.0 + crate::model::DemandSpec::DEFAULT_SLACK))
+    };
+    let trace = match &args.trace {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let trace = Trace::from_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            match args.peak {
+                Some(peak) if trace.peak() > 0.0 => {
+                    let scale = peak / trace.peak();
+                    Trace { rates: trace.rates.iter().map(|r| r * scale).collect(), ..trace }
+                }
+                _ => trace,
+            }
+        }
+        None => {
+            if args.bins == 0 || args.bins > 86_400 {
+                bail!("--bins must be between 1 and 86400");
+            }
+            let peak = match args.peak {
+                Some(p) => p,
+                None => servable()?,
+            };
+            Trace::diurnal(peak, args.bins, args.seed)
+        }
+    };
+    let mut runs = Vec::new();
+    for features in spaces {
+        eprintln!("jig simulate: {} in {features}, {} bins …", problem.app, trace.rates.len());
+        let options =
+            SimOptions { features, solve, sample_requests: args.sample, seed: args.seed, ..SimOptions::default() };
+        runs.push(simulate(&problem, &trace, &options)?);
+    }
+    if let Some(path) = &args.csv {
+        let mut csv = String::new();
+        for (i, run) in runs.iter().enumerate() {
+            for (j, line) in run.to_csv().lines().enumerate() {
+                if j == 0 && i == 0 {
+                    csv.push_str(&format!("features,{line}\n"));
+                } else if j > 0 {
+                    csv.push_str(&format!("{},{line}\n", run.features));
+                }
+            }
+        }
+        std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        std::fs::write(path, crate::simulate::svg(&runs, &trace))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if args.json {
+        return Ok(serde_json::to_string_pretty(&runs)?);
+    }
+    Ok(crate::simulate::summary(&runs, &trace))
+}

@@ -113,7 +113,12 @@
 //!
 //! **Pruning** (exact): types with 2·L_k above what their task can take on some path given the other tasks'
 //! fastest types (or its static budget), dearer than the task's slice cap, or dominated within the same
-//! variant (no faster, no more productive, no cheaper than another) are left out.
+//! variant are left out. Type j dominates k when L_j ≤ L_k and the ⌊s_k/s_j⌋ copies of j that fit in k's slices
+//! serve at least H_k: a 7g.80gb instance is dominated by seven 1g.10gb ones that are as fast.
+//!
+//! **Cuts**: Σ_{k∈t} H_k·M_k ≥ R̂(t) per task, implied by (4)–(6), is added as a row so that HiGHS derives
+//! knapsack cover cuts on the instance counts. The search stops at a relative gap of 10⁻⁴ or an absolute gap
+//! of half a slice's cost (β/2) ([`SolveOptions`]): plans closer than that differ only in how they break ties.
 //!
 //! **Switches** ([`Features`]): without A only each task's most accurate variant; without S only whole devices
 //! (a 7g.80gb MIG instance with one process, or a whole CPU host); without T, Appendix B's static budgets:
@@ -144,6 +149,7 @@ pub mod placement;
 pub mod plan;
 pub mod problem;
 pub mod profile;
+pub mod simulate;
 pub mod trace;
 
 pub use error::PlanError;

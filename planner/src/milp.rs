@@ -21,13 +21,19 @@ pub struct SolveOptions {
     pub time_limit_s: f64,
     /// HiGHS `mip_rel_gap`.
     pub mip_rel_gap: f64,
+    /// HiGHS `mip_abs_gap`, in slices' worth of objective (β each): the search stops once no plan can be better
+    /// by this much. Half a slice still tells plans apart by their slice count (an integer) and spares the
+    /// solver proving tie-breaks worth a fraction of a slice, which is most of its search.
+    pub abs_gap_slices: f64,
+    /// HiGHS `random_seed`: branch-and-bound times vary severalfold between seeds on the same problem.
+    pub random_seed: u32,
     /// Stop at the first plan that meets the constraints (the max-demand bisection only asks "is there one?").
     pub feasibility_only: bool,
 }
 
 impl Default for SolveOptions {
     fn default() -> Self {
-        Self { time_limit_s: 30.0, mip_rel_gap: 1e-4, feasibility_only: false }
+        Self { time_limit_s: 30.0, mip_rel_gap: 1e-4, abs_gap_slices: 0.5, random_seed: 0, feasibility_only: false }
     }
 }
 
@@ -56,8 +62,9 @@ pub(crate) struct Candidate {
 ///
 /// Pruning keeps the optimum: a type is dropped when 2·L exceeds what its task may take on some path given the
 /// fastest types of the path's other tasks (T) or the task's static latency budget (no T), when it costs more
-/// slices than the task may use, or when another type of the same variant is no slower, no less productive and
-/// no dearer (any plan using the dominated type stays feasible and no costlier with the other).
+/// slices than the task may use, or when another type of the same variant is no slower and as many copies of it
+/// as fit in the type's slices are no less productive (any plan using the dominated type stays feasible and no
+/// costlier with those copies instead).
 pub(crate) fn candidates(
     problem: &Problem,
     features: Features,
@@ -101,8 +108,9 @@ pub(crate) fn candidates(
     let dominates = |a: usize, b: usize| {
         let (x, y) = (&problem.configs[a], &problem.configs[b]);
         let (sx, sy) = (problem.segments[x.segment].slices, problem.segments[y.segment].slices);
-        let no_worse = x.latency_ms <= y.latency_ms && x.throughput_rps >= y.throughput_rps && sx <= sy;
-        let better = x.latency_ms < y.latency_ms || x.throughput_rps > y.throughput_rps || sx < sy;
+        let copies = f64::from(sy / sx.max(1));
+        let no_worse = sx <= sy && x.latency_ms <= y.latency_ms && copies * x.throughput_rps >= y.throughput_rps;
+        let better = x.latency_ms < y.latency_ms || copies * x.throughput_rps > y.throughput_rps || sx < sy;
         no_worse && (better || a < b)
     };
     let kept = feasible
@@ -220,11 +228,12 @@ pub(crate) fn solve_relaxed(
         .using(highs)
         .set_time_limit(options.time_limit_s)
         .set_option("output_flag", false)
+        .set_option("random_seed", options.random_seed as i32)
         .set_mip_rel_gap(options.mip_rel_gap as f32)
+        .and_then(|m| m.set_mip_abs_gap((options.abs_gap_slices * problem.objective.beta) as f32))
         .map_err(|e| PlanError::Solver(e.to_string()))?;
 
-    // (1), (2), capacity of (6). x_k ≤ R̂max(t)·N_k is implied by the rest but tightens the LP relaxation, so
-    // the latency of slow types is felt before branching.
+    // (1), (2), capacity of (6).
     let mut served: Vec<Expression> = vec![Expression::default(); n];
     let mut emitted: Vec<Expression> = vec![Expression::default(); n];
     for (c, var) in cands.iter().zip(&v) {
@@ -242,6 +251,15 @@ pub(crate) fn solve_relaxed(
             let lost = 1.0 - task.normalised_accuracy(cfg.variant);
             model.add_constraint(constraint!(e >= lost * var.n));
         }
+    }
+    // Σ_k H_k·M_k ≥ R̂(t), implied by (6) and (4)–(5), but as one row it gives HiGHS knapsack cover cuts on
+    // the instance counts: the LP relaxation buys fractional instances, and rounding them is the hard part.
+    for (t, served_t) in served.iter().enumerate() {
+        let mut capacity = Expression::default();
+        for (c, var) in cands.iter().zip(&v).filter(|(c, _)| problem.configs[c.config].task == t) {
+            capacity.add_mul(problem.configs[c.config].throughput_rps, var.m);
+        }
+        model.add_constraint(constraint!(capacity >= served_t.clone()));
     }
     // (4)–(6): the served rates carry the demand down the graph.
     for t in 0..n {

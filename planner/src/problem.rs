@@ -90,6 +90,8 @@ pub struct Config {
     pub batch: u32,
     /// L(t,v,s,b), p95 batch latency, ms.
     pub latency_ms: f64,
+    /// Median batch latency, ms (the simulator's latency distribution).
+    pub p50_ms: f64,
     /// H(t,v,s,b), req/s of one instance.
     pub throughput_rps: f64,
 }
@@ -288,6 +290,7 @@ impl Problem {
                     segment: s,
                     batch: row.batch,
                     latency_ms: row.p95_ms,
+                    p50_ms: row.p50_ms,
                     throughput_rps: row.throughput_rps,
                 });
             }

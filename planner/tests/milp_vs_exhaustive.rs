@@ -190,7 +190,7 @@ impl Case {
 const ENUMERATION_LIMIT: usize = 400_000;
 
 fn options() -> SolveOptions {
-    SolveOptions { time_limit_s: 20.0, mip_rel_gap: 1e-7, feasibility_only: false }
+    SolveOptions { time_limit_s: 20.0, mip_rel_gap: 1e-7, abs_gap_slices: 0.0, ..SolveOptions::default() }
 }
 
 fn tolerance(x: f64) -> f64 {

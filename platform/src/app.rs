@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use jig_gpu_host::instance::{Instance, InstanceConfig};
+use jig_gpu_host::instance::{BatchPolicy, Instance, InstanceConfig};
 use jig_gpu_host::onnx::SessionOptions;
 use jig_gpu_host::pool::Pool;
 
@@ -277,10 +277,8 @@ fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<Mode
         for i in 0..planned.count {
             let mut config =
                 InstanceConfig::new(format!("{app}/{}/{}@{}#{i}", planned.slot, planned.variant, planned.segment));
-            config.max_batch = planned.max_batch.into();
-            // Requests are dropped early against their own deadlines (which a caller may set beyond the SLO);
-            // the staleness bound only clears what nobody can be waiting for any more.
-            config.staleness = DEFAULT_DEADLINE;
+            // Requests are dropped early against their own deadlines (which a caller may set beyond the SLO).
+            config.policy = BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE);
             if let Some(planned_cores) = planned.cores.get(i as usize) {
                 let cores: Option<Vec<usize>> =
                     planned_cores.iter().map(|&c| machine.get(c as usize).copied()).collect();

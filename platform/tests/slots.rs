@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use jig_gpu_host::instance::{Instance, InstanceConfig};
+use jig_gpu_host::instance::{BatchPolicy, Instance, InstanceConfig};
 use jig_gpu_host::onnx::SessionOptions;
 use jig_gpu_host::pool::Pool;
 use jig_platform::runtime::{FunctionError, FunctionOptions, InferError, InvokeError, Runtime, RuntimeConfig};
@@ -39,7 +39,10 @@ fn call(row: f32) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_invocations_share_a_batch_and_get_their_own_rows() {
     let runtime = Runtime::new(RuntimeConfig { max_instances: 32, ..RuntimeConfig::default() }).unwrap();
-    let config = InstanceConfig { max_batch: 8, max_wait: Duration::from_millis(200), ..InstanceConfig::new("mlp#0") };
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 8, max_wait: Duration::from_millis(200), ..BatchPolicy::default() },
+        ..InstanceConfig::new("mlp#0")
+    };
     let (slots, instance) = mlp_slot(config);
     let function = probe(&runtime, slots);
 
@@ -71,7 +74,10 @@ async fn concurrent_invocations_share_a_batch_and_get_their_own_rows() {
 #[tokio::test]
 async fn a_mismatched_tensor_and_a_late_request_get_distinct_errors() {
     let runtime = Runtime::new(RuntimeConfig { max_instances: 8, ..RuntimeConfig::default() }).unwrap();
-    let config = InstanceConfig { min_service: Duration::from_millis(500), ..InstanceConfig::new("mlp#1") };
+    let config = InstanceConfig {
+        policy: BatchPolicy { min_service: Duration::from_millis(500), ..BatchPolicy::default() },
+        ..InstanceConfig::new("mlp#1")
+    };
     let (slots, _) = mlp_slot(config);
     let function = probe(&runtime, slots);
 

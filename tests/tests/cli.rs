@@ -184,3 +184,37 @@ fn trace_writes_a_day_and_bench_names_the_bad_line_of_a_trace() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("bad.csv: line 3: `rps` is not a number"), "{stderr}");
 }
+
+#[test]
+fn simulate_replays_a_trace_through_plans_and_names_the_bad_line_of_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = dir.path().join("day.csv");
+    std::fs::write(&day, "start_s,rps\n0,40\n300,40\n600,80\n900,80\n").unwrap();
+    let (csv, svg) = (dir.path().join("bins.csv"), dir.path().join("bins.svg"));
+    let output = run(
+        jig()
+            .args(["simulate", "--app", "social", "--slices", "28", "--features", "A+S+T", "--sample", "500"])
+            .arg("--trace")
+            .arg(&day)
+            .arg("--csv")
+            .arg(&csv)
+            .arg("--plot")
+            .arg(&svg),
+        b"",
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("social-media on 28 slices: 4 bins of 300 s, peak 80.0 req/s"), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("A+S+T")), "{stdout}");
+    let bins = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(bins.lines().count(), 5, "{bins}");
+    assert!(bins.starts_with("features,start_s,rate_rps,planned_rps,slices"), "{bins}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
+
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "start_s,rps\n0,1\n300,-4\n").unwrap();
+    let output = run(jig().args(["simulate", "--app", "social", "--slices", "28", "--trace"]).arg(&bad), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("bad.csv: line 3"), "{stderr}");
+}

@@ -95,6 +95,9 @@ enum Command {
     /// Plan a function graph: variants, segments, batch sizes and instance counts that meet its latency and
     /// accuracy objectives at the lowest cost (the JigsawServe MILP), placed onto GPUs and cores.
     Plan(jig_planner::cli::PlanArgs),
+    /// Simulate an app's plans under a day of demand, re-planning every bin (the paper's Figure 4), with the
+    /// runtime's batching, early drops and routing on simulated time.
+    Simulate(jig_planner::cli::SimulateArgs),
     /// Serve one model for the platform in this process (started by jig for GPU segments, not by hand).
     #[command(hide = true)]
     Worker {
@@ -187,6 +190,10 @@ pub fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }),
         },
+        Command::Simulate(args) => jig_planner::cli::simulate(&args).map(|text| {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }),
         Command::Worker { socket } => jig_gpu_host::worker::serve(&socket)
             .map(|()| ExitCode::SUCCESS)
             .with_context(|| format!("worker on {}", socket.display())),

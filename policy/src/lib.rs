@@ -1,0 +1,47 @@
+//! # jig-policy
+//!
+//! The serving decisions that the runtime (`jig-gpu-host`'s instances and pools, on real time) and the
+//! simulator (`jig simulate`, on simulated time) share, so that a simulated plan batches, drops and routes
+//! exactly as a deployed one does:
+//!
+//! * [`route`]: which instance of a slot the next request goes to;
+//! * [`queue`]: when an instance starts a batch, which waiting requests it takes, and which it drops early.
+//!
+//! Both are generic over the clock ([`Time`]): `std::time::Instant` in the runtime, a `Duration` since the
+//! start of the simulation in the simulator. Nothing here blocks, allocates per decision beyond the queue
+//! itself, or depends on any other crate.
+
+pub mod queue;
+pub mod route;
+
+use std::time::{Duration, Instant};
+
+pub use queue::{BatchPolicy, DropReason, Queue, Request};
+pub use route::WeightedRoundRobin;
+
+/// A point in time, real or simulated.
+pub trait Time: Copy + Ord {
+    /// How long after `earlier` this is; zero when it is not after.
+    fn since(self, earlier: Self) -> Duration;
+    /// This time plus `d`.
+    fn after(self, d: Duration) -> Self;
+}
+
+impl Time for Instant {
+    fn since(self, earlier: Self) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+    fn after(self, d: Duration) -> Self {
+        self + d
+    }
+}
+
+/// Simulated time: the offset from the simulation's start.
+impl Time for Duration {
+    fn since(self, earlier: Self) -> Duration {
+        self.saturating_sub(earlier)
+    }
+    fn after(self, d: Duration) -> Self {
+        self + d
+    }
+}

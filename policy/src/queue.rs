@@ -1,0 +1,282 @@
+//! An instance's queue and its batching rules (JigsawServe §3.3):
+//!
+//! * a batch starts as soon as `max_batch` rows wait;
+//! * when the previous batch finishes and requests wait, the next starts at once with what is there;
+//! * otherwise (the instance was idle) the first request of a new batch waits at most `max_wait` for company.
+//!
+//! Requests are dropped early rather than served late: on arrival and again before each batch, a request is
+//! dropped if even `min_service` (the instance's own fastest run plus the fastest downstream path) no longer
+//! fits before its deadline, and a request that waited longer than `max_wait + staleness` is stale.
+//!
+//! A batch takes the oldest request and the following ones that can share a batch with it
+//! ([`Request::can_share`]), up to `max_batch` rows.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use crate::Time;
+
+/// How an instance batches and drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchPolicy {
+    /// Rows per batch at most (b). A single request with more rows runs alone.
+    pub max_batch: u64,
+    /// The longest the first request of a batch waits for others when the instance was idle (L̂).
+    pub max_wait: Duration,
+    /// How much longer than `max_wait` a request may wait before it counts as stale.
+    pub staleness: Duration,
+    /// The least time a request still needs once picked up. Zero drops only what is already past its deadline.
+    pub min_service: Duration,
+}
+
+impl Default for BatchPolicy {
+    /// Batch 1, no waiting, 20 ms staleness, no early dropping.
+    fn default() -> Self {
+        BatchPolicy {
+            max_batch: 1,
+            max_wait: Duration::ZERO,
+            staleness: Duration::from_millis(20),
+            min_service: Duration::ZERO,
+        }
+    }
+}
+
+/// A queued request, as the policy sees it.
+pub trait Request<T: Time> {
+    /// Rows it adds to a batch.
+    fn rows(&self) -> u64;
+    fn enqueued(&self) -> T;
+    fn deadline(&self) -> T;
+    /// Whether it may run in one batch with `first` (e.g. tensors whose shapes agree but for the batch axis).
+    fn can_share(&self, _first: &Self) -> bool {
+        true
+    }
+}
+
+/// Why a request was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Even the fastest service from here on would finish after the deadline.
+    Late { needed: Duration, left: Duration },
+    /// It waited longer than any batch would have made it wait.
+    Stale { waited: Duration },
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DropReason::Late { needed, left } => {
+                write!(f, "it needs at least {needed:?} more but only {left:?} remain before its deadline")
+            }
+            DropReason::Stale { waited } => write!(f, "it waited {waited:?} without being picked up (stale)"),
+        }
+    }
+}
+
+impl BatchPolicy {
+    /// How a deployed instance batches: up to `max_batch` rows, starting at once when idle (work-conserving),
+    /// dropping only what is past its deadline, and clearing as stale only what waited longer than any
+    /// `deadline` a caller may set.
+    pub fn serving(max_batch: u64, deadline: Duration) -> Self {
+        BatchPolicy { max_batch, max_wait: Duration::ZERO, staleness: deadline, min_service: Duration::ZERO }
+    }
+
+    /// Whether a request arriving at `now` with `deadline` must be dropped at once.
+    pub fn refuse<T: Time>(&self, now: T, deadline: T) -> Option<DropReason> {
+        let left = deadline.since(now);
+        (left < self.min_service || left.is_zero()).then_some(DropReason::Late { needed: self.min_service, left })
+    }
+}
+
+/// The requests waiting at one instance, in arrival order.
+#[derive(Debug)]
+pub struct Queue<J> {
+    policy: BatchPolicy,
+    pending: VecDeque<J>,
+}
+
+impl<J> Queue<J> {
+    pub fn new(policy: BatchPolicy) -> Self {
+        Queue { policy, pending: VecDeque::new() }
+    }
+
+    pub fn policy(&self) -> &BatchPolicy {
+        &self.policy
+    }
+
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    pub fn push(&mut self, job: J) {
+        self.pending.push_back(job);
+    }
+}
+
+impl<J> Extend<J> for Queue<J> {
+    fn extend<I: IntoIterator<Item = J>>(&mut self, jobs: I) {
+        self.pending.extend(jobs);
+    }
+}
+
+impl<J> Queue<J> {
+    /// Rows waiting.
+    pub fn rows<T: Time>(&self) -> u64
+    where
+        J: Request<T>,
+    {
+        self.pending.iter().map(Request::rows).sum()
+    }
+
+    /// When the next batch should start, `None` when nothing waits: at once after a batch (`after_batch`) or
+    /// when the batch is full, else when the oldest request has waited `max_wait`.
+    pub fn start_at<T: Time>(&self, now: T, after_batch: bool) -> Option<T>
+    where
+        J: Request<T>,
+    {
+        let first = self.pending.front()?;
+        if after_batch || self.rows() >= self.policy.max_batch {
+            return Some(now);
+        }
+        Some(first.enqueued().after(self.policy.max_wait).max(now))
+    }
+
+    /// Remove the requests that can no longer make their deadline or waited too long, with the reason.
+    pub fn drop_hopeless<T: Time>(&mut self, now: T) -> Vec<(J, DropReason)>
+    where
+        J: Request<T>,
+    {
+        let stale_after = self.policy.max_wait + self.policy.staleness;
+        let mut dropped = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.pending.len());
+        for job in self.pending.drain(..) {
+            let waited = now.since(job.enqueued());
+            let reason = if waited > stale_after {
+                Some(DropReason::Stale { waited })
+            } else {
+                self.policy.refuse(now, job.deadline())
+            };
+            match reason {
+                Some(reason) => dropped.push((job, reason)),
+                None => kept.push_back(job),
+            }
+        }
+        self.pending = kept;
+        dropped
+    }
+
+    /// The oldest request and the following ones that can share its batch, up to `max_batch` rows; empty when
+    /// nothing waits.
+    pub fn take_batch<T: Time>(&mut self) -> Vec<J>
+    where
+        J: Request<T>,
+    {
+        let Some(first) = self.pending.pop_front() else { return Vec::new() };
+        let mut rows = first.rows();
+        let mut batch = vec![first];
+        let mut i = 0;
+        while i < self.pending.len() && rows < self.policy.max_batch {
+            let job = &self.pending[i];
+            if rows + job.rows() <= self.policy.max_batch && job.can_share(&batch[0]) {
+                let job = self.pending.remove(i).expect("index in range");
+                rows += job.rows();
+                batch.push(job);
+            } else {
+                i += 1;
+            }
+        }
+        batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    struct Job {
+        id: u32,
+        rows: u64,
+        at: Duration,
+        deadline: Duration,
+        shape: u32,
+    }
+
+    impl Request<Duration> for Job {
+        fn rows(&self) -> u64 {
+            self.rows
+        }
+        fn enqueued(&self) -> Duration {
+            self.at
+        }
+        fn deadline(&self) -> Duration {
+            self.deadline
+        }
+        fn can_share(&self, first: &Self) -> bool {
+            self.shape == first.shape
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn job(id: u32, rows: u64, at: u64, shape: u32) -> Job {
+        Job { id, rows, at: ms(at), deadline: ms(at + 100), shape }
+    }
+
+    fn policy() -> BatchPolicy {
+        BatchPolicy { max_batch: 4, max_wait: ms(5), staleness: ms(20), min_service: ms(10) }
+    }
+
+    #[test]
+    fn an_idle_instance_waits_for_company_but_not_past_max_wait_or_a_full_batch() {
+        let mut q = Queue::new(policy());
+        assert_eq!(q.start_at(ms(0), false), None);
+        q.push(job(1, 1, 0, 0));
+        assert_eq!(q.start_at(ms(1), false), Some(ms(5)));
+        assert_eq!(q.start_at(ms(1), true), Some(ms(1)), "after a batch it starts at once");
+        q.push(job(2, 3, 2, 0));
+        assert_eq!(q.start_at(ms(2), false), Some(ms(2)), "full");
+    }
+
+    #[test]
+    fn a_batch_takes_the_oldest_and_what_shares_with_it_up_to_max_batch() {
+        let mut q = Queue::new(policy());
+        for j in [job(1, 2, 0, 0), job(2, 1, 0, 1), job(3, 3, 0, 0), job(4, 2, 0, 0), job(5, 1, 0, 0)] {
+            q.push(j);
+        }
+        let ids: Vec<u32> = q.take_batch::<Duration>().iter().map(|j| j.id).collect();
+        assert_eq!(ids, vec![1, 4], "2 skips the other shape, 3 does not fit, 4 fills the batch");
+        let ids: Vec<u32> = q.take_batch::<Duration>().iter().map(|j| j.id).collect();
+        assert_eq!(ids, vec![2]);
+        assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn late_and_stale_requests_are_dropped_with_the_reason() {
+        let mut q = Queue::new(policy());
+        q.push(Job { deadline: ms(190), ..job(1, 1, 170, 0) });
+        q.push(job(2, 1, 0, 0)); // deadline 100
+        q.push(Job { deadline: ms(200), ..job(3, 1, 0, 0) });
+        q.push(job(4, 1, 180, 0)); // deadline 280
+        let dropped = q.drop_hopeless(ms(185));
+        let reasons: Vec<(u32, DropReason)> = dropped.iter().map(|(j, r)| (j.id, *r)).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (1, DropReason::Late { needed: ms(10), left: ms(5) }),
+                (2, DropReason::Stale { waited: ms(185) }),
+                (3, DropReason::Stale { waited: ms(185) }),
+            ]
+        );
+        assert_eq!(q.take_batch::<Duration>().iter().map(|j| j.id).collect::<Vec<_>>(), vec![4]);
+        assert!(policy().refuse(ms(0), ms(9)).is_some());
+        assert!(policy().refuse(ms(0), ms(10)).is_none());
+    }
+}
