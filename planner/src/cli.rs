@@ -145,10 +145,12 @@ fn paper_problem(app: PaperApp, args: &PlanArgs, slices: u32, demand: f64) -> an
 /// jig simulate --app traffic [--slices 840] [--features all] [--compare] [--trace day.csv | --bins 288]
 ///              [--peak RPS] [--sample 20000] [--seed 1] [--csv out.csv] [--plot out.svg] [--json]
 /// jig simulate SPEC.toml --profiles profiles.csv --trace day.csv [...]
+/// jig simulate BUNDLE_DIR --trace day.csv [--demand RPS]   (mounted by the `jig` binary)
 /// ```
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
-    /// Planning spec (as for `jig plan`); or --app.
+    /// Planning spec (as for `jig plan`), or a bundle directory with its `profiles.csv` (planned as `jig deploy`
+    /// plans it, on this machine's cores or --slices); or --app.
     pub spec: Option<PathBuf>,
     /// Profile table for SPEC (or measured profiles for --app).
     #[arg(long)]
@@ -175,9 +177,17 @@ pub struct SimulateArgs {
     /// slices, less the controller's 5% slack (a generated day only, or a given trace when set).
     #[arg(long)]
     pub peak: Option<f64>,
+    /// Time each task spends on a request besides its model (glue, HTTP), ms; the profile tables measure only
+    /// the models.
+    #[arg(long, default_value_t = 0.0)]
+    pub overhead_ms: f64,
     /// Root requests simulated per bin at most.
     #[arg(long, default_value_t = 20_000)]
     pub sample: usize,
+    /// Plan once for this demand (req/s; the 5% slack is added, as for a deploy) and keep that plan through
+    /// the trace, instead of re-planning every bin.
+    #[arg(long)]
+    pub demand: Option<f64>,
     /// Seed of arrivals, latencies and the generated day.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -195,17 +205,8 @@ pub struct SimulateArgs {
     pub json: bool,
 }
 
-/// Run `jig simulate`; returns what to print.
+/// Run `jig simulate` on a spec or --app; returns what to print.
 pub fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
-    use crate::simulate::{SimOptions, simulate};
-    use crate::trace::Trace;
-
-    if !(args.time_limit.is_finite() && args.time_limit > 0.0) || args.sample == 0 {
-        bail!("--time-limit must be a positive number of seconds and --sample at least 1");
-    }
-    if args.peak.is_some_and(|p| !(p.is_finite() && p > 0.0)) {
-        bail!("--peak must be a positive rate");
-    }
     let problem = match (&args.spec, &args.app) {
         (Some(_), Some(_)) => bail!("give either a spec file or --app, not both"),
         (Some(path), None) => {
@@ -227,6 +228,25 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
         }
         (None, None) => bail!("give a spec file or --app NAME"),
     };
+    simulate_problem(args, &problem)
+}
+
+/// Run `jig simulate` on `problem` (from a spec, --app, or a bundle).
+pub fn simulate_problem(args: &SimulateArgs, problem: &Problem) -> anyhow::Result<String> {
+    use crate::simulate::{SimOptions, simulate};
+    use crate::trace::Trace;
+
+    if !(args.time_limit.is_finite() && args.time_limit > 0.0) || args.sample == 0 {
+        bail!("--time-limit must be a positive number of seconds and --sample at least 1");
+    }
+    if !(args.overhead_ms.is_finite() && args.overhead_ms >= 0.0) {
+        bail!("--overhead-ms must be a non-negative number of milliseconds");
+    }
+    if args.peak.is_some_and(|p| !(p.is_finite() && p > 0.0))
+        || args.demand.is_some_and(|d| !(d.is_finite() && d > 0.0))
+    {
+        bail!("--peak and --demand must be positive rates");
+    }
     let spaces = if args.compare {
         ["all", "S+T", "A+T", "A+S"].iter().map(|f| parse_features(f)).collect::<anyhow::Result<Vec<_>>>()?
     } else {
@@ -234,7 +254,7 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
     };
     let solve = SolveOptions { time_limit_s: args.time_limit, mip_rel_gap: 0.01, ..SolveOptions::default() };
     let servable = || -> anyhow::Result<f64> {
-        let max = max_demand::max_demand(&problem, Features::ALL, 0.01, args.time_limit)?.demand_rps;
+        let max = max_demand::max_demand(problem, Features::ALL, 0.01, args.time_limit)?.demand_rps;
         Ok(max / (1.0 + crate::model::DemandSpec::DEFAULT_SLACK))
     };
     let trace = match &args.trace {
@@ -263,9 +283,16 @@ pub fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
     let mut runs = Vec::new();
     for features in spaces {
         eprintln!("jig simulate: {} in {features}, {} bins …", problem.app, trace.rates.len());
-        let options =
-            SimOptions { features, solve, sample_requests: args.sample, seed: args.seed, ..SimOptions::default() };
-        runs.push(simulate(&problem, &trace, &options)?);
+        let options = SimOptions {
+            features,
+            solve,
+            sample_requests: args.sample,
+            overhead_ms: args.overhead_ms,
+            fixed_demand: args.demand.map(|d| d * (1.0 + crate::model::DemandSpec::DEFAULT_SLACK)),
+            seed: args.seed,
+            ..SimOptions::default()
+        };
+        runs.push(simulate(problem, &trace, &options)?);
     }
     if let Some(path) = &args.csv {
         let mut csv = String::new();

@@ -47,8 +47,14 @@ pub struct SimOptions {
     pub solve: SolveOptions,
     /// Root requests simulated per bin at most.
     pub sample_requests: usize,
+    /// Time each task spends on a request outside its model (glue, HTTP, queues between tasks), ms: the
+    /// profile tables measure only the models.
+    pub overhead_ms: f64,
     /// Head-room on the predicted demand (the controller's 5%).
     pub slack: f64,
+    /// Plan once, for this demand (req/s, after slack), and keep that plan for the whole trace, as a deployment
+    /// that is not re-planned; `None` re-plans every bin.
+    pub fixed_demand: Option<f64>,
     pub seed: u64,
 }
 
@@ -59,7 +65,9 @@ impl Default for SimOptions {
             // Re-planning runs every bin: a 1% gap and a few seconds are what a controller can afford.
             solve: SolveOptions { time_limit_s: 10.0, mip_rel_gap: 0.01, ..SolveOptions::default() },
             sample_requests: 20_000,
+            overhead_ms: 0.0,
             slack: DemandSpec::DEFAULT_SLACK,
+            fixed_demand: None,
             seed: 1,
         }
     }
@@ -93,6 +101,10 @@ pub struct Simulation {
     pub features: String,
     pub slices_available: u32,
     pub bins: Vec<BinReport>,
+    /// p50 and p99 of the end-to-end latency over the whole trace (each bin weighted by its real number of
+    /// requests), ms.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
 }
 
 impl Simulation {
@@ -141,15 +153,28 @@ impl Simulation {
 /// Simulate `problem`'s application under `trace`, re-planning every bin.
 pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Result<Simulation, PlanError> {
     let mut bins = Vec::with_capacity(trace.rates.len());
+    // Up to 1000 evenly spaced order statistics of each bin's latencies, weighted by the requests they stand for.
+    let mut latencies: Vec<(f64, f64)> = Vec::new();
     let mut observed: Vec<f64> = Vec::new();
     let mut largest: Option<(Vec<Assignment>, f64)> = None;
+    let mut fixed: Option<crate::milp::Solved> = None;
     for (i, &rate) in trace.rates.iter().enumerate() {
         // Before any history, plan for the bin's own rate, as a deploy with `[demand] rps` does.
         let windows = if observed.is_empty() { vec![rate] } else { observed.clone() };
-        let predicted = DemandSpec { windows, slack: Some(options.slack) }.predict()?;
+        let predicted = match options.fixed_demand {
+            Some(demand) => demand,
+            None => DemandSpec { windows, slack: Some(options.slack) }.predict()?,
+        };
         let started = std::time::Instant::now();
         let at = |demand: f64| problem.clone().with_demand(demand, problem.slices);
-        let (plan, replanned) = match solve(&at(predicted), options.features, &options.solve) {
+        let planned = match (&fixed, options.fixed_demand) {
+            (Some(plan), Some(_)) => Ok(plan.clone()),
+            _ => solve(&at(predicted), options.features, &options.solve),
+        };
+        if options.fixed_demand.is_some() {
+            fixed = planned.clone().ok();
+        }
+        let (plan, replanned) = match planned {
             Ok(solved) => ((solved.assignments, predicted), true),
             Err(PlanError::Infeasible(_) | PlanError::TimeLimit(_)) => {
                 if largest.is_none() {
@@ -170,9 +195,14 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         let (assignments, planned_rps) = (&plan.0, &plan.1);
         let seconds = trace.bin_s.min(options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE));
         let seed = options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64);
-        let run = run_bin(problem, assignments, rate, seconds, seed);
+        let run = run_bin(problem, assignments, (rate, seconds), options.overhead_ms, seed);
         observed.push(if seconds > 0.0 { run.requests as f64 / seconds } else { rate });
         let slices = assignments.iter().map(|a| a.instances * problem.segments[a.segment].slices).sum();
+        let kept = run.latencies_ms.len().min(1000);
+        for k in 0..kept {
+            let index = k * run.latencies_ms.len() / kept;
+            latencies.push((run.latencies_ms[index], rate * trace.bin_s / kept as f64));
+        }
         bins.push(BinReport {
             start_s: trace.bin_s * i as f64,
             rate_rps: rate,
@@ -189,11 +219,22 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             p99_ms: quantile(&run.latencies_ms, 0.99),
         });
     }
+    latencies.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = latencies.iter().map(|l| l.1).sum();
+    let weighted = |q: f64| {
+        let mut seen = 0.0;
+        latencies.iter().find(|l| {
+            seen += l.1;
+            seen >= q * total
+        })
+    };
     Ok(Simulation {
         app: problem.app.clone(),
         features: options.features.to_string(),
         slices_available: problem.slices,
         bins,
+        p50_ms: weighted(0.50).map_or(0.0, |l| l.0),
+        p99_ms: weighted(0.99).map_or(0.0, |l| l.0),
     })
 }
 
@@ -221,11 +262,13 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
         trace.peak()
     );
     out.push_str(&format!(
-        "{:<8} {:>8} {:>9} {:>11}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8}\n",
+        "{:<8} {:>8} {:>9} {:>11} {:>9} {:>9}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8}\n",
         "space",
         "slices",
         "acc drop",
         "violations",
+        "p50 ms",
+        "p99 ms",
         "busy: slices",
         "violations",
         "quiet: slices",
@@ -239,11 +282,13 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
         let fallbacks = run.bins.iter().filter(|b| !b.replanned).count();
         let solve = run.bins.iter().map(|b| b.solve_s).sum::<f64>() / run.bins.len().max(1) as f64;
         out.push_str(&format!(
-            "{:<8} {:>8} {:>9} {:>11}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8.2}\n",
+            "{:<8} {:>8} {:>9} {:>11} {:>9.1} {:>9.1}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8.2}\n",
             run.features,
             pct(run.mean_slices() / f64::from(run.slices_available.max(1))),
             pct(run.accuracy_drop()),
             pct(run.violation_rate()),
+            run.p50_ms,
+            run.p99_ms,
             pct(busy_slices),
             pct(busy_violations),
             pct(quiet_slices),
@@ -381,9 +426,22 @@ struct Instance {
 
 enum Event {
     Root,
-    Arrive { task: usize, job: Job },
-    Start { instance: usize },
-    Done { instance: usize, batch: Vec<Job> },
+    /// A request reaches a task, and its model queue `overhead` later.
+    Arrive {
+        task: usize,
+        job: Job,
+    },
+    Queue {
+        task: usize,
+        job: Job,
+    },
+    Start {
+        instance: usize,
+    },
+    Done {
+        instance: usize,
+        batch: Vec<Job>,
+    },
 }
 
 struct Scheduled {
@@ -437,6 +495,7 @@ const Z95: f64 = 1.644_853_6;
 struct Sim<'a> {
     problem: &'a Problem,
     rng: Rng,
+    overhead: Duration,
     now: Duration,
     seq: u64,
     events: BinaryHeap<Reverse<Scheduled>>,
@@ -450,9 +509,17 @@ struct Sim<'a> {
     run: BinRun,
 }
 
-/// Run `seconds` of Poisson arrivals at `rate` through the instances of `assignments`.
-pub fn run_bin(problem: &Problem, assignments: &[Assignment], rate: f64, seconds: f64, seed: u64) -> BinRun {
+/// Run `seconds` of Poisson arrivals at `rate` through the instances of `assignments`, each task taking
+/// `overhead_ms` besides its model.
+pub fn run_bin(
+    problem: &Problem,
+    assignments: &[Assignment],
+    (rate, seconds): (f64, f64),
+    overhead_ms: f64,
+    seed: u64,
+) -> BinRun {
     let mut sim = Sim::new(problem, assignments, seed);
+    sim.overhead = Duration::from_secs_f64(overhead_ms.max(0.0) / 1000.0);
     let end = Duration::from_secs_f64(seconds.max(0.0));
     if rate > 0.0 {
         let first = Duration::from_secs_f64(sim.rng.exponential(1.0 / rate));
@@ -469,6 +536,7 @@ pub fn run_bin(problem: &Problem, assignments: &[Assignment], rate: f64, seconds
                 }
             }
             Event::Arrive { task, job } => sim.arrive(task, job),
+            Event::Queue { task, job } => sim.queue(task, job),
             Event::Start { instance } => {
                 if sim.instances[instance].timer == Some(at) {
                     sim.instances[instance].timer = None;
@@ -542,6 +610,7 @@ impl<'a> Sim<'a> {
         Sim {
             problem,
             rng: Rng(seed),
+            overhead: Duration::ZERO,
             now: Duration::ZERO,
             seq: 0,
             events: BinaryHeap::new(),
@@ -570,8 +639,17 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// A request reaches task `task`: route it, queue it, maybe start a batch.
+    /// A request reaches task `task`: its glue runs, then it queues for the model.
     fn arrive(&mut self, task: usize, job: Job) {
+        if self.overhead.is_zero() {
+            self.queue(task, job);
+        } else {
+            self.schedule(self.now + self.overhead, Event::Queue { task, job });
+        }
+    }
+
+    /// A request calls task `task`'s model: route it, queue it, maybe start a batch.
+    fn queue(&mut self, task: usize, job: Job) {
         let job = Job { enqueued: self.now, ..job };
         let (ids, route) = &mut self.routes[task];
         let Some(pick) = route.pick() else {
@@ -699,14 +777,19 @@ mod tests {
         let problem = PaperApp::TrafficAnalysis.problem(28, 200.0).unwrap();
         let options = SolveOptions::default();
         let solved = solve(&problem, Features::ALL, &options).unwrap();
-        let run = run_bin(&problem, &solved.assignments, 200.0, 20.0, 7);
+        let run = run_bin(&problem, &solved.assignments, (200.0, 20.0), 0.0, 7);
         assert!(run.requests > 3000, "{}", run.requests);
         assert!(run.units > run.requests as f64, "each frame leads to about 2.5 car and person requests");
         assert!(run.violations / run.units < 0.01, "{} of {}", run.violations, run.units);
         let p99 = quantile(&run.latencies_ms, 0.99);
         assert!(p99 > 0.0 && p99 <= problem.slo_latency_ms, "p99 {p99} ms");
         // Three times the demand the plan was made for: queues grow and requests miss their deadline.
-        let over = run_bin(&problem, &solved.assignments, 600.0, 20.0, 7);
+        let over = run_bin(&problem, &solved.assignments, (600.0, 20.0), 0.0, 7);
+        // Glue time adds to every task on the way.
+        let slow = run_bin(&problem, &solved.assignments, (20.0, 20.0), 50.0, 7);
+        let fast = run_bin(&problem, &solved.assignments, (20.0, 20.0), 0.0, 7);
+        let (p50_slow, p50_fast) = (quantile(&slow.latencies_ms, 0.5), quantile(&fast.latencies_ms, 0.5));
+        assert!((p50_slow - p50_fast - 100.0).abs() < 20.0, "{p50_slow} vs {p50_fast}: two tasks × 50 ms");
         assert!(over.violations / over.units > 0.2, "{} of {}", over.violations, over.units);
     }
 

@@ -114,19 +114,24 @@ impl Deployment {
     }
 }
 
-fn plan_with_profiles(
+/// The model tasks of a bundle: (task, slot) for every task that names a slot.
+fn model_tasks(bundle: &Bundle) -> Vec<(&str, &str)> {
+    bundle.manifest.tasks.iter().filter_map(|t| Some((t.name.as_str(), t.slot.as_deref()?))).collect()
+}
+
+/// The planning problem of `bundle` with its profile table, for `demand_windows` on `cores` CPU cores.
+pub fn problem(
     bundle: &Bundle,
     profiles: &std::path::Path,
     demand_windows: &[f64],
     cores: u32,
-) -> Result<Deployment, String> {
+) -> Result<Problem, String> {
     let m = &bundle.manifest;
     let text = std::fs::read_to_string(profiles).map_err(|e| format!("cannot read {}: {e}", profiles.display()))?;
     let rows = jig_planner::profile::from_csv(&text).map_err(|e| format!("{}: {e}", profiles.display()))?;
     let slo = m.slo.ok_or("the manifest has no [slo] to plan for; add `slo.latency_ms`")?;
 
-    let model_tasks: Vec<(&str, &str)> =
-        m.tasks.iter().filter_map(|t| Some((t.name.as_str(), t.slot.as_deref()?))).collect();
+    let model_tasks = model_tasks(bundle);
     if model_tasks.is_empty() {
         return Err("no task names a `slot`; give each task that runs a model its slot".into());
     }
@@ -174,7 +179,17 @@ fn plan_with_profiles(
         objective: Objective::default(),
         batch_sizes: None,
     };
-    let problem = Problem::new(&spec, &rows, &profiles.display().to_string()).map_err(|e| e.to_string())?;
+    Problem::new(&spec, &rows, &profiles.display().to_string()).map_err(|e| e.to_string())
+}
+
+fn plan_with_profiles(
+    bundle: &Bundle,
+    profiles: &std::path::Path,
+    demand_windows: &[f64],
+    cores: u32,
+) -> Result<Deployment, String> {
+    let problem = problem(bundle, profiles, demand_windows, cores)?;
+    let model_tasks = model_tasks(bundle);
     let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, ..SolveOptions::default() };
     let plan = jig_planner::plan(&problem, Features::ALL, &options).map_err(|e| e.to_string())?;
 

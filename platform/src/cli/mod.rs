@@ -190,7 +190,7 @@ pub fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }),
         },
-        Command::Simulate(args) => jig_planner::cli::simulate(&args).map(|text| {
+        Command::Simulate(args) => simulate(&args).map(|text| {
             print!("{text}");
             ExitCode::SUCCESS
         }),
@@ -462,4 +462,20 @@ fn report(name: &str, outcome: &Outcome, elapsed: Duration, args: &RunArgs) -> a
 
 fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+/// `jig simulate`: a bundle directory is planned as `jig deploy` plans it; anything else is the planner's.
+fn simulate(args: &jig_planner::cli::SimulateArgs) -> anyhow::Result<String> {
+    let Some(dir) = args.spec.as_ref().filter(|p| p.join("jig.toml").is_file()) else {
+        return jig_planner::cli::simulate(args);
+    };
+    let bundle = crate::bundle::Bundle::open(dir)?;
+    let profiles = bundle.profiles_path().with_context(|| {
+        format!("{}: no profiles.csv to simulate with; run `jig profile {}` first", dir.display(), dir.display())
+    })?;
+    let cores = args.slices.unwrap_or(jig_gpu_host::device::cpu_cores().len() as u32);
+    let demand = args.demand.unwrap_or(bundle.manifest.demand.rps);
+    let problem = crate::deployment::problem(&bundle, &profiles, &[demand], cores)
+        .map_err(|e| anyhow::anyhow!("app `{}`: {e}", bundle.manifest.name))?;
+    jig_planner::cli::simulate_problem(args, &problem)
 }
