@@ -2,13 +2,13 @@
 //! larger than any machine here (JigsawServe §4–5, Figure 4).
 //!
 //! Per bin of the trace, as the gateway's controller does: predict the demand from the last five bins
-//! ([`DemandSpec::predict`]), re-plan with the MILP, and run
-//! the bin's requests through the plan's instances. Requests arrive as a Poisson process at the bin's rate; each
-//! instance batches and drops with [`jig_policy::Queue`] and each task routes with
-//! [`jig_policy::WeightedRoundRobin`] weighted by the planned rates, the same code the runtime runs. A batch of
-//! `n` rows takes a latency drawn from a log-normal whose median and 95th percentile are the profile's p50 and
-//! p95 at that batch size (interpolated between profiled sizes); an instance on `mig:…:K` runs K batches at once.
-//! A finished request fans out to each successor task ⌊F⌋ or ⌈F⌉ times, F the variant's multiplicative factor
+//! ([`DemandSpec::predict`]), re-plan with the MILP, and run the bin's requests through the plan's instances.
+//! Requests arrive as a Poisson process at the bin's rate; each instance batches and drops with
+//! [`jig_policy::Queue`] and each task routes with [`jig_policy::WeightedRoundRobin`] weighted by the planned
+//! rates, the same code the runtime runs. A batch of `n` rows takes a latency drawn from a log-normal whose
+//! median and 95th percentile are the profile's p50 and p95 at that batch size (interpolated between profiled
+//! sizes); an instance on `mig:…:K` runs K batches at once. A finished request fans out to each successor task
+//! ⌊F⌋ or ⌈F⌉ times, F the variant's multiplicative factor
 //! (⌈F⌉ with probability F − ⌊F⌋). When no plan in the configuration space meets the predicted demand, the bin
 //! runs the plan for the largest demand the space can serve, as the paper's baselines do (§5).
 //!
@@ -156,46 +156,22 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
     // Up to 1000 evenly spaced order statistics of each bin's latencies, weighted by the requests they stand for.
     let mut latencies: Vec<(f64, f64)> = Vec::new();
     let mut observed: Vec<f64> = Vec::new();
-    let mut largest: Option<(Vec<Assignment>, f64)> = None;
-    let mut fixed: Option<crate::milp::Solved> = None;
+    let mut replanner = Replanner { problem, options, largest: None };
+    let fixed = options.fixed_demand.map(|demand| replanner.plan(demand)).transpose()?;
     for (i, &rate) in trace.rates.iter().enumerate() {
-        // Before any history, plan for the bin's own rate, as a deploy with `[demand] rps` does.
-        let windows = if observed.is_empty() { vec![rate] } else { observed.clone() };
-        let predicted = match options.fixed_demand {
-            Some(demand) => demand,
-            None => DemandSpec { windows, slack: Some(options.slack) }.predict()?,
-        };
         let started = std::time::Instant::now();
-        let at = |demand: f64| problem.clone().with_demand(demand, problem.slices);
-        let planned = match (&fixed, options.fixed_demand) {
-            (Some(plan), Some(_)) => Ok(plan.clone()),
-            _ => solve(&at(predicted), options.features, &options.solve),
-        };
-        if options.fixed_demand.is_some() {
-            fixed = planned.clone().ok();
-        }
-        let (plan, replanned) = match planned {
-            Ok(solved) => ((solved.assignments, predicted), true),
-            Err(PlanError::Infeasible(_) | PlanError::TimeLimit(_)) => {
-                if largest.is_none() {
-                    let max = max_demand(problem, options.features, 0.01, options.solve.time_limit_s)?.demand_rps;
-                    if max <= 0.0 {
-                        return Err(PlanError::Input(format!(
-                            "app `{}` cannot serve any demand in the {} configuration space",
-                            problem.app, options.features
-                        )));
-                    }
-                    largest = Some((solve(&at(max), options.features, &options.solve)?.assignments, max));
-                }
-                (largest.clone().expect("just set"), false)
+        let (assignments, planned_rps, replanned) = match &fixed {
+            Some(plan) => plan.clone(),
+            None => {
+                // Before any history, plan for the bin's own rate, as a deploy with `[demand] rps` does.
+                let windows = if observed.is_empty() { vec![rate] } else { observed.clone() };
+                replanner.plan(DemandSpec { windows, slack: Some(options.slack) }.predict()?)?
             }
-            Err(e) => return Err(e),
         };
         let solve_s = started.elapsed().as_secs_f64();
-        let (assignments, planned_rps) = (&plan.0, &plan.1);
         let seconds = trace.bin_s.min(options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE));
         let seed = options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64);
-        let run = run_bin(problem, assignments, (rate, seconds), options.overhead_ms, seed);
+        let run = run_bin(problem, &assignments, (rate, seconds), options.overhead_ms, seed);
         observed.push(if seconds > 0.0 { run.requests as f64 / seconds } else { rate });
         let slices = assignments.iter().map(|a| a.instances * problem.segments[a.segment].slices).sum();
         let kept = run.latencies_ms.len().min(1000);
@@ -206,7 +182,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         bins.push(BinReport {
             start_s: trace.bin_s * i as f64,
             rate_rps: rate,
-            planned_rps: *planned_rps,
+            planned_rps,
             slices,
             replanned,
             solve_s,
@@ -366,6 +342,39 @@ pub fn svg(runs: &[Simulation], trace: &Trace) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// Plans per bin, falling back to the plan for the largest serviceable demand when none meets the prediction.
+struct Replanner<'a> {
+    problem: &'a Problem,
+    options: &'a SimOptions,
+    largest: Option<(Vec<Assignment>, f64)>,
+}
+
+impl Replanner<'_> {
+    /// The plan's instances, the demand it was made for, and whether it meets `demand`.
+    fn plan(&mut self, demand: f64) -> Result<(Vec<Assignment>, f64, bool), PlanError> {
+        let (problem, options) = (self.problem, self.options);
+        let at = |demand: f64| problem.clone().with_demand(demand, problem.slices);
+        match solve(&at(demand), options.features, &options.solve) {
+            Ok(solved) => Ok((solved.assignments, demand, true)),
+            Err(PlanError::Infeasible(_) | PlanError::TimeLimit(_)) => {
+                if self.largest.is_none() {
+                    let max = max_demand(problem, options.features, 0.01, options.solve.time_limit_s)?.demand_rps;
+                    if max <= 0.0 {
+                        return Err(PlanError::Input(format!(
+                            "app `{}` cannot serve any demand in the {} configuration space",
+                            problem.app, options.features
+                        )));
+                    }
+                    self.largest = Some((solve(&at(max), options.features, &options.solve)?.assignments, max));
+                }
+                let (assignments, max) = self.largest.clone().expect("just set");
+                Ok((assignments, max, false))
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -808,5 +817,10 @@ mod tests {
         assert!(jump.violation_rate > 0.5, "{jump:?}");
         assert!(settled.violation_rate < 0.01, "{settled:?}");
         assert!(sim.violation_rate() > settled.violation_rate);
+        // A deployment planned once for 50 req/s keeps its plan and stays overloaded.
+        let fixed = SimOptions { fixed_demand: Some(52.5), ..options };
+        let sim = simulate(&problem, &trace, &fixed).unwrap();
+        assert!(sim.bins.iter().all(|b| b.slices == sim.bins[0].slices && b.planned_rps == 52.5));
+        assert!(sim.bins[7].violation_rate > 0.5, "{:?}", sim.bins[7]);
     }
 }
