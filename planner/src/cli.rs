@@ -181,7 +181,7 @@ pub struct SimulateArgs {
     /// the models.
     #[arg(long, default_value_t = 0.0)]
     pub overhead_ms: f64,
-    /// Root requests simulated per bin at most.
+    /// Root requests simulated per bin (more when ten latency SLOs of the bin hold more; fewer when the bin does).
     #[arg(long, default_value_t = 20_000)]
     pub sample: usize,
     /// Plan once for this demand (req/s; the 5% slack is added, as for a deploy) and keep that plan through

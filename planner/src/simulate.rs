@@ -22,8 +22,9 @@
 //!   A(t,v)/A(t,v*) of the variants along the way;
 //! * p50 and p99 of the end-to-end latency of the root requests served in full.
 //!
-//! A bin of a large cluster holds millions of requests; each bin simulates the first `sample_requests` of them
-//! (or all of them, when fewer), long enough for queues to settle (every bin's plan serves a steady rate).
+//! A bin of a large cluster holds millions of requests; each bin simulates its first `sample_requests`, but at
+//! least ten latency SLOs of it (or the whole bin, when shorter): an overload of 10% has pushed waits past the
+//! SLO by then, so a plan that cannot keep up shows its violations.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -150,12 +151,16 @@ impl Simulation {
     }
 }
 
+/// Latency SLOs each bin runs at least, so that overloads show.
+const OVERLOAD_SLOS: f64 = 10.0;
+
 /// Simulate `problem`'s application under `trace`, re-planning every bin.
 pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Result<Simulation, PlanError> {
     let mut bins = Vec::with_capacity(trace.rates.len());
     // Up to 1000 evenly spaced order statistics of each bin's latencies, weighted by the requests they stand for.
     let mut latencies: Vec<(f64, f64)> = Vec::new();
     let mut observed: Vec<f64> = Vec::new();
+    let slo_s = problem.slo_latency_ms / 1000.0;
     let mut replanner = Replanner { problem, options, largest: None };
     let fixed = options.fixed_demand.map(|demand| replanner.plan(demand)).transpose()?;
     for (i, &rate) in trace.rates.iter().enumerate() {
@@ -169,7 +174,8 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             }
         };
         let solve_s = started.elapsed().as_secs_f64();
-        let seconds = trace.bin_s.min(options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE));
+        let sampled = (options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE)).max(OVERLOAD_SLOS * slo_s);
+        let seconds = trace.bin_s.min(sampled);
         let seed = options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64);
         let run = run_bin(problem, &assignments, (rate, seconds), options.overhead_ms, seed);
         observed.push(if seconds > 0.0 { run.requests as f64 / seconds } else { rate });
@@ -230,7 +236,7 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
         (slices / f64::from(run.slices_available.max(1)), violations)
     };
     let mut out = format!(
-        "{} on {} slices: {} bins of {:.0} s, peak {:.1} req/s (simulated: up to the first requests of each bin)\n\n",
+        "{} on {} slices: {} bins of {:.0} s, peak {:.1} req/s (each bin simulated for its first --sample requests, at least ten SLOs)\n\n",
         first.app,
         first.slices_available,
         trace.rates.len(),
