@@ -16,7 +16,9 @@
 //! * [`placement`]: greedy MIG bin-packing with start-slot rules, and CPU core ranges.
 //! * [`plan`](mod@plan): solve → re-check → place → report.
 //! * [`analytic`]: an analytic latency/throughput model; [`apps`]: the paper's three applications.
-//! * [`max_demand`]: the Figure 3 bisection; [`cli`]: `jig plan`; [`trace`]: demand traces (a generated day).
+//! * [`max_demand`]: the Figure 3 bisection; [`cli`]: `jig plan` and `jig simulate`; [`trace`]: demand traces
+//!   (a generated day); [`simulate`]: the discrete-event simulation of plans under a trace (Figure 4), on the
+//!   runtime's serving policy (`jig-policy`).
 //!
 //! ## Inputs
 //!

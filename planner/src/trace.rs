@@ -1,5 +1,5 @@
 //! Demand traces: a request rate per bin of time (5 minutes by default, the controller's window), for
-//! replaying load (`jig bench --trace`) and, later, simulation.
+//! replaying load (`jig bench --trace`) and simulation (`jig simulate`).
 //!
 //! **File format**: CSV with the header `start_s,rps` and one row per bin, in order, equally spaced:
 //! the bin's start in seconds from the trace's start and its mean request rate.
