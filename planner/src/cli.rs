@@ -178,7 +178,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub peak: Option<f64>,
     /// Time each task spends on a request besides its model (glue, HTTP), ms; the profile tables measure only
-    /// the models.
+    /// the models. On CPU segments it also holds the instance, whose cores the glue shares.
     #[arg(long, default_value_t = 0.0)]
     pub overhead_ms: f64,
     /// Root requests simulated per bin (more when ten latency SLOs of the bin hold more; fewer when the bin does).
