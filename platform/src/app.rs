@@ -271,9 +271,9 @@ fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<Mode
                     )
                 },
             )?;
-        let threads: usize = planned.segment.strip_prefix("cpu:").and_then(|n| n.parse().ok()).ok_or_else(|| {
+        let threads = planned.cpu_cores().ok_or_else(|| {
             anyhow::anyhow!("app `{app}`: segment `{}` is not a CPU segment (`cpu:N`)", planned.segment)
-        })?;
+        })? as usize;
         for i in 0..planned.count {
             let mut config =
                 InstanceConfig::new(format!("{app}/{}/{}@{}#{i}", planned.slot, planned.variant, planned.segment));

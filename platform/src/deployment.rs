@@ -50,6 +50,13 @@ pub struct PlannedInstances {
     pub cores: Vec<Vec<u32>>,
 }
 
+impl PlannedInstances {
+    /// Cores one instance holds: N of `cpu:N`; `None` for other segments.
+    pub fn cpu_cores(&self) -> Option<u32> {
+        self.segment.strip_prefix("cpu:").and_then(|n| n.parse().ok())
+    }
+}
+
 impl Deployment {
     /// The same instances (variants, segments, batch sizes, counts) as `other`, whatever the rates.
     pub fn same_instances(&self, other: &Deployment) -> bool {

@@ -149,6 +149,22 @@ fn a_model_slot_is_served_and_reported_in_metrics() {
     assert_eq!(result[0]["shape"], serde_json::json!([2, 16]));
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains("jig_instance_rows_total{app=\"classify\",slot=\"classifier\""), "{metrics}");
+
+    // `jig bench` reports the run and what served it: the default deployment holds this machine's cores.
+    let input = dir.path().join("payload.json");
+    std::fs::write(&input, payload.to_string()).unwrap();
+    let bench = gateway
+        .jig("bench")
+        .args(["classify", input.to_str().unwrap(), "--rate", "20", "--duration", "1", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&bench);
+    let report: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+    assert!(report["ok"].as_u64().unwrap() > 5, "{report}");
+    let instance = &status["deployment"]["instances"][0];
+    let cores = instance["segment"].as_str().unwrap().strip_prefix("cpu:").unwrap().parse::<u64>().unwrap();
+    assert_eq!(report["cores_used"].as_u64(), Some(cores * instance["count"].as_u64().unwrap()), "{report}");
+    assert!(report["accuracy_drop"].is_null(), "not planned, so no accuracy to report: {report}");
 }
 
 #[test]

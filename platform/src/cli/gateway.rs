@@ -517,6 +517,16 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     let records = tokio.block_on(open_loop(&target, &bodies, &headers, &schedule, args.requests, args.seed));
     let summary = OpenLoopSummary::of(&records, started.elapsed());
+    // What served the run: the deployment's accuracy and the cores its instances hold.
+    let deployment = match call(&args.target, Method::GET, &format!("/v1/apps/{}", args.app), &[], Bytes::new())? {
+        Ok(answer) => serde_json::from_slice::<AppStatus>(&answer.body)
+            .ok()
+            .and_then(|s| serde_json::from_value::<crate::deployment::Deployment>(s.deployment).ok()),
+        Err(_) => None,
+    };
+    let accuracy_drop = deployment.as_ref().and_then(|d| d.accuracy).map(|a| 1.0 - a);
+    let cores_used: u32 =
+        deployment.iter().flat_map(|d| &d.instances).map(|i| i.count * i.cpu_cores().unwrap_or(0)).sum();
     if let Some(path) = &args.csv {
         let mut csv = String::from("sent_s,latency_ms,status\n");
         for r in &records {
@@ -530,11 +540,15 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.target.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        let mut json = serde_json::to_value(&summary)?;
+        json["accuracy_drop"] = serde_json::json!(accuracy_drop);
+        json["cores_used"] = serde_json::json!(cores_used);
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
+        let accuracy = accuracy_drop.map_or_else(|| "unplanned".to_string(), |d| format!("{:.1}%", d * 100.0));
         println!(
             "{}: {} sent, {} ok, {:.1} req/s; latency p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms; \
-             SLO violations {} ({:.2}%)",
+             SLO violations {} ({:.2}%); accuracy drop {accuracy}; {cores_used} cores",
             args.app,
             summary.sent,
             summary.ok,
