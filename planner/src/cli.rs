@@ -65,26 +65,8 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<String> {
     if args.max_demand {
         return run_max_demand(args);
     }
-    let problem = match (&args.spec, &args.app) {
-        (Some(_), Some(_)) => bail!("give either a spec file or --app, not both"),
-        (Some(path), None) => {
-            let mut spec = PlanSpec::from_file(path)?;
-            if let Some(d) = args.demand {
-                spec.demand.windows = vec![d];
-            }
-            if let Some(s) = args.slices {
-                spec.resources.slices = s;
-            }
-            let profiles =
-                args.profiles.as_ref().context("a spec needs --profiles FILE.csv (the table `jig profile` writes)")?;
-            load_problem(&spec, profiles)?
-        }
-        (None, Some(app)) => {
-            let app = PaperApp::parse(app).map_err(anyhow::Error::msg)?;
-            paper_problem(app, args, args.slices.unwrap_or(28), args.demand.unwrap_or(50.0))?
-        }
-        (None, None) => bail!("give a spec file, --app NAME, or --max-demand"),
-    };
+    let source = Source { spec: &args.spec, profiles: &args.profiles, app: &args.app, slices: args.slices };
+    let problem = source.problem(args.demand, (28, 50.0), "give a spec file, --app NAME, or --max-demand")?;
     let spaces = if args.each { Features::combinations().to_vec() } else { vec![parse_features(&args.features)?] };
     let options = SolveOptions { time_limit_s: args.time_limit, ..SolveOptions::default() };
     let mut out = String::new();
@@ -111,7 +93,7 @@ fn run_max_demand(args: &PlanArgs) -> anyhow::Result<String> {
     let slices = args.slices.unwrap_or(840);
     let mut out = String::new();
     for app in apps {
-        let problem = paper_problem(app, args, slices, 1.0)?;
+        let problem = paper_problem(app, args.profiles.as_ref(), slices, 1.0)?;
         let (_, table) = max_demand::table(&problem, 0.01, args.time_limit)?;
         out.push_str(&table);
         out.push('\n');
@@ -131,9 +113,48 @@ fn load_problem(spec: &PlanSpec, profiles: &PathBuf) -> anyhow::Result<Problem> 
     Ok(Problem::new(spec, &rows, &source)?)
 }
 
+/// Where `jig plan` and `jig simulate` take their problem from: a spec file with its profile table, or one of
+/// the paper's applications.
+struct Source<'a> {
+    spec: &'a Option<PathBuf>,
+    profiles: &'a Option<PathBuf>,
+    app: &'a Option<String>,
+    slices: Option<u32>,
+}
+
+impl Source<'_> {
+    /// The problem, with `demand` (req/s) overriding the spec's windows. A paper app is set up at --slices and
+    /// `demand`, each defaulting to its half of `app_defaults`. `missing` says what to give when there is neither.
+    fn problem(&self, demand: Option<f64>, app_defaults: (u32, f64), missing: &str) -> anyhow::Result<Problem> {
+        match (self.spec, self.app) {
+            (Some(_), Some(_)) => bail!("give either a spec file or --app, not both"),
+            (Some(path), None) => {
+                let mut spec = PlanSpec::from_file(path)?;
+                if let Some(d) = demand {
+                    spec.demand.windows = vec![d];
+                }
+                if let Some(s) = self.slices {
+                    spec.resources.slices = s;
+                }
+                let profiles = self
+                    .profiles
+                    .as_ref()
+                    .context("a spec needs --profiles FILE.csv (the table `jig profile` writes)")?;
+                load_problem(&spec, profiles)
+            }
+            (None, Some(app)) => {
+                let app = PaperApp::parse(app).map_err(anyhow::Error::msg)?;
+                let (slices, rate) = app_defaults;
+                paper_problem(app, self.profiles.as_ref(), self.slices.unwrap_or(slices), demand.unwrap_or(rate))
+            }
+            (None, None) => bail!("{missing}"),
+        }
+    }
+}
+
 /// A paper app at `slices` and `demand`, with measured profiles when --profiles is given.
-fn paper_problem(app: PaperApp, args: &PlanArgs, slices: u32, demand: f64) -> anyhow::Result<Problem> {
-    match &args.profiles {
+fn paper_problem(app: PaperApp, profiles: Option<&PathBuf>, slices: u32, demand: f64) -> anyhow::Result<Problem> {
+    match profiles {
         Some(path) => load_problem(&app.spec(slices, demand), path),
         None => Ok(app.problem(slices, demand)?),
     }
@@ -207,27 +228,9 @@ pub struct SimulateArgs {
 
 /// Run `jig simulate` on a spec or --app; returns what to print.
 pub fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
-    let problem = match (&args.spec, &args.app) {
-        (Some(_), Some(_)) => bail!("give either a spec file or --app, not both"),
-        (Some(path), None) => {
-            let mut spec = PlanSpec::from_file(path)?;
-            if let Some(s) = args.slices {
-                spec.resources.slices = s;
-            }
-            let profiles =
-                args.profiles.as_ref().context("a spec needs --profiles FILE.csv (the table `jig profile` writes)")?;
-            load_problem(&spec, profiles)?
-        }
-        (None, Some(app)) => {
-            let app = PaperApp::parse(app).map_err(anyhow::Error::msg)?;
-            let slices = args.slices.unwrap_or(840);
-            match &args.profiles {
-                Some(path) => load_problem(&app.spec(slices, 1.0), path)?,
-                None => app.problem(slices, 1.0)?,
-            }
-        }
-        (None, None) => bail!("give a spec file or --app NAME"),
-    };
+    let source = Source { spec: &args.spec, profiles: &args.profiles, app: &args.app, slices: args.slices };
+    // The plan's demand comes from the trace (or --demand), not the problem's.
+    let problem = source.problem(None, (840, 1.0), "give a spec file or --app NAME")?;
     simulate_problem(args, &problem)
 }
 
