@@ -4,24 +4,15 @@
 # photo, and show the text read, where the speech went, and the gateway's metrics.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/gateway.sh
 
 jig=target/release/jig
 out=out/demo
 rm -rf "$out" && mkdir -p "$out"
 
 echo "== jig up: the gateway, with its state in $out/state"
-"$jig" up --listen 127.0.0.1:0 --state-dir "$out/state" >"$out/gateway.log" 2>&1 &
-gateway_pid=$!
-trap 'kill $gateway_pid 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-    url=$(grep -o 'http://[0-9.:]*' "$out/gateway.log" | head -1 || true)
-    [ -n "$url" ] && break
-    kill -0 $gateway_pid 2>/dev/null || { cat "$out/gateway.log"; exit 1; }
-    sleep 0.1
-done
-[ -n "$url" ] || { echo "the gateway did not start:"; cat "$out/gateway.log"; exit 1; }
-echo "listening on $url"
-export JIG_GATEWAY=$url
+start_gateway "$jig" "$out"
+echo "listening on $JIG_GATEWAY"
 
 echo
 echo "== jig deploy examples/sign-reader"
@@ -46,8 +37,8 @@ echo "== jig invoke photo-crops: three boxes of tests/data/f3-board.jpg, one of 
                        {"x0": 9000, "y0": 9000, "x1": 9100, "y1": 9100}]}'
 
 echo
-echo "== metrics (from $url/metrics)"
-python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1] + '/metrics').read().decode())" "$url" |
+echo "== metrics (from $JIG_GATEWAY/metrics)"
+python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1] + '/metrics').read().decode())" "$JIG_GATEWAY" |
     grep -E '^jig_(requests_total|task_invocations_total|instance_batches_total)'
 
 echo

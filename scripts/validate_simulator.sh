@@ -5,6 +5,7 @@
 # Usage: scripts/validate_simulator.sh [DEMAND_RPS]   (after `make build paper-apps`); results in out/validate/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/gateway.sh
 
 demand=${1:-20}
 jig=target/release/jig
@@ -67,16 +68,7 @@ PYTHONPATH=.jig/python python3 -c "from PIL import Image; import sys; Image.open
     done
 } >"$out/trace.csv"
 
-"$jig" up --listen 127.0.0.1:0 --state-dir "$out/state" >"$out/gateway.log" 2>&1 &
-gateway_pid=$!
-trap 'kill $gateway_pid 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-    url=$(grep -o 'http://[0-9.:]*' "$out/gateway.log" | head -1 || true)
-    [ -n "$url" ] && break
-    sleep 0.1
-done
-[ -n "$url" ] || { echo "the gateway did not start:"; cat "$out/gateway.log"; exit 1; }
-export JIG_GATEWAY=$url
+start_gateway "$jig" "$out"
 "$jig" deploy "$bundle"
 "$jig" status validate | tee "$out/plan.txt"
 

@@ -1,0 +1,17 @@
+# Sourced by the scripts that need a gateway: `start_gateway JIG OUT` runs `JIG up` on a free loopback port with
+# its state in OUT/state and its log in OUT/gateway.log, waits until it listens, exports JIG_GATEWAY, and stops
+# it when the script exits.
+start_gateway() {
+    local jig=$1 out=$2 url=
+    "$jig" up --listen 127.0.0.1:0 --state-dir "$out/state" >"$out/gateway.log" 2>&1 &
+    gateway_pid=$!
+    trap 'kill $gateway_pid 2>/dev/null || true' EXIT
+    for _ in $(seq 100); do
+        url=$(grep -o 'http://[0-9.:]*' "$out/gateway.log" | head -1 || true)
+        [ -n "$url" ] && break
+        kill -0 $gateway_pid 2>/dev/null || { cat "$out/gateway.log"; exit 1; }
+        sleep 0.1
+    done
+    [ -n "$url" ] || { echo "the gateway did not start:"; cat "$out/gateway.log"; exit 1; }
+    export JIG_GATEWAY=$url
+}
