@@ -19,7 +19,7 @@ examples: functions
 	@mkdir -p examples/sign-reader/glue examples/sign-reader/models
 	@cp $(WASM_DIR)/ocr_detect.wasm $(WASM_DIR)/ocr_recognize.wasm $(WASM_DIR)/tts_frame.wasm examples/sign-reader/glue/
 	@cd .jig/models && cp -u ppocr-det.onnx ppocr-det-640.onnx ppocr-det-480.onnx ppocr-det-int8.onnx ppocr-rec.onnx ppocr-rec-int8.onnx ppocr-rec.charset.txt \
-		piper-joe.onnx piper-joe.phonemes.json cmudict.txt ../../examples/sign-reader/models/
+		piper-joe.onnx piper-joe-int8.onnx piper-joe.phonemes.json cmudict.txt ../../examples/sign-reader/models/
 
 # The paper's applications on synthetic models (`jig-synth`: about 7 GB in all), generated once into
 # .jig/synth and linked into the bundles.

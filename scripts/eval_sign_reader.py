@@ -1,6 +1,6 @@
 """Measure the accuracy of each model variant of the sign reader on the labelled evaluation set.
 
-    python3 scripts/eval_sign_reader.py [--jig target/release/jig] [--write]
+    python3 scripts/eval_sign_reader.py [--jig target/release/jig] [--slot det|rec|voice]... [--write]
 
 Starts `jig up` on a free loopback port with a scratch state directory. For each variant of the `det` and
 `rec` slots it deploys the sign reader's text half (detect → recognize) with that variant and the other slot's
@@ -13,11 +13,20 @@ and scores the answers:
 * character error rate: the edit distance between recognized and labelled text over the label's length,
   spaces left out likewise.
 
+For each variant of the `voice` slot it deploys the speech task alone, has it say every labelled line, and
+transcribes the audio with PocketSphinx (its US English model, from the `pocketsphinx` PyPI package, which
+the script installs into .jig/python-eval the first time), listening for the signs' vocabulary: word accuracy
+is the share of the line's words (numbers spelled out, as the speech glue says them) found in a word-level
+alignment with the transcript. The recognizer is small and makes mistakes of its own on clean speech, so the
+voice figures compare the variants with each other more than they measure the voice.
+
 Prints a table; with --write, stores each variant's word accuracy as its `accuracy` in
 examples/sign-reader/jig.toml, which the planner reads.
 """
 
 import argparse
+import base64
+import io
 import json
 import os
 import re
@@ -25,10 +34,13 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+import wave
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUNDLE = os.path.join(ROOT, "examples", "sign-reader")
 EVAL = os.path.join(ROOT, ".jig", "samples", "eval")
+ASR_DIR = os.path.join(ROOT, ".jig", "python-eval")
+ASR_PACKAGE = "pocketsphinx==5.1.1"
 
 
 def align(got, truth):
@@ -88,6 +100,99 @@ model = "{rec[2]}"
 """
 
 
+def voice_manifest(voice):
+    return f"""name = "sign-reader-voice-eval"
+[[tasks]]
+name = "speak"
+glue = "glue/tts_frame.wasm"
+config_files = {{ phoneme-id-map = "models/piper-joe.phonemes.json", lexicon = "models/cmudict.txt" }}
+[[variants]]
+slot = "voice"
+name = "{voice[1]}"
+model = "{voice[2]}"
+"""
+
+
+ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen " \
+    "seventeen eighteen nineteen".split()
+TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def number_words(n):
+    """`n` < 1 000 000 in words, as the speech glue's `g2p::number_words` says it."""
+    if n >= 1000:
+        rest = number_words(n % 1000) if n % 1000 else ""
+        return (number_words(n // 1000) + " thousand " + rest).strip()
+    if n >= 100:
+        return (ONES[n // 100] + " hundred " + (number_words(n % 100) if n % 100 else "")).strip()
+    if n >= 20:
+        return TENS[n // 10] + ("" if n % 10 == 0 else " " + ONES[n % 10])
+    return ONES[n]
+
+
+def spoken_words(line):
+    words = []
+    for word in re.findall(r"[A-Za-z']+|[0-9]+", line):
+        words.extend(number_words(int(word)).split() if word.isdigit() and len(word) < 7 else [word.lower()])
+    return words
+
+
+def transcriber():
+    """PocketSphinx's decoder, installed into .jig/python-eval when missing, listening for any sequence of the
+    words the evaluation signs are made of (`samples.WORDS` and the numbers up to 120), as a person who knows
+    what signs say would."""
+    if not os.path.exists(os.path.join(ASR_DIR, "pocketsphinx")):
+        print(f"installing {ASR_PACKAGE} into {os.path.relpath(ASR_DIR, ROOT)} (from PyPI)", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--no-deps", "--target", ASR_DIR, ASR_PACKAGE], check=True)
+    sys.path.insert(0, ASR_DIR)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from pocketsphinx import Decoder
+    from samples import WORDS
+
+    vocabulary = sorted({w.lower() for w in WORDS} | {w for n in range(121) for w in number_words(n).split()})
+    decoder = Decoder(samprate=16000, logfn=os.devnull)
+    decoder.add_jsgf_string("signs", "#JSGF V1.0; grammar signs; public <line> = <word>+; <word> = "
+                            + " | ".join(vocabulary) + ";")
+    decoder.activate_search("signs")
+    return decoder
+
+
+def transcribe(decoder, wav_bytes):
+    """The words PocketSphinx hears in a 16-bit mono WAV, resampled to its 16 kHz."""
+    import numpy as np
+
+    with wave.open(io.BytesIO(wav_bytes)) as w:
+        rate = w.getframerate()
+        pcm = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16).astype(np.float64)
+    n = int(len(pcm) * 16000 / rate)
+    pcm16 = np.interp(np.arange(n) * rate / 16000, np.arange(len(pcm)), pcm).astype(np.int16)
+    decoder.start_utt()
+    decoder.process_raw(pcm16.tobytes(), full_utt=True)
+    decoder.end_utt()
+    return decoder.hyp().hypstr.split() if decoder.hyp() else []
+
+
+def score_voice(url, labels, decoder, repeats=3):
+    """Word accuracy of every labelled line as PocketSphinx hears the voice say it, `repeats` times (the voice
+    samples noise, so each saying differs); and the share of lines heard exactly."""
+    found = total = exact = lines = 0
+    for file, text_lines in sorted(labels.items()):
+        for line in text_lines * repeats:
+            request = urllib.request.Request(
+                url + "/v1/apps/sign-reader-voice-eval/invoke", data=line.encode(), method="POST"
+            )
+            answer = json.load(urllib.request.urlopen(request, timeout=60))
+            heard = transcribe(decoder, base64.b64decode(answer["outputs"][0]["base64"]))
+            truth = spoken_words(line)
+            _, matched = align(heard, truth)
+            found += sum(matched)
+            total += len(truth)
+            exact += heard == truth
+            lines += 1
+    return found / total, exact / lines
+
+
 def score(url, labels):
     words_found = words_total = errors = chars = 0
     for file, lines in sorted(labels.items()):
@@ -112,6 +217,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jig", default=os.path.join(ROOT, "target", "release", "jig"))
     parser.add_argument("--write", action="store_true", help="store the word accuracies in the manifest")
+    parser.add_argument("--slot", action="append", help="score only this slot's variants (det, rec, voice)")
     args = parser.parse_args()
     labels = json.load(open(os.path.join(EVAL, "samples.json")))
     all_variants = variants()
@@ -127,7 +233,23 @@ def main():
         try:
             url = re.search(r"http://[0-9.:]+", gateway.stdout.readline()).group(0)
             results = {}
+            decoder = None
             for variant in all_variants:
+                if args.slot and variant[0] not in args.slot:
+                    continue
+                if variant[0] == "voice":
+                    decoder = decoder or transcriber()
+                    bundle = os.path.join(scratch, variant[1])
+                    os.makedirs(bundle)
+                    with open(os.path.join(bundle, "jig.toml"), "w") as f:
+                        f.write(voice_manifest(variant))
+                    for sub in ("glue", "models"):
+                        os.symlink(os.path.join(BUNDLE, sub), os.path.join(bundle, sub))
+                    subprocess.run([args.jig, "deploy", bundle, "--gateway", url], check=True, capture_output=True)
+                    results[variant[1]] = score_voice(url, labels, decoder)
+                    print(f"{variant[0]:<5} {variant[1]:<22} word accuracy {results[variant[1]][0]:.3f}   "
+                          f"lines heard exactly {results[variant[1]][1]:.3f}", flush=True)
+                    continue
                 if variant[0] not in ("det", "rec"):
                     continue
                 det = variant if variant[0] == "det" else first["det"]
@@ -140,7 +262,7 @@ def main():
                     os.symlink(os.path.join(BUNDLE, sub), os.path.join(bundle, sub))
                 subprocess.run([args.jig, "deploy", bundle, "--gateway", url], check=True, capture_output=True)
                 results[variant[1]] = score(url, labels)
-                print(f"{variant[0]:<4} {variant[1]:<22} word accuracy {results[variant[1]][0]:.3f}   "
+                print(f"{variant[0]:<5} {variant[1]:<22} word accuracy {results[variant[1]][0]:.3f}   "
                       f"character error rate {results[variant[1]][1]:.3f}", flush=True)
         finally:
             gateway.terminate()
@@ -151,7 +273,9 @@ def main():
         text = open(path).read()
         for name, (accuracy, _) in results.items():
             text = re.sub(
-                rf'(name = "{re.escape(name)}"\nmodel = "[^"]+"\naccuracy = )[0-9.]+', rf"\g<1>{accuracy:.3f}", text
+                rf'(name = "{re.escape(name)}"\nmodel = "[^"]+"\n)(accuracy = [0-9.]+\n)?',
+                rf"\g<1>accuracy = {accuracy:.3f}\n",
+                text,
             )
         with open(path, "w") as f:
             f.write(text)

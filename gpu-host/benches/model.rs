@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use jig_gpu_host::instance::{BatchPolicy, Instance, InstanceConfig};
 use jig_gpu_host::onnx::{self, Model, SessionOptions};
-use jig_gpu_host::profile::sample_inputs;
+use jig_gpu_host::profile::{SampleInput, sample_inputs};
 
 fn model_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.jig/models").join(format!("{name}.onnx"))
@@ -62,7 +62,8 @@ fn through_instance(name: &str, item: &[u64], b: u64, time: Duration) -> f64 {
         ..InstanceConfig::new(name)
     };
     let instance = Arc::new(Instance::start_onnx(config, name, &model_path(name), SessionOptions::default()).unwrap());
-    let row = sample_inputs(name, instance.inputs(), &[Some(item.to_vec())], 1).unwrap();
+    let row =
+        sample_inputs(name, instance.inputs(), &[SampleInput { shape: Some(item.to_vec()), values: None }], 1).unwrap();
     let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let (stop, rows) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
     tokio.block_on(async {
@@ -91,7 +92,9 @@ fn through_instance(name: &str, item: &[u64], b: u64, time: Duration) -> f64 {
 }
 
 fn rows_per_second(model: &Model, item: &[u64], b: u64, time: Duration) -> f64 {
-    let inputs = sample_inputs(model.name(), model.inputs(), &[Some(item.to_vec())], b).unwrap();
+    let inputs =
+        sample_inputs(model.name(), model.inputs(), &[SampleInput { shape: Some(item.to_vec()), values: None }], b)
+            .unwrap();
     model.run(&inputs).unwrap();
     let (started, mut rows) = (Instant::now(), 0);
     while started.elapsed() < time {

@@ -49,7 +49,7 @@ pub enum Stop {
 pub fn sweep(
     executor: &dyn Executor,
     name: &str,
-    shapes: &[Option<Vec<u64>>],
+    samples: &[SampleInput],
     settings: &Settings,
     mut progress: impl FnMut(&Point),
 ) -> Result<(Vec<Point>, Option<Stop>), String> {
@@ -59,7 +59,7 @@ pub fn sweep(
     let max_batch =
         if executor.inputs().iter().all(crate::onnx::TensorSpec::batchable) { settings.max_batch } else { 1 };
     while batch <= max_batch.max(1) {
-        let inputs = sample_inputs(name, executor.inputs(), shapes, u64::from(batch)).map_err(|e| e.to_string())?;
+        let inputs = sample_inputs(name, executor.inputs(), samples, u64::from(batch)).map_err(|e| e.to_string())?;
         let measured = (0..settings.warmup).try_for_each(|_| executor.execute(&inputs).map(drop)).and_then(|()| {
             let mut times: Vec<Duration> = Vec::with_capacity(settings.runs);
             for _ in 0..settings.runs.max(1) {
@@ -93,19 +93,30 @@ pub fn sweep(
     Ok((points, None))
 }
 
-/// Inputs of `rows` rows for `specs`: dynamic dimensions other than the batch come from `shapes` (one item's
-/// shape per input, without the batch dimension), else 1. Values are a fixed pattern.
+/// What to feed one input when profiling; the defaults make a tensor of shape 1 in every dynamic dimension,
+/// filled with a fixed pattern.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleInput {
+    /// One item's shape, without the batch dimension.
+    pub shape: Option<Vec<u64>>,
+    /// Values, repeated to fill the tensor: for inputs whose values set the work (a sequence length, a
+    /// speech rate), where the pattern would make the model do less than it does when serving.
+    pub values: Option<Vec<f64>>,
+}
+
+/// Inputs of `rows` rows for `specs`, as `samples` (one per input, in order) describe them.
 pub fn sample_inputs(
     model: &str,
     specs: &[TensorSpec],
-    shapes: &[Option<Vec<u64>>],
+    samples: &[SampleInput],
     rows: u64,
 ) -> Result<Vec<Tensor>, ModelError> {
     specs
         .iter()
         .enumerate()
         .map(|(i, spec)| {
-            let item = shapes.get(i).cloned().flatten();
+            let sample = samples.get(i).cloned().unwrap_or_default();
+            let item = sample.shape;
             let mut shape = Vec::with_capacity(spec.shape.len());
             for (d, dim) in spec.shape.iter().enumerate() {
                 shape.push(match (d, dim, &item) {
@@ -122,13 +133,68 @@ pub fn sample_inputs(
                 });
             }
             let count: u64 = shape.iter().product();
-            let data: Vec<u8> = match spec.dtype {
-                DType::F32 => (0..count).flat_map(|k| ((k % 17) as f32 / 17.0).to_le_bytes()).collect(),
-                DType::I64 => (0..count).flat_map(|k| ((k % 7) as i64 + 1).to_le_bytes()).collect(),
-                dtype => vec![1; count as usize * dtype.size()],
+            let data: Vec<u8> = match (spec.dtype, sample.values.filter(|v| !v.is_empty())) {
+                (DType::F32, Some(v)) => {
+                    (0..count).flat_map(|k| (v[k as usize % v.len()] as f32).to_le_bytes()).collect()
+                }
+                (DType::I64, Some(v)) => {
+                    (0..count).flat_map(|k| (v[k as usize % v.len()] as i64).to_le_bytes()).collect()
+                }
+                (DType::F32, None) => (0..count).flat_map(|k| ((k % 17) as f32 / 17.0).to_le_bytes()).collect(),
+                (DType::I64, None) => (0..count).flat_map(|k| ((k % 7) as i64 + 1).to_le_bytes()).collect(),
+                (dtype, Some(_)) => {
+                    return Err(ModelError::Input {
+                        model: model.into(),
+                        detail: format!(
+                            "profiling values for input `{}` of type {dtype:?}: only f32 and i64 inputs take values",
+                            spec.name
+                        ),
+                    });
+                }
+                (dtype, None) => vec![1; count as usize * dtype.size()],
             };
             Tensor::new(spec.dtype, shape, data)
                 .map_err(|e| ModelError::Input { model: model.into(), detail: e.to_string() })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, dtype: DType, shape: &[Option<u64>]) -> TensorSpec {
+        TensorSpec { name: name.into(), dtype, shape: shape.to_vec() }
+    }
+
+    #[test]
+    fn inputs_take_their_shapes_and_values_and_fall_back_to_a_pattern() {
+        // A Piper voice's signature: ids [batch, n], lengths [batch], scales [3].
+        let specs = [
+            spec("input", DType::I64, &[None, None]),
+            spec("input_lengths", DType::I64, &[None]),
+            spec("scales", DType::F32, &[Some(3)]),
+        ];
+        let samples = [
+            SampleInput { shape: Some(vec![40]), values: None },
+            SampleInput { shape: None, values: Some(vec![40.0]) },
+            SampleInput { shape: None, values: Some(vec![0.667, 1.0, 0.8]) },
+        ];
+        let inputs = sample_inputs("voice", &specs, &samples, 2).unwrap();
+        assert_eq!(inputs[0].shape(), [2, 40]);
+        let ids: Vec<i64> = inputs[0].data().chunks(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(&ids[..8], [1, 2, 3, 4, 5, 6, 7, 1], "the pattern where no values are given");
+        assert_eq!(inputs[1].shape(), [2]);
+        assert_eq!(inputs[1].data(), [40i64.to_le_bytes(), 40i64.to_le_bytes()].concat());
+        let scales: Vec<f32> = inputs[2].data().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(scales, [0.667, 1.0, 0.8]);
+    }
+
+    #[test]
+    fn values_for_an_input_of_another_type_are_refused_by_name() {
+        let specs = [spec("mask", DType::U8, &[None, Some(4)])];
+        let samples = [SampleInput { shape: None, values: Some(vec![1.0]) }];
+        let e = sample_inputs("m", &specs, &samples, 1).unwrap_err().to_string();
+        assert!(e.contains("`mask`") && e.contains("only f32 and i64"), "{e}");
+    }
 }

@@ -39,6 +39,8 @@
 //!                                     # per request (1 when absent), for the planner
 //! shapes = { x = [3, 48, 320] }       # optional: one item's shape (no batch dimension) per input with
 //!                                     # dynamic dimensions, used when profiling
+//! values = { lengths = [48] }         # optional: values per input, repeated to fill it, used when
+//!                                     # profiling where the values set the work (else a fixed pattern)
 //! ```
 //!
 //! Every path stays inside the bundle: absolute paths and `..` are refused. A bundle travels to the gateway
@@ -224,6 +226,9 @@ pub struct Variant {
     pub factors: BTreeMap<String, f64>,
     #[serde(default)]
     pub shapes: BTreeMap<String, Vec<u64>>,
+    /// Values per input, repeated to fill it, used when profiling (otherwise a fixed pattern).
+    #[serde(default)]
+    pub values: BTreeMap<String, Vec<f64>>,
 }
 
 /// A bundle on disk.

@@ -25,6 +25,7 @@ fn sign_reader(dir: &Path) {
             ("profiles.csv", &root().join("examples/sign-reader/profiles.csv")),
             ("models/ppocr-rec.charset.txt", &models.join("ppocr-rec.charset.txt")),
             ("models/piper-joe.onnx", &models.join("piper-joe.onnx")),
+            ("models/piper-joe-int8.onnx", &models.join("piper-joe-int8.onnx")),
             ("models/piper-joe.phonemes.json", &models.join("piper-joe.phonemes.json")),
             ("models/cmudict.txt", &models.join("cmudict.txt")),
         ],
@@ -105,4 +106,42 @@ fn what_is_not_an_image_gets_a_400_and_the_next_request_is_served() {
     let stop = std::fs::read(root().join(".jig/samples/stop.png")).unwrap();
     let reply = gateway.http("POST", "/v1/apps/sign-reader/invoke", &[], &stop);
     assert_eq!(reply.json()["outputs"][0]["json"]["text"], "STOP");
+}
+
+#[test]
+fn each_voice_variant_says_a_sign() {
+    let state = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(state.path(), &[]);
+    let models = root().join(".jig/models");
+    let mut seconds = Vec::new();
+    for (variant, model) in [("piper-joe-medium", "piper-joe.onnx"), ("piper-joe-medium-int8", "piper-joe-int8.onnx")] {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = format!(
+            "name = \"say\"\n[[tasks]]\nname = \"speak\"\nglue = \"glue/tts_frame.wasm\"\n\
+             config_files = {{ phoneme-id-map = \"models/phonemes.json\", lexicon = \"models/cmudict.txt\" }}\n\
+             [[variants]]\nslot = \"voice\"\nname = \"{variant}\"\nmodel = \"models/voice.onnx\"\n"
+        );
+        bundle(
+            dir.path(),
+            &manifest,
+            &[
+                ("glue/tts_frame.wasm", &component("tts_frame")),
+                ("models/voice.onnx", &models.join(model)),
+                ("models/phonemes.json", &models.join("piper-joe.phonemes.json")),
+                ("models/cmudict.txt", &models.join("cmudict.txt")),
+            ],
+        );
+        let deployed = gateway.jig("deploy").arg(dir.path()).output().unwrap();
+        assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+        let reply = gateway.http("POST", "/v1/apps/say/invoke", &[], b"NO PARKING");
+        assert_eq!(reply.status, 200, "{variant}: {}", reply.text());
+        let wav = base64::engine::general_purpose::STANDARD
+            .decode(reply.json()["outputs"][0]["base64"].as_str().unwrap())
+            .unwrap();
+        let (duration, rms) = wav_stats(&wav);
+        assert!(rms > 0.01, "{variant}: silent (RMS {rms})");
+        seconds.push(duration);
+    }
+    // The same words at the same rate: the int8 voice speaks as long as the fp32 one, give or take.
+    assert!((seconds[0] / seconds[1] - 1.0).abs() < 0.3, "{seconds:?}");
 }

@@ -283,9 +283,15 @@ fn profile(args: ProfileArgs) -> anyhow::Result<()> {
         for segment in &segments {
             let label = format!("{}/{} on {segment}", variant.slot, variant.name);
             eprintln!("profile: {label}");
-            let shapes_by_name = variant.shapes.clone();
-            let shapes = move |inputs: &[jig_gpu_host::onnx::TensorSpec]| -> Vec<Option<Vec<u64>>> {
-                inputs.iter().map(|i| shapes_by_name.get(&i.name).cloned()).collect()
+            let (shapes, values) = (variant.shapes.clone(), variant.values.clone());
+            let samples = move |inputs: &[jig_gpu_host::onnx::TensorSpec]| -> Vec<profile::SampleInput> {
+                inputs
+                    .iter()
+                    .map(|i| profile::SampleInput {
+                        shape: shapes.get(&i.name).cloned(),
+                        values: values.get(&i.name).cloned(),
+                    })
+                    .collect()
             };
             let report = {
                 let label = label.clone();
@@ -308,7 +314,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<()> {
                         jig_gpu_host::device::pin_current_thread(&cores)?;
                         let options = SessionOptions { threads: cores.len(), ..SessionOptions::default() };
                         let model = Model::load(&name, &path, &options)?;
-                        profile::sweep(&model, &name, &shapes(model.inputs()), &settings, report)
+                        profile::sweep(&model, &name, &samples(model.inputs()), &settings, report)
                             .map_err(anyhow::Error::msg)
                     })
                     .join()
@@ -329,7 +335,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<()> {
                         ..WorkerSpec::new(std::env::current_exe()?, &label, &name, &path, options)
                     };
                     let worker = Worker::start(spec)?;
-                    let measured = profile::sweep(&worker, &name, &shapes(worker.inputs()), &settings, report)
+                    let measured = profile::sweep(&worker, &name, &samples(worker.inputs()), &settings, report)
                         .map_err(anyhow::Error::msg)?;
                     let gpu = devices.gpus.iter().find(|g| Some(g.index) == gpu_segment.gpu());
                     (measured, gpu.map_or_else(|| device.clone(), |g| format!("{} ({device})", g.name)))
