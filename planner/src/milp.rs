@@ -14,6 +14,9 @@ use crate::evaluate::Assignment;
 use crate::model::Features;
 use crate::problem::Problem;
 
+/// Slices up to which a problem counts as small for HiGHS's heuristics (see `solve_relaxed`).
+const SMALL_INSTANCE_SLICES: u32 = 64;
+
 /// How to run the solver.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SolveOptions {
@@ -229,6 +232,10 @@ pub(crate) fn solve_relaxed(
         .set_time_limit(options.time_limit_s)
         .set_option("output_flag", false)
         .set_option("random_seed", options.random_seed as i32)
+        // HiGHS's root reduced-cost heuristic (a sub-MIP over the columns the root LP prices near zero) finds
+        // the plans that end the search at hundreds of slices, but on a few dozen it costs more than it saves:
+        // measured in BENCHMARKS.md ("Planner").
+        .set_option("mip_heuristic_run_root_reduced_cost", problem.slices > SMALL_INSTANCE_SLICES)
         .set_mip_rel_gap(options.mip_rel_gap as f32)
         .and_then(|m| m.set_mip_abs_gap((options.abs_gap_slices * problem.objective.beta) as f32))
         .map_err(|e| PlanError::Solver(e.to_string()))?;
