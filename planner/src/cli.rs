@@ -20,7 +20,9 @@ use crate::profile;
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanArgs {
     /// Planning spec (TOML, or JSON when named `*.json`): graph, variants, segment types, SLOs, slices, demand.
-    /// A deployed app's name instead (no such file, no --profiles): its plan, from the gateway.
+    /// A bundle directory instead: planned as `jig deploy` plans it, on this machine's cores (or --slices),
+    /// with its profiles.csv (or --profiles). A deployed app's name instead (no such file, no --profiles): its
+    /// plan, from the gateway.
     pub spec: Option<PathBuf>,
     /// Profile table (the CSV `jig profile` writes); required with SPEC.
     #[arg(long)]
@@ -54,25 +56,38 @@ pub struct PlanArgs {
 
 /// Run `jig plan`; returns what to print.
 pub fn run(args: &PlanArgs) -> anyhow::Result<String> {
-    if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
-        bail!("--time-limit must be a positive number of seconds");
-    }
-    if let Some(d) = args.demand
-        && !(d.is_finite() && d >= 0.0)
-    {
-        bail!("--demand must be a non-negative rate");
-    }
+    args.check()?;
     if args.max_demand {
         return run_max_demand(args);
     }
     let source = Source { spec: &args.spec, profiles: &args.profiles, app: &args.app, slices: args.slices };
     let problem = source.problem(args.demand, (28, 50.0), "give a spec file, --app NAME, or --max-demand")?;
+    plan_problem(args, &problem)
+}
+
+impl PlanArgs {
+    /// Refuse option values no plan can be made with.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if !(self.time_limit.is_finite() && self.time_limit > 0.0) {
+            bail!("--time-limit must be a positive number of seconds");
+        }
+        if let Some(d) = self.demand
+            && !(d.is_finite() && d >= 0.0)
+        {
+            bail!("--demand must be a non-negative rate");
+        }
+        Ok(())
+    }
+}
+
+/// Plan `problem` as `args` say (spaces, time limit, JSON); returns what to print.
+pub fn plan_problem(args: &PlanArgs, problem: &Problem) -> anyhow::Result<String> {
     let spaces = if args.each { Features::combinations().to_vec() } else { vec![parse_features(&args.features)?] };
     let options = SolveOptions { time_limit_s: args.time_limit, ..SolveOptions::default() };
     let mut out = String::new();
     let mut plans = Vec::new();
     for f in spaces {
-        match crate::plan(&problem, f, &options) {
+        match crate::plan(problem, f, &options) {
             Ok(plan) if args.json => plans.push(serde_json::to_value(&plan)?),
             Ok(plan) => out.push_str(&plan.to_text()),
             Err(e) if args.each => out.push_str(&format!("[{f}] {e}\n")),

@@ -168,6 +168,37 @@ fn plan_places_a_paper_application_and_names_a_missing_spec() {
 }
 
 #[test]
+fn plan_plans_a_bundle_directory_as_a_deployment_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = "name = \"scale\"\nslo = { latency_ms = 500, accuracy = 0.9 }\n\
+        [[tasks]]\nname = \"score\"\nglue = \"glue/echo.wasm\"\nslot = \"m\"\n\
+        [[variants]]\nslot = \"m\"\nname = \"exact\"\nmodel = \"models/mlp.onnx\"\naccuracy = 1.0\n\
+        [[variants]]\nslot = \"m\"\nname = \"rough\"\nmodel = \"models/mlp.onnx\"\naccuracy = 0.95\n";
+    jig_tests::bundle(
+        dir.path(),
+        manifest,
+        &[("glue/echo.wasm", &component("echo")), ("models/mlp.onnx", &model("mlp"))],
+    );
+    let output = run(jig().arg("plan").arg(dir.path()), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no profiles.csv to plan with; run `jig profile"), "{stderr}");
+
+    // `exact` serves 20 req/s on one core, `rough` 60: at 40 req/s on one core only `rough` keeps up.
+    std::fs::write(
+        dir.path().join("profiles.csv"),
+        "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n\
+         m,exact,cpu:1,1,50,50,20,test\nm,rough,cpu:1,1,16,16,60,test\n",
+    )
+    .unwrap();
+    let output = run(jig().arg("plan").arg(dir.path()).args(["--slices", "1", "--demand", "40"]), b"");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("plan for `scale`"), "{stdout}");
+    assert!(stdout.contains("1 × rough on cpu:1"), "{stdout}");
+}
+
+#[test]
 fn trace_writes_a_day_and_bench_names_the_bad_line_of_a_trace() {
     let output = run(jig().args(["trace", "--peak", "10", "--bins", "24"]), b"");
     assert!(output.status.success());

@@ -185,7 +185,7 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => match deployed_app(&args) {
             // `jig plan APP`: the deployed app's plan, from the gateway (JIG_GATEWAY, JIG_TOKEN).
             Some(app) => gateway::status(&app, gateway::Target::from_env(args.json)),
-            None => jig_planner::cli::run(&args).map(|text| {
+            None => plan(&args).map(|text| {
                 print!("{text}");
                 ExitCode::SUCCESS
             }),
@@ -470,18 +470,44 @@ fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
+/// `jig plan`: a bundle directory is planned as `jig deploy` plans it; anything else is the planner's.
+fn plan(args: &jig_planner::cli::PlanArgs) -> anyhow::Result<String> {
+    let Some(dir) = bundle_dir(&args.spec).filter(|_| !args.max_demand) else {
+        return jig_planner::cli::run(args);
+    };
+    args.check()?;
+    let problem = bundle_problem(dir, args.profiles.as_deref(), args.slices, args.demand)?;
+    jig_planner::cli::plan_problem(args, &problem)
+}
+
 /// `jig simulate`: a bundle directory is planned as `jig deploy` plans it; anything else is the planner's.
 fn simulate(args: &jig_planner::cli::SimulateArgs) -> anyhow::Result<String> {
-    let Some(dir) = args.spec.as_ref().filter(|p| p.join("jig.toml").is_file()) else {
+    let Some(dir) = bundle_dir(&args.spec) else {
         return jig_planner::cli::simulate(args);
     };
-    let bundle = crate::bundle::Bundle::open(dir)?;
-    let profiles = bundle.profiles_path().with_context(|| {
-        format!("{}: no profiles.csv to simulate with; run `jig profile {}` first", dir.display(), dir.display())
-    })?;
-    let cores = args.slices.unwrap_or(jig_gpu_host::device::cpu_cores().len() as u32);
-    let demand = args.demand.unwrap_or(bundle.manifest.demand.rps);
-    let problem = crate::deployment::problem(&bundle, &profiles, &[demand], cores)
-        .map_err(|e| anyhow::anyhow!("app `{}`: {e}", bundle.manifest.name))?;
+    let problem = bundle_problem(dir, None, args.slices, args.demand)?;
     jig_planner::cli::simulate_problem(args, &problem)
+}
+
+/// `spec` when it is a bundle directory (one with a jig.toml).
+fn bundle_dir(spec: &Option<PathBuf>) -> Option<&Path> {
+    spec.as_deref().filter(|p| p.join(crate::bundle::MANIFEST).is_file())
+}
+
+/// The planning problem of the bundle in `dir` as a deployment sees it: its profile table (or `profiles`),
+/// `cores` CPU cores (default: this machine's) and `demand` req/s (default: the manifest's).
+fn bundle_problem(
+    dir: &Path,
+    profiles: Option<&Path>,
+    cores: Option<u32>,
+    demand: Option<f64>,
+) -> anyhow::Result<jig_planner::Problem> {
+    let bundle = crate::bundle::Bundle::open(dir)?;
+    let profiles = profiles.map(Path::to_path_buf).or_else(|| bundle.profiles_path()).with_context(|| {
+        format!("{}: no profiles.csv to plan with; run `jig profile {}` first", dir.display(), dir.display())
+    })?;
+    let cores = cores.unwrap_or(jig_gpu_host::device::cpu_cores().len() as u32);
+    let demand = demand.unwrap_or(bundle.manifest.demand.rps);
+    crate::deployment::problem(&bundle, &profiles, &[demand], cores)
+        .map_err(|e| anyhow::anyhow!("app `{}`: {e}", bundle.manifest.name))
 }
