@@ -74,6 +74,33 @@ fn the_social_media_app_classifies_and_captions_every_post() {
 }
 
 #[test]
+fn the_social_media_app_plans_from_its_measured_cpu_profiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = root().join("examples/social-media/profiles.csv");
+    let glue: Vec<(String, std::path::PathBuf)> =
+        ["fan_out", "classify", "caption"].iter().map(|g| (format!("glue/{g}.wasm"), component(g))).collect();
+    let mut files: Vec<(&str, &Path)> = glue.iter().map(|(name, path)| (name.as_str(), path.as_path())).collect();
+    files.push(("profiles.csv", &profiles));
+    bundle(dir.path(), &manifest_with("social-media", &["resnet18", "resnet152", "git-base"]), &files);
+    for model in ["resnet18", "resnet152", "git-base"] {
+        write_model(dir.path(), model);
+    }
+    let plan = |cores: &str| {
+        jig_tests::jig().arg("plan").arg(dir.path()).args(["--slices", cores, "--demand", "2"]).output().unwrap()
+    };
+    // Captions take about 300 ms on two cores and twice that on one: within the 700 ms SLO (twice the batch
+    // latency, for queueing) only on two, so the app needs three cores.
+    let four = plan("4");
+    let stdout = String::from_utf8_lossy(&four.stdout);
+    assert!(four.status.success(), "{stdout}{}", String::from_utf8_lossy(&four.stderr));
+    assert!(stdout.contains("git-base on cpu:2") && stdout.contains("resnet152 on cpu:1"), "{stdout}");
+    let two = plan("2");
+    let stderr = String::from_utf8_lossy(&two.stderr);
+    assert_eq!(two.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("needs at least 3 slices") && stderr.contains("only 2 are available"), "{stderr}");
+}
+
+#[test]
 fn the_traffic_app_routes_detections_to_the_car_and_person_classifiers() {
     // Random weights detect arbitrary classes: route every class, the even ones as cars, the odd as people.
     let even: Vec<String> = (0..80).step_by(2).map(|c| c.to_string()).collect();
