@@ -234,36 +234,31 @@ def main():
             url = re.search(r"http://[0-9.:]+", gateway.stdout.readline()).group(0)
             results = {}
             decoder = None
-            for variant in all_variants:
-                if args.slot and variant[0] not in args.slot:
-                    continue
-                if variant[0] == "voice":
-                    decoder = decoder or transcriber()
-                    bundle = os.path.join(scratch, variant[1])
-                    os.makedirs(bundle)
-                    with open(os.path.join(bundle, "jig.toml"), "w") as f:
-                        f.write(voice_manifest(variant))
-                    for sub in ("glue", "models"):
-                        os.symlink(os.path.join(BUNDLE, sub), os.path.join(bundle, sub))
-                    subprocess.run([args.jig, "deploy", bundle, "--gateway", url], check=True, capture_output=True)
-                    results[variant[1]] = score_voice(url, labels, decoder)
-                    print(f"{variant[0]:<5} {variant[1]:<22} word accuracy {results[variant[1]][0]:.3f}   "
-                          f"lines heard exactly {results[variant[1]][1]:.3f}", flush=True)
-                    continue
-                if variant[0] not in ("det", "rec"):
-                    continue
-                det = variant if variant[0] == "det" else first["det"]
-                rec = variant if variant[0] == "rec" else first["rec"]
-                bundle = os.path.join(scratch, variant[1])
+
+            def deploy(name, text):
+                bundle = os.path.join(scratch, name)
                 os.makedirs(bundle)
                 with open(os.path.join(bundle, "jig.toml"), "w") as f:
-                    f.write(manifest(det, rec))
+                    f.write(text)
                 for sub in ("glue", "models"):
                     os.symlink(os.path.join(BUNDLE, sub), os.path.join(bundle, sub))
                 subprocess.run([args.jig, "deploy", bundle, "--gateway", url], check=True, capture_output=True)
-                results[variant[1]] = score(url, labels)
-                print(f"{variant[0]:<5} {variant[1]:<22} word accuracy {results[variant[1]][0]:.3f}   "
-                      f"character error rate {results[variant[1]][1]:.3f}", flush=True)
+
+            for slot, name, model in all_variants:
+                if args.slot and slot not in args.slot:
+                    continue
+                if slot == "voice":
+                    decoder = decoder or transcriber()
+                    deploy(name, voice_manifest((slot, name, model)))
+                    results[name] = score_voice(url, labels, decoder)
+                    second = f"lines heard exactly {results[name][1]:.3f}"
+                else:
+                    det = (slot, name, model) if slot == "det" else first["det"]
+                    rec = (slot, name, model) if slot == "rec" else first["rec"]
+                    deploy(name, manifest(det, rec))
+                    results[name] = score(url, labels)
+                    second = f"character error rate {results[name][1]:.3f}"
+                print(f"{slot:<5} {name:<22} word accuracy {results[name][0]:.3f}   {second}", flush=True)
         finally:
             gateway.terminate()
             gateway.wait()
