@@ -218,8 +218,8 @@ def main():
         shutil.copyfile(os.path.join(voice_dir, "en_US-joe-medium.onnx"), voice + ".tmp")
         os.replace(voice + ".tmp", voice)
         written.append("piper-joe.onnx")
-    # int8 voice: the same dynamic quantisation (about 1.4× faster on CPU; its accuracy is measured by ear, by
-    # `scripts/eval_sign_reader.py --voice`).
+    # int8 voice: the same dynamic quantisation (about 1.3× faster on one core; its accuracy is measured by
+    # ear, by `scripts/eval_sign_reader.py --slot voice`).
     path = os.path.join(out, "piper-joe-int8.onnx")
     if not os.path.exists(path):
         quantize(voice, path)
