@@ -41,11 +41,18 @@ pub fn explain(problem: &Problem, features: Features, options: &SolveOptions) ->
     if let Some(b) = &budgets
         && let Some(t) = (0..n).find(|&t| 2.0 * fastest(t) > b.latency_ms[t])
     {
+        // Appendix B splits the SLO by each task's slowest type of its most accurate variant that fits the SLO;
+        // a task whose most accurate variant has none gets no share at all.
+        let name = &problem.tasks[t].name;
+        let what = if b.latency_ms[t] <= 0.0 {
+            "is 0 ms: its most accurate variant has no instance type within the latency SLO, and Appendix B splits \
+             the SLO by those"
+                .to_string()
+        } else {
+            format!("is {:.0} ms, below twice its fastest batch latency, {:.0} ms", b.latency_ms[t], 2.0 * fastest(t))
+        };
         return format!(
-            "the static latency budget of task `{}` (Appendix B), {:.0} ms, is below twice its fastest batch latency, {:.0} ms; T (task-graph-informed budgets) would lift it",
-            problem.tasks[t].name,
-            b.latency_ms[t],
-            2.0 * fastest(t)
+            "the static latency budget of task `{name}` (Appendix B) {what}; T (task-graph-informed budgets) would lift it"
         );
     }
     if let Some(b) = &budgets {

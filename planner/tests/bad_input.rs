@@ -130,6 +130,30 @@ fn a_binding_accuracy_slo_is_named() {
 }
 
 #[test]
+fn a_static_budget_of_nothing_says_why() {
+    // Without T, Appendix B splits the SLO by each task's most accurate variant; det-l (400 ms doubled) has no
+    // type within the 300 ms SLO, so detect gets no share, though det-s would fit.
+    let profile = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
+detect,det-s,mig:0:1g.10gb:1,1,20,25,40,test
+detect,det-l,mig:0:1g.10gb:1,1,190,200,5,test
+classify,cls,mig:0:1g.10gb:1,1,45,50,60,test
+";
+    let spec = SPEC
+        .replace("slo_latency_ms = 400", "slo_latency_ms = 300")
+        .replace("slo_accuracy = 0.9", "slo_accuracy = 0.7");
+    let spec = PlanSpec::from_toml(&spec).unwrap();
+    let problem = Problem::new(&spec, &from_csv(profile).unwrap(), "test").unwrap();
+    let e = plan(&problem, Features::parse("A+S").unwrap(), &SolveOptions::default()).unwrap_err().to_string();
+    assert!(
+        e.contains("static latency budget of task `detect` (Appendix B) is 0 ms")
+            && e.contains("most accurate variant has no instance type within the latency SLO")
+            && e.contains("T (task-graph-informed budgets) would lift it"),
+        "{e}"
+    );
+    assert!(plan(&problem, Features::ALL, &SolveOptions::default()).is_ok(), "with T, det-s serves");
+}
+
+#[test]
 fn malformed_files_are_errors() {
     assert!(matches!(PlanSpec::from_toml("[app]\nname = 1"), Err(PlanError::Input(_))));
     let e = plan_error(&SPEC.replace("mig:1g.10gb:1", "mig:1g.15gb:1"));
