@@ -32,12 +32,16 @@ impl LoadReport {
 
     /// The `q` quantile (0 to 1) of the 2xx latencies.
     pub fn quantile(&self, q: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let i = ((self.latencies.len() - 1) as f64 * q).round() as usize;
-        self.latencies[i]
+        quantile(&self.latencies, q)
     }
+}
+
+/// The `q` quantile (0 to 1) of `sorted` by nearest rank; zero when empty.
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
 /// The request every connection sends.
@@ -229,12 +233,7 @@ impl OpenLoopSummary {
         let ok = records.iter().filter(|r| (200..300).contains(&r.status)).count();
         let mut latencies: Vec<Duration> = records.iter().map(|r| r.latency).collect();
         latencies.sort();
-        let q = |q: f64| {
-            if latencies.is_empty() {
-                return 0.0;
-            }
-            latencies[((latencies.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e3
-        };
+        let q = |q: f64| quantile(&latencies, q).as_secs_f64() * 1e3;
         OpenLoopSummary {
             sent: records.len(),
             ok,
