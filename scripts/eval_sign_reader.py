@@ -177,7 +177,7 @@ def score_voice(url, labels, decoder, repeats=3):
     """Word accuracy of every labelled line as PocketSphinx hears the voice say it, `repeats` times (the voice
     samples noise, so each saying differs); and the share of lines heard exactly."""
     found = total = exact = lines = 0
-    for file, text_lines in sorted(labels.items()):
+    for text_lines in labels.values():
         for line in text_lines * repeats:
             request = urllib.request.Request(
                 url + "/v1/apps/sign-reader-voice-eval/invoke", data=line.encode(), method="POST"

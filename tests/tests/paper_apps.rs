@@ -25,17 +25,23 @@ fn write_model(dir: &Path, name: &str) {
     std::fs::write(dir.join("models").join(format!("{name}.onnx")), jig_synth::model(name).unwrap().encode()).unwrap();
 }
 
+/// A bundle in `dir` of `manifest`, the built `glue` components, the synthetic `models` and the `extra` files.
+fn write_bundle(dir: &Path, manifest: &str, glue: &[&str], models: &[&str], extra: &[(&str, &Path)]) {
+    let components: Vec<(String, std::path::PathBuf)> =
+        glue.iter().map(|g| (format!("glue/{g}.wasm"), component(g))).collect();
+    let mut files: Vec<(&str, &Path)> = components.iter().map(|(name, path)| (name.as_str(), path.as_path())).collect();
+    files.extend_from_slice(extra);
+    bundle(dir, manifest, &files);
+    for model in models {
+        write_model(dir, model);
+    }
+}
+
 /// A gateway (with its state directory's guard) with `example` deployed from a bundle of `manifest`, the
 /// built `glue` components and the synthetic `models`, and what `jig deploy` printed.
 fn deploy(example: &str, manifest: &str, glue: &[&str], models: &[&str]) -> (tempfile::TempDir, Gateway, String) {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let components: Vec<(String, std::path::PathBuf)> =
-        glue.iter().map(|g| (format!("glue/{g}.wasm"), component(g))).collect();
-    let files: Vec<(&str, &Path)> = components.iter().map(|(name, path)| (name.as_str(), path.as_path())).collect();
-    bundle(dir.path(), manifest, &files);
-    for model in models {
-        write_model(dir.path(), model);
-    }
+    write_bundle(dir.path(), manifest, glue, models, &[]);
     let gateway = Gateway::start(state.path(), &[]);
     let deployed = gateway.jig("deploy").arg(dir.path()).output().unwrap();
     assert!(deployed.status.success(), "{example}: {}", String::from_utf8_lossy(&deployed.stderr));
@@ -77,14 +83,9 @@ fn the_social_media_app_classifies_and_captions_every_post() {
 fn the_social_media_app_plans_from_its_measured_cpu_profiles() {
     let dir = tempfile::tempdir().unwrap();
     let profiles = root().join("examples/social-media/profiles.csv");
-    let glue: Vec<(String, std::path::PathBuf)> =
-        ["fan_out", "classify", "caption"].iter().map(|g| (format!("glue/{g}.wasm"), component(g))).collect();
-    let mut files: Vec<(&str, &Path)> = glue.iter().map(|(name, path)| (name.as_str(), path.as_path())).collect();
-    files.push(("profiles.csv", &profiles));
-    bundle(dir.path(), &manifest_with("social-media", &["resnet18", "resnet152", "git-base"]), &files);
-    for model in ["resnet18", "resnet152", "git-base"] {
-        write_model(dir.path(), model);
-    }
+    let models = ["resnet18", "resnet152", "git-base"];
+    let manifest = manifest_with("social-media", &models);
+    write_bundle(dir.path(), &manifest, &["fan_out", "classify", "caption"], &models, &[("profiles.csv", &profiles)]);
     let plan = |cores: &str| {
         jig_tests::jig().arg("plan").arg(dir.path()).args(["--slices", cores, "--demand", "2"]).output().unwrap()
     };
