@@ -5,7 +5,8 @@
 //! * `infer_1kib`: one `infer` call with a 1 KiB tensor, guest → host trait → guest, with an identity model;
 //!   measured as invocations making 0 and 100 calls, the overhead being their difference / 100 (target ≤ 5 µs).
 //! * `crop_10_boxes`: `crop` of 10 boxes from a 1280×720 RGB image in WebAssembly (instantiation included)
-//!   against the same Rust code compiled natively, in the same run (target: ≤ 2×).
+//!   against the same handler compiled natively and called through `jig_sdk::native`, in the same run
+//!   (target: ≤ 2×).
 //!
 //! After criterion's report, a summary prints each figure with its target and the crop ratio.
 //! Needs the components from `make functions`.
@@ -88,10 +89,12 @@ fn invoke(s: &Setup, f: &Function, payload: &[u8]) {
     s.tokio.block_on(f.invoke(payload, None)).expect("invocation failed");
 }
 
+/// The same handler compiled natively, called in-process through the SDK's native host: the copy of the request
+/// the host hands a handler, the crops, and the copy of each emitted crop the host keeps.
 fn crop_native(payload: &[u8]) {
-    let mut emitted = Vec::new();
-    crop::crop_and_emit(payload.to_vec(), crop::Encoding::Rgb8, |c| emitted.push(c)).unwrap();
-    std::hint::black_box(emitted);
+    let outcome = jig_sdk::native::Invocation::new().run::<crop::Crop>(payload.to_vec());
+    outcome.output.expect("native crop failed");
+    std::hint::black_box(outcome.emitted);
 }
 
 fn benches(c: &mut Criterion) {

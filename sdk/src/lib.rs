@@ -44,11 +44,15 @@
 //! * [`image`]: decode PNG/JPEG, crop, resize and normalise to NCHW `f32` tensors, inside WebAssembly.
 //! * [`audio`]: WAV framing of synthesized speech.
 //! * [`envelope`]: the small framing (JSON metadata + binary body) the bundled functions use for payloads.
+//! * `native` (native builds only): call a handler in-process, without a host, to unit-test glue with
+//!   `cargo test`.
 
 pub mod audio;
 pub mod envelope;
 mod error;
 pub mod image;
+#[cfg(not(target_family = "wasm"))]
+pub mod native;
 pub mod tensor;
 
 pub use envelope::Envelope;
@@ -68,7 +72,14 @@ pub mod bindings {
     });
 }
 
-use bindings::jig::function::{inference, runtime};
+/// The host calls: the `jig:function` imports in a WebAssembly build, the in-process host of `native` elsewhere.
+#[cfg(target_family = "wasm")]
+mod host {
+    pub use crate::bindings::jig::function::inference::infer;
+    pub use crate::bindings::jig::function::runtime::{config, emit, log, remaining_time};
+}
+#[cfg(not(target_family = "wasm"))]
+use native as host;
 
 /// A jig function: implement it on a unit struct and register it with [`export!`].
 pub trait Function {
@@ -80,7 +91,8 @@ pub trait Function {
 /// Export a type implementing [`Function`] as the component's handler. Use once per crate.
 ///
 /// Only WebAssembly builds export anything: a native build of the same crate (for unit tests, or to compare
-/// the glue's speed with its WebAssembly build) compiles the function as a plain library.
+/// the glue's speed with its WebAssembly build) compiles the function as a plain library, whose handler
+/// [`native::Invocation::run`] calls.
 #[macro_export]
 macro_rules! export {
     ($function:ty) => {
@@ -106,24 +118,24 @@ macro_rules! export {
 /// The call blocks this request only: the host serves many requests' calls together as one batch.
 pub fn infer(slot: &str, inputs: &[Tensor]) -> std::result::Result<Vec<Tensor>, InferError> {
     // Tensors are moved across the boundary; cloning here keeps the caller's inputs usable.
-    let wire: Vec<inference::Tensor> = inputs.iter().cloned().map(Into::into).collect();
-    inference::infer(slot, &wire).map(|outputs| outputs.into_iter().map(Into::into).collect()).map_err(Into::into)
+    let wire: Vec<bindings::jig::function::inference::Tensor> = inputs.iter().cloned().map(Into::into).collect();
+    host::infer(slot, &wire).map(|outputs| outputs.into_iter().map(Into::into).collect())
 }
 
 /// Send `payload` to the tasks connected to this function's output `port`; each emitted payload becomes
 /// one request of those tasks.
 pub fn emit(port: &str, payload: &[u8]) {
-    runtime::emit(port, payload)
+    host::emit(port, payload)
 }
 
 /// Time left until the request's deadline (zero once it has passed).
 pub fn remaining_time() -> std::time::Duration {
-    std::time::Duration::from_nanos(runtime::remaining_time())
+    std::time::Duration::from_nanos(host::remaining_time())
 }
 
 /// This function's configuration value for `key`, from the bundle manifest.
 pub fn config(key: &str) -> Option<String> {
-    runtime::config(key)
+    host::config(key)
 }
 
 /// Parse the configuration value for `key`, or use `default` when the key is absent.
@@ -143,9 +155,9 @@ where
 }
 
 /// Log levels for [`log`].
-pub use runtime::Level;
+pub use bindings::jig::function::runtime::Level;
 
 /// Write `message` to the host's log, tagged with this function and the request.
 pub fn log(level: Level, message: &str) {
-    runtime::log(level, message)
+    host::log(level, message)
 }

@@ -8,7 +8,7 @@
 //!
 //! **Returns** JSON `{"crops": <number emitted>, "skipped": <boxes outside the image>}`.
 
-use jig_sdk::image::{self, BoundingBox, RgbImage};
+use jig_sdk::image::{self, BoundingBox};
 use jig_sdk::{Envelope, Error, Function, Result};
 use serde::{Deserialize, Serialize};
 
@@ -58,63 +58,80 @@ impl std::str::FromStr for Encoding {
     }
 }
 
-/// The boxes of a request, cut.
-#[derive(Debug)]
-pub struct Cropped {
-    /// How many boxes the request named.
-    pub requested: usize,
-    /// One crop per box that overlaps the image, in request order.
-    pub crops: Vec<(CropMeta, RgbImage)>,
-}
-
-/// Decode the request and cut every box: the handler's work short of encoding and emitting, shared with native
-/// callers (the runtime benchmark compares the two).
-pub fn crop_request(payload: Vec<u8>) -> Result<Cropped> {
-    let Envelope { meta, body } = Envelope::<CropRequest>::decode(payload)?;
-    let image = match (meta.width, meta.height) {
-        (Some(w), Some(h)) => image::from_rgb8(w, h, body)?,
-        (None, None) => image::decode(&body)?,
-        _ => {
-            return Err(Error::invalid_input("give both `width` and `height` for a raw RGB image, or neither"));
-        }
-    };
-    let crops = meta
-        .boxes
-        .iter()
-        .enumerate()
-        .filter_map(|(index, region)| {
-            let crop = image::crop(&image, region)?;
-            let (width, height) = crop.dimensions();
-            Some((CropMeta { index, region: *region, width, height, encoding: Encoding::Rgb8 }, crop))
-        })
-        .collect();
-    Ok(Cropped { requested: meta.boxes.len(), crops })
-}
-
-/// Cut every box of the request and pass each crop, framed as an envelope in `encoding`, to `emit`; returns
-/// the handler's JSON summary. The handler passes `jig_sdk::emit`; native callers pass their own sink.
-pub fn crop_and_emit(payload: Vec<u8>, encoding: Encoding, mut emit: impl FnMut(Vec<u8>)) -> Result<Vec<u8>> {
-    let Cropped { requested, crops } = crop_request(payload)?;
-    let emitted = crops.len();
-    for (mut meta, crop) in crops {
-        let body = match encoding {
-            Encoding::Rgb8 => crop.into_raw(),
-            Encoding::Png => image::encode_png(&crop)?,
-        };
-        meta.encoding = encoding;
-        emit(Envelope { meta, body }.encode());
-    }
-    Ok(serde_json::to_vec(&serde_json::json!({ "crops": emitted, "skipped": requested - emitted }))?)
-}
-
 pub struct Crop;
 
 impl Function for Crop {
+    /// Each crop is emitted as soon as it is cut and then dropped, so its memory is reused for the next one:
+    /// a request dirties one crop's worth of linear memory rather than all of them, and the pooling allocator
+    /// zeroes every dirtied page after the request.
     fn handle(payload: Vec<u8>) -> Result<Vec<u8>> {
         let port = jig_sdk::config("port").unwrap_or_else(|| "crops".to_string());
         let encoding: Encoding = jig_sdk::config_or("encoding", Encoding::Rgb8)?;
-        crop_and_emit(payload, encoding, |crop| jig_sdk::emit(&port, &crop))
+        let Envelope { meta, body } = Envelope::<CropRequest>::decode(payload)?;
+        let image = match (meta.width, meta.height) {
+            (Some(w), Some(h)) => image::from_rgb8(w, h, body)?,
+            (None, None) => image::decode(&body)?,
+            _ => {
+                return Err(Error::invalid_input("give both `width` and `height` for a raw RGB image, or neither"));
+            }
+        };
+        let mut emitted = 0;
+        for (index, region) in meta.boxes.iter().enumerate() {
+            let Some(crop) = image::crop(&image, region) else { continue };
+            let (width, height) = crop.dimensions();
+            let body = match encoding {
+                Encoding::Rgb8 => crop.into_raw(),
+                Encoding::Png => image::encode_png(&crop)?,
+            };
+            let meta = CropMeta { index, region: *region, width, height, encoding };
+            jig_sdk::emit(&port, &Envelope { meta, body }.encode());
+            emitted += 1;
+        }
+        let skipped = meta.boxes.len() - emitted;
+        Ok(serde_json::to_vec(&serde_json::json!({ "crops": emitted, "skipped": skipped }))?)
     }
 }
 
 jig_sdk::export!(Crop);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jig_sdk::native::Invocation;
+
+    /// A 4×3 raw RGB image whose pixel (x, y) is `[x, y, 0]`.
+    fn request(boxes: serde_json::Value) -> Vec<u8> {
+        let body = (0..3u8).flat_map(|y| (0..4u8).flat_map(move |x| [x, y, 0])).collect();
+        Envelope { meta: serde_json::json!({"boxes": boxes, "width": 4, "height": 3}), body }.encode()
+    }
+
+    #[test]
+    fn each_box_inside_the_image_is_emitted_in_order() {
+        let boxes = serde_json::json!([
+            {"x0": 1, "y0": 1, "x1": 3, "y1": 2},
+            {"x0": 10, "y0": 10, "x1": 12, "y1": 12},
+            {"x0": 0, "y0": 0, "x1": 1, "y1": 1},
+        ]);
+        let outcome = Invocation::new().config("port", "tiles").run::<Crop>(request(boxes));
+        let summary: serde_json::Value = serde_json::from_slice(&outcome.output.unwrap()).unwrap();
+        assert_eq!(summary, serde_json::json!({"crops": 2, "skipped": 1}));
+        let crops: Vec<Envelope<CropMeta>> = outcome
+            .emitted
+            .into_iter()
+            .map(|(port, payload)| {
+                assert_eq!(port, "tiles");
+                Envelope::decode(payload).unwrap()
+            })
+            .collect();
+        assert_eq!((crops[0].meta.index, crops[0].meta.width, crops[0].meta.height), (0, 2, 1));
+        assert_eq!(crops[0].body, [1, 1, 0, 2, 1, 0]);
+        assert_eq!((crops[1].meta.index, crops[1].body.as_slice()), (2, [0, 0, 0].as_slice()));
+    }
+
+    #[test]
+    fn an_unknown_encoding_is_the_deployers_to_fix() {
+        let outcome = Invocation::new().config("encoding", "webp").run::<Crop>(request(serde_json::json!([])));
+        let error = outcome.output.unwrap_err().to_string();
+        assert!(error.contains("encoding") && error.contains("webp"), "{error}");
+    }
+}
