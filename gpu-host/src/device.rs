@@ -280,7 +280,7 @@ mod tests {
         assert_eq!(migs.len(), 2);
         assert_eq!(migs[0].0, 0);
         assert_eq!(migs[0].1.uuid, "MIG-aaaa");
-        assert_eq!(migs[1].1.profile(), Some(MigProfile::G1x10));
+        assert_eq!(migs[1].1.profile(), Some(MigProfile::G1_10));
     }
 
     #[test]

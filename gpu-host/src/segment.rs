@@ -6,75 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// The MIG profiles of an 80 GB H100/A100: compute slices (of 7) and memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MigProfile {
-    G1x10,
-    G1x20,
-    G2x20,
-    G3x40,
-    G4x40,
-    G7x80,
-}
-
-impl MigProfile {
-    pub const ALL: [MigProfile; 6] = [
-        MigProfile::G1x10,
-        MigProfile::G1x20,
-        MigProfile::G2x20,
-        MigProfile::G3x40,
-        MigProfile::G4x40,
-        MigProfile::G7x80,
-    ];
-
-    /// GPU compute slices, of 7.
-    pub fn slices(self) -> u32 {
-        match self {
-            MigProfile::G1x10 | MigProfile::G1x20 => 1,
-            MigProfile::G2x20 => 2,
-            MigProfile::G3x40 => 3,
-            MigProfile::G4x40 => 4,
-            MigProfile::G7x80 => 7,
-        }
-    }
-
-    /// Memory in GB, as the profile's name says.
-    pub fn memory_gb(self) -> u32 {
-        match self {
-            MigProfile::G1x10 => 10,
-            MigProfile::G1x20 | MigProfile::G2x20 => 20,
-            MigProfile::G3x40 | MigProfile::G4x40 => 40,
-            MigProfile::G7x80 => 80,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            MigProfile::G1x10 => "1g.10gb",
-            MigProfile::G1x20 => "1g.20gb",
-            MigProfile::G2x20 => "2g.20gb",
-            MigProfile::G3x40 => "3g.40gb",
-            MigProfile::G4x40 => "4g.40gb",
-            MigProfile::G7x80 => "7g.80gb",
-        }
-    }
-}
-
-impl FromStr for MigProfile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        MigProfile::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = MigProfile::ALL.iter().map(|p| p.name()).collect();
-            format!("unknown MIG profile `{s}`; use one of {}", names.join(", "))
-        })
-    }
-}
-
-impl fmt::Display for MigProfile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use jig_policy::MigProfile;
 
 /// Where an instance runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -55,7 +55,7 @@ impl ModelCost {
     pub fn predict(&self, kind: SegmentKind, batch: u32) -> Option<(f64, f64)> {
         let SegmentKind::Mig { profile, mps } = kind else { return None };
         let (b, c, k) = (f64::from(batch), f64::from(profile.compute_slices()), f64::from(mps));
-        if k * (CONTEXT_GB + self.weights_gb + self.activations_gb * b) > profile.memory_gb() {
+        if k * (CONTEXT_GB + self.weights_gb + self.activations_gb * b) > f64::from(profile.memory_gb()) {
             return None;
         }
         let cpu = self.t_fixed + self.t_item * b;

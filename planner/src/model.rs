@@ -11,6 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::PlanError;
+pub use jig_policy::MigProfile;
 
 /// Everything the planner needs besides the profile table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,7 +121,7 @@ pub struct SegmentSpec {
 }
 
 /// Where a segment type runs, parsed from its name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SegmentKind {
     /// A MIG instance of an H100 80GB with `mps` identical MPS processes in it.
     Mig { profile: MigProfile, mps: u8 },
@@ -134,7 +135,7 @@ impl SegmentKind {
         let parts: Vec<&str> = name.split(':').collect();
         match parts.as_slice() {
             ["mig", profile, mps] | ["mig", _, profile, mps] => {
-                let profile = MigProfile::parse(profile)?;
+                let profile: MigProfile = profile.parse()?;
                 let mps: u8 =
                     mps.parse().map_err(|_| format!("segment `{name}`: MPS count `{mps}` is not a number"))?;
                 if !(1..=4).contains(&mps) {
@@ -165,97 +166,6 @@ impl SegmentKind {
             Self::Mig { profile, .. } => profile.effective_slices(),
             Self::Cpu { cores } => *cores,
         }
-    }
-}
-
-/// H100 80GB MIG profiles (`anchors-serving.md` §5.1); `+me` is left out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum MigProfile {
-    G1_10,
-    G1_20,
-    G2_20,
-    G3_40,
-    G4_40,
-    G7_80,
-}
-
-impl MigProfile {
-    pub const ALL: [MigProfile; 6] = [Self::G1_10, Self::G1_20, Self::G2_20, Self::G3_40, Self::G4_40, Self::G7_80];
-
-    pub fn parse(s: &str) -> Result<Self, String> {
-        Self::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
-            format!("unknown MIG profile `{s}` (expected one of 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)")
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::G1_10 => "1g.10gb",
-            Self::G1_20 => "1g.20gb",
-            Self::G2_20 => "2g.20gb",
-            Self::G3_40 => "3g.40gb",
-            Self::G4_40 => "4g.40gb",
-            Self::G7_80 => "7g.80gb",
-        }
-    }
-
-    /// Compute slices (of 7).
-    pub fn compute_slices(self) -> u32 {
-        match self {
-            Self::G1_10 | Self::G1_20 => 1,
-            Self::G2_20 => 2,
-            Self::G3_40 => 3,
-            Self::G4_40 => 4,
-            Self::G7_80 => 7,
-        }
-    }
-
-    /// Memory slots (of 8) the instance occupies: its placement size.
-    pub fn memory_slots(self) -> u32 {
-        match self {
-            Self::G1_10 => 1,
-            Self::G1_20 | Self::G2_20 => 2,
-            Self::G3_40 | Self::G4_40 => 4,
-            Self::G7_80 => 8,
-        }
-    }
-
-    /// Valid start slots on an H100 80GB.
-    pub fn starts(self) -> &'static [u32] {
-        match self {
-            Self::G1_10 => &[0, 1, 2, 3, 4, 5, 6],
-            Self::G1_20 => &[0, 2, 4, 6],
-            Self::G2_20 => &[0, 2, 4],
-            Self::G3_40 => &[0, 4],
-            Self::G4_40 | Self::G7_80 => &[0],
-        }
-    }
-
-    /// Memory in GB.
-    pub fn memory_gb(self) -> f64 {
-        match self {
-            Self::G1_10 => 10.0,
-            Self::G1_20 | Self::G2_20 => 20.0,
-            Self::G3_40 | Self::G4_40 => 40.0,
-            Self::G7_80 => 80.0,
-        }
-    }
-
-    /// Slices the instance costs once its placement rules are counted (paper §5: 1g.20gb and 3g.40gb cost as
-    /// much as 2g.20gb and 4g.40gb).
-    pub fn effective_slices(self) -> u32 {
-        match self {
-            Self::G1_10 => 1,
-            Self::G1_20 | Self::G2_20 => 2,
-            Self::G3_40 | Self::G4_40 => 4,
-            Self::G7_80 => 7,
-        }
-    }
-}
-
-impl fmt::Display for MigProfile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

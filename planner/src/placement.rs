@@ -154,7 +154,7 @@ mod tests {
         let mut used: std::collections::HashMap<u32, ([bool; 8], u32)> = Default::default();
         for inst in &p.instances {
             let Device::Gpu { gpu, start_slot, profile, .. } = &inst.device else { continue };
-            let profile = MigProfile::parse(profile).unwrap();
+            let profile = profile.parse::<MigProfile>().unwrap();
             assert!(profile.starts().contains(start_slot), "{profile} at {start_slot}");
             let (slots, compute) = used.entry(*gpu).or_default();
             for s in *start_slot..start_slot + profile.memory_slots() {

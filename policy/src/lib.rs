@@ -5,17 +5,20 @@
 //! exactly as a deployed one does:
 //!
 //! * [`route`]: which instance of a slot the next request goes to;
-//! * [`queue`]: when an instance starts a batch, which waiting requests it takes, and which it drops early.
+//! * [`queue`]: when an instance starts a batch, which waiting requests it takes, and which it drops early;
+//! * [`mig`]: the MIG profiles segments are made of, which both sides name and size alike.
 //!
-//! Both are generic over the clock ([`Time`]): `std::time::Instant` in the runtime, a `Duration` since the
+//! Routing and queueing are generic over the clock ([`Time`]): `std::time::Instant` in the runtime, a `Duration` since the
 //! start of the simulation in the simulator. Nothing here blocks, allocates per decision beyond the queue
 //! itself, or depends on any other crate.
 
+pub mod mig;
 pub mod queue;
 pub mod route;
 
 use std::time::{Duration, Instant};
 
+pub use mig::MigProfile;
 pub use queue::{BatchPolicy, DropReason, Queue, Request};
 pub use route::WeightedRoundRobin;
 

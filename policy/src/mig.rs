@@ -1,0 +1,123 @@
+//! The MIG profiles of an 80 GB H100 (`anchors-serving.md` §5.1; `+me` is left out): what the device layer
+//! creates and binds instances on, and what the planner places and prices.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A MIG profile: compute slices (of 7) and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MigProfile {
+    G1_10,
+    G1_20,
+    G2_20,
+    G3_40,
+    G4_40,
+    G7_80,
+}
+
+impl MigProfile {
+    pub const ALL: [MigProfile; 6] = [Self::G1_10, Self::G1_20, Self::G2_20, Self::G3_40, Self::G4_40, Self::G7_80];
+
+    /// The profile's name as `nvidia-smi` writes it, e.g. `3g.40gb`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::G1_10 => "1g.10gb",
+            Self::G1_20 => "1g.20gb",
+            Self::G2_20 => "2g.20gb",
+            Self::G3_40 => "3g.40gb",
+            Self::G4_40 => "4g.40gb",
+            Self::G7_80 => "7g.80gb",
+        }
+    }
+
+    /// Compute slices (of 7).
+    pub fn compute_slices(self) -> u32 {
+        match self {
+            Self::G1_10 | Self::G1_20 => 1,
+            Self::G2_20 => 2,
+            Self::G3_40 => 3,
+            Self::G4_40 => 4,
+            Self::G7_80 => 7,
+        }
+    }
+
+    /// Memory slots (of 8) the instance occupies: its placement size.
+    pub fn memory_slots(self) -> u32 {
+        match self {
+            Self::G1_10 => 1,
+            Self::G1_20 | Self::G2_20 => 2,
+            Self::G3_40 | Self::G4_40 => 4,
+            Self::G7_80 => 8,
+        }
+    }
+
+    /// Valid start slots.
+    pub fn starts(self) -> &'static [u32] {
+        match self {
+            Self::G1_10 => &[0, 1, 2, 3, 4, 5, 6],
+            Self::G1_20 => &[0, 2, 4, 6],
+            Self::G2_20 => &[0, 2, 4],
+            Self::G3_40 => &[0, 4],
+            Self::G4_40 | Self::G7_80 => &[0],
+        }
+    }
+
+    /// Memory in GB, as the name says.
+    pub fn memory_gb(self) -> u32 {
+        match self {
+            Self::G1_10 => 10,
+            Self::G1_20 | Self::G2_20 => 20,
+            Self::G3_40 | Self::G4_40 => 40,
+            Self::G7_80 => 80,
+        }
+    }
+
+    /// Slices the instance costs once its placement rules are counted (paper §5: 1g.20gb and 3g.40gb cost as
+    /// much as 2g.20gb and 4g.40gb).
+    pub fn effective_slices(self) -> u32 {
+        match self {
+            Self::G1_10 => 1,
+            Self::G1_20 | Self::G2_20 => 2,
+            Self::G3_40 | Self::G4_40 => 4,
+            Self::G7_80 => 7,
+        }
+    }
+}
+
+impl FromStr for MigProfile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|p| p.as_str()).collect();
+            format!("unknown MIG profile `{s}`; use one of {}", names.join(", "))
+        })
+    }
+}
+
+impl fmt::Display for MigProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_ones_list_the_known() {
+        for p in MigProfile::ALL {
+            assert_eq!(p.as_str().parse::<MigProfile>(), Ok(p));
+        }
+        let error = "3g.20gb".parse::<MigProfile>().unwrap_err();
+        assert!(error.contains("3g.20gb") && error.contains("7g.80gb"), "{error}");
+    }
+
+    #[test]
+    fn every_start_leaves_the_instance_inside_the_eight_memory_slots() {
+        for p in MigProfile::ALL {
+            assert!(p.starts().iter().all(|s| s + p.memory_slots() <= 8), "{p}");
+            assert!(p.compute_slices() <= p.effective_slices(), "{p}");
+        }
+    }
+}
