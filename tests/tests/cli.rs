@@ -183,6 +183,12 @@ fn plan_plans_a_bundle_directory_as_a_deployment_would() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no profiles.csv to plan with; run `jig profile"), "{stderr}");
+    for command in ["plan", "simulate"] {
+        let output = run(jig().arg(command).arg(dir.path()).args(["--app", "social"]), b"");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("give either a bundle directory") && stderr.contains("--app social"), "{stderr}");
+    }
 
     // `exact` serves 20 req/s on one core, `rough` 60: at 40 req/s on one core only `rough` keeps up.
     std::fs::write(

@@ -472,7 +472,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// `jig plan`: a bundle directory is planned as `jig deploy` plans it; anything else is the planner's.
 fn plan(args: &jig_planner::cli::PlanArgs) -> anyhow::Result<String> {
-    let Some(dir) = bundle_dir(&args.spec).filter(|_| !args.max_demand) else {
+    let Some(dir) = bundle_dir(&args.spec, &args.app)?.filter(|_| !args.max_demand) else {
         return jig_planner::cli::run(args);
     };
     args.check()?;
@@ -482,16 +482,20 @@ fn plan(args: &jig_planner::cli::PlanArgs) -> anyhow::Result<String> {
 
 /// `jig simulate`: a bundle directory is planned as `jig deploy` plans it; anything else is the planner's.
 fn simulate(args: &jig_planner::cli::SimulateArgs) -> anyhow::Result<String> {
-    let Some(dir) = bundle_dir(&args.spec) else {
+    let Some(dir) = bundle_dir(&args.spec, &args.app)? else {
         return jig_planner::cli::simulate(args);
     };
     let problem = bundle_problem(dir, None, args.slices, args.demand)?;
     jig_planner::cli::simulate_problem(args, &problem)
 }
 
-/// `spec` when it is a bundle directory (one with a jig.toml).
-fn bundle_dir(spec: &Option<PathBuf>) -> Option<&Path> {
-    spec.as_deref().filter(|p| p.join(crate::bundle::MANIFEST).is_file())
+/// `spec` when it is a bundle directory (one with a jig.toml); an error when `--app` names a paper app too.
+fn bundle_dir<'a>(spec: &'a Option<PathBuf>, app: &Option<String>) -> anyhow::Result<Option<&'a Path>> {
+    let dir = spec.as_deref().filter(|p| p.join(crate::bundle::MANIFEST).is_file());
+    if let (Some(dir), Some(app)) = (dir, app) {
+        anyhow::bail!("give either a bundle directory ({}) or --app {app}, not both", dir.display());
+    }
+    Ok(dir)
 }
 
 /// The planning problem of the bundle in `dir` as a deployment sees it: its profile table (or `profiles`),
