@@ -160,12 +160,12 @@ fn discover_gpus() -> Vec<Gpu> {
     for gpu in &mut gpus {
         gpu.sms = cuda.iter().find(|d| d.uuid == gpu.uuid).map(|d| d.sms);
     }
-    if gpus.iter().any(|g| g.mig_enabled) {
-        if let Some(list) = nvidia_smi(&["-L"]) {
-            for (index, instance) in parse_mig_list(&list) {
-                if let Some(gpu) = gpus.iter_mut().find(|g| g.index == index) {
-                    gpu.mig_instances.push(instance);
-                }
+    if gpus.iter().any(|g| g.mig_enabled)
+        && let Some(list) = nvidia_smi(&["-L"])
+    {
+        for (index, instance) in parse_mig_list(&list) {
+            if let Some(gpu) = gpus.iter_mut().find(|g| g.index == index) {
+                gpu.mig_instances.push(instance);
             }
         }
     }

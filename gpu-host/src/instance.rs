@@ -133,11 +133,11 @@ impl Instance {
             std::thread::Builder::new()
                 .name(format!("jig-instance {}", config.name))
                 .spawn(move || {
-                    if let Some(cores) = &config.cores {
-                        if let Err(e) = crate::device::pin_current_thread(cores) {
-                            let _ = ready_tx.send(Err(format!("cannot pin to cores {cores:?}: {e}")));
-                            return;
-                        }
+                    if let Some(cores) = &config.cores
+                        && let Err(e) = crate::device::pin_current_thread(cores)
+                    {
+                        let _ = ready_tx.send(Err(format!("cannot pin to cores {cores:?}: {e}")));
+                        return;
                     }
                     let executor = match load() {
                         Ok(executor) => executor,
@@ -168,19 +168,19 @@ impl Instance {
         path: &std::path::Path,
         options: onnx::SessionOptions,
     ) -> Result<Instance, InstanceError> {
-        if let (Some(budget), Ok(meta)) = (config.memory, std::fs::metadata(path)) {
-            if meta.len() > budget {
-                return Err(InstanceError::Start {
-                    instance: config.name,
-                    detail: format!(
-                        "model `{model_name}` ({}) needs at least {} MiB for its weights, but the segment grants \
-                         {} MiB; place it on a larger segment",
-                        path.display(),
-                        meta.len() >> 20,
-                        budget >> 20
-                    ),
-                });
-            }
+        if let (Some(budget), Ok(meta)) = (config.memory, std::fs::metadata(path))
+            && meta.len() > budget
+        {
+            return Err(InstanceError::Start {
+                instance: config.name,
+                detail: format!(
+                    "model `{model_name}` ({}) needs at least {} MiB for its weights, but the segment grants \
+                     {} MiB; place it on a larger segment",
+                    path.display(),
+                    meta.len() >> 20,
+                    budget >> 20
+                ),
+            });
         }
         let (model_name, path) = (model_name.to_string(), path.to_path_buf());
         Instance::start(config, move || Model::load(&model_name, &path, &options).map_err(|e| e.to_string()))

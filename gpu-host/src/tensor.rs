@@ -57,10 +57,10 @@ impl Tensor {
         if data.len() != expected {
             return Err(TensorError::LengthMismatch { dtype, shape, expected, actual: data.len() });
         }
-        if dtype == DType::Bool {
-            if let Some(index) = data.iter().position(|&b| b > 1) {
-                return Err(TensorError::InvalidBool { index });
-            }
+        if dtype == DType::Bool
+            && let Some(index) = data.iter().position(|&b| b > 1)
+        {
+            return Err(TensorError::InvalidBool { index });
         }
         Ok(Tensor { dtype, shape, data })
     }

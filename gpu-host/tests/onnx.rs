@@ -38,7 +38,7 @@ fn a_real_model_runs() {
 fn mismatched_inputs_name_the_model_and_input() {
     let model = load("mixed");
     let x = Tensor::from_f32(vec![1, 4], &[1.0; 4]).unwrap();
-    let err = model.run(&[x.clone()]).unwrap_err().to_string();
+    let err = model.run(std::slice::from_ref(&x)).unwrap_err().to_string();
     assert!(err.contains("mixed") && err.contains("expects 2 inputs"), "{err}");
 
     let wrong_dtype = Tensor::from_f32(vec![1, 4], &[1.0; 4]).unwrap();

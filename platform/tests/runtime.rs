@@ -369,8 +369,10 @@ async fn a_malformed_tensor_is_refused_with_the_function_slot_and_input() {
 #[tokio::test]
 async fn emitting_past_the_limit_is_a_host_limit_error() {
     let rt = runtime();
-    let mut opts = FunctionOptions::default();
-    opts.limits = FunctionLimits { max_emits: 5, ..FunctionLimits::default() };
+    let opts = FunctionOptions {
+        limits: FunctionLimits { max_emits: 5, ..FunctionLimits::default() },
+        ..FunctionOptions::default()
+    };
     let f = rt.load("probe", &wasm("jig_probe"), opts).unwrap();
     let ok = f.invoke(&probe(json!({"op": "emit", "port": "out", "count": 5, "bytes": 3})), None).await.unwrap();
     assert_eq!(ok.emitted.len(), 5);

@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn unaligned_bytes_are_copied_into_a_view() {
-        let mut bytes = vec![0u8; 9];
+        let mut bytes = [0u8; 9];
         bytes[1..].copy_from_slice(bytemuck::cast_slice(&[1.5f32, -2.0]));
         let t = Tensor::new(DType::F32, &[2], bytes[1..].to_vec()).unwrap();
         assert_eq!(t.view::<f32>().unwrap().as_slice(), &[1.5, -2.0]);

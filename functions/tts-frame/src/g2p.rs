@@ -183,7 +183,7 @@ pub fn number_words(n: u64) -> String {
     }
     let mut out = Vec::new();
     for (scale, name) in [(1_000_000, "million"), (1_000, "thousand")] {
-        if n / scale % 1000 > 0 {
+        if !(n / scale).is_multiple_of(1000) {
             below_thousand(n / scale % 1000, &mut out);
             out.push(name.into());
         }

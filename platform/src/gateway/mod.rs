@@ -239,7 +239,7 @@ impl Gateway {
                 self.invoke(&app, request).await
             }
             (_, ["v1", "apps", ..]) => {
-                if let Err(reply) = authorize(&request, self.config.token.as_deref()) {
+                if let Some(reply) = refuse_unauthorized(&request, self.config.token.as_deref()) {
                     return reply;
                 }
                 match (&method, &path[2..]) {
@@ -274,7 +274,7 @@ impl Gateway {
 
     async fn invoke(self: Arc<Self>, name: &str, request: Request<Incoming>) -> Reply {
         let arrived = Instant::now();
-        if let Err(reply) = authorize(&request, self.config.invoke_token.as_deref()) {
+        if let Some(reply) = refuse_unauthorized(&request, self.config.invoke_token.as_deref()) {
             return reply;
         }
         // The invocation path does not list the deployed apps: the control API, behind its token, does.
@@ -515,17 +515,17 @@ fn classify(e: &AppError, deadline: Instant) -> (StatusCode, bool) {
     }
 }
 
-/// Check `Authorization: Bearer TOKEN` when a token is configured.
-fn authorize(request: &Request<Incoming>, token: Option<&str>) -> Result<(), Reply> {
-    let Some(token) = token else { return Ok(()) };
+/// Check `Authorization: Bearer TOKEN` when a token is configured: the 401 reply when it is not given.
+fn refuse_unauthorized(request: &Request<Incoming>, token: Option<&str>) -> Option<Reply> {
+    let token = token?;
     let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let bearer = given.and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
     match bearer {
-        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
+        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => None,
         Some(_) => {
-            Err(error(StatusCode::UNAUTHORIZED, "wrong token; pass the gateway's token with --token or JIG_TOKEN"))
+            Some(error(StatusCode::UNAUTHORIZED, "wrong token; pass the gateway's token with --token or JIG_TOKEN"))
         }
-        None => Err(error(
+        None => Some(error(
             StatusCode::UNAUTHORIZED,
             "this gateway needs a token: send `Authorization: Bearer TOKEN` (--token or JIG_TOKEN)",
         )),
