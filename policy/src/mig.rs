@@ -41,7 +41,7 @@ impl MigProfile {
         }
     }
 
-    /// Memory slots (of 8) the instance occupies: its placement size.
+    /// Memory slots (of 8, 10 GB each) the instance occupies: its placement size.
     pub fn memory_slots(self) -> u32 {
         match self {
             Self::G1_10 => 1,
@@ -62,25 +62,15 @@ impl MigProfile {
         }
     }
 
-    /// Memory in GB, as the name says.
+    /// Memory in GB, as the name says: 10 GB per memory slot.
     pub fn memory_gb(self) -> u32 {
-        match self {
-            Self::G1_10 => 10,
-            Self::G1_20 | Self::G2_20 => 20,
-            Self::G3_40 | Self::G4_40 => 40,
-            Self::G7_80 => 80,
-        }
+        10 * self.memory_slots()
     }
 
-    /// Slices the instance costs once its placement rules are counted (paper §5: 1g.20gb and 3g.40gb cost as
-    /// much as 2g.20gb and 4g.40gb).
+    /// Slices the instance costs once its placement rules are counted: the compute slices its memory slots
+    /// block, of 7 (paper §5: 1g.20gb and 3g.40gb cost as much as 2g.20gb and 4g.40gb).
     pub fn effective_slices(self) -> u32 {
-        match self {
-            Self::G1_10 => 1,
-            Self::G1_20 | Self::G2_20 => 2,
-            Self::G3_40 | Self::G4_40 => 4,
-            Self::G7_80 => 7,
-        }
+        self.memory_slots().min(7)
     }
 }
 
@@ -118,6 +108,9 @@ mod tests {
         for p in MigProfile::ALL {
             assert!(p.starts().iter().all(|s| s + p.memory_slots() <= 8), "{p}");
             assert!(p.compute_slices() <= p.effective_slices(), "{p}");
+            assert!(p.as_str().ends_with(&format!(".{}gb", p.memory_gb())), "{p}");
         }
+        let effective: Vec<u32> = MigProfile::ALL.iter().map(|p| p.effective_slices()).collect();
+        assert_eq!(effective, [1, 2, 2, 4, 4, 7]);
     }
 }
