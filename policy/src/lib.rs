@@ -1,6 +1,6 @@
 //! # jig-policy
 //!
-//! The serving decisions that the runtime (`jig-gpu-host`'s instances and pools, on real time) and the
+//! The serving decisions that the runtime (`jig-model-host`'s instances and pools, on real time) and the
 //! simulator (`jig simulate`, on simulated time) share, so that a simulated plan batches, drops and routes
 //! exactly as a deployed one does:
 //!

@@ -209,7 +209,7 @@ fn trace_writes_a_day_and_bench_names_the_bad_line_of_a_trace() {
     let output = run(jig().args(["trace", "--peak", "10", "--bins", "24"]), b"");
     assert!(output.status.success());
     let csv = String::from_utf8(output.stdout).unwrap();
-    let trace = jig_planner::trace::Trace::from_csv(&csv).unwrap();
+    let trace = jig_sim::trace::Trace::from_csv(&csv).unwrap();
     assert_eq!((trace.rates.len(), trace.bin_s), (24, 3600.0));
     assert!((trace.peak() - 10.0).abs() < 0.01);
 

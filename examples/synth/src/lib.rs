@@ -17,7 +17,7 @@ pub mod onnx;
 use onnx::Model;
 
 /// Every model the paper's applications use, by the names the planner's applications give them
-/// (`jig_planner::apps`).
+/// (`jig_sim::apps`).
 pub const MODELS: [&str; 23] = [
     "resnet18",
     "resnet34",

@@ -1,7 +1,7 @@
 //! The generated models load and run in ONNX Runtime, have their published sizes, and are deterministic.
 
-use jig_gpu_host::Tensor;
-use jig_gpu_host::onnx::{Model, SessionOptions};
+use jig_model_host::Tensor;
+use jig_model_host::onnx::{Model, SessionOptions};
 
 #[test]
 fn resnet_and_vgg_have_their_published_parameter_counts() {

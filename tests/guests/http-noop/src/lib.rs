@@ -1,5 +1,5 @@
 //! Answers every request with 200 and an empty body: the `wasmtime serve` counterpart of a jig app whose one
-//! task is the no-op `echo` glue, for `cargo bench -p jig-platform --bench gateway`.
+//! task is the no-op `echo` glue, for `cargo bench -p jig --bench gateway`.
 
 use wasip2::http::types::{Fields, IncomingRequest, OutgoingBody, OutgoingResponse, ResponseOutparam};
 

@@ -1,0 +1,304 @@
+//! A deployed app, running: its tasks' functions loaded, its model slots served by instances, and the graph
+//! executor that carries one request from the entry task through `emit`s to the leaves.
+//!
+//! **Graph execution.** The entry task runs on the request's payload. Every payload a task emits on a port
+//! with edges becomes one invocation of each task the edges lead to; all invocations run concurrently, each
+//! bounded by the request's deadline. The response gathers, in a fixed order, the return values of leaf tasks
+//! (tasks with no outgoing edges) and the payloads emitted on ports without edges. The first invocation that
+//! fails fails the request, and the rest are cancelled — as they are when the client goes away, since the
+//! request's future owns them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
+use jig_model_host::onnx::SessionOptions;
+use jig_model_host::pool::Pool;
+
+use jig_manifest::{Bundle, InvalidBundle};
+use jig_runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, Outcome, Runtime};
+
+use crate::deployment::Deployment;
+use crate::slots::ModelSlots;
+
+/// The deadline of an invocation that names none, for an app without a latency SLO.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// A task of a running app.
+struct TaskRuntime {
+    name: Arc<str>,
+    function: Function,
+    /// The task's `concurrency` limit, and its permits.
+    concurrency: u32,
+    permits: Arc<Semaphore>,
+    /// Tasks each port's payloads go to.
+    routes: HashMap<String, Vec<usize>>,
+    /// No outgoing edges: its return value is part of the response.
+    leaf: bool,
+}
+
+/// A deployed app, ready to invoke. Dropping it stops its model instances once their queues drain.
+pub struct App {
+    pub name: String,
+    /// The hash of the bundle it runs.
+    pub bundle: String,
+    pub deployed_at: u64,
+    pub slo_latency: Option<Duration>,
+    pub deployment: Deployment,
+    /// Times the controller re-planned this app (carried from copy to copy).
+    pub replans: u32,
+    tasks: Vec<Arc<TaskRuntime>>,
+    entry: usize,
+    max_inflight: u32,
+    inflight: Arc<Semaphore>,
+    models: Arc<ModelSlots>,
+}
+
+/// One part of an app's response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    pub task: String,
+    /// The port, for a payload emitted on a port without edges; `None` for a leaf's return value.
+    pub port: Option<String>,
+    pub bytes: Vec<u8>,
+}
+
+/// Told of every task invocation that ends: the gateway counts them in its metrics.
+pub trait TaskObserver: Clone + Send + Sync + 'static {
+    /// Task `task` of app `app` ended with `outcome` (`ok`, `error`, `deadline` or `queued`) after `elapsed`.
+    fn task_done(&self, app: &str, task: &str, outcome: &str, elapsed: Duration);
+}
+
+/// Why an app invocation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The app already has `limits.max_inflight` requests in progress.
+    #[error("app `{app}` is at its limit of {limit} requests in progress; retry later")]
+    Busy { app: String, limit: u32 },
+    #[error("app `{app}`: {source}")]
+    Task {
+        app: String,
+        #[source]
+        source: InvokeError,
+    },
+    /// The deadline passed while a task waited for one of its `concurrency` permits.
+    #[error("app `{app}`: task `{task}` could not start before the deadline (all {limit} of its slots were busy)")]
+    Queued { app: String, task: String, limit: u32 },
+    /// A task's invocation ended without an outcome (a bug in jig: the runtime catches guest failures).
+    #[error("app `{app}`: a task's invocation ended unexpectedly: {detail}")]
+    Panicked { app: String, detail: String },
+}
+
+impl App {
+    /// Load every task's glue and start the deployment's model instances. Slow (compilation, model loading):
+    /// call it off the async executor.
+    pub fn start(
+        runtime: &Runtime,
+        bundle: &Bundle,
+        hash: &str,
+        deployed_at: u64,
+        deployment: Deployment,
+    ) -> anyhow::Result<App> {
+        let m = &bundle.manifest;
+        let app = m.name.clone();
+        let models = Arc::new(start_models(bundle, &deployment)?);
+        let index: HashMap<&str, usize> = m.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        let mut tasks = Vec::with_capacity(m.tasks.len());
+        for task in &m.tasks {
+            let limits = FunctionLimits {
+                memory: (task.limits.memory_mib as usize) << 20,
+                timeout: Duration::from_millis(task.limits.timeout_ms),
+                ..FunctionLimits::default()
+            };
+            let options = FunctionOptions { limits, config: bundle.task_config(task)?, models: models.clone() };
+            let function = runtime
+                .load_file(&format!("{app}/{}", task.name), &bundle.glue_path(task), options)
+                .map_err(|e| InvalidBundle(e.to_string()))?;
+            let mut routes: HashMap<String, Vec<usize>> = HashMap::new();
+            for edge in &m.edges {
+                if let Some((from, port)) = edge.source()
+                    && from == task.name
+                {
+                    routes.entry(port.to_string()).or_default().push(index[edge.to.as_str()]);
+                }
+            }
+            tasks.push(Arc::new(TaskRuntime {
+                name: task.name.as_str().into(),
+                function,
+                concurrency: task.limits.concurrency,
+                permits: Arc::new(Semaphore::new(task.limits.concurrency as usize)),
+                leaf: routes.is_empty(),
+                routes,
+            }));
+        }
+        let entry = bundle.entry().map(|t| index[t.name.as_str()]).ok_or_else(|| {
+            InvalidBundle(format!("app `{app}` declares no tasks; add a [[tasks]] entry with its glue"))
+        })?;
+        Ok(App {
+            name: app,
+            bundle: hash.to_string(),
+            deployed_at,
+            slo_latency: m.slo.map(|s| Duration::from_millis(s.latency_ms)),
+            deployment,
+            replans: 0,
+            tasks,
+            entry,
+            max_inflight: m.limits.max_inflight,
+            inflight: Arc::new(Semaphore::new(m.limits.max_inflight as usize)),
+            models,
+        })
+    }
+
+    /// The task names, entry first.
+    pub fn task_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = vec![&self.tasks[self.entry].name];
+        names.extend(self.tasks.iter().enumerate().filter(|(i, _)| *i != self.entry).map(|(_, t)| &*t.name));
+        names
+    }
+
+    /// The model slots and their instances.
+    pub fn models(&self) -> &ModelSlots {
+        &self.models
+    }
+
+    /// The deadline of a request that arrived at `arrived` with an optional timeout: the timeout, else the
+    /// app's latency SLO, else [`DEFAULT_DEADLINE`].
+    pub fn deadline(&self, arrived: Instant, timeout: Option<Duration>) -> Instant {
+        arrived + timeout.or(self.slo_latency).unwrap_or(DEFAULT_DEADLINE)
+    }
+
+    /// Admit one more request, or refuse it when `limits.max_inflight` are in progress. The permit is held
+    /// for the request's life: take it before reading the request's body, so the limit bounds memory too.
+    pub fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, AppError> {
+        self.inflight
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| AppError::Busy { app: self.name.clone(), limit: self.max_inflight })
+    }
+
+    /// Run the graph on `payload` by `deadline`, for a request [admitted](App::admit).
+    pub async fn invoke(
+        &self,
+        _admitted: &tokio::sync::OwnedSemaphorePermit,
+        payload: Vec<u8>,
+        deadline: Instant,
+        observer: &impl TaskObserver,
+    ) -> Result<Vec<Output>, AppError> {
+        // Each invocation carries its position in the fan-out tree (emission indexes from the entry), so the
+        // response lists outputs in an order that does not depend on which finished first.
+        let mut running: JoinSet<(usize, Vec<u32>, Result<Outcome, AppError>)> = JoinSet::new();
+        let mut outputs: Vec<(Vec<u32>, Output)> = Vec::new();
+        self.spawn(&mut running, self.entry, Vec::new(), payload, deadline, observer);
+        while let Some(joined) = running.join_next().await {
+            let (task, key, result) =
+                joined.map_err(|e| AppError::Panicked { app: self.name.clone(), detail: e.to_string() })?;
+            let outcome = result?;
+            let t = &self.tasks[task];
+            let mut n = 0u32;
+            let mut child = || {
+                let mut child = key.clone();
+                child.push(n);
+                n += 1;
+                child
+            };
+            for emission in outcome.emitted {
+                match t.routes.get(&emission.port) {
+                    Some(targets) => {
+                        for &target in targets {
+                            self.spawn(&mut running, target, child(), emission.payload.clone(), deadline, observer);
+                        }
+                    }
+                    None => {
+                        let output =
+                            Output { task: t.name.to_string(), port: Some(emission.port), bytes: emission.payload };
+                        outputs.push((child(), output));
+                    }
+                }
+            }
+            if t.leaf {
+                outputs.push((key, Output { task: t.name.to_string(), port: None, bytes: outcome.output }));
+            }
+        }
+        outputs.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(outputs.into_iter().map(|(_, o)| o).collect())
+    }
+
+    fn spawn(
+        &self,
+        running: &mut JoinSet<(usize, Vec<u32>, Result<Outcome, AppError>)>,
+        task: usize,
+        key: Vec<u32>,
+        payload: Vec<u8>,
+        deadline: Instant,
+        observer: &impl TaskObserver,
+    ) {
+        let (t, app, observer) = (self.tasks[task].clone(), self.name.clone(), observer.clone());
+        running.spawn(async move {
+            let started = Instant::now();
+            let permit = match tokio::time::timeout_at(deadline.into(), t.permits.clone().acquire_owned()).await {
+                Ok(Ok(permit)) => permit,
+                _ => {
+                    let error = AppError::Queued { app: app.clone(), task: t.name.to_string(), limit: t.concurrency };
+                    observer.task_done(&app, &t.name, "queued", started.elapsed());
+                    return (task, key, Err(error));
+                }
+            };
+            let result = t.function.invoke(&payload, Some(deadline)).await;
+            drop(permit);
+            let outcome = match &result {
+                Ok(_) => "ok",
+                Err(InvokeError::DeadlineExceeded { .. }) => "deadline",
+                Err(_) => "error",
+            };
+            observer.task_done(&app, &t.name, outcome, started.elapsed());
+            (task, key, result.map_err(|source| AppError::Task { app, source }))
+        });
+    }
+}
+
+/// Start the deployment's instances, in this process on CPU cores.
+fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<ModelSlots> {
+    let app = &bundle.manifest.name;
+    // The plan's core indices, as cores of this machine.
+    let machine = jig_model_host::device::cpu_cores();
+    let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
+    for planned in &deployment.instances {
+        let variant =
+            bundle.manifest.variants.iter().find(|v| v.slot == planned.slot && v.name == planned.variant).ok_or_else(
+                || {
+                    anyhow::anyhow!(
+                        "app `{app}`: the plan names variant `{}` of slot `{}`, which the bundle lacks",
+                        planned.variant,
+                        planned.slot
+                    )
+                },
+            )?;
+        let threads = planned.cpu_cores().ok_or_else(|| {
+            anyhow::anyhow!("app `{app}`: segment `{}` is not a CPU segment (`cpu:N`)", planned.segment)
+        })? as usize;
+        for i in 0..planned.count {
+            let mut config =
+                InstanceConfig::new(format!("{app}/{}/{}@{}#{i}", planned.slot, planned.variant, planned.segment));
+            // Requests are dropped early against their own deadlines (which a caller may set beyond the SLO).
+            config.policy = BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE);
+            if let Some(planned_cores) = planned.cores.get(i as usize) {
+                let cores: Option<Vec<usize>> =
+                    planned_cores.iter().map(|&c| machine.get(c as usize).copied()).collect();
+                config.cores = cores.filter(|c| !c.is_empty());
+            }
+            let options = SessionOptions { threads, ..SessionOptions::default() };
+            let instance = Instance::start_onnx(config, &variant.name, &bundle.model_path(variant), options)
+                .map_err(|e| InvalidBundle(format!("app `{app}`: {e}")))?;
+            by_slot.entry(planned.slot.as_str()).or_default().push((Arc::new(instance), planned.rate_rps));
+        }
+    }
+    let mut slots = ModelSlots::new();
+    for (slot, instances) in by_slot {
+        slots.insert(slot, Arc::new(Pool::new(instances)));
+    }
+    Ok(slots)
+}

@@ -1,0 +1,205 @@
+//! The controller (JigsawServe §3.1): measures each app's demand in windows and re-plans in the background
+//! when the prediction moves or violations rise.
+//!
+//! Every `demand_window` the requests that arrived in the window that ended become a rate (measured over the
+//! window's actual length). The predicted demand is the mean of the last five rates × (1 + 5% slack)
+//! (`jig_planner::model::DemandSpec::predict`). A re-plan runs when
+//! the prediction differs from the demand the current deployment was planned for by more than
+//! `replan_threshold` (relative), or when more than 1% of the window's requests violated their SLO. A new
+//! deployment different from the running one is applied by starting a new copy of the app (glue loaded,
+//! instances started) and swapping it in: requests running on the old copy finish there, so none is lost.
+//! Apps without a profile table have nothing to re-plan.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jig_planner::model::DemandSpec;
+
+use super::Gateway;
+use jig_app::{App, Deployment};
+
+/// Violations above this share of a window's requests trigger a re-plan.
+const VIOLATION_SHARE: f64 = 0.01;
+
+/// One app's demand: the open window's counts and the rates of closed ones.
+#[derive(Debug, Clone, Default)]
+pub struct DemandWindows {
+    arrivals: u64,
+    violations: u64,
+    /// Rates of the last closed windows (req/s), oldest first; at most [`DemandSpec::WINDOWS`].
+    rates: VecDeque<f64>,
+    /// Violations / arrivals of the last closed window.
+    violation_share: f64,
+    /// The demand of the last plan, when it is newer than the running deployment's (a re-plan that changed
+    /// nothing but the demand).
+    planned_for: Option<f64>,
+}
+
+impl DemandWindows {
+    /// A new deploy: its deployment was planned for the demand it says.
+    pub fn deployed(&mut self) {
+        self.planned_for = None;
+    }
+
+    /// Start from stored rates (after a restart).
+    pub fn from_rates(rates: &[f64]) -> Self {
+        let keep = rates.len().saturating_sub(DemandSpec::WINDOWS);
+        DemandWindows { rates: rates[keep..].iter().copied().collect(), ..Self::default() }
+    }
+
+    /// Count a request that arrived.
+    pub fn arrived(&mut self) {
+        self.arrivals += 1;
+    }
+
+    /// Count a request that missed its SLO (dropped, late, refused).
+    pub fn violated(&mut self) {
+        self.violations += 1;
+    }
+
+    /// Close the window that lasted `length`.
+    pub fn close(&mut self, length: Duration) {
+        self.rates.push_back(self.arrivals as f64 / length.as_secs_f64().max(1e-9));
+        while self.rates.len() > DemandSpec::WINDOWS {
+            self.rates.pop_front();
+        }
+        self.violation_share = if self.arrivals == 0 { 0.0 } else { self.violations as f64 / self.arrivals as f64 };
+        self.arrivals = 0;
+        self.violations = 0;
+    }
+
+    pub fn rates(&self) -> Vec<f64> {
+        self.rates.iter().copied().collect()
+    }
+
+    /// The predicted demand, once a window has closed.
+    pub fn predicted(&self) -> Option<f64> {
+        if self.rates.is_empty() {
+            return None;
+        }
+        DemandSpec { windows: self.rates(), slack: None }.predict().ok()
+    }
+
+    /// Whether the deployment planned for `planned_for` req/s should be re-planned.
+    pub fn should_replan(&self, planned_for: f64, threshold: f64) -> bool {
+        let Some(predicted) = self.predicted() else { return false };
+        let moved = (predicted - planned_for).abs() > threshold * planned_for.max(0.1);
+        moved || self.violation_share > VIOLATION_SHARE
+    }
+}
+
+impl Gateway {
+    /// Close demand windows and re-plan, forever.
+    pub(super) async fn control(self: Arc<Self>) {
+        let window = Duration::from_secs_f64(self.config.demand_window_s);
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + window, window);
+        // After a slow re-plan, wait a whole window again rather than closing short ones in a burst.
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut opened = std::time::Instant::now();
+        loop {
+            ticks.tick().await;
+            let length = opened.elapsed();
+            opened = std::time::Instant::now();
+            // Lock order: `apps` is released before `demand` is taken (see `Gateway::list`).
+            let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+            let due: Vec<(Arc<App>, Vec<f64>)> = {
+                let mut demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
+                apps.iter()
+                    .filter_map(|app| {
+                        let windows = demand.entry(app.name.clone()).or_default();
+                        windows.close(length);
+                        let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
+                        windows
+                            .should_replan(planned_for, self.config.replan_threshold)
+                            .then(|| (app.clone(), windows.rates()))
+                    })
+                    .collect()
+            };
+            for (app, rates) in due {
+                if let Err(e) = self.clone().replan(&app, rates).await {
+                    tracing::warn!(app = %app.name, "re-planning failed: {e:#}");
+                }
+            }
+        }
+    }
+
+    /// Plan `app` for `rates`; apply the new deployment if it differs.
+    async fn replan(self: Arc<Self>, app: &Arc<App>, rates: Vec<f64>) -> anyhow::Result<()> {
+        let _control = self.control.lock().await;
+        // A deploy or delete while this waited for the lock: the tick's plan is stale.
+        let current = self.apps.read().unwrap_or_else(|p| p.into_inner()).get(&app.name).cloned();
+        if !current.is_some_and(|c| Arc::ptr_eq(&c, app)) {
+            return Ok(());
+        }
+        let gateway = self.clone();
+        let (name, hash, deployed_at) = (app.name.clone(), app.bundle.clone(), app.deployed_at);
+        let current = app.deployment.clone();
+        let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<App>> {
+            let bundle = gateway.store.bundle(&hash)?;
+            let deployment = Deployment::plan(&bundle, &rates, gateway.config.cores);
+            gateway.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().planned_for =
+                deployment.demand_rps;
+            if deployment.same_instances(&current) {
+                return Ok(None);
+            }
+            tracing::info!(app = %name, demand_rps = ?deployment.demand_rps, "re-planned; starting the new deployment");
+            let mut record = gateway.store.app_record(&name)?;
+            record.demand_windows = rates;
+            gateway.store.put_app(&record)?;
+            Ok(Some(App::start(&gateway.runtime, &bundle, &hash, deployed_at, deployment)?))
+        })
+        .await??;
+        let mut apps = self.apps.write().unwrap_or_else(|p| p.into_inner());
+        match started {
+            // Still the same deploy (no redeploy or delete meanwhile): swap.
+            Some(new) if apps.get(&app.name).is_some_and(|a| Arc::ptr_eq(a, app)) => {
+                let mut new = new;
+                new.replans = app.replans + 1;
+                apps.insert(app.name.clone(), Arc::new(new));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prediction_is_the_mean_of_the_last_five_windows_with_slack() {
+        let mut d = DemandWindows::default();
+        assert_eq!(d.predicted(), None);
+        for n in [100u64, 10, 20, 30, 40, 50] {
+            for _ in 0..n {
+                d.arrived();
+            }
+            d.close(Duration::from_secs(10));
+        }
+        // 1, 2, 3, 4, 5 req/s (the first window has left): mean 3, × 1.05.
+        assert_eq!(d.rates(), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert!((d.predicted().unwrap() - 3.15).abs() < 1e-9);
+        assert!(!d.should_replan(3.0, 0.2));
+        assert!(d.should_replan(2.0, 0.2));
+    }
+
+    #[test]
+    fn violations_above_one_percent_trigger_a_replan() {
+        let mut d = DemandWindows::from_rates(&[10.0; 4]);
+        for i in 0..100 {
+            d.arrived();
+            if i < 2 {
+                d.violated();
+            }
+        }
+        d.close(Duration::from_secs(10));
+        assert!(d.should_replan(10.5, 0.2), "2% violations");
+        for _ in 0..100 {
+            d.arrived();
+        }
+        d.close(Duration::from_secs(10));
+        assert!(!d.should_replan(10.5, 0.2));
+    }
+}

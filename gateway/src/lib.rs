@@ -1,0 +1,581 @@
+//! # jig-gateway
+//!
+//! The gateway: HTTP/1.1 on hyper + tokio, serving invocations, the control API and metrics.
+//!
+//! | method and path | what | token |
+//! |---|---|---|
+//! | `POST /v1/apps/{app}/invoke` | run the app on the request body; see below | `invoke_token`, if set |
+//! | `POST /v1/apps` | deploy a packed bundle (`jig deploy` packs it); 201 with the app's status | `token` |
+//! | `GET /v1/apps` | the deployed apps | `token` |
+//! | `GET /v1/apps/{app}` | one app's status: tasks, deployment, bundle | `token` |
+//! | `DELETE /v1/apps/{app}` | remove an app | `token` |
+//! | `GET /metrics` | Prometheus text format ([`crate::metrics`]) | none |
+//! | `GET /healthz` | `ok` | none |
+//!
+//! Tokens go in `Authorization: Bearer TOKEN`. Errors are JSON `{"error": "..."}` whose message names the
+//! app, task or file and says what to do.
+//!
+//! **Invocation.** The body is the entry task's payload. The deadline is `jig-timeout-ms` (milliseconds) from
+//! arrival, or else the app's latency SLO, or else 30 s. A 200 answer is JSON
+//! `{"outputs": [PART, ...]}`, one part per leaf-task result or payload emitted on a port without edges, in
+//! the graph's order (see `jig_app::App`); a part is `{"task": T, "port": P?, "json": VALUE}` when the bytes
+//! are JSON, `{"task": T, "port": P?, "json": META, "base64": "..."}` when they are an envelope
+//! (`jig_sdk::envelope`: metadata around a binary body, such as a recognized line and its audio), else
+//! `{"task": T, "port": P?, "base64": "..."}` (binary such as WAV audio). The `server-timing`
+//! header gives the time spent in the gateway (`total;dur=MS`). Status codes: 400 the input is unusable,
+//! 404 unknown app, 413 body too large, 429 the app is at its in-flight limit, 503 a task or model was
+//! overloaded or dropped the request early, 504 the deadline passed, 500 a function failed.
+
+mod controller;
+pub mod metrics;
+pub mod store;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use jig_sdk::Envelope;
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+
+use jig_app::{App, AppError, Deployment};
+use jig_manifest::InvalidBundle;
+use jig_runtime::{FunctionError, InferError, InvokeError, Runtime, RuntimeConfig};
+
+use crate::metrics::{Apps, Metrics};
+use crate::store::{AppRecord, PutError, Store};
+
+/// The longest a bundle upload may take.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The header that carries an invocation's timeout in milliseconds.
+pub const TIMEOUT_HEADER: &str = "jig-timeout-ms";
+
+/// A gateway's settings: the `jig serve --config` file (TOML), every field optional.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayConfig {
+    /// Address to listen on; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Where deployed bundles and apps are kept.
+    pub state_dir: PathBuf,
+    /// Bearer token for the control API; none leaves it open (fine on loopback only).
+    pub token: Option<String>,
+    /// Bearer token for invocations; none leaves them open.
+    pub invoke_token: Option<String>,
+    /// Largest invocation body, MiB.
+    pub max_request_mib: u64,
+    /// Largest bundle upload (packed, and unpacked), MiB.
+    pub max_bundle_mib: u64,
+    /// CPU cores model instances may use: the planner's budget, and the intra-op threads of an instance
+    /// when a bundle has no profiles to plan from.
+    pub cores: u32,
+    /// Glue instances running at once across all apps.
+    pub max_instances: u32,
+    /// Length of a demand window, seconds (the controller predicts from the last five).
+    pub demand_window_s: f64,
+    /// Re-plan when the predicted demand moves by more than this fraction of what the deployment was
+    /// planned for.
+    pub replan_threshold: f64,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            state_dir: default_state_dir(),
+            token: None,
+            invoke_token: None,
+            max_request_mib: 64,
+            max_bundle_mib: 1024,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            max_instances: 256,
+            demand_window_s: 300.0,
+            replan_threshold: 0.2,
+        }
+    }
+}
+
+/// `$XDG_DATA_HOME/jig`, or `~/.local/share/jig`.
+pub fn default_state_dir() -> PathBuf {
+    std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("jig")
+}
+
+/// A running gateway's shared state.
+pub struct Gateway {
+    config: GatewayConfig,
+    runtime: Arc<Runtime>,
+    store: Store,
+    apps: Apps,
+    metrics: Metrics,
+    /// Deploys, deletes and re-plans one at a time, so the store's garbage collection never races an upload.
+    control: tokio::sync::Mutex<()>,
+    /// Bundle uploads being received at once (each is buffered whole).
+    uploads: tokio::sync::Semaphore,
+    /// Each app's demand, by name (see [`controller`]).
+    demand: std::sync::Mutex<HashMap<String, controller::DemandWindows>>,
+}
+
+type Reply = Response<Full<Bytes>>;
+
+impl Gateway {
+    /// Open the state directory and start every app deployed there.
+    pub async fn start(config: GatewayConfig) -> anyhow::Result<Arc<Gateway>> {
+        if !(config.demand_window_s.is_finite() && config.demand_window_s > 0.0 && config.demand_window_s <= 86_400.0) {
+            anyhow::bail!("`demand_window_s` must be a number of seconds in (0, 86400]");
+        }
+        if config.max_request_mib > 1 << 20 || config.max_bundle_mib > 1 << 20 {
+            anyhow::bail!("`max_request_mib` and `max_bundle_mib` must be at most 1048576 (1 TiB)");
+        }
+        let store = Store::open(&config.state_dir)?;
+        let runtime = Arc::new(Runtime::new(RuntimeConfig {
+            cache_dir: Some(config.state_dir.join("cache")),
+            max_instances: config.max_instances,
+            ..RuntimeConfig::default()
+        })?);
+        let apps: Apps = Arc::default();
+        let gateway = Arc::new(Gateway {
+            metrics: Metrics::new(apps.clone()),
+            config,
+            runtime,
+            store,
+            apps,
+            control: tokio::sync::Mutex::new(()),
+            uploads: tokio::sync::Semaphore::new(2),
+            demand: Default::default(),
+        });
+        for record in gateway.store.apps_list()? {
+            let name = record.name.clone();
+            let windows = controller::DemandWindows::from_rates(&record.demand_windows);
+            gateway.demand.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), windows);
+            match gateway.clone().start_app(record).await {
+                Ok(app) => {
+                    tracing::info!(app = %name, "restored");
+                    gateway.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name, app);
+                }
+                Err(e) => tracing::error!(app = %name, "cannot restore: {e:#}"),
+            }
+        }
+        tokio::spawn(gateway.clone().control());
+        Ok(gateway)
+    }
+
+    /// Load a stored app, off the async executor.
+    async fn start_app(self: Arc<Self>, record: AppRecord) -> anyhow::Result<Arc<App>> {
+        tokio::task::spawn_blocking(move || {
+            let bundle = self.store.bundle(&record.bundle)?;
+            let deployment = Deployment::plan(&bundle, &record.demand_windows, self.config.cores);
+            Ok(Arc::new(App::start(&self.runtime, &bundle, &record.bundle, record.deployed_at, deployment)?))
+        })
+        .await?
+    }
+
+    fn app(&self, name: &str) -> Option<Arc<App>> {
+        self.apps.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    /// Accept connections on `listener` until `shutdown` completes, then let open connections finish
+    /// their requests (for up to 10 s).
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let (stream, _) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let gateway = self.clone();
+            let service = hyper::service::service_fn(move |request| {
+                let gateway = gateway.clone();
+                async move { Ok::<_, Infallible>(gateway.handle(request).await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!("connection ended: {e}");
+                }
+            });
+        }
+        if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown()).await.is_err() {
+            tracing::warn!("connections still open after 10 s; closing them");
+        }
+    }
+
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Reply {
+        let path: Vec<String> = request.uri().path().trim_matches('/').split('/').map(str::to_owned).collect();
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        let method = request.method().clone();
+        match (&method, path.as_slice()) {
+            (&Method::GET, ["healthz"]) => text(StatusCode::OK, "ok\n"),
+            (&Method::GET, ["metrics"]) => {
+                let mut reply = text(StatusCode::OK, self.metrics.encode());
+                reply.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+                );
+                reply
+            }
+            (&Method::POST, ["v1", "apps", app, "invoke"]) => {
+                let app = app.to_string();
+                self.invoke(&app, request).await
+            }
+            (_, ["v1", "apps", ..]) => {
+                if let Some(reply) = refuse_unauthorized(&request, self.config.token.as_deref()) {
+                    return reply;
+                }
+                match (&method, &path[2..]) {
+                    (&Method::GET, []) => self.list(),
+                    (&Method::POST, []) => self.deploy(request).await,
+                    (&Method::GET, [app]) => match self.app(app) {
+                        Some(app) => json(StatusCode::OK, &self.status(&app)),
+                        None => self.unknown_app(app),
+                    },
+                    (&Method::DELETE, [app]) => self.clone().delete(app).await,
+                    _ => error(StatusCode::NOT_FOUND, format!("no route {method} {}", request.uri().path())),
+                }
+            }
+            _ => error(
+                StatusCode::NOT_FOUND,
+                format!("no route {method} {}; see /v1/apps, /v1/apps/APP/invoke, /metrics", request.uri().path()),
+            ),
+        }
+    }
+
+    fn unknown_app(&self, name: &str) -> Reply {
+        let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
+        let known: Vec<&str> = apps.keys().map(String::as_str).collect();
+        error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "unknown app `{name}` (deployed: {}); deploy it with `jig deploy`",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ),
+        )
+    }
+
+    async fn invoke(self: Arc<Self>, name: &str, request: Request<Incoming>) -> Reply {
+        let arrived = Instant::now();
+        if let Some(reply) = refuse_unauthorized(&request, self.config.invoke_token.as_deref()) {
+            return reply;
+        }
+        // The invocation path does not list the deployed apps: the control API, behind its token, does.
+        let Some(app) = self.app(name) else {
+            return error(StatusCode::NOT_FOUND, format!("unknown app `{name}`; deploy it with `jig deploy`"));
+        };
+        let _in_flight = self.metrics.request_started(name);
+        self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().arrived();
+        let timeout = match request
+            .headers()
+            .get(TIMEOUT_HEADER)
+            .map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()))
+        {
+            None => None,
+            Some(Some(ms)) if ms > 0 => Some(Duration::from_millis(ms)),
+            Some(_) => {
+                return self.answered(
+                    name,
+                    arrived,
+                    error(
+                        StatusCode::BAD_REQUEST,
+                        format!("`{TIMEOUT_HEADER}` must be a positive number of milliseconds"),
+                    ),
+                    false,
+                );
+            }
+        };
+        let deadline = app.deadline(arrived, timeout);
+        let admitted = match app.admit() {
+            Ok(permit) => permit,
+            Err(e) => return self.answered(name, arrived, error(classify(&e, deadline).0, e.to_string()), false),
+        };
+        // A body still arriving at the deadline is a request that missed it.
+        let body = read_body(request, self.config.max_request_mib << 20, "invocation body");
+        let payload = match tokio::time::timeout_at(deadline.into(), body).await {
+            Ok(Ok(payload)) => payload,
+            Ok(Err(reply)) => return self.answered(name, arrived, reply, false),
+            Err(_) => {
+                let late = error(StatusCode::GATEWAY_TIMEOUT, "the request's body did not arrive before its deadline");
+                return self.answered(name, arrived, late, false);
+            }
+        };
+        let result = app.invoke(&admitted, Vec::from(payload), deadline, &self.metrics).await;
+        let (reply, early_drop) = match result {
+            Ok(outputs) => {
+                let parts: Vec<serde_json::Value> = outputs
+                    .into_iter()
+                    .map(|o| {
+                        let mut part = serde_json::Map::new();
+                        part.insert("task".into(), o.task.into());
+                        if let Some(port) = o.port {
+                            part.insert("port".into(), port.into());
+                        }
+                        let base64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes).into();
+                        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&o.bytes) {
+                            part.insert("json".into(), value);
+                        } else if let Ok(Envelope { meta, body }) =
+                            Envelope::<serde_json::Value>::decode(o.bytes.clone())
+                            && meta.is_object()
+                        {
+                            part.insert("json".into(), meta);
+                            part.insert("base64".into(), base64(&body));
+                        } else {
+                            part.insert("base64".into(), base64(&o.bytes));
+                        }
+                        serde_json::Value::Object(part)
+                    })
+                    .collect();
+                (json(StatusCode::OK, &serde_json::json!({ "outputs": parts })), false)
+            }
+            Err(e) => {
+                let (code, early_drop) = classify(&e, deadline);
+                if code.is_server_error() {
+                    tracing::warn!(app = %name, "{e}");
+                }
+                (error(code, e.to_string()), early_drop)
+            }
+        };
+        self.answered(name, arrived, reply, early_drop)
+    }
+
+    /// Count an answered invocation and add the timing header.
+    fn answered(&self, app: &str, arrived: Instant, mut reply: Reply, early_drop: bool) -> Reply {
+        let elapsed = arrived.elapsed();
+        let code = reply.status().as_u16();
+        self.metrics.request_done(app, code, elapsed, early_drop);
+        if matches!(code, 429 | 503 | 504) {
+            self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(app.to_string()).or_default().violated();
+        }
+        if let Ok(value) = HeaderValue::from_str(&format!("total;dur={:.3}", elapsed.as_secs_f64() * 1e3)) {
+            reply.headers_mut().insert("server-timing", value);
+        }
+        reply
+    }
+
+    fn list(&self) -> Reply {
+        // Lock order: `demand` is never taken while `apps` is held (the controller takes them one at a time).
+        let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let list: Vec<AppStatus> = apps.iter().map(|a| self.status(a)).collect();
+        json(StatusCode::OK, &serde_json::json!({ "apps": list }))
+    }
+
+    async fn deploy(self: Arc<Self>, request: Request<Incoming>) -> Reply {
+        let max = self.config.max_bundle_mib << 20;
+        // Uploads are buffered whole: a few at a time, each within a time limit.
+        let Ok(_upload) = self.uploads.acquire().await else {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "the gateway is shutting down");
+        };
+        let archive = match tokio::time::timeout(UPLOAD_TIMEOUT, read_body(request, max, "bundle upload")).await {
+            Ok(Ok(archive)) => archive,
+            Ok(Err(reply)) => return reply,
+            Err(_) => return error(StatusCode::REQUEST_TIMEOUT, "the bundle upload took longer than 10 minutes"),
+        };
+        // The deploy runs to its end in a task of its own, holding the control lock, even if the client goes.
+        let gateway = self.clone();
+        tokio::spawn(async move { gateway.deploy_archive(archive, max).await })
+            .await
+            .unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, format!("the deploy failed: {e}")))
+    }
+
+    async fn deploy_archive(self: Arc<Self>, archive: Bytes, max: u64) -> Reply {
+        let _control = self.control.lock().await;
+        let gateway = self.clone();
+        let stored = tokio::task::spawn_blocking(move || gateway.store.put_bundle(&archive, max)).await;
+        let (hash, bundle) = match stored {
+            Ok(Ok(stored)) => stored,
+            Ok(Err(PutError::Invalid(e))) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+            Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        };
+        let name = bundle.manifest.name.clone();
+        let record =
+            AppRecord { name: name.clone(), bundle: hash, deployed_at: unix_now(), demand_windows: Vec::new() };
+        // The new app starts (glue compiled, instances loaded) while the old one, if any, keeps serving.
+        let app = match self.clone().start_app(record.clone()).await {
+            Ok(app) => app,
+            Err(e) if e.is::<InvalidBundle>() => return error(StatusCode::BAD_REQUEST, format!("{e:#}")),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: {e:#}")),
+        };
+        let gateway = self.clone();
+        let saved = tokio::task::spawn_blocking(move || gateway.store.put_app(&record)).await;
+        if let Err(e) = saved.map_err(std::io::Error::other).and_then(|r| r) {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: cannot record the deploy: {e}"));
+        }
+        // Requests already running keep their `Arc` of the old app and finish on it.
+        self.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), app.clone());
+        self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().deployed();
+        self.clone().collect_garbage().await;
+        tracing::info!(app = %name, bundle = %app.bundle, "deployed");
+        json(StatusCode::CREATED, &self.status(&app))
+    }
+
+    async fn delete(self: Arc<Self>, name: &str) -> Reply {
+        let _control = self.control.lock().await;
+        let gateway = self.clone();
+        let owned = name.to_string();
+        // An app whose restore failed is in the store only: it can be deleted all the same.
+        let deleted = tokio::task::spawn_blocking(move || gateway.store.delete_app(&owned)).await;
+        match deleted.map_err(std::io::Error::other).and_then(|r| r) {
+            Ok(true) => {}
+            Ok(false) => return self.unknown_app(name),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: cannot delete it: {e}")),
+        }
+        self.apps.write().unwrap_or_else(|p| p.into_inner()).remove(name);
+        self.demand.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+        self.clone().collect_garbage().await;
+        tracing::info!(app = %name, "deleted");
+        json(StatusCode::OK, &serde_json::json!({ "deleted": name }))
+    }
+
+    /// Remove stored bundles that neither an app record nor a running app uses (off the executor).
+    async fn collect_garbage(self: Arc<Self>) {
+        let running: std::collections::HashSet<String> =
+            self.apps.read().unwrap_or_else(|p| p.into_inner()).values().map(|a| a.bundle.clone()).collect();
+        let gateway = self.clone();
+        match tokio::task::spawn_blocking(move || gateway.store.collect_garbage(&running)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("cannot remove unused bundles: {e}"),
+            Err(e) => tracing::warn!("cannot remove unused bundles: {e}"),
+        }
+    }
+}
+
+/// What `GET /v1/apps/{app}` answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AppStatus {
+    pub name: String,
+    pub bundle: String,
+    pub deployed_at: u64,
+    /// Task names, the entry first.
+    pub tasks: Vec<String>,
+    pub slo_latency_ms: Option<u64>,
+    pub deployment: serde_json::Value,
+    /// Rates of the last closed demand windows (req/s), oldest first.
+    pub demand_windows: Vec<f64>,
+    /// The controller's prediction from them.
+    pub predicted_rps: Option<f64>,
+    /// Times the controller re-planned since the app was deployed or the gateway started.
+    pub replans: u32,
+}
+
+impl Gateway {
+    fn status(&self, app: &App) -> AppStatus {
+        let windows = self.demand.lock().unwrap_or_else(|p| p.into_inner()).get(&app.name).cloned().unwrap_or_default();
+        AppStatus {
+            demand_windows: windows.rates(),
+            predicted_rps: windows.predicted(),
+            replans: app.replans,
+            name: app.name.clone(),
+            bundle: app.bundle.clone(),
+            deployed_at: app.deployed_at,
+            tasks: app.task_names().into_iter().map(str::to_owned).collect(),
+            slo_latency_ms: app.slo_latency.map(|d| d.as_millis() as u64),
+            deployment: serde_json::to_value(&app.deployment).unwrap_or_default(),
+        }
+    }
+}
+
+/// The HTTP status of a failed invocation, and whether a model dropped it early.
+fn classify(e: &AppError, deadline: Instant) -> (StatusCode, bool) {
+    match e {
+        AppError::Busy { .. } => (StatusCode::TOO_MANY_REQUESTS, false),
+        AppError::Queued { .. } if Instant::now() >= deadline => (StatusCode::GATEWAY_TIMEOUT, false),
+        AppError::Queued { .. } => (StatusCode::SERVICE_UNAVAILABLE, false),
+        AppError::Panicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, false),
+        AppError::Task { source, .. } => match source {
+            InvokeError::DeadlineExceeded { .. } => (StatusCode::GATEWAY_TIMEOUT, false),
+            InvokeError::Instantiate { .. } => (StatusCode::SERVICE_UNAVAILABLE, false),
+            InvokeError::Failed { error, .. } => match error {
+                FunctionError::InvalidInput(_) => (StatusCode::BAD_REQUEST, false),
+                FunctionError::Model(InferError::Dropped(_)) => (StatusCode::SERVICE_UNAVAILABLE, true),
+                FunctionError::Model(InferError::Overloaded(_)) => (StatusCode::SERVICE_UNAVAILABLE, false),
+                FunctionError::Model(InferError::DeadlineExceeded(_)) => (StatusCode::GATEWAY_TIMEOUT, false),
+                _ => (StatusCode::INTERNAL_SERVER_ERROR, false),
+            },
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, false),
+        },
+    }
+}
+
+/// Check `Authorization: Bearer TOKEN` when a token is configured: the 401 reply when it is not given.
+fn refuse_unauthorized(request: &Request<Incoming>, token: Option<&str>) -> Option<Reply> {
+    let token = token?;
+    let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let bearer = given.and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
+    match bearer {
+        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => None,
+        Some(_) => {
+            Some(error(StatusCode::UNAUTHORIZED, "wrong token; pass the gateway's token with --token or JIG_TOKEN"))
+        }
+        None => Some(error(
+            StatusCode::UNAUTHORIZED,
+            "this gateway needs a token: send `Authorization: Bearer TOKEN` (--token or JIG_TOKEN)",
+        )),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The whole body, at most `max` bytes: 413 beyond, 400 when the client stops sending before its end.
+async fn read_body(request: Request<Incoming>, max: u64, what: &str) -> Result<Bytes, Reply> {
+    let too_large = || {
+        error(StatusCode::PAYLOAD_TOO_LARGE, format!("the {what} is larger than this gateway's limit of {max} bytes"))
+    };
+    let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    match Limited::new(request.into_body(), max as usize).collect().await {
+        Ok(body) => Ok(body.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(e) => Err(error(StatusCode::BAD_REQUEST, format!("the {what} could not be read: {e}"))),
+    }
+}
+
+fn text(code: StatusCode, body: impl Into<String>) -> Reply {
+    let mut reply = Response::new(Full::new(Bytes::from(body.into())));
+    *reply.status_mut() = code;
+    reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    reply
+}
+
+fn json(code: StatusCode, value: &impl Serialize) -> Reply {
+    let mut body = serde_json::to_vec_pretty(value).unwrap_or_default();
+    body.push(b'\n');
+    let mut reply = Response::new(Full::new(Bytes::from(body)));
+    *reply.status_mut() = code;
+    reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    reply
+}
+
+fn error(code: StatusCode, message: impl Into<String>) -> Reply {
+    json(code, &serde_json::json!({ "error": message.into() }))
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,237 @@
+//! The gateway's metrics, served at `/metrics` in the Prometheus text format.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `jig_requests_total` | app, code | invocations answered, by HTTP status |
+//! | `jig_request_duration_seconds` | app | invocation latency, arrival to response (histogram) |
+//! | `jig_slo_violations_total` | app | invocations that missed their deadline, were dropped or overloaded |
+//! | `jig_early_drops_total` | app | invocations a model instance dropped early (part of the violations) |
+//! | `jig_requests_in_flight` | app | invocations in progress |
+//! | `jig_task_invocations_total` | app, task, outcome | glue invocations: `ok`, `error`, `deadline`, `queued` |
+//! | `jig_task_duration_seconds` | app, task | glue invocation latency, `infer` calls included (histogram) |
+//! | `jig_instance_requests_total` … | app, slot, instance | per model instance: requests, batches, rows, drops, failures |
+//! | `jig_instance_busy_seconds_total` | app, slot, instance | time spent running batches: its rate is the segment's use |
+//! | `jig_instance_queue_depth` | app, slot, instance | requests waiting for a batch |
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use jig_app::{App, TaskObserver};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AppLabels {
+    app: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabels {
+    app: String,
+    code: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    app: String,
+    task: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    app: String,
+    task: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InstanceLabels {
+    app: String,
+    slot: String,
+    instance: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms to about 33 s.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 17))
+}
+
+/// The apps whose instances the registry reports on each scrape.
+pub type Apps = Arc<RwLock<std::collections::BTreeMap<String, Arc<App>>>>;
+
+/// Every metric of a gateway. Cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    requests: Family<CodeLabels, Counter>,
+    request_duration: HistogramFamily<AppLabels>,
+    slo_violations: Family<AppLabels, Counter>,
+    early_drops: Family<AppLabels, Counter>,
+    in_flight: Family<AppLabels, Gauge>,
+    task_invocations: Family<OutcomeLabels, Counter>,
+    task_duration: HistogramFamily<TaskLabels>,
+}
+
+impl Metrics {
+    /// A registry with every family, reporting the instances of `apps` on each scrape.
+    pub fn new(apps: Apps) -> Metrics {
+        let mut registry = Registry::with_prefix("jig");
+        let requests = Family::<CodeLabels, Counter>::default();
+        let request_duration = HistogramFamily::<AppLabels>::new_with_constructor(latency_histogram as fn() -> _);
+        let slo_violations = Family::<AppLabels, Counter>::default();
+        let early_drops = Family::<AppLabels, Counter>::default();
+        let in_flight = Family::<AppLabels, Gauge>::default();
+        let task_invocations = Family::<OutcomeLabels, Counter>::default();
+        let task_duration = HistogramFamily::<TaskLabels>::new_with_constructor(latency_histogram as fn() -> _);
+        registry.register("requests", "Invocations answered, by HTTP status", requests.clone());
+        registry.register("request_duration_seconds", "Invocation latency", request_duration.clone());
+        registry.register(
+            "slo_violations",
+            "Invocations that missed their deadline, were dropped or overloaded",
+            slo_violations.clone(),
+        );
+        registry.register("early_drops", "Invocations a model instance dropped early", early_drops.clone());
+        registry.register("requests_in_flight", "Invocations in progress", in_flight.clone());
+        registry.register("task_invocations", "Glue invocations by outcome", task_invocations.clone());
+        registry.register("task_duration_seconds", "Glue invocation latency", task_duration.clone());
+        registry.register_collector(Box::new(InstanceCollector { apps }));
+        Metrics {
+            registry: Arc::new(registry),
+            requests,
+            request_duration,
+            slo_violations,
+            early_drops,
+            in_flight,
+            task_invocations,
+            task_duration,
+        }
+    }
+
+    /// An invocation of `app` started; the guard counts it in flight until dropped.
+    pub fn request_started(&self, app: &str) -> InFlight {
+        let gauge = self.in_flight.get_or_create_owned(&AppLabels { app: app.into() });
+        gauge.inc();
+        InFlight(gauge)
+    }
+
+    /// An invocation of `app` was answered with `code` after `elapsed`.
+    pub fn request_done(&self, app: &str, code: u16, elapsed: Duration, early_drop: bool) {
+        let labels = AppLabels { app: app.into() };
+        self.requests.get_or_create(&CodeLabels { app: app.into(), code }).inc();
+        self.request_duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        if matches!(code, 429 | 503 | 504) {
+            self.slo_violations.get_or_create(&labels).inc();
+        }
+        if early_drop {
+            self.early_drops.get_or_create(&labels).inc();
+        }
+    }
+
+    /// The text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// Counts an invocation in flight while alive.
+pub struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Reads the model instances' own counters at scrape time.
+struct InstanceCollector {
+    apps: Apps,
+}
+
+impl std::fmt::Debug for InstanceCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InstanceCollector")
+    }
+}
+
+impl prometheus_client::collector::Collector for InstanceCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
+        let mut rows = Vec::new();
+        for app in apps.values() {
+            for (slot, pool) in app.models().iter() {
+                for instance in pool.instances() {
+                    let labels = InstanceLabels {
+                        app: app.name.clone(),
+                        slot: slot.to_string(),
+                        instance: instance.name().into(),
+                    };
+                    rows.push((labels, instance.clone()));
+                }
+            }
+        }
+        type Read = fn(&jig_model_host::instance::Stats) -> u64;
+        let counters: [(&str, &str, Read); 6] = [
+            ("instance_requests", "Requests a model instance received", |s| s.requests.load(Relaxed)),
+            ("instance_batches", "Batches a model instance ran", |s| s.batches.load(Relaxed)),
+            ("instance_rows", "Rows (batch items) a model instance ran", |s| s.rows.load(Relaxed)),
+            ("instance_dropped_late", "Requests dropped because they could no longer meet their deadline", |s| {
+                s.dropped_late.load(Relaxed)
+            }),
+            ("instance_dropped_stale", "Requests dropped after waiting too long for a batch", |s| {
+                s.dropped_stale.load(Relaxed)
+            }),
+            ("instance_failed", "Requests whose batch failed", |s| s.failed.load(Relaxed)),
+        ];
+        for (name, help, read) in counters {
+            let counter = ConstCounter::new(0u64);
+            let mut family = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+            for (labels, instance) in &rows {
+                ConstCounter::new(read(instance.stats())).encode(family.encode_family(labels)?)?;
+            }
+        }
+        let busy = ConstCounter::new(0.0f64);
+        let mut family = encoder.encode_descriptor(
+            "instance_busy_seconds",
+            "Time a model instance spent running batches; its rate is the share of the segment in use",
+            None,
+            busy.metric_type(),
+        )?;
+        for (labels, instance) in &rows {
+            let seconds = instance.stats().busy_ns.load(Relaxed) as f64 / 1e9;
+            ConstCounter::new(seconds).encode(family.encode_family(labels)?)?;
+        }
+        let gauge = ConstGauge::new(0i64);
+        let mut family = encoder.encode_descriptor(
+            "instance_queue_depth",
+            "Requests waiting for a batch",
+            None,
+            gauge.metric_type(),
+        )?;
+        for (labels, instance) in &rows {
+            ConstGauge::new(instance.stats().queued.load(Relaxed) as i64).encode(family.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl TaskObserver for Metrics {
+    /// A glue invocation of `task` ended with `outcome` after `elapsed`.
+    fn task_done(&self, app: &str, task: &str, outcome: &str, elapsed: Duration) {
+        let labels = OutcomeLabels { app: app.into(), task: task.into(), outcome: outcome.into() };
+        self.task_invocations.get_or_create(&labels).inc();
+        self.task_duration
+            .get_or_create(&TaskLabels { app: app.into(), task: task.into() })
+            .observe(elapsed.as_secs_f64());
+    }
+}

@@ -1,0 +1,210 @@
+//! The gateway's state directory: deployed bundles and the apps that use them, kept across restarts.
+//!
+//! ```text
+//! STATE/bundles/<sha256>/   an uploaded bundle, unpacked; named by the SHA-256 of its packed bytes
+//! STATE/apps/<app>.json     a deployed app: its bundle's hash and its plan (an `AppRecord`)
+//! STATE/tmp/                uploads being unpacked
+//! ```
+//!
+//! Every write is atomic and durable: files are written under a temporary name, synced, renamed into place
+//! and their directory synced. A bundle directory appears only once fully unpacked and synced, and an app
+//! record only names a bundle already in place, so a crash (even `kill -9`) at any point leaves either the old
+//! state or the new one.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use jig_manifest::{self as bundle, Bundle, InvalidBundle};
+
+/// What is stored of a deployed app.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AppRecord {
+    pub name: String,
+    /// SHA-256 of the packed bundle, hex.
+    pub bundle: String,
+    /// Seconds since the Unix epoch.
+    pub deployed_at: u64,
+    /// The demand windows (req/s) the app was last planned for, so a restart plans the same.
+    #[serde(default)]
+    pub demand_windows: Vec<f64>,
+}
+
+/// A state directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// Open (creating if needed) the state directory at `root`, clearing unfinished uploads.
+    pub fn open(root: &Path) -> anyhow::Result<Store> {
+        let store = Store { root: root.to_path_buf() };
+        for dir in [store.bundles(), store.apps(), store.tmp()] {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| anyhow::anyhow!("cannot create the state directory {}: {e}", dir.display()))?;
+        }
+        // Whatever is in tmp/ was being unpacked when the process stopped.
+        for entry in std::fs::read_dir(store.tmp())?.flatten() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+        Ok(store)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn bundles(&self) -> PathBuf {
+        self.root.join("bundles")
+    }
+    fn apps(&self) -> PathBuf {
+        self.root.join("apps")
+    }
+    fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+
+    /// Store a packed bundle (unless the same bytes are stored already) and open it. Returns its hash.
+    pub fn put_bundle(&self, archive: &[u8], max_bytes: u64) -> Result<(String, Bundle), PutError> {
+        let hash = hex::encode(Sha256::digest(archive));
+        let dir = self.bundles().join(&hash);
+        if dir.is_dir() {
+            return Ok((hash, Bundle::open(&dir)?));
+        }
+        let scratch = tempfile::Builder::new().prefix("upload-").tempdir_in(self.tmp()).map_err(PutError::Io)?;
+        let unpacked = scratch.path().join("bundle");
+        let mut bundle = bundle::unpack(archive, &unpacked, max_bytes)?;
+        sync_tree(&unpacked).map_err(PutError::Io)?;
+        match std::fs::rename(&unpacked, &dir) {
+            Ok(()) => {}
+            // Another upload of the same bytes got there first.
+            Err(_) if dir.is_dir() => {}
+            Err(e) => return Err(PutError::Io(e)),
+        }
+        sync_dir(&self.bundles()).map_err(PutError::Io)?;
+        // Checked as it was unpacked; the same bytes, now in place.
+        bundle.dir = dir;
+        Ok((hash, bundle))
+    }
+
+    /// The stored bundle with this hash.
+    pub fn bundle(&self, hash: &str) -> Result<Bundle, InvalidBundle> {
+        Bundle::open(&self.bundles().join(hash))
+    }
+
+    /// Record `app` as deployed (replacing an earlier record of the same name).
+    pub fn put_app(&self, app: &AppRecord) -> std::io::Result<()> {
+        let json = serde_json::to_vec_pretty(app).map_err(std::io::Error::other)?;
+        write_atomic(&self.apps().join(format!("{}.json", app.name)), &json)
+    }
+
+    /// The record of a deployed app.
+    pub fn app_record(&self, name: &str) -> anyhow::Result<AppRecord> {
+        let path = self.apps().join(format!("{name}.json"));
+        let bytes = std::fs::read(&path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("{} is damaged: {e}", path.display()))
+    }
+
+    /// Forget `app`; true when it was deployed. Its bundle stays until [`Store::collect_garbage`].
+    pub fn delete_app(&self, name: &str) -> std::io::Result<bool> {
+        let path = self.apps().join(format!("{name}.json"));
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        sync_dir(&self.apps())?;
+        Ok(true)
+    }
+
+    /// Every deployed app, by name. Records that cannot be read are reported and skipped.
+    pub fn apps_list(&self) -> std::io::Result<Vec<AppRecord>> {
+        let mut apps = Vec::new();
+        for entry in std::fs::read_dir(self.apps())? {
+            let path = entry?.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            match std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<AppRecord>(&b).map_err(|e| e.to_string()))
+            {
+                Ok(app) => apps.push(app),
+                Err(e) => tracing::error!("skipping app record {}: {e}", path.display()),
+            }
+        }
+        apps.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(apps)
+    }
+
+    /// Remove the bundles that no app record names and that are not in `running`. Any record that cannot be
+    /// read stops the collection (its bundle might be in use). A bundle is first moved into `tmp/`, so a crash
+    /// midway leaves no half-deleted bundle where a later deploy would find it.
+    pub fn collect_garbage(&self, running: &std::collections::HashSet<String>) -> std::io::Result<()> {
+        let mut used = running.clone();
+        for entry in std::fs::read_dir(self.apps())? {
+            let path = entry?.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let record: AppRecord = serde_json::from_slice(&std::fs::read(&path)?).map_err(|e| {
+                std::io::Error::other(format!("{} is unreadable ({e}); not removing any bundle", path.display()))
+            })?;
+            used.insert(record.bundle);
+        }
+        for entry in std::fs::read_dir(self.bundles())? {
+            let entry = entry?;
+            if used.contains(entry.file_name().to_string_lossy().as_ref()) {
+                continue;
+            }
+            let doomed = tempfile::Builder::new().prefix("unused-").tempdir_in(self.tmp())?.keep();
+            std::fs::rename(entry.path(), doomed.join("bundle"))?;
+            std::fs::remove_dir_all(&doomed)?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a bundle could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub enum PutError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidBundle),
+    #[error("cannot write to the state directory: {0}")]
+    Io(std::io::Error),
+}
+
+/// Write `bytes` to a new file at `path` and sync it.
+pub fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Replace `path` with `bytes` atomically and durably.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = tempfile::NamedTempFile::new_in(dir)?;
+    write_synced(tmp.path(), bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(dir)
+}
+
+/// Sync a directory's entries.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Sync a directory and every directory below it (the files in it are synced as they are written).
+fn sync_tree(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            sync_tree(&entry.path())?;
+        }
+    }
+    sync_dir(dir)
+}

@@ -1,0 +1,596 @@
+//! # jig-manifest
+//!
+//! Bundles: a directory with a `jig.toml` manifest, the glue components, the models and (optionally) the
+//! profile table `profiles.csv` written by `jig profile`.
+//!
+//! ```toml
+//! name = "sign-reader"                # the app: letters, digits, `-` and `_`, at most 64
+//!
+//! [slo]
+//! latency_ms = 800                    # end-to-end latency objective; the default deadline of an invocation
+//! accuracy = 0.9                      # accuracy objective, as a fraction of the best the variants allow
+//!
+//! [limits]                            # optional, per app
+//! max_inflight = 256                  # requests in progress at once; more get 429
+//!
+//! [demand]                            # optional
+//! rps = 5.0                           # the request rate to plan for until the gateway has measured one
+//!
+//! [[tasks]]                           # one per function; the task no edge leads to is the entry
+//! name = "detect"
+//! glue = "glue/detect.wasm"           # the component, relative to the bundle directory
+//! config = { threshold = "0.3" }      # optional: what the glue reads with `config(key)`
+//! config_files = { charset = "models/charset.txt" }   # optional: config values read from bundle files
+//! limits = { memory_mib = 128, timeout_ms = 30000, concurrency = 64 }   # optional, these are the defaults
+//!
+//! [[tasks]]
+//! name = "recognize"
+//! glue = "glue/recognize.wasm"
+//! slot = "rec"                        # the model slot this task's glue calls, for the planner
+//!
+//! [[edges]]
+//! from = "detect.crops"               # TASK.PORT: what `detect` emits on port `crops`…
+//! to = "recognize"                    # …becomes one request of `recognize` per payload
+//!
+//! [[variants]]
+//! slot = "rec"                        # the model slot glue calls with `infer`
+//! name = "ppocr-v4"                   # the variant
+//! model = "models/rec.onnx"           # relative to the bundle directory
+//! accuracy = 0.82                     # optional, for the planner
+//! factors = { speak = 1.0 }           # optional: requests this variant's task sends each downstream task
+//!                                     # per request (1 when absent), for the planner
+//! shapes = { x = [3, 48, 320] }       # optional: one item's shape (no batch dimension) per input with
+//!                                     # dynamic dimensions, used when profiling
+//! values = { lengths = [48] }         # optional: values per input, repeated to fill it, used when
+//!                                     # profiling where the values set the work (else a fixed pattern)
+//! ```
+//!
+//! Every path stays inside the bundle: absolute paths and `..` are refused. A bundle travels to the gateway
+//! [packed](pack) as a tar archive with entries in a fixed order and no timestamps or owners, so the same
+//! bundle always packs to the same bytes (and the same content hash).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The manifest's file name inside a bundle.
+pub const MANIFEST: &str = "jig.toml";
+/// The profile table's file name inside a bundle.
+pub const PROFILES: &str = "profiles.csv";
+
+/// A bundle that cannot be used: the message names the file and field and says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidBundle(pub String);
+
+type Result<T> = std::result::Result<T, InvalidBundle>;
+
+fn invalid(message: impl Into<String>) -> InvalidBundle {
+    InvalidBundle(message.into())
+}
+
+/// A parsed `jig.toml`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub name: String,
+    #[serde(default)]
+    pub slo: Option<Slo>,
+    #[serde(default)]
+    pub limits: AppLimits,
+    #[serde(default)]
+    pub demand: Demand,
+    #[serde(default)]
+    pub tasks: Vec<Task>,
+    #[serde(default)]
+    pub edges: Vec<Edge>,
+    #[serde(default)]
+    pub variants: Vec<Variant>,
+}
+
+/// The app's objectives.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    /// End-to-end latency objective in milliseconds; an invocation without a timeout gets this deadline.
+    pub latency_ms: u64,
+    /// Accuracy objective as a fraction of the best achievable (0 to 1); 0.9 when absent.
+    #[serde(default)]
+    pub accuracy: Option<f64>,
+}
+
+/// Limits of the app as a whole.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppLimits {
+    /// Requests in progress at once; beyond it the gateway answers 429.
+    #[serde(default = "AppLimits::default_max_inflight")]
+    pub max_inflight: u32,
+}
+
+impl AppLimits {
+    fn default_max_inflight() -> u32 {
+        256
+    }
+}
+
+impl Default for AppLimits {
+    fn default() -> Self {
+        AppLimits { max_inflight: Self::default_max_inflight() }
+    }
+}
+
+/// What the app expects before the gateway has measured its demand.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Demand {
+    /// Requests per second at the entry task.
+    #[serde(default = "Demand::default_rps")]
+    pub rps: f64,
+}
+
+impl Demand {
+    fn default_rps() -> f64 {
+        1.0
+    }
+}
+
+impl Default for Demand {
+    fn default() -> Self {
+        Demand { rps: Self::default_rps() }
+    }
+}
+
+/// A function of the app's graph.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    pub name: String,
+    /// The glue component (a `.wasm` built for `wasm32-wasip2`), relative to the bundle directory.
+    pub glue: PathBuf,
+    /// The model slot the glue calls, when it runs one: makes the task a task of the planner's graph.
+    #[serde(default)]
+    pub slot: Option<String>,
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    /// Configuration values read from UTF-8 files in the bundle (a character set, a vocabulary).
+    #[serde(default)]
+    pub config_files: BTreeMap<String, PathBuf>,
+    #[serde(default)]
+    pub limits: TaskLimits,
+}
+
+/// Per-function limits.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskLimits {
+    /// Linear memory of one invocation, MiB.
+    #[serde(default = "TaskLimits::default_memory_mib")]
+    pub memory_mib: u32,
+    /// The longest one invocation may run, whatever the request's deadline, milliseconds.
+    #[serde(default = "TaskLimits::default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Invocations of this task running at once; more wait (until their deadline).
+    #[serde(default = "TaskLimits::default_concurrency")]
+    pub concurrency: u32,
+}
+
+impl TaskLimits {
+    fn default_memory_mib() -> u32 {
+        128
+    }
+    fn default_timeout_ms() -> u64 {
+        30_000
+    }
+    fn default_concurrency() -> u32 {
+        64
+    }
+}
+
+impl Default for TaskLimits {
+    fn default() -> Self {
+        TaskLimits {
+            memory_mib: Self::default_memory_mib(),
+            timeout_ms: Self::default_timeout_ms(),
+            concurrency: Self::default_concurrency(),
+        }
+    }
+}
+
+/// A connection of the graph: what task `from.0` emits on port `from.1` goes to task `to`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Edge {
+    /// `TASK.PORT`.
+    pub from: String,
+    pub to: String,
+}
+
+impl Edge {
+    /// The task and port of `from`.
+    pub fn source(&self) -> Option<(&str, &str)> {
+        self.from.split_once('.')
+    }
+}
+
+/// A model that can fill a slot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    pub slot: String,
+    pub name: String,
+    pub model: PathBuf,
+    #[serde(default)]
+    pub accuracy: Option<f64>,
+    /// Requests this variant's task sends each downstream model task per request it serves (1 when absent).
+    #[serde(default)]
+    pub factors: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub shapes: BTreeMap<String, Vec<u64>>,
+    /// Values per input, repeated to fill it, used when profiling (otherwise a fixed pattern).
+    #[serde(default)]
+    pub values: BTreeMap<String, Vec<f64>>,
+}
+
+/// A bundle on disk.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+impl Bundle {
+    /// Read and check `dir/jig.toml`: names, paths that stay inside the bundle and exist, and the graph
+    /// (one entry task, edges between declared tasks, no cycles).
+    pub fn open(dir: &Path) -> Result<Bundle> {
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            invalid(format!("cannot read {}: {e}; a bundle is a directory with a {MANIFEST}", path.display()))
+        })?;
+        let manifest: Manifest =
+            toml::from_str(&text).map_err(|e| invalid(format!("{} is not a valid manifest: {e}", path.display())))?;
+        let bundle = Bundle { dir: dir.to_path_buf(), manifest };
+        bundle.check().map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+        Ok(bundle)
+    }
+
+    /// Where a variant's model file is.
+    pub fn model_path(&self, variant: &Variant) -> PathBuf {
+        self.dir.join(&variant.model)
+    }
+
+    /// Where a task's glue component is.
+    pub fn glue_path(&self, task: &Task) -> PathBuf {
+        self.dir.join(&task.glue)
+    }
+
+    /// A task's configuration: `config` and the contents of `config_files`.
+    pub fn task_config(&self, task: &Task) -> Result<BTreeMap<String, String>> {
+        let mut config = task.config.clone();
+        for (key, path) in &task.config_files {
+            let path = self.dir.join(path);
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                invalid(format!("task `{}`: cannot read `config_files.{key}` ({}): {e}", task.name, path.display()))
+            })?;
+            config.insert(key.clone(), text);
+        }
+        Ok(config)
+    }
+
+    /// The profile table, when the bundle has one.
+    pub fn profiles_path(&self) -> Option<PathBuf> {
+        Some(self.dir.join(PROFILES)).filter(|p| p.is_file())
+    }
+
+    /// The entry task: the one no edge leads to ([`Bundle::open`] checks there is exactly one when the app has
+    /// tasks).
+    pub fn entry(&self) -> Option<&Task> {
+        let targets: HashSet<&str> = self.manifest.edges.iter().map(|e| e.to.as_str()).collect();
+        self.manifest.tasks.iter().find(|t| !targets.contains(t.name.as_str()))
+    }
+
+    /// Every file the bundle consists of, relative to its directory, sorted: the manifest, glue, models and
+    /// the profile table if present.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let m = &self.manifest;
+        let mut files: BTreeSet<PathBuf> = [PathBuf::from(MANIFEST)].into();
+        files.extend(m.tasks.iter().map(|t| t.glue.clone()));
+        files.extend(m.tasks.iter().flat_map(|t| t.config_files.values().cloned()));
+        files.extend(m.variants.iter().map(|v| v.model.clone()));
+        if self.profiles_path().is_some() {
+            files.insert(PROFILES.into());
+        }
+        files.into_iter().collect()
+    }
+
+    fn check(&self) -> std::result::Result<(), String> {
+        let m = &self.manifest;
+        check_name("app name", &m.name)?;
+        if let Some(slo) = &m.slo {
+            if slo.latency_ms == 0 {
+                return Err("`slo.latency_ms` must be positive".into());
+            }
+            if let Some(a) = slo.accuracy
+                && !(a > 0.0 && a <= 1.0)
+            {
+                return Err(format!("`slo.accuracy` is {a}; give a fraction of the best accuracy in (0, 1]"));
+            }
+        }
+        if m.limits.max_inflight == 0 {
+            return Err("`limits.max_inflight` must be positive".into());
+        }
+        if !(m.demand.rps.is_finite() && m.demand.rps >= 0.0) {
+            return Err(format!("`demand.rps` is {}; give a non-negative rate", m.demand.rps));
+        }
+
+        let mut tasks = HashSet::new();
+        for t in &m.tasks {
+            check_name("task name", &t.name)?;
+            if !tasks.insert(t.name.as_str()) {
+                return Err(format!("task `{}` is declared twice", t.name));
+            }
+            self.check_file(&format!("task `{}`: `glue`", t.name), &t.glue)?;
+            for (key, path) in &t.config_files {
+                if t.config.contains_key(key) {
+                    return Err(format!("task `{}`: `{key}` is in both `config` and `config_files`", t.name));
+                }
+                self.check_file(&format!("task `{}`: `config_files.{key}`", t.name), path)?;
+            }
+            let l = &t.limits;
+            if l.memory_mib == 0 || l.timeout_ms == 0 || l.concurrency == 0 {
+                return Err(format!("task `{}`: `limits` must all be positive", t.name));
+            }
+        }
+        let mut next: HashMap<&str, Vec<&str>> = HashMap::new();
+        for e in &m.edges {
+            let Some((from, port)) = e.source().filter(|(t, p)| !t.is_empty() && !p.is_empty()) else {
+                return Err(format!("edge from `{}`: write `from = \"TASK.PORT\"`", e.from));
+            };
+            for task in [from, e.to.as_str()] {
+                if !tasks.contains(task) {
+                    return Err(format!("edge `{}` → `{}` names task `{task}`, which is not declared", e.from, e.to));
+                }
+            }
+            if port.contains('.') {
+                return Err(format!("edge from `{}`: a port name may not contain `.`", e.from));
+            }
+            next.entry(from).or_default().push(&e.to);
+        }
+        if !m.tasks.is_empty() {
+            let targets: HashSet<&str> = m.edges.iter().map(|e| e.to.as_str()).collect();
+            let roots: Vec<&str> = m.tasks.iter().map(|t| t.name.as_str()).filter(|t| !targets.contains(t)).collect();
+            match roots.as_slice() {
+                [_] => {}
+                [] => return Err("every task has an incoming edge; an app needs one entry task".into()),
+                many => {
+                    return Err(format!(
+                        "tasks {} have no incoming edge; an app has exactly one entry task",
+                        many.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")
+                    ));
+                }
+            }
+            if let Some(task) = find_cycle(&next) {
+                return Err(format!("the edges form a cycle through task `{task}`; the graph must be acyclic"));
+            }
+        }
+
+        let mut seen = HashSet::new();
+        for v in &m.variants {
+            if !seen.insert((&v.slot, &v.name)) {
+                return Err(format!("variant `{}` of slot `{}` is declared twice", v.name, v.slot));
+            }
+            if v.name.contains(',') || v.slot.contains(',') {
+                return Err(format!("slot and variant names may not contain commas (`{}`/`{}`)", v.slot, v.name));
+            }
+            self.check_file(&format!("variant `{}` of slot `{}`: `model`", v.name, v.slot), &v.model)?;
+            if let Some(task) = v.factors.keys().find(|t| !tasks.contains(t.as_str())) {
+                return Err(format!(
+                    "variant `{}` of slot `{}`: `factors` names task `{task}`, which is not declared",
+                    v.name, v.slot
+                ));
+            }
+        }
+        let mut claimed = HashMap::new();
+        for t in &m.tasks {
+            let Some(slot) = &t.slot else { continue };
+            if !m.variants.iter().any(|v| &v.slot == slot) {
+                return Err(format!("task `{}`: `slot` is `{slot}`, which no [[variants]] entry fills", t.name));
+            }
+            if let Some(other) = claimed.insert(slot, &t.name) {
+                return Err(format!(
+                    "tasks `{other}` and `{}` both name slot `{slot}`; a slot belongs to one task",
+                    t.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `path` is relative, stays inside the bundle and names a file.
+    fn check_file(&self, field: &str, path: &Path) -> std::result::Result<(), String> {
+        if !is_inside(path) {
+            return Err(format!(
+                "{field} is {}, which leaves the bundle; give a path relative to the bundle directory, without `..`",
+                path.display()
+            ));
+        }
+        if !self.dir.join(path).is_file() {
+            return Err(format!("{field} names {}, which does not exist in the bundle", path.display()));
+        }
+        Ok(())
+    }
+}
+
+/// Letters, digits, `-` and `_`, 1 to 64 of them: safe in URLs, file names and metric labels.
+pub fn check_name(what: &str, name: &str) -> std::result::Result<(), String> {
+    let ok =
+        !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok { Ok(()) } else { Err(format!("{what} `{name}`: use 1 to 64 letters, digits, `-` or `_`")) }
+}
+
+/// A relative path of plain components only.
+fn is_inside(path: &Path) -> bool {
+    path.components().next().is_some() && path.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// A task on a cycle of `next`, if any.
+fn find_cycle<'a>(next: &HashMap<&'a str, Vec<&'a str>>) -> Option<&'a str> {
+    // Depth-first search; 1 = on the current path, 2 = done.
+    fn visit<'a>(
+        task: &'a str,
+        next: &HashMap<&'a str, Vec<&'a str>>,
+        state: &mut HashMap<&'a str, u8>,
+    ) -> Option<&'a str> {
+        match state.get(task) {
+            Some(1) => return Some(task),
+            Some(_) => return None,
+            None => {}
+        }
+        state.insert(task, 1);
+        for &to in next.get(task).into_iter().flatten() {
+            if let Some(t) = visit(to, next, state) {
+                return Some(t);
+            }
+        }
+        state.insert(task, 2);
+        None
+    }
+    let mut state = HashMap::new();
+    let mut starts: Vec<&str> = next.keys().copied().collect();
+    starts.sort_unstable();
+    starts.into_iter().find_map(|t| visit(t, next, &mut state))
+}
+
+/// Pack the bundle at `dir` for upload: a tar archive of [`Bundle::files`] in order, with fixed modes and
+/// no timestamps or owners. Checks the bundle first.
+pub fn pack(dir: &Path) -> Result<Vec<u8>> {
+    let bundle = Bundle::open(dir)?;
+    let mut archive = tar::Builder::new(Vec::new());
+    for file in bundle.files() {
+        let path = dir.join(&file);
+        let bytes = std::fs::read(&path).map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?;
+        let mut header = tar::Header::new_ustar();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        archive
+            .append_data(&mut header, &file, bytes.as_slice())
+            .map_err(|e| invalid(format!("cannot pack {}: {e}", file.display())))?;
+    }
+    archive.into_inner().map_err(|e| invalid(format!("cannot pack {}: {e}", dir.display())))
+}
+
+/// Entries an uploaded bundle may hold.
+pub const MAX_ENTRIES: usize = 10_000;
+
+/// Unpack an archive made by [`pack`] into `dest` (which must not exist yet) and open it. Refuses entries
+/// that are not plain files or directories, paths that leave the bundle, more than `max_bytes` in all and
+/// more than [`MAX_ENTRIES`] entries.
+pub fn unpack(archive: &[u8], dest: &Path, max_bytes: u64) -> Result<Bundle> {
+    let io = |what: &str, e: std::io::Error| invalid(format!("the uploaded bundle {what}: {e}"));
+    std::fs::create_dir(dest).map_err(|e| io("cannot be stored", e))?;
+    let mut entries = tar::Archive::new(archive);
+    let mut total = 0u64;
+    for (count, entry) in entries.entries().map_err(|e| io("is not a tar archive", e))?.enumerate() {
+        if count >= MAX_ENTRIES {
+            return Err(invalid(format!("the uploaded bundle holds more than {MAX_ENTRIES} entries")));
+        }
+        let mut entry = entry.map_err(|e| io("is truncated or not a tar archive", e))?;
+        let path = entry.path().map_err(|e| io("has an unreadable path", e))?.into_owned();
+        if !is_inside(&path) {
+            return Err(invalid(format!("the uploaded bundle holds {}, which leaves the bundle", path.display())));
+        }
+        let target = dest.join(&path);
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => std::fs::create_dir_all(&target).map_err(|e| io("cannot be stored", e))?,
+            tar::EntryType::Regular => {
+                total += entry.size();
+                if total > max_bytes {
+                    return Err(invalid(format!("the uploaded bundle unpacks to more than {max_bytes} bytes")));
+                }
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| io("cannot be stored", e))?;
+                }
+                let mut file = std::fs::File::create(&target).map_err(|e| io("cannot be stored", e))?;
+                std::io::copy(&mut entry, &mut file).map_err(|e| io("is truncated", e))?;
+                file.sync_all().map_err(|e| io("cannot be stored", e))?;
+            }
+            other => {
+                return Err(invalid(format!(
+                    "the uploaded bundle holds {} of type {other:?}; only files and directories are allowed",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Bundle::open(dest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, manifest: &str) {
+        std::fs::create_dir_all(dir.join("glue")).unwrap();
+        std::fs::write(dir.join(MANIFEST), manifest).unwrap();
+        std::fs::write(dir.join("glue/a.wasm"), b"a").unwrap();
+        std::fs::write(dir.join("glue/b.wasm"), b"b").unwrap();
+    }
+
+    const TWO_TASKS: &str = "name = \"app\"\n[[tasks]]\nname = \"a\"\nglue = \"glue/a.wasm\"\n\
+                             [[tasks]]\nname = \"b\"\nglue = \"glue/b.wasm\"\n[[edges]]\nfrom = \"a.out\"\nto = \"b\"\n";
+
+    #[test]
+    fn packing_is_deterministic_and_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), TWO_TASKS);
+        std::fs::write(dir.path().join("unrelated.txt"), b"not part of the bundle").unwrap();
+        let packed = pack(dir.path()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        std::fs::write(dir.path().join("glue/a.wasm"), b"a").unwrap(); // a newer mtime, same bytes
+        assert_eq!(pack(dir.path()).unwrap(), packed);
+
+        let out = tempfile::tempdir().unwrap();
+        let bundle = unpack(&packed, &out.path().join("b"), 1 << 20).unwrap();
+        assert_eq!(bundle.entry().unwrap().name, "a");
+        assert_eq!(bundle.files(), [PathBuf::from("glue/a.wasm"), "glue/b.wasm".into(), MANIFEST.into()]);
+        assert!(!out.path().join("b/unrelated.txt").exists());
+        assert!(unpack(&packed, &out.path().join("c"), 10).unwrap_err().0.contains("more than 10 bytes"));
+    }
+
+    #[test]
+    fn an_archive_of_too_many_entries_is_refused() {
+        let mut archive = tar::Builder::new(Vec::new());
+        for i in 0..=MAX_ENTRIES {
+            let mut header = tar::Header::new_ustar();
+            header.set_size(0);
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            archive.append_data(&mut header, format!("f{i}"), &b""[..]).unwrap();
+        }
+        let out = tempfile::tempdir().unwrap();
+        let error = unpack(&archive.into_inner().unwrap(), &out.path().join("b"), 1 << 30).unwrap_err().0;
+        assert!(error.contains("more than 10000 entries"), "{error}");
+    }
+
+    #[test]
+    fn graph_errors_name_the_tasks() {
+        let cases = [
+            (TWO_TASKS.replace("to = \"b\"", "to = \"c\""), "names task `c`, which is not declared"),
+            (TWO_TASKS.replace("a.out", "aout"), "write `from = \"TASK.PORT\"`"),
+            (TWO_TASKS.to_string() + "[[edges]]\nfrom = \"b.back\"\nto = \"a\"\n", "every task has an incoming edge"),
+            (TWO_TASKS.replace("name = \"b\"", "name = \"a\""), "task `a` is declared twice"),
+            (TWO_TASKS.replace("name = \"app\"", "name = \"my app\""), "app name `my app`"),
+            (TWO_TASKS.replace("glue/b.wasm", "/etc/passwd"), "leaves the bundle"),
+            (TWO_TASKS.to_string() + "[slo]\nlatency_ms = 0\n", "`slo.latency_ms` must be positive"),
+        ];
+        for (manifest, message) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            write(dir.path(), &manifest);
+            let error = Bundle::open(dir.path()).unwrap_err().0;
+            assert!(error.contains(message) && error.contains("jig.toml"), "{message}: {error}");
+        }
+    }
+}

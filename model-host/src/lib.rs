@@ -1,0 +1,31 @@
+//! # jig-model-host
+//!
+//! Model execution for jig: the host side of a glue function's `infer` call. This crate knows tensors,
+//! models and segments (CPU core sets, MIG instances, MPS percentages); it knows nothing of apps, graphs or
+//! WebAssembly.
+//!
+//! * [`onnx`]: ONNX Runtime, loaded from the library the project's set-up installs; [`onnx::Model`] runs a
+//!   model on [`Tensor`]s after checking them against its declared inputs.
+//! * [`profile`]: latency and throughput of a model on a segment over batch sizes, for the planner.
+//! * [`segment`] and [`device`]: where instances can run, and what this machine has; [`mps`]: the MPS
+//!   control daemon of each device that hosts MPS segments.
+//! * [`instance`]: a model instance — a queue, a batcher with JigsawServe's batching and early dropping, and
+//!   an executor; [`pool`] spreads a slot's requests over its instances by planned throughput.
+//! * [`worker`]: a model in a child process (one per GPU segment), fed through shared memory, restarted if it dies.
+//!
+//! CPU segments run in this process: a pinned thread per instance, whose ONNX Runtime threads inherit the
+//! pinning. A worker process would add an IPC hop and a copy per batch and buy only crash isolation, which
+//! ONNX Runtime on the CPU, with inputs checked against the model first, rarely needs. GPU segments run in
+//! worker processes, because CUDA binds a process, not a thread, to a MIG instance or an MPS share.
+
+pub mod batch;
+pub mod device;
+pub mod instance;
+pub mod mps;
+pub mod onnx;
+pub mod pool;
+pub mod profile;
+pub mod segment;
+pub mod worker;
+
+pub use jig_tensor::{DType, Tensor, TensorError};

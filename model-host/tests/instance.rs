@@ -1,0 +1,254 @@
+//! Instances: batching, early dropping, input checks and memory budgets, on real ONNX models where the
+//! semantics depend on the model, and on a scripted executor where they depend on timing.
+
+mod common;
+use common::{f32s, i64s, model_path};
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use jig_model_host::instance::{BatchPolicy, DropReason, Executor, Instance, InstanceConfig, InstanceError};
+use jig_model_host::onnx::{SessionOptions, TensorSpec};
+use jig_model_host::pool::Pool;
+use jig_model_host::{DType, Tensor};
+
+fn onnx_instance(model: &str, config: InstanceConfig) -> Arc<Instance> {
+    Arc::new(Instance::start_onnx(config, model, &model_path(model), SessionOptions::default()).unwrap())
+}
+
+fn mixed_inputs(k: f32) -> Vec<Tensor> {
+    let x = Tensor::from_f32(vec![1, 4], &[k, k, k, k]).unwrap();
+    let ids = i64s(vec![1, 4], &[1, 2, 3, 4]);
+    vec![x, ids]
+}
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(30)
+}
+
+/// A scripted executor for timing-dependent semantics: takes `delay` per batch, echoes its input.
+struct Sleepy {
+    delay: Duration,
+    spec: Vec<TensorSpec>,
+}
+
+impl Sleepy {
+    fn new(delay_ms: u64) -> Sleepy {
+        Sleepy {
+            delay: Duration::from_millis(delay_ms),
+            spec: vec![TensorSpec { name: "x".into(), dtype: DType::F32, shape: vec![None, Some(1)] }],
+        }
+    }
+}
+
+impl Executor for Sleepy {
+    fn inputs(&self) -> &[TensorSpec] {
+        &self.spec
+    }
+    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+        std::thread::sleep(self.delay);
+        if f32s(&inputs[0]).contains(&-1.0) {
+            return Err("scripted failure".into());
+        }
+        Ok(inputs.to_vec())
+    }
+}
+
+fn one(v: f32) -> Vec<Tensor> {
+    vec![Tensor::from_f32(vec![1, 1], &[v]).unwrap()]
+}
+
+fn sleepy(delay_ms: u64, config: InstanceConfig) -> Arc<Instance> {
+    Arc::new(Instance::start(config, move || Ok(Sleepy::new(delay_ms))).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_form_one_batch_with_exact_results() {
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 8, max_wait: Duration::from_millis(500), ..BatchPolicy::default() },
+        ..InstanceConfig::new("mixed#0")
+    };
+    let instance = onnx_instance("mixed", config);
+    let tasks: Vec<_> = (0..8)
+        .map(|k| {
+            let instance = instance.clone();
+            tokio::spawn(async move { instance.infer(mixed_inputs(k as f32), far()).await })
+        })
+        .collect();
+    for (k, task) in tasks.into_iter().enumerate() {
+        let out = task.await.unwrap().unwrap();
+        let k = k as f32;
+        assert_eq!(out[0].shape(), &[1, 4]);
+        assert_eq!(f32s(&out[0]), vec![k, 2.0 * k, 3.0 * k, 4.0 * k], "request {k} got another's rows");
+    }
+    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 1, "8 requests with b = 8 make one batch");
+    assert_eq!(instance.stats().rows.load(Ordering::Relaxed), 8);
+}
+
+#[tokio::test]
+async fn a_lone_request_runs_after_the_wait_bound() {
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 8, max_wait: Duration::from_millis(40), ..BatchPolicy::default() },
+        ..InstanceConfig::new("mixed#1")
+    };
+    let instance = onnx_instance("mixed", config);
+    let started = Instant::now();
+    instance.infer(mixed_inputs(1.0), far()).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(40), "the batch started before L̂ passed");
+    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_waiting_when_a_batch_finishes_start_at_once() {
+    // b = 2 and a wait bound of 10 s: only the "previous batch finished" rule can start the second batch soon.
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 2, max_wait: Duration::from_secs(10), ..BatchPolicy::default() },
+        ..InstanceConfig::new("sleepy#0")
+    };
+    let instance = sleepy(100, config);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..3)
+        .map(|k| {
+            let instance = instance.clone();
+            tokio::spawn(async move { instance.infer(one(k as f32), far()).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "the third request waited for the bound");
+    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test]
+async fn requests_that_cannot_make_their_deadline_are_dropped_on_arrival() {
+    let config = InstanceConfig {
+        policy: BatchPolicy { min_service: Duration::from_millis(100), ..BatchPolicy::default() },
+        ..InstanceConfig::new("sleepy#1")
+    };
+    let instance = sleepy(1, config);
+    let err = instance.infer(one(1.0), Instant::now() + Duration::from_millis(30)).await.unwrap_err();
+    assert!(
+        matches!(&err, InstanceError::Dropped { instance, reason: DropReason::Late { .. } } if instance == "sleepy#1"),
+        "{err}"
+    );
+    assert_eq!(instance.stats().dropped_late.load(Ordering::Relaxed), 1);
+    // With time to spare the next request is served.
+    assert!(instance.infer(one(2.0), far()).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_nobody_picks_up_in_time_are_dropped_as_stale() {
+    let config = InstanceConfig {
+        policy: BatchPolicy { staleness: Duration::from_millis(30), ..BatchPolicy::default() },
+        ..InstanceConfig::new("sleepy#2")
+    };
+    let instance = sleepy(150, config);
+    let tasks: Vec<_> = (0..3)
+        .map(|k| {
+            let instance = instance.clone();
+            tokio::spawn(async move { instance.infer(one(k as f32), far()).await })
+        })
+        .collect();
+    let results: Vec<_> = futures_join(tasks).await;
+    let stale = results
+        .iter()
+        .filter(|r| matches!(r, Err(InstanceError::Dropped { reason: DropReason::Stale { .. }, .. })))
+        .count();
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+    assert_eq!(stale, 2, "{results:?}");
+    assert_eq!(instance.stats().dropped_stale.load(Ordering::Relaxed), 2);
+}
+
+async fn futures_join<T: Send + 'static>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_failed_batch_fails_its_requests_and_the_next_is_served() {
+    let instance = sleepy(1, InstanceConfig::new("sleepy#3"));
+    let err = instance.infer(one(-1.0), far()).await.unwrap_err();
+    assert!(matches!(&err, InstanceError::Failed { detail, .. } if detail.contains("scripted failure")), "{err}");
+    assert!(instance.infer(one(1.0), far()).await.is_ok());
+    assert_eq!(instance.stats().failed.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test]
+async fn mismatched_inputs_are_refused_before_they_queue() {
+    let instance = onnx_instance("mixed", InstanceConfig::new("mixed#2"));
+    let mut inputs = mixed_inputs(1.0);
+    inputs[1] = Tensor::from_f32(vec![1, 4], &[0.0; 4]).unwrap();
+    let err = instance.infer(inputs, far()).await.unwrap_err().to_string();
+    assert!(err.contains("mixed#2") && err.contains("`ids`"), "{err}");
+    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_of_different_shapes_run_in_separate_batches() {
+    let config = InstanceConfig {
+        policy: BatchPolicy {
+            max_batch: 4,
+            max_wait: Duration::from_millis(300),
+            staleness: Duration::from_secs(5),
+            ..BatchPolicy::default()
+        },
+        ..InstanceConfig::new("rec#0")
+    };
+    let instance = onnx_instance("ppocr-rec", config);
+    let tasks: Vec<_> = [320u64, 160, 320]
+        .into_iter()
+        .map(|w| {
+            let instance = instance.clone();
+            let x = Tensor::from_f32(vec![1, 3, 48, w], &vec![0.2; (3 * 48 * w) as usize]).unwrap();
+            tokio::spawn(async move { (w, instance.infer(vec![x], far()).await) })
+        })
+        .collect();
+    for (w, result) in futures_join(tasks).await {
+        let out = result.unwrap();
+        assert_eq!(out[0].shape()[..2], [1, w / 8], "CTC steps follow the width");
+    }
+    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn a_model_larger_than_its_segment_is_refused() {
+    let config = InstanceConfig { memory: Some(32 << 20), ..InstanceConfig::new("big@mig:0:1g.10gb:4#0") };
+    let err = Instance::start_onnx(config, "big", &model_path("big"), SessionOptions::default()).err().unwrap();
+    let text = err.to_string();
+    assert!(text.contains("big@mig") && text.contains("`big`") && text.contains("64 MiB"), "{text}");
+}
+
+#[test]
+fn a_corrupt_model_fails_its_instance_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.onnx");
+    std::fs::write(&bad, b"\x08\x07garbage").unwrap();
+    let err = Instance::start_onnx(InstanceConfig::new("bad#0"), "bad", &bad, SessionOptions::default()).err().unwrap();
+    assert!(
+        matches!(&err, InstanceError::Start { instance, detail } if instance == "bad#0" && detail.contains("bad.onnx")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn pinned_instances_serve() {
+    let config = InstanceConfig { cores: Some(vec![0]), ..InstanceConfig::new("mlp@cpu:1#0") };
+    let instance = onnx_instance("mlp", config);
+    let out = instance.infer(vec![Tensor::from_f32(vec![2, 64], &[0.1; 128]).unwrap()], far()).await.unwrap();
+    assert_eq!(out[0].shape(), &[2, 16]);
+}
+
+#[test]
+fn the_pool_spreads_requests_by_weight() {
+    let a = sleepy(1, InstanceConfig::new("a"));
+    let b = sleepy(1, InstanceConfig::new("b"));
+    let pool = Pool::new(vec![(a, 30.0), (b, 10.0)]);
+    let picks: Vec<String> = (0..8).map(|_| pool.pick().unwrap().name().to_string()).collect();
+    assert_eq!(picks.iter().filter(|n| *n == "a").count(), 6, "{picks:?}");
+    assert_ne!(picks[..4].iter().filter(|n| *n == "b").count(), 0, "b gets a turn within each cycle: {picks:?}");
+}

@@ -1,0 +1,74 @@
+//! ONNX Runtime through `onnx::Model` on the models `make setup` generates into .jig/models.
+
+mod common;
+use common::{f32s, i64s, mixed_two_rows, model_path};
+
+use jig_model_host::onnx::{Model, ModelError, SessionOptions};
+use jig_model_host::{DType, Tensor};
+
+fn load(name: &str) -> Model {
+    Model::load(name, &model_path(name), &SessionOptions::default()).unwrap()
+}
+
+#[test]
+fn runs_a_model_and_reports_its_signature() {
+    let model = load("mixed");
+    assert_eq!(model.inputs().len(), 2);
+    assert_eq!(model.inputs()[0].name, "x");
+    assert_eq!(model.inputs()[0].dtype, DType::F32);
+    assert_eq!(model.inputs()[1].shape, vec![None, Some(4)]);
+    assert!(model.batchable());
+    let (inputs, want) = mixed_two_rows();
+    let out = model.run(&inputs).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].shape(), &[2, 4]);
+    assert_eq!(f32s(&out[0]), want);
+}
+
+#[test]
+fn a_real_model_runs() {
+    let model = load("ppocr-rec");
+    let x = Tensor::from_f32(vec![1, 3, 48, 320], &vec![0.1; 3 * 48 * 320]).unwrap();
+    let out = model.run(&[x]).unwrap();
+    assert_eq!(out[0].shape()[0], 1);
+    assert_eq!(out[0].shape()[2], 6625, "PP-OCRv4 recognizer: 6623 characters + blank + space");
+}
+
+#[test]
+fn mismatched_inputs_name_the_model_and_input() {
+    let model = load("mixed");
+    let x = Tensor::from_f32(vec![1, 4], &[1.0; 4]).unwrap();
+    let err = model.run(std::slice::from_ref(&x)).unwrap_err().to_string();
+    assert!(err.contains("mixed") && err.contains("expects 2 inputs"), "{err}");
+
+    let wrong_dtype = Tensor::from_f32(vec![1, 4], &[1.0; 4]).unwrap();
+    let err = model.run(&[x.clone(), wrong_dtype]).unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Input { model, detail } if model == "mixed" && detail.contains("`ids`") && detail.contains("F32")),
+        "{err}"
+    );
+
+    let wrong_shape = i64s(vec![1, 3], &[1, 2, 3]);
+    let err = model.run(&[x, wrong_shape]).unwrap_err().to_string();
+    assert!(err.contains("`ids`") && err.contains("[1, 3]"), "{err}");
+}
+
+#[test]
+fn corrupt_and_non_onnx_files_are_refused_with_their_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.onnx");
+    std::fs::write(&garbage, b"this is not a model").unwrap();
+    let err = Model::load("garbage", &garbage, &SessionOptions::default()).unwrap_err();
+    assert!(matches!(&err, ModelError::Invalid { model, path, .. } if model == "garbage" && path == &garbage), "{err}");
+
+    let truncated = dir.path().join("truncated.onnx");
+    let bytes = std::fs::read(model_path("mlp")).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let err = Model::load("truncated", &truncated, &SessionOptions::default()).unwrap_err();
+    assert!(matches!(err, ModelError::Invalid { .. }), "{err}");
+
+    let missing = Model::load("missing", &dir.path().join("nope.onnx"), &SessionOptions::default()).unwrap_err();
+    assert!(matches!(missing, ModelError::Read { .. }), "{missing}");
+    // The process is unharmed: a good model still runs.
+    assert!(load("mlp").run(&[Tensor::from_f32(vec![3, 64], &[0.5; 192]).unwrap()]).is_ok());
+}

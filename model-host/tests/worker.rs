@@ -1,0 +1,275 @@
+//! Worker processes (`jig_model_host::worker`) on CPU sessions with the models `make setup` generates.
+
+mod common;
+use common::{f32s, i64s, mixed_two_rows, model_path};
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use jig_model_host::onnx::{Model, ModelError, SessionOptions};
+use jig_model_host::worker::{Worker, WorkerError, WorkerSpec};
+use jig_model_host::{DType, Tensor};
+
+fn spec(instance: &str, model: &str, path: PathBuf) -> WorkerSpec {
+    WorkerSpec::new(env!("CARGO_BIN_EXE_jig-worker"), instance, model, path, SessionOptions::default())
+}
+
+fn start(instance: &str, model: &str) -> Worker {
+    Worker::start(spec(instance, model, model_path(model))).unwrap()
+}
+
+fn mixed_batch(rows: usize) -> (Vec<Tensor>, Vec<f32>) {
+    let x: Vec<f32> = (0..rows * 4).map(|i| i as f32 * 0.5).collect();
+    let ids: Vec<i64> = (0..rows * 4).map(|i| (i % 7) as i64 - 3).collect();
+    let want = x.iter().zip(&ids).map(|(x, id)| x * *id as f32).collect();
+    let inputs = vec![Tensor::from_f32(vec![rows as u64, 4], &x).unwrap(), i64s(vec![rows as u64, 4], &ids)];
+    (inputs, want)
+}
+
+/// User plus system CPU time of a process, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th of the line.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    rest.split_whitespace().skip(11).take(2).filter_map(|f| f.parse::<u64>().ok()).sum()
+}
+
+fn kill(pid: u32) {
+    // SAFETY: sending a signal has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0, "kill {pid}");
+}
+
+#[test]
+fn runs_a_model_with_exact_results() {
+    fn shared_across_threads<T: Send + Sync>() {}
+    shared_across_threads::<Worker>();
+
+    let worker = start("cpu-0/mixed", "mixed");
+    assert_eq!(worker.inputs().len(), 2);
+    assert_eq!(worker.inputs()[1].dtype, DType::I64);
+    assert_eq!(worker.outputs()[0].name, "y");
+    assert!(worker.pid().is_some_and(|p| p != std::process::id()));
+
+    let (inputs, want) = mixed_two_rows();
+    let out = worker.run(&inputs).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].shape(), &[2, 4]);
+    assert_eq!(f32s(&out[0]), want);
+
+    // Batches larger than the initial region grow it on both sides, and smaller ones still work after.
+    for rows in [100_000, 3, 250_000, 1] {
+        let (inputs, want) = mixed_batch(rows);
+        let out = worker.run(&inputs).unwrap();
+        assert_eq!(out[0].shape(), &[rows as u64, 4]);
+        assert_eq!(f32s(&out[0]), want, "{rows} rows");
+    }
+    assert_eq!(worker.restarts(), 0);
+}
+
+#[test]
+fn a_corrupt_model_is_a_load_error_naming_model_and_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.onnx");
+    std::fs::write(&path, b"this is not a protobuf").unwrap();
+    let err = Worker::start(spec("mig-1g.10gb/0", "broken", path)).unwrap_err();
+    assert!(matches!(err, WorkerError::Load { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("`broken`") && text.contains("mig-1g.10gb/0") && text.contains("not a valid ONNX model"),
+        "{text}"
+    );
+
+    let err = Worker::start(spec("cpu-1", "absent", dir.path().join("absent.onnx"))).unwrap_err().to_string();
+    assert!(err.contains("`absent`") && err.contains("cannot read"), "{err}");
+
+    let mut bad = spec("cpu-2", "mixed", model_path("mixed"));
+    bad.program = dir.path().join("no-such-worker");
+    let err = Worker::start(bad).unwrap_err();
+    assert!(matches!(err, WorkerError::Spawn { .. }) && err.to_string().contains("cpu-2"), "{err}");
+}
+
+#[test]
+fn a_program_that_never_connects_times_out() {
+    let mut never = spec("cpu-3", "mixed", model_path("mixed"));
+    never.program = "sh".into();
+    never.args = vec!["-c".into(), "exec sleep 30".into(), "sh".into()];
+    never.load_timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let err = Worker::start(never).unwrap_err();
+    assert!(matches!(err, WorkerError::Timeout { .. }), "{err:?}");
+    assert!(err.to_string().contains("cpu-3"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_peer_speaking_garbage_is_an_error_not_a_panic() {
+    if std::process::Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: no python3 to play a broken worker");
+        return;
+    }
+    let mut broken = spec("cpu-4", "mixed", model_path("mixed"));
+    broken.program = "python3".into();
+    let script = "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[2]); s.recv(65536); \
+                  s.sendall(b'\\x05\\x00\\x00\\x00\\xff\\xff\\xff\\xff\\xff'); s.recv(1)";
+    broken.args = vec!["-c".into(), script.into()];
+    let err = Worker::start(broken).unwrap_err();
+    assert!(matches!(err, WorkerError::Load { .. }), "{err:?}");
+    assert!(err.to_string().contains("malformed"), "{err}");
+}
+
+#[test]
+fn a_mismatched_input_is_refused_naming_the_input() {
+    let worker = start("cpu-0/mixed", "mixed");
+    let x = Tensor::from_f32(vec![1, 4], &[1.0; 4]).unwrap();
+    let err = worker.run(&[x.clone(), x.clone()]).unwrap_err();
+    assert!(matches!(err, WorkerError::Model { source: ModelError::Input { .. }, .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("`ids`") && text.contains("mixed") && text.contains("cpu-0/mixed"), "{text}");
+    assert!(matches!(ModelError::from(err), ModelError::Input { .. }));
+
+    let err = worker.run(&[x]).unwrap_err().to_string();
+    assert!(err.contains("expects 2 inputs"), "{err}");
+    // The worker was never involved, and still serves.
+    let (inputs, want) = mixed_batch(2);
+    assert_eq!(f32s(&worker.run(&inputs).unwrap()[0]), want);
+    assert_eq!(worker.restarts(), 0);
+}
+
+#[test]
+fn a_worker_killed_between_batches_fails_the_next_and_serves_the_one_after() {
+    let worker = start("cpu-0/mixed", "mixed");
+    let (inputs, want) = mixed_batch(8);
+    worker.run(&inputs).unwrap();
+    let pid = worker.pid().unwrap();
+    kill(pid);
+    let err = worker.run(&inputs).unwrap_err();
+    assert!(matches!(err, WorkerError::Died { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("cpu-0/mixed") && text.contains("signal 9"), "{text}");
+    assert_eq!(f32s(&worker.run(&inputs).unwrap()[0]), want);
+    assert_eq!(worker.restarts(), 1);
+    assert_ne!(worker.pid(), Some(pid));
+}
+
+#[test]
+fn a_worker_killed_mid_batch_fails_that_batch_and_restarts() {
+    let worker = start("cpu-0/mlp", "mlp");
+    // Large enough that the batch takes far longer than the delay before the kill.
+    let rows = 400_000u64;
+    let x = Tensor::from_f32(vec![rows, 64], &vec![0.25; rows as usize * 64]).unwrap();
+    let pid = worker.pid().unwrap();
+
+    let idle = cpu_ticks(pid);
+    let started = Instant::now();
+    let killer = std::thread::spawn(move || {
+        // The worker uses no CPU until the batch reaches it; a few ticks of CPU mean it is inside the batch.
+        while cpu_ticks(pid) < idle + 3 && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        kill(pid);
+        started.elapsed()
+    });
+    let err = worker.run(std::slice::from_ref(&x)).unwrap_err();
+    let failed_after = started.elapsed();
+    let killed_after = killer.join().unwrap();
+    assert!(matches!(err, WorkerError::Died { .. }), "{err:?}");
+    assert!(err.to_string().contains("SIGKILL"), "{err}");
+    assert!(
+        failed_after < killed_after + Duration::from_secs(1),
+        "killed after {killed_after:?}, but the batch failed only after {failed_after:?}"
+    );
+
+    let small = Tensor::from_f32(vec![2, 64], &[0.25; 128]).unwrap();
+    let out = worker.run(&[small]).unwrap();
+    assert_eq!(out[0].shape(), &[2, 16]);
+    assert_eq!(worker.restarts(), 1);
+    let in_process = Model::load("mlp", &model_path("mlp"), &SessionOptions::default()).unwrap();
+    let want = in_process.run(&[Tensor::from_f32(vec![2, 64], &[0.25; 128]).unwrap()]).unwrap();
+    assert_eq!(out, want, "a worker computes what the model computes in-process");
+}
+
+#[test]
+fn two_workers_are_independent() {
+    let a = start("cpu-0/mixed", "mixed");
+    let b = start("cpu-1/mixed", "mixed");
+    let (inputs, want) = mixed_batch(16);
+    kill(a.pid().unwrap());
+    assert_eq!(f32s(&b.run(&inputs).unwrap()[0]), want);
+    assert!(matches!(a.run(&inputs), Err(WorkerError::Died { .. })));
+    assert_eq!(f32s(&b.run(&inputs).unwrap()[0]), want);
+    assert_eq!(f32s(&a.run(&inputs).unwrap()[0]), want);
+    assert_eq!((a.restarts(), b.restarts()), (1, 0));
+}
+
+#[test]
+fn dropping_a_worker_ends_its_process() {
+    let worker = start("cpu-0/mixed", "mixed");
+    let pid = worker.pid().unwrap();
+    drop(worker);
+    // SAFETY: signal 0 only checks that the process exists.
+    assert_ne!(unsafe { libc::kill(pid as i32, 0) }, 0, "worker {pid} outlived its Worker");
+}
+
+/// IPC cost per batch: a tiny batch through a worker against the same model in-process.
+/// `cargo test -p jig-model-host --release --test worker -- --ignored --nocapture ipc_cost`
+#[test]
+#[ignore]
+fn ipc_cost() {
+    const N: usize = 2000;
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let time = |f: &dyn Fn()| {
+        for _ in 0..200 {
+            f();
+        }
+        median(
+            (0..N)
+                .map(|_| {
+                    let t = Instant::now();
+                    f();
+                    t.elapsed()
+                })
+                .collect(),
+        )
+    };
+    let (inputs, _) = mixed_batch(1);
+    let model = Model::load("mixed", &model_path("mixed"), &SessionOptions::default()).unwrap();
+    let worker = start("cpu-0/mixed", "mixed");
+    let local = time(&|| {
+        model.run(&inputs).unwrap();
+    });
+    let remote = time(&|| {
+        worker.run(&inputs).unwrap();
+    });
+    println!(
+        "mixed [1,4]: in-process {local:?}, worker {remote:?}, IPC cost {:?} per batch (median of {N})",
+        remote.saturating_sub(local)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_batches_requests_into_a_worker() {
+    use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
+    use std::sync::Arc;
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 4, max_wait: Duration::from_millis(300), ..BatchPolicy::default() },
+        ..InstanceConfig::new("mixed@worker#0")
+    };
+    let spec = spec("mixed@worker#0", "mixed", model_path("mixed"));
+    let instance = Arc::new(Instance::start(config, move || Worker::start(spec).map_err(|e| e.to_string())).unwrap());
+    let tasks: Vec<_> = (0..4)
+        .map(|k| {
+            let instance = instance.clone();
+            let x = Tensor::from_f32(vec![1, 4], &[k as f32; 4]).unwrap();
+            let ids = i64s(vec![1, 4], &[1, 2, 3, 4]);
+            tokio::spawn(async move { instance.infer(vec![x, ids], Instant::now() + Duration::from_secs(30)).await })
+        })
+        .collect();
+    for (k, task) in tasks.into_iter().enumerate() {
+        let k = k as f32;
+        assert_eq!(f32s(&task.await.unwrap().unwrap()[0]), vec![k, 2.0 * k, 3.0 * k, 4.0 * k]);
+    }
+    assert_eq!(instance.stats().batches.load(std::sync::atomic::Ordering::Relaxed), 1);
+}

@@ -1,0 +1,452 @@
+//! # jig-runtime
+//!
+//! The function runtime: runs glue — WebAssembly components targeting the `jig:function` world — once per
+//! request, sandboxed.
+//!
+//! * **Compile once.** [`Runtime::load`] compiles a component with Cranelift and caches the compiled
+//!   artifact on disk under the SHA-256 of its bytes (and the engine's compatibility hash), so a restart
+//!   or a second deploy of the same glue skips compilation. Linking is checked at load time
+//!   ([`wasmtime::component::InstancePre`]): a component importing anything the host does not provide is
+//!   refused then, not at the first request.
+//! * **Fresh instance per invocation.** [`Function::invoke`] instantiates into a new store from the pooling
+//!   allocator (a few microseconds), so no state leaks between requests and a crashed invocation cannot
+//!   affect the next one.
+//! * **Limits.** Each store has a memory limit ([`FunctionLimits::memory`]); the request's deadline is
+//!   enforced by epoch interruption while the guest computes (an epoch ticks every
+//!   [`RuntimeConfig::epoch_tick`]; at each tick a running guest yields to the executor, and traps once the
+//!   deadline passed) and by a timer while it waits on the host (`infer`).
+//! * **Bounded concurrency.** At most [`RuntimeConfig::max_instances`] invocations hold an instance at once;
+//!   more wait for a slot (until their deadline) instead of failing.
+//! * **Host calls.** `infer` is async and goes to the function's [`ModelHost`]; many concurrent invocations'
+//!   calls can therefore form one batch. `emit`ted payloads are collected into the [`Outcome`].
+
+mod cache;
+mod error;
+mod host;
+pub mod models;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
+use wasmtime_wasi::WasiView;
+
+pub use error::{FunctionError, InvokeError, LoadError};
+pub use models::{InferError, InferRequest, ModelHost, NoModels};
+
+use host::{DeadlinePassed, FunctionPre, HostLimitExceeded, InvocationState};
+
+/// Settings of a [`Runtime`], shared by all functions it loads.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Where compiled components are cached; `None` compiles every load.
+    pub cache_dir: Option<PathBuf>,
+    /// Instances that may run at once (pooling-allocator slots). Each reserves address space, not memory.
+    pub max_instances: u32,
+    /// The largest memory limit a function may ask for.
+    pub max_memory: usize,
+    /// Bytes of each linear memory slot kept resident and zeroed with `memset` between instances instead of
+    /// being returned to the OS. A request that moves a few megabytes (an image) into its instance then pays
+    /// no page faults: 8 MiB covers a 1920×1080 RGB frame's worth of guest heap. Costs up to this much
+    /// resident memory per instance slot ever used at once.
+    pub memory_keep_resident: usize,
+    /// How often a running guest is checked against its deadline (and yields to the async executor).
+    pub epoch_tick: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cache_dir: None,
+            max_instances: 1000,
+            max_memory: 4 << 30,
+            memory_keep_resident: 8 << 20,
+            epoch_tick: Duration::from_millis(1),
+        }
+    }
+}
+
+/// Per-function limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FunctionLimits {
+    /// Bytes of linear memory one invocation may use.
+    pub memory: usize,
+    /// The longest an invocation may run, whatever the request's deadline.
+    pub timeout: Duration,
+    /// Payloads one invocation may `emit`.
+    pub max_emits: usize,
+    /// Bytes one invocation may `emit`, all payloads together.
+    pub max_emit_bytes: usize,
+}
+
+impl Default for FunctionLimits {
+    fn default() -> Self {
+        FunctionLimits {
+            memory: 128 << 20,
+            timeout: Duration::from_secs(30),
+            max_emits: 10_000,
+            max_emit_bytes: 256 << 20,
+        }
+    }
+}
+
+/// What a function is loaded with besides its code.
+#[derive(Clone)]
+pub struct FunctionOptions {
+    pub limits: FunctionLimits,
+    /// Static configuration the guest reads with `config(key)`.
+    pub config: BTreeMap<String, String>,
+    /// Serves the function's `infer` calls.
+    pub models: Arc<dyn ModelHost>,
+}
+
+impl Default for FunctionOptions {
+    fn default() -> Self {
+        FunctionOptions { limits: FunctionLimits::default(), config: BTreeMap::new(), models: Arc::new(NoModels) }
+    }
+}
+
+/// A payload a function sent to one of its output ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Emission {
+    pub port: String,
+    pub payload: Vec<u8>,
+}
+
+/// The result of a successful invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// What the handler returned.
+    pub output: Vec<u8>,
+    /// What it emitted, in order.
+    pub emitted: Vec<Emission>,
+}
+
+/// Compiles, links and runs functions. Cheap to share behind an `Arc`; one per process is typical.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<InvocationState>,
+    config: RuntimeConfig,
+    ticker_stop: Arc<AtomicBool>,
+    /// One permit per pooling-allocator instance slot, held from instantiation until the store is dropped, so
+    /// invocations beyond [`RuntimeConfig::max_instances`] wait for a slot instead of failing.
+    slots: Arc<Semaphore>,
+}
+
+/// WASI interfaces linked for the standard library (inert, see [`host`]); anything else a guest imports
+/// besides `jig:function` is refused at load time.
+const WASI_PROVIDED: &[&str] = &[
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+    "wasi:clocks/monotonic-clock",
+    "wasi:clocks/wall-clock",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+];
+
+impl Runtime {
+    /// A runtime with its engine, linker and epoch ticker.
+    pub fn new(config: RuntimeConfig) -> anyhow::Result<Self> {
+        let engine = build_engine(&config)?;
+        let mut linker = Linker::new(&engine);
+        link_wasi(&mut linker)?;
+        host::Function::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)?;
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        {
+            let (engine, stop, tick) = (engine.clone(), ticker_stop.clone(), config.epoch_tick);
+            std::thread::Builder::new().name("jig-epoch".into()).spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    engine.increment_epoch();
+                }
+            })?;
+        }
+        let slots = Arc::new(Semaphore::new(config.max_instances as usize));
+        Ok(Runtime { engine, linker, config, ticker_stop, slots })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Load the component at `path` as function `name`.
+    pub fn load_file(&self, name: &str, path: &Path, options: FunctionOptions) -> Result<Function, LoadError> {
+        let wasm = std::fs::read(path).map_err(|error| LoadError::Read {
+            function: name.to_string(),
+            path: path.to_path_buf(),
+            error,
+        })?;
+        self.load(name, &wasm, options)
+    }
+
+    /// Compile (or fetch from the cache), link and check `wasm` — a component's binary, or its text format —
+    /// as function `name`.
+    pub fn load(&self, name: &str, wasm: &[u8], options: FunctionOptions) -> Result<Function, LoadError> {
+        let function = name.to_string();
+        if options.limits.memory > self.config.max_memory {
+            return Err(LoadError::MemoryLimitTooLarge {
+                function,
+                limit: options.limits.memory,
+                max: self.config.max_memory,
+            });
+        }
+        if wasmtime::wasmparser::Parser::is_core_wasm(wasm) {
+            return Err(LoadError::CoreModule { function });
+        }
+        let component = cache::compile(&self.engine, self.config.cache_dir.as_deref(), wasm)
+            .map_err(|e| LoadError::Invalid { function: function.clone(), detail: format!("{e:#}") })?;
+
+        // Refuse by name first: an import outside the contract is refused even when it happens to link.
+        if let Some(import) = self.unsupported_import(&component) {
+            let detail = match self.linker.instantiate_pre(&component) {
+                Err(e) => format!("{e:#}"),
+                Ok(_) => "jig refuses it even though it declares nothing the host would have to provide".into(),
+            };
+            return Err(LoadError::UnsupportedImport { function, import, detail });
+        }
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Link { function: function.clone(), detail: format!("{e:#}") })?;
+        let pre = FunctionPre::new(pre)
+            .map_err(|e| LoadError::MissingHandler { function: function.clone(), detail: format!("{e:#}") })?;
+        Ok(Function {
+            inner: Arc::new(FunctionInner {
+                name: name.into(),
+                pre,
+                limits: options.limits,
+                config: Arc::new(options.config),
+                models: options.models,
+                slots: self.slots.clone(),
+            }),
+        })
+    }
+
+    /// The first import of `component` that is neither `jig:function` nor a linked WASI interface.
+    fn unsupported_import(&self, component: &Component) -> Option<String> {
+        component.component_type().imports(&self.engine).map(|(name, _)| name.to_string()).find(|name| {
+            let unversioned = name.split('@').next().unwrap_or(name);
+            !(unversioned.starts_with("jig:function/") || WASI_PROVIDED.contains(&unversioned))
+        })
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn build_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true).epoch_interruption(true);
+
+    let mut pool = PoolingAllocationConfig::default();
+    // A Rust component has one linear memory and a handful of core instances and tables (its own plus the
+    // canonical-ABI shims); the multipliers leave room for that.
+    pool.total_component_instances(config.max_instances)
+        .total_core_instances(config.max_instances.saturating_mul(8))
+        .total_memories(config.max_instances.saturating_mul(2))
+        .total_tables(config.max_instances.saturating_mul(4))
+        .total_stacks(config.max_instances)
+        .max_memories_per_component(2)
+        .max_tables_per_component(4)
+        .max_memory_size(config.max_memory)
+        .linear_memory_keep_resident(config.memory_keep_resident)
+        .table_keep_resident(64 << 10)
+        // Reset only the pages an instance dirtied (Linux ≥ 6.7; elsewhere the first `keep_resident` bytes).
+        .pagemap_scan(wasmtime::Enabled::Auto);
+    wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    match Engine::new(&wasm) {
+        Ok(engine) => Ok(engine),
+        // The pool reserves virtual address space up front; where that fails (small address spaces, strict
+        // overcommit settings), allocate on demand instead: slower instantiation, same behaviour.
+        Err(e) => {
+            tracing::warn!("pooling allocator unavailable ({e:#}); falling back to on-demand allocation");
+            wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+            Engine::new(&wasm).map_err(|e| anyhow::anyhow!("{e:#}"))
+        }
+    }
+}
+
+/// Link the WASI interfaces named in [`WASI_PROVIDED`]: what `wasmtime_wasi::p2::add_to_linker_async` links,
+/// minus sockets.
+fn link_wasi(linker: &mut Linker<InvocationState>) -> anyhow::Result<()> {
+    use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+    use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+    use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random};
+    use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
+    use wasmtime_wasi_io::bindings::wasi::io;
+
+    struct HasTable;
+    impl wasmtime::component::HasData for HasTable {
+        type Data<'a> = &'a mut wasmtime::component::ResourceTable;
+    }
+    fn table(s: &mut InvocationState) -> &mut wasmtime::component::ResourceTable {
+        s.ctx().table
+    }
+
+    let l = linker;
+    io::error::add_to_linker::<_, HasTable>(l, table)?;
+    io::poll::add_to_linker::<_, HasTable>(l, table)?;
+    io::streams::add_to_linker::<_, HasTable>(l, table)?;
+    cli::environment::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    cli::exit::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    cli::stdin::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    cli::stdout::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    cli::stderr::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    cli::terminal_input::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    cli::terminal_output::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    cli::terminal_stdin::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    cli::terminal_stdout::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    cli::terminal_stderr::add_to_linker::<_, WasiCli>(l, InvocationState::cli)?;
+    clocks::monotonic_clock::add_to_linker::<_, WasiClocks>(l, InvocationState::clocks)?;
+    clocks::wall_clock::add_to_linker::<_, WasiClocks>(l, InvocationState::clocks)?;
+    random::random::add_to_linker::<_, WasiRandom>(l, InvocationState::random)?;
+    random::insecure::add_to_linker::<_, WasiRandom>(l, InvocationState::random)?;
+    random::insecure_seed::add_to_linker::<_, WasiRandom>(l, InvocationState::random)?;
+    filesystem::types::add_to_linker::<_, WasiFilesystem>(l, InvocationState::filesystem)?;
+    filesystem::preopens::add_to_linker::<_, WasiFilesystem>(l, InvocationState::filesystem)?;
+    Ok(())
+}
+
+/// A loaded function: compiled, linked, ready to invoke. Cheap to clone.
+#[derive(Clone)]
+pub struct Function {
+    inner: Arc<FunctionInner>,
+}
+
+struct FunctionInner {
+    name: Arc<str>,
+    pre: FunctionPre<InvocationState>,
+    limits: FunctionLimits,
+    config: Arc<BTreeMap<String, String>>,
+    models: Arc<dyn ModelHost>,
+    slots: Arc<Semaphore>,
+}
+
+impl Function {
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn limits(&self) -> FunctionLimits {
+        self.inner.limits
+    }
+
+    /// Run the handler on `payload` in a fresh instance. The invocation ends by `deadline` (or the function's
+    /// timeout, whichever is sooner). Call it inside a Tokio runtime with the time driver enabled.
+    pub async fn invoke(&self, payload: &[u8], deadline: Option<Instant>) -> Result<Outcome, InvokeError> {
+        let f = &*self.inner;
+        let started = Instant::now();
+        let timeout = started + f.limits.timeout;
+        let deadline = deadline.map_or(timeout, |d| d.min(timeout));
+
+        // Held until the store (and so the instance) is dropped, after everything declared below.
+        let _slot = match tokio::time::timeout_at(deadline.into(), f.slots.acquire()).await {
+            Err(_elapsed) => return Err(self.deadline_exceeded(started, deadline)),
+            Ok(Ok(slot)) => slot,
+            Ok(Err(closed)) => {
+                return Err(InvokeError::Instantiate { function: f.name.to_string(), detail: closed.to_string() });
+            }
+        };
+        let state = InvocationState::new(f.name.clone(), deadline, f.models.clone(), f.config.clone(), f.limits);
+        let mut store = Store::new(f.pre.engine(), state);
+        store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline { Err(DeadlinePassed.into()) } else { Ok(UpdateDeadline::Yield(1)) }
+        });
+
+        let instance = match tokio::time::timeout_at(deadline.into(), f.pre.instantiate_async(&mut store)).await {
+            Err(_elapsed) => return Err(self.deadline_exceeded(started, deadline)),
+            Ok(Err(e)) => {
+                return Err(InvokeError::Instantiate { function: f.name.to_string(), detail: format!("{e:#}") });
+            }
+            Ok(Ok(instance)) => instance,
+        };
+        let handler = instance.jig_function_handler();
+        let result = tokio::time::timeout_at(deadline.into(), handler.call_handle(&mut store, payload)).await;
+        let state = store.into_data();
+        state.log_stdio();
+        match result {
+            Err(_elapsed) => Err(self.deadline_exceeded(started, deadline)),
+            Ok(Ok(Ok(output))) => Ok(Outcome { output, emitted: state.emitted }),
+            Ok(Ok(Err(error))) => Err(InvokeError::Failed { function: f.name.to_string(), error: error.into() }),
+            Ok(Err(e)) => Err(self.classify_failure(e, &state, started, deadline)),
+        }
+    }
+
+    fn deadline_exceeded(&self, started: Instant, deadline: Instant) -> InvokeError {
+        InvokeError::DeadlineExceeded {
+            function: self.inner.name.to_string(),
+            budget: deadline.saturating_duration_since(started),
+        }
+    }
+
+    /// Turn an error out of the guest call into the [`InvokeError`] that says what happened.
+    fn classify_failure(
+        &self,
+        e: wasmtime::Error,
+        state: &InvocationState,
+        started: Instant,
+        deadline: Instant,
+    ) -> InvokeError {
+        let function = self.inner.name.to_string();
+        if e.is::<DeadlinePassed>() || e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt) {
+            return self.deadline_exceeded(started, deadline);
+        }
+        if let Some(limit) = e.downcast_ref::<HostLimitExceeded>() {
+            return InvokeError::HostLimit { function, detail: limit.0.clone() };
+        }
+        if state.memory_refused {
+            return InvokeError::MemoryLimit { function, limit: self.inner.limits.memory };
+        }
+        if e.is::<wasmtime::Trap>() {
+            let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
+            return InvokeError::Trap { function, trap: format!("{e:#}"), stderr: tail(&stderr, 2048) };
+        }
+        InvokeError::MalformedOutput { function, detail: format!("{e:#}") }
+    }
+}
+
+/// The last `max` bytes of `s`, cut at a character boundary.
+fn tail(s: &str, max: usize) -> String {
+    let mut start = s.len().saturating_sub(max);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    s[start..].to_string()
+}
+
+impl From<host::jig::function::types::Error> for FunctionError {
+    fn from(e: host::jig::function::types::Error) -> Self {
+        use host::jig::function::types::Error as Wire;
+        match e {
+            Wire::InvalidInput(m) => FunctionError::InvalidInput(m),
+            Wire::Model(e) => FunctionError::Model(e.into()),
+            Wire::Internal(m) => FunctionError::Internal(m),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! An analytic model of batch latency and throughput per variant × segment × batch, standing in for measured
+//! profile tables where the project has none (the paper's model families have no public weights here).
+//!
+//! One process running batch `b` on a MIG instance of `c` compute slices takes
+//!
+//! ```text
+//! cpu(b) = t_fixed + t_item · b                    (pre/post-processing, kernel launches: the GPU idles)
+//! gpu(b) = w · (b / c + u)                         (w: ms·slice per item at saturation; u: the floor a small
+//!                                                   batch pays because it cannot fill the instance)
+//! ```
+//!
+//! With `k` MPS processes on the instance, the others' GPU work fills one's CPU gaps until the GPU saturates:
+//!
+//! ```text
+//! latency(b, c, k) = max(cpu(b) + gpu(b), k · gpu(b)) · (1 + γ · (k − 1))      γ = 0.1 (MPS interference)
+//! throughput       = k · b / latency
+//! ```
+//!
+//! and the configuration exists only when `k · (context + weights + activations · b)` fits the instance's memory.
+//! Small instances waste less of the floor `u`, MPS hides the CPU share, larger batches amortise both: the
+//! shapes that make spatial partitioning pay in the paper. The constants are order-of-magnitude H100 figures
+//! scaled by each model's published GFLOPs; they are assumptions, not measurements.
+
+use jig_planner::model::{MigProfile, SegmentKind};
+use jig_planner::profile::ProfileRow;
+
+/// Cost parameters of one model variant.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelCost {
+    /// Per-batch fixed CPU time, ms.
+    pub t_fixed: f64,
+    /// Per-item CPU time, ms.
+    pub t_item: f64,
+    /// GPU ms·slice per item at saturation.
+    pub w: f64,
+    /// Under-utilisation floor, in items per slice.
+    pub u: f64,
+    /// Weights, GB.
+    pub weights_gb: f64,
+    /// Activations per item, GB.
+    pub activations_gb: f64,
+}
+
+/// CUDA context and runtime per process, GB.
+const CONTEXT_GB: f64 = 0.5;
+/// Latency growth per extra MPS process.
+const MPS_INTERFERENCE: f64 = 0.1;
+/// p95 over mean batch latency.
+const P95_OVER_P50: f64 = 1.05;
+
+pub const DEVICE: &str = "analytic model of an H100 80GB";
+
+impl ModelCost {
+    /// Mean batch latency (ms) and throughput (req/s) on `kind`, or `None` when it does not fit in memory.
+    pub fn predict(&self, kind: SegmentKind, batch: u32) -> Option<(f64, f64)> {
+        let SegmentKind::Mig { profile, mps } = kind else { return None };
+        let (b, c, k) = (f64::from(batch), f64::from(profile.compute_slices()), f64::from(mps));
+        if k * (CONTEXT_GB + self.weights_gb + self.activations_gb * b) > f64::from(profile.memory_gb()) {
+            return None;
+        }
+        let cpu = self.t_fixed + self.t_item * b;
+        let gpu = self.w * (b / c + self.u);
+        let latency = (cpu + gpu).max(k * gpu) * (1.0 + MPS_INTERFERENCE * (k - 1.0));
+        Some((latency, k * b / latency * 1000.0))
+    }
+}
+
+/// The segment types the model covers: every MIG profile with 1–4 MPS processes.
+pub fn segment_kinds() -> Vec<SegmentKind> {
+    MigProfile::ALL.into_iter().flat_map(|profile| (1..=4).map(move |mps| SegmentKind::Mig { profile, mps })).collect()
+}
+
+/// Batch sizes 1, 2, 4 … 128, as in the paper.
+pub const BATCH_SIZES: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+
+/// Profile rows for `slot`'s `variants` on every segment type and batch size that fits.
+pub fn profile_rows(slot: &str, variants: &[(&str, ModelCost)]) -> Vec<ProfileRow> {
+    let mut rows = Vec::new();
+    for (name, cost) in variants {
+        for kind in segment_kinds() {
+            for batch in BATCH_SIZES {
+                if let Some((latency, throughput)) = cost.predict(kind, batch) {
+                    rows.push(ProfileRow {
+                        slot: slot.to_string(),
+                        variant: name.to_string(),
+                        segment: kind.name(),
+                        batch,
+                        p50_ms: latency,
+                        p95_ms: latency * P95_OVER_P50,
+                        throughput_rps: throughput,
+                        device: DEVICE.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RESNET50: ModelCost =
+        ModelCost { t_fixed: 1.0, t_item: 0.5, w: 2.3, u: 2.0, weights_gb: 0.1, activations_gb: 0.02 };
+
+    #[test]
+    fn small_instances_and_mps_pay_per_slice() {
+        let per_slice = |p: MigProfile, k: u8, b: u32| {
+            let (_, h) = RESNET50.predict(SegmentKind::Mig { profile: p, mps: k }, b).unwrap();
+            h / f64::from(p.compute_slices())
+        };
+        assert!(per_slice(MigProfile::G1_10, 1, 8) > per_slice(MigProfile::G7_80, 1, 8));
+        assert!(per_slice(MigProfile::G1_10, 2, 1) > per_slice(MigProfile::G1_10, 1, 1));
+        assert!(per_slice(MigProfile::G7_80, 1, 64) > per_slice(MigProfile::G7_80, 1, 1));
+        let huge = ModelCost { weights_gb: 9.6, ..RESNET50 };
+        assert!(huge.predict(SegmentKind::Mig { profile: MigProfile::G1_10, mps: 1 }, 1).is_none());
+    }
+}

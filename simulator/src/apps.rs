@@ -1,0 +1,213 @@
+//! The paper's three applications (§4.1, Figure 2) as planning specs, with analytic profiles.
+//!
+//! Variants and accuracies follow Figure 2: ResNet 18/34/50/101/152 (top-1 70, 73, 76, 77, 78), GIT-base/large
+//! (13.4, 14.4), YOLOv5 n/s/m/l/x (mAP 28, 37, 45, 49, 51), Glow-TTS/VITS (MOS 3.76, 4.38). Figure 2(b)'s
+//! EfficientNet and VGG figures did not survive the paper's text extraction; torchvision's top-1 for
+//! EfficientNet-B0…B4 and VGG-11/13/16/19 stand in. Multiplicative factors (detections per image) are
+//! assumptions: about 2 cars and 0.5 people per traffic frame, fewer with the smaller detectors; one object per
+//! AR frame. SLOs 700/650/1550 ms, SLO_a = 0.9, α = 1, β = 0.035, slack 5% (§4.4).
+
+use std::collections::BTreeMap;
+
+use crate::analytic::{self, ModelCost};
+use jig_planner::model::{
+    AppSpec, DemandSpec, EdgeSpec, Objective, PathSpec, PlanSpec, Resources, SegmentSpec, TaskSpec, VariantSpec,
+};
+use jig_planner::profile::ProfileRow;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PaperApp {
+    SocialMedia,
+    TrafficAnalysis,
+    ArAssistant,
+}
+
+/// A variant: name, accuracy, cost, factors to downstream tasks.
+type VariantDef = (&'static str, f64, ModelCost, &'static [(&'static str, f64)]);
+
+const fn cnn(t_fixed: f64, t_item: f64, w: f64, weights_gb: f64, activations_gb: f64) -> ModelCost {
+    ModelCost { t_fixed, t_item, w, u: 2.0, weights_gb, activations_gb }
+}
+
+/// ResNet: w scaled from ResNet-50 (4.1 GFLOPs ≈ 2.3 ms·slice per image).
+const RESNET: [VariantDef; 5] = [
+    ("resnet18", 70.0, cnn(1.0, 0.5, 1.0, 0.05, 0.01), &[]),
+    ("resnet34", 73.0, cnn(1.0, 0.5, 2.0, 0.09, 0.01), &[]),
+    ("resnet50", 76.0, cnn(1.0, 0.5, 2.3, 0.10, 0.02), &[]),
+    ("resnet101", 77.0, cnn(1.0, 0.5, 4.4, 0.18, 0.02), &[]),
+    ("resnet152", 78.0, cnn(1.0, 0.5, 6.5, 0.24, 0.03), &[]),
+];
+
+const fn git(t_fixed: f64, w: f64, weights_gb: f64) -> ModelCost {
+    ModelCost { t_fixed, t_item: 0.5, w, u: 2.0, weights_gb, activations_gb: 0.3 }
+}
+
+const GIT: [VariantDef; 2] = [
+    ("git-base", 13.4, git(70.0, 25.0, 0.7), &[("tts", 1.0)]),
+    ("git-large", 14.4, git(120.0, 60.0, 1.6), &[("tts", 1.0)]),
+];
+
+const fn yolo(w: f64, weights_gb: f64) -> ModelCost {
+    ModelCost { t_fixed: 3.0, t_item: 2.0, w, u: 1.0, weights_gb, activations_gb: 0.08 }
+}
+
+/// YOLOv5: w = 0.085 ms·slice per GFLOP (4.5/16.5/49/109/205 GFLOPs at 640 px).
+const YOLO_TRAFFIC: [VariantDef; 5] = [
+    ("yolov5n", 28.0, yolo(0.38, 0.01), &[("car", 1.80), ("person", 0.40)]),
+    ("yolov5s", 37.0, yolo(1.4, 0.03), &[("car", 1.85), ("person", 0.45)]),
+    ("yolov5m", 45.0, yolo(4.2, 0.08), &[("car", 1.90), ("person", 0.50)]),
+    ("yolov5l", 49.0, yolo(9.3, 0.18), &[("car", 1.95), ("person", 0.50)]),
+    ("yolov5x", 51.0, yolo(17.5, 0.35), &[("car", 2.00), ("person", 0.50)]),
+];
+
+const YOLO_AR: [VariantDef; 5] = [
+    ("yolov5n", 28.0, yolo(0.38, 0.01), &[("caption", 1.0)]),
+    ("yolov5s", 37.0, yolo(1.4, 0.03), &[("caption", 1.0)]),
+    ("yolov5m", 45.0, yolo(4.2, 0.08), &[("caption", 1.0)]),
+    ("yolov5l", 49.0, yolo(9.3, 0.18), &[("caption", 1.0)]),
+    ("yolov5x", 51.0, yolo(17.5, 0.35), &[("caption", 1.0)]),
+];
+
+/// EfficientNet: depthwise convolutions run at about a third of ResNet's speed per FLOP.
+const EFFICIENTNET: [VariantDef; 5] = [
+    ("efficientnet-b0", 77.7, cnn(1.5, 0.5, 0.66, 0.02, 0.02), &[]),
+    ("efficientnet-b1", 78.6, cnn(1.5, 0.5, 1.2, 0.03, 0.02), &[]),
+    ("efficientnet-b2", 80.6, cnn(1.5, 0.5, 1.7, 0.04, 0.03), &[]),
+    ("efficientnet-b3", 82.0, cnn(1.5, 0.5, 3.1, 0.05, 0.04), &[]),
+    ("efficientnet-b4", 83.4, cnn(1.5, 0.5, 7.1, 0.08, 0.06), &[]),
+];
+
+const VGG: [VariantDef; 4] = [
+    ("vgg11", 69.0, cnn(1.0, 0.5, 4.3, 0.5, 0.03), &[]),
+    ("vgg13", 69.9, cnn(1.0, 0.5, 6.3, 0.5, 0.04), &[]),
+    ("vgg16", 71.6, cnn(1.0, 0.5, 8.7, 0.55, 0.04), &[]),
+    ("vgg19", 72.4, cnn(1.0, 0.5, 11.0, 0.57, 0.05), &[]),
+];
+
+const fn tts(t_fixed: f64, w: f64, weights_gb: f64) -> ModelCost {
+    ModelCost { t_fixed, t_item: 1.0, w, u: 1.0, weights_gb, activations_gb: 0.05 }
+}
+
+const TTS: [VariantDef; 2] = [("glow-tts", 3.76, tts(8.0, 12.0, 0.1), &[]), ("vits", 4.38, tts(10.0, 20.0, 0.15), &[])];
+
+impl PaperApp {
+    pub const ALL: [PaperApp; 3] = [Self::SocialMedia, Self::TrafficAnalysis, Self::ArAssistant];
+
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().replace(['-', '_', ' '], "").as_str() {
+            "social" | "socialmedia" => Ok(Self::SocialMedia),
+            "traffic" | "trafficanalysis" => Ok(Self::TrafficAnalysis),
+            "ar" | "arassistant" => Ok(Self::ArAssistant),
+            _ => Err(format!("unknown app `{s}` (expected social, traffic or ar)")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SocialMedia => "social-media",
+            Self::TrafficAnalysis => "traffic-analysis",
+            Self::ArAssistant => "ar-assistant",
+        }
+    }
+
+    /// (task, slot, variants) in graph order, edges, paths with fractions, latency SLO.
+    #[allow(clippy::type_complexity)]
+    fn graph(
+        self,
+    ) -> (
+        Vec<(&'static str, &'static [VariantDef])>,
+        Vec<(&'static str, &'static str)>,
+        Vec<(Vec<&'static str>, f64)>,
+        f64,
+    ) {
+        match self {
+            // Every image goes to both models: two one-task paths, equally weighted.
+            Self::SocialMedia => (
+                vec![("classify", &RESNET[..]), ("caption", &GIT[..])],
+                vec![],
+                vec![(vec!["classify"], 0.5), (vec!["caption"], 0.5)],
+                700.0,
+            ),
+            // Detections fan out to cars and people, weighted by their expected counts (2 : 0.5).
+            Self::TrafficAnalysis => (
+                vec![("detect", &YOLO_TRAFFIC[..]), ("car", &EFFICIENTNET[..]), ("person", &VGG[..])],
+                vec![("detect", "car"), ("detect", "person")],
+                vec![(vec!["detect", "car"], 0.8), (vec!["detect", "person"], 0.2)],
+                650.0,
+            ),
+            Self::ArAssistant => (
+                vec![("detect", &YOLO_AR[..]), ("caption", &GIT[..]), ("tts", &TTS[..])],
+                vec![("detect", "caption"), ("caption", "tts")],
+                vec![(vec!["detect", "caption", "tts"], 1.0)],
+                1550.0,
+            ),
+        }
+    }
+
+    /// The planning spec at `slices` and a demand of `demand_rps` (one window, so R = demand × 1.05).
+    pub fn spec(self, slices: u32, demand_rps: f64) -> PlanSpec {
+        let (tasks, edges, paths, slo) = self.graph();
+        let is_social = self == Self::SocialMedia;
+        PlanSpec {
+            app: AppSpec {
+                name: self.name().into(),
+                slo_latency_ms: slo,
+                slo_accuracy: 0.9,
+                tasks: tasks
+                    .iter()
+                    .map(|(name, variants)| TaskSpec {
+                        name: name.to_string(),
+                        slot: Some(name.to_string()),
+                        variants: variants
+                            .iter()
+                            .map(|(v, acc, _, factors)| VariantSpec {
+                                name: v.to_string(),
+                                accuracy: *acc,
+                                // Social media has no TTS: drop GIT's factor to it.
+                                factors: factors
+                                    .iter()
+                                    .filter(|_| !is_social)
+                                    .map(|(t, f)| (t.to_string(), *f))
+                                    .collect::<BTreeMap<_, _>>(),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                edges: edges.iter().map(|(a, b)| EdgeSpec { from: a.to_string(), to: b.to_string() }).collect(),
+                paths: Some(
+                    paths
+                        .iter()
+                        .map(|(p, f)| PathSpec { tasks: p.iter().map(|s| s.to_string()).collect(), fraction: *f })
+                        .collect(),
+                ),
+            },
+            segments: analytic::segment_kinds().iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
+            resources: Resources { slices, cores_per_host: None },
+            demand: DemandSpec { windows: vec![demand_rps], slack: None },
+            objective: Objective::default(),
+            batch_sizes: None,
+        }
+    }
+
+    /// Analytic profile rows for every task of the app.
+    pub fn profile_rows(self) -> Vec<ProfileRow> {
+        let (tasks, ..) = self.graph();
+        tasks
+            .iter()
+            .flat_map(|(slot, variants)| {
+                let costs: Vec<(&str, ModelCost)> = variants.iter().map(|(n, _, c, _)| (*n, *c)).collect();
+                analytic::profile_rows(slot, &costs)
+            })
+            .collect()
+    }
+
+    /// The validated problem with analytic profiles.
+    pub fn problem(
+        self,
+        slices: u32,
+        demand_rps: f64,
+    ) -> Result<jig_planner::problem::Problem, jig_planner::error::PlanError> {
+        let source = format!("{} (no measured tables for the paper's models)", analytic::DEVICE);
+        jig_planner::problem::Problem::new(&self.spec(slices, demand_rps), &self.profile_rows(), &source)
+    }
+}

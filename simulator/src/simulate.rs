@@ -1,0 +1,882 @@
+//! `jig simulate`: a discrete-event simulation of an application's plans under a demand trace, for clusters
+//! larger than any machine here (JigsawServe §4–5, Figure 4).
+//!
+//! Per bin of the trace, as the gateway's controller does: predict the demand from the last five bins
+//! ([`DemandSpec::predict`]), re-plan with the MILP, and run the bin's requests through the plan's instances.
+//! Requests arrive as a Poisson process at the bin's rate; each instance batches and drops with
+//! [`jig_policy::Queue`] and each task routes with [`jig_policy::WeightedRoundRobin`] weighted by the planned
+//! rates, the same code the runtime runs. A batch of `n` rows takes a latency drawn from a log-normal whose
+//! median and 95th percentile are the profile's p50 and p95 at that batch size (interpolated between profiled
+//! sizes); an instance on `mig:…:K` runs K batches at once. Time outside the models (`overhead_ms`: glue,
+//! HTTP) delays each request at each task and, on CPU segments, where glue and models share the cores, also
+//! lengthens the instance's batches. A finished request fans out to each successor task
+//! ⌊F⌋ or ⌈F⌉ times, F the variant's multiplicative factor
+//! (⌈F⌉ with probability F − ⌊F⌋). When no plan in the configuration space meets the predicted demand, the bin
+//! runs the plan for the largest demand the space can serve, as the paper's baselines do (§5).
+//!
+//! What each bin reports:
+//!
+//! * **slices** the plan uses;
+//! * **violations**: requests at the sink tasks that finished after the root request's deadline (the latency
+//!   SLO), plus, for every request dropped early, the sink requests it would have led to (its variant's factors
+//!   times the plan's mean downstream factors), as §4.5 counts them, over all sink requests;
+//! * **accuracy drop**: 1 − the mean, over the sink requests served, of the product of the normalised accuracy
+//!   A(t,v)/A(t,v*) of the variants along the way;
+//! * p50 and p99 of the end-to-end latency of the root requests served in full.
+//!
+//! A bin of a large cluster holds millions of requests; each bin simulates its first `sample_requests`, but at
+//! least ten latency SLOs of it (or the whole bin, when shorter): an overload of 10% has pushed waits past the
+//! SLO by then, so a plan that cannot keep up shows its violations.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Duration;
+
+use jig_policy::{BatchPolicy, Queue, Request, Time as _, WeightedRoundRobin};
+use serde::Serialize;
+
+use crate::trace::Trace;
+use jig_planner::error::PlanError;
+use jig_planner::evaluate::Assignment;
+use jig_planner::max_demand::max_demand;
+use jig_planner::milp::{SolveOptions, solve};
+use jig_planner::model::{DemandSpec, Features, SegmentKind};
+use jig_planner::problem::Problem;
+
+/// How to simulate.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub features: Features,
+    pub solve: SolveOptions,
+    /// Root requests simulated per bin at most.
+    pub sample_requests: usize,
+    /// Time each task spends on a request outside its model (glue, HTTP), ms: the profile tables measure only
+    /// the models. It delays the request, and on CPU segments, where the glue shares the instances' cores, it
+    /// also holds the instance (a batch of n takes n × `overhead_ms` longer).
+    pub overhead_ms: f64,
+    /// Head-room on the predicted demand (the controller's 5%).
+    pub slack: f64,
+    /// Plan once, for this demand (req/s, after slack), and keep that plan for the whole trace, as a deployment
+    /// that is not re-planned; `None` re-plans every bin.
+    pub fixed_demand: Option<f64>,
+    pub seed: u64,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            features: Features::ALL,
+            // Re-planning runs every bin: a 1% gap and a few seconds are what a controller can afford.
+            solve: SolveOptions { time_limit_s: 10.0, mip_rel_gap: 0.01, ..SolveOptions::default() },
+            sample_requests: 20_000,
+            overhead_ms: 0.0,
+            slack: DemandSpec::DEFAULT_SLACK,
+            fixed_demand: None,
+            seed: 1,
+        }
+    }
+}
+
+/// One bin's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BinReport {
+    pub start_s: f64,
+    /// The trace's rate, and the rate the plan was made for.
+    pub rate_rps: f64,
+    pub planned_rps: f64,
+    pub slices: u32,
+    /// False when no plan met the predicted demand and the plan for the largest serviceable demand ran.
+    pub replanned: bool,
+    pub solve_s: f64,
+    /// Root requests simulated.
+    pub requests: u64,
+    pub sink_requests: f64,
+    pub violations: f64,
+    pub violation_rate: f64,
+    pub accuracy_drop: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// A simulated trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Simulation {
+    pub app: String,
+    pub features: String,
+    pub slices_available: u32,
+    pub bins: Vec<BinReport>,
+    /// p50 and p99 of the end-to-end latency over the whole trace (each bin weighted by its real number of
+    /// requests), ms.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl Simulation {
+    /// Mean slices over the bins.
+    pub fn mean_slices(&self) -> f64 {
+        self.bins.iter().map(|b| f64::from(b.slices)).sum::<f64>() / self.bins.len().max(1) as f64
+    }
+
+    /// Violations over the day, each bin weighted by its real number of requests (its rate).
+    pub fn violation_rate(&self) -> f64 {
+        let total: f64 = self.bins.iter().map(|b| b.rate_rps).sum();
+        self.bins.iter().map(|b| b.violation_rate * b.rate_rps).sum::<f64>() / total.max(f64::MIN_POSITIVE)
+    }
+
+    /// Accuracy drop over the day, weighted by rate.
+    pub fn accuracy_drop(&self) -> f64 {
+        let total: f64 = self.bins.iter().map(|b| b.rate_rps).sum();
+        self.bins.iter().map(|b| b.accuracy_drop * b.rate_rps).sum::<f64>() / total.max(f64::MIN_POSITIVE)
+    }
+
+    /// The bins as CSV.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::from(
+            "start_s,rate_rps,planned_rps,slices,replanned,solve_s,requests,violation_rate,accuracy_drop,p50_ms,p99_ms\n",
+        );
+        for b in &self.bins {
+            out.push_str(&format!(
+                "{},{:.3},{:.3},{},{},{:.3},{},{:.6},{:.6},{:.2},{:.2}\n",
+                b.start_s,
+                b.rate_rps,
+                b.planned_rps,
+                b.slices,
+                b.replanned,
+                b.solve_s,
+                b.requests,
+                b.violation_rate,
+                b.accuracy_drop,
+                b.p50_ms,
+                b.p99_ms
+            ));
+        }
+        out
+    }
+}
+
+/// Latency SLOs each bin runs at least, so that overloads show.
+const OVERLOAD_SLOS: f64 = 10.0;
+
+/// Simulate `problem`'s application under `trace`, re-planning every bin.
+pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Result<Simulation, PlanError> {
+    let mut bins = Vec::with_capacity(trace.rates.len());
+    // Up to 1000 evenly spaced order statistics of each bin's latencies, weighted by the requests they stand for.
+    let mut latencies: Vec<(f64, f64)> = Vec::new();
+    let mut observed: Vec<f64> = Vec::new();
+    let slo_s = problem.slo_latency_ms / 1000.0;
+    let mut replanner = Replanner { problem, options, largest: None };
+    let fixed = options.fixed_demand.map(|demand| replanner.plan(demand)).transpose()?;
+    for (i, &rate) in trace.rates.iter().enumerate() {
+        let started = std::time::Instant::now();
+        let (assignments, planned_rps, replanned) = match &fixed {
+            Some(plan) => plan.clone(),
+            None => {
+                // Before any history, plan for the bin's own rate, as a deploy with `[demand] rps` does.
+                let windows = if observed.is_empty() { vec![rate] } else { observed.clone() };
+                replanner.plan(DemandSpec { windows, slack: Some(options.slack) }.predict()?)?
+            }
+        };
+        let solve_s = started.elapsed().as_secs_f64();
+        let sampled = (options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE)).max(OVERLOAD_SLOS * slo_s);
+        let seconds = trace.bin_s.min(sampled);
+        let seed = options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64);
+        let run = run_bin(problem, &assignments, (rate, seconds), options.overhead_ms, seed);
+        observed.push(if seconds > 0.0 { run.requests as f64 / seconds } else { rate });
+        let slices = assignments.iter().map(|a| a.instances * problem.segments[a.segment].slices).sum();
+        let kept = run.latencies_ms.len().min(1000);
+        for k in 0..kept {
+            let index = k * run.latencies_ms.len() / kept;
+            latencies.push((run.latencies_ms[index], rate * trace.bin_s / kept as f64));
+        }
+        bins.push(BinReport {
+            start_s: trace.bin_s * i as f64,
+            rate_rps: rate,
+            planned_rps,
+            slices,
+            replanned,
+            solve_s,
+            requests: run.requests,
+            sink_requests: run.units,
+            violations: run.violations,
+            violation_rate: if run.units > 0.0 { run.violations / run.units } else { 0.0 },
+            accuracy_drop: if run.served > 0 { 1.0 - run.accuracy_sum / run.served as f64 } else { 0.0 },
+            p50_ms: quantile(&run.latencies_ms, 0.50),
+            p99_ms: quantile(&run.latencies_ms, 0.99),
+        });
+    }
+    latencies.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = latencies.iter().map(|l| l.1).sum();
+    let weighted = |q: f64| {
+        let mut seen = 0.0;
+        latencies.iter().find(|l| {
+            seen += l.1;
+            seen >= q * total
+        })
+    };
+    Ok(Simulation {
+        app: problem.app.clone(),
+        features: options.features.to_string(),
+        slices_available: problem.slices,
+        bins,
+        p50_ms: weighted(0.50).map_or(0.0, |l| l.0),
+        p99_ms: weighted(0.99).map_or(0.0, |l| l.0),
+    })
+}
+
+/// The runs side by side: over the whole trace, its busiest fifth of bins and its quietest fifth.
+pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
+    let Some(first) = runs.first() else { return String::new() };
+    let mut order: Vec<usize> = (0..trace.rates.len()).collect();
+    order.sort_by(|&a, &b| trace.rates[b].total_cmp(&trace.rates[a]));
+    let fifth = (order.len() / 5).max(1);
+    let (busy, quiet) = (&order[..fifth.min(order.len())], &order[order.len().saturating_sub(fifth)..]);
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    let of = |run: &Simulation, bins: &[usize]| {
+        let pick: Vec<&BinReport> = bins.iter().map(|&i| &run.bins[i]).collect();
+        let rate: f64 = pick.iter().map(|b| b.rate_rps).sum::<f64>().max(f64::MIN_POSITIVE);
+        let slices = pick.iter().map(|b| f64::from(b.slices)).sum::<f64>() / pick.len() as f64;
+        let violations = pick.iter().map(|b| b.violation_rate * b.rate_rps).sum::<f64>() / rate;
+        (slices / f64::from(run.slices_available.max(1)), violations)
+    };
+    let mut out = format!(
+        "{} on {} slices: {} bins of {:.0} s, peak {:.1} req/s (each bin simulated for its first --sample requests, at least ten SLOs)\n\n",
+        first.app,
+        first.slices_available,
+        trace.rates.len(),
+        trace.bin_s,
+        trace.peak()
+    );
+    out.push_str(&format!(
+        "{:<8} {:>8} {:>9} {:>11} {:>9} {:>9}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8}\n",
+        "space",
+        "slices",
+        "acc drop",
+        "violations",
+        "p50 ms",
+        "p99 ms",
+        "busy: slices",
+        "violations",
+        "quiet: slices",
+        "violations",
+        "fallbacks",
+        "solve s"
+    ));
+    for run in runs {
+        let (busy_slices, busy_violations) = of(run, busy);
+        let (quiet_slices, quiet_violations) = of(run, quiet);
+        let fallbacks = run.bins.iter().filter(|b| !b.replanned).count();
+        let solve = run.bins.iter().map(|b| b.solve_s).sum::<f64>() / run.bins.len().max(1) as f64;
+        out.push_str(&format!(
+            "{:<8} {:>8} {:>9} {:>11} {:>9.1} {:>9.1}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8.2}\n",
+            run.features,
+            pct(run.mean_slices() / f64::from(run.slices_available.max(1))),
+            pct(run.accuracy_drop()),
+            pct(run.violation_rate()),
+            run.p50_ms,
+            run.p99_ms,
+            pct(busy_slices),
+            pct(busy_violations),
+            pct(quiet_slices),
+            pct(quiet_violations),
+            fallbacks,
+            solve
+        ));
+    }
+    let paper_app = crate::apps::PaperApp::ALL.iter().any(|a| a.name() == first.app);
+    if paper_app {
+        out.push_str(
+            "\npaper (Figure 4, 840 slices): A+S+T uses 43.3% of the slices on average over the three apps with < 0.6% \
+             violations;\nS+T and A+T exceed 10% violations and use over 2x its slices in at least one app; A+S reaches \
+             6.7% violations and 33% more slices.\n",
+        );
+    }
+    out
+}
+
+/// An SVG with one panel per metric (demand; slices used; accuracy drop; violations, capped at 50% as in the
+/// paper) over the bins, one line per run.
+pub fn svg(runs: &[Simulation], trace: &Trace) -> String {
+    const COLOURS: [&str; 4] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
+    let (width, panel, left, top) = (900.0, 150.0, 70.0, 30.0);
+    let bins = trace.rates.len().max(2);
+    let x = |i: usize| left + (width - left - 20.0) * i as f64 / (bins - 1) as f64;
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" font-family=\"sans-serif\" \
+         font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+        top + 4.0 * (panel + 30.0) + 20.0
+    );
+    let app = runs.first().map_or("", |r| r.app.as_str());
+    out.push_str(&format!("<text x=\"{left}\" y=\"18\">jig simulate: {app}</text>\n"));
+    let mut legend = left + 250.0;
+    for (k, run) in runs.iter().enumerate() {
+        let colour = COLOURS[k % COLOURS.len()];
+        out.push_str(&format!("<text x=\"{legend}\" y=\"18\" fill=\"{colour}\">{}</text>\n", run.features));
+        legend += 70.0;
+    }
+    type Metric = fn(&Simulation, usize) -> f64;
+    let panels: [(&str, f64, Metric); 3] = [
+        ("slices used (%)", 100.0, |r, i| 100.0 * f64::from(r.bins[i].slices) / f64::from(r.slices_available.max(1))),
+        ("accuracy drop (%)", 0.0, |r, i| 100.0 * r.bins[i].accuracy_drop),
+        ("SLO violations (%, capped at 50)", 50.0, |r, i| (100.0 * r.bins[i].violation_rate).min(50.0)),
+    ];
+    let axis = |out: &mut String, p: usize, label: &str, max: f64| {
+        let y0 = top + p as f64 * (panel + 30.0);
+        out.push_str(&format!(
+            "<text x=\"{left}\" y=\"{}\">{label}</text>\n<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n\
+             <text x=\"5\" y=\"{}\">{max:.3}</text><text x=\"5\" y=\"{}\">0</text>\n",
+            y0 + 12.0,
+            y0 + panel,
+            width - 20.0,
+            y0 + panel,
+            y0 + 30.0,
+            y0 + panel
+        ));
+        y0
+    };
+    let line = |values: &[f64], y0: f64, max: f64, colour: &str| {
+        let points: Vec<String> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| format!("{:.1},{:.1}", x(i), y0 + panel - (panel - 20.0) * (v / max.max(1e-9)).min(1.0)))
+            .collect();
+        format!("<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.2\" points=\"{}\"/>\n", points.join(" "))
+    };
+    let peak = trace.peak();
+    let y0 = axis(&mut out, 0, "demand (req/s)", peak);
+    out.push_str(&line(&trace.rates, y0, peak, "black"));
+    for (p, (label, fixed, value)) in panels.iter().enumerate() {
+        let series: Vec<Vec<f64>> = runs.iter().map(|r| (0..r.bins.len()).map(|i| value(r, i)).collect()).collect();
+        let max = if *fixed > 0.0 { *fixed } else { series.iter().flatten().copied().fold(0.0, f64::max).max(1.0) };
+        let y0 = axis(&mut out, p + 1, label, max);
+        for (k, values) in series.iter().enumerate() {
+            out.push_str(&line(values, y0, max, COLOURS[k % COLOURS.len()]));
+        }
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Plans per bin, falling back to the plan for the largest serviceable demand when none meets the prediction.
+struct Replanner<'a> {
+    problem: &'a Problem,
+    options: &'a SimOptions,
+    largest: Option<(Vec<Assignment>, f64)>,
+}
+
+impl Replanner<'_> {
+    /// The plan's instances, the demand it was made for, and whether it meets `demand`.
+    fn plan(&mut self, demand: f64) -> Result<(Vec<Assignment>, f64, bool), PlanError> {
+        let (problem, options) = (self.problem, self.options);
+        let at = |demand: f64| problem.clone().with_demand(demand, problem.slices);
+        match solve(&at(demand), options.features, &options.solve) {
+            Ok(solved) => Ok((solved.assignments, demand, true)),
+            Err(PlanError::Infeasible(_) | PlanError::TimeLimit(_)) => {
+                if self.largest.is_none() {
+                    let max = max_demand(problem, options.features, 0.01, options.solve.time_limit_s)?.demand_rps;
+                    if max <= 0.0 {
+                        return Err(PlanError::Input(format!(
+                            "app `{}` cannot serve any demand in the {} configuration space",
+                            problem.app, options.features
+                        )));
+                    }
+                    self.largest = Some((solve(&at(max), options.features, &options.solve)?.assignments, max));
+                }
+                let (assignments, max) = self.largest.clone().expect("just set");
+                Ok((assignments, max, false))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// What one bin's run measured.
+#[derive(Debug, Default)]
+pub struct BinRun {
+    pub requests: u64,
+    /// Sink requests, served or dropped (dropped ones counted by the sink requests they would have led to).
+    pub units: f64,
+    pub violations: f64,
+    /// Sink requests served, and the sum of their normalised accuracies.
+    pub served: u64,
+    pub accuracy_sum: f64,
+    /// End-to-end latencies of root requests served in full, sorted, ms.
+    pub latencies_ms: Vec<f64>,
+}
+
+/// A request queued at an instance.
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    root: usize,
+    enqueued: Duration,
+    deadline: Duration,
+    /// Product of the normalised accuracies of the variants so far.
+    accuracy: f64,
+}
+
+impl Request<Duration> for Job {
+    fn rows(&self) -> u64 {
+        1
+    }
+    fn enqueued(&self) -> Duration {
+        self.enqueued
+    }
+    fn deadline(&self) -> Duration {
+        self.deadline
+    }
+}
+
+struct Instance {
+    task: usize,
+    variant: usize,
+    /// (batch, p50 ms, p95 ms) profiled for this variant on this segment type, by batch.
+    profile: Vec<(u32, f64, f64)>,
+    /// Batches it runs at once: the MPS processes of a GPU segment, 1 on CPU cores.
+    servers: usize,
+    /// A CPU segment: the machine's cores are the instances', so glue time is taken from them.
+    on_cpu: bool,
+    busy: usize,
+    queue: Queue<Job>,
+    /// The pending wake-up for a batch that waits for company.
+    timer: Option<Duration>,
+}
+
+enum Event {
+    Root,
+    /// A request reaches a task, and its model queue `overhead` later.
+    Arrive {
+        task: usize,
+        job: Job,
+    },
+    Queue {
+        task: usize,
+        job: Job,
+    },
+    Start {
+        instance: usize,
+    },
+    Done {
+        instance: usize,
+        batch: Vec<Job>,
+    },
+}
+
+struct Scheduled {
+    at: Duration,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// SplitMix64: a small, seedable source of uniform numbers, the same on every platform.
+struct Rng(u64);
+
+impl Rng {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.uniform()).ln()
+    }
+
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (1.0 - self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+}
+
+/// z of the 95th percentile of the standard normal.
+const Z95: f64 = 1.644_853_6;
+
+struct Sim<'a> {
+    problem: &'a Problem,
+    rng: Rng,
+    overhead: Duration,
+    now: Duration,
+    seq: u64,
+    events: BinaryHeap<Reverse<Scheduled>>,
+    instances: Vec<Instance>,
+    /// Per task: its instances and the router over them.
+    routes: Vec<(Vec<usize>, WeightedRoundRobin)>,
+    /// Per task and variant: the sink requests one request there leads to on average under the plan.
+    sinks_below: Vec<Vec<f64>>,
+    /// Per root request: arrival, jobs still in flight, whether any part was dropped or late, last finish.
+    roots: Vec<(Duration, u32, bool, Duration)>,
+    run: BinRun,
+}
+
+/// Run `seconds` of Poisson arrivals at `rate` through the instances of `assignments`, each task taking
+/// `overhead_ms` besides its model.
+pub fn run_bin(
+    problem: &Problem,
+    assignments: &[Assignment],
+    (rate, seconds): (f64, f64),
+    overhead_ms: f64,
+    seed: u64,
+) -> BinRun {
+    let mut sim = Sim::new(problem, assignments, seed);
+    sim.overhead = Duration::from_secs_f64(overhead_ms.max(0.0) / 1000.0);
+    let end = Duration::from_secs_f64(seconds.max(0.0));
+    if rate > 0.0 {
+        let first = Duration::from_secs_f64(sim.rng.exponential(1.0 / rate));
+        sim.schedule(first, Event::Root);
+    }
+    while let Some(Reverse(Scheduled { at, event, .. })) = sim.events.pop() {
+        sim.now = at;
+        match event {
+            Event::Root => {
+                if at < end {
+                    sim.root_arrives();
+                    let next = at + Duration::from_secs_f64(sim.rng.exponential(1.0 / rate));
+                    sim.schedule(next, Event::Root);
+                }
+            }
+            Event::Arrive { task, job } => sim.arrive(task, job),
+            Event::Queue { task, job } => sim.queue(task, job),
+            Event::Start { instance } => {
+                if sim.instances[instance].timer == Some(at) {
+                    sim.instances[instance].timer = None;
+                    sim.start_batches(instance, false);
+                }
+            }
+            Event::Done { instance, batch } => sim.done(instance, batch),
+        }
+    }
+    let mut run = sim.run;
+    run.latencies_ms.sort_by(f64::total_cmp);
+    run
+}
+
+impl<'a> Sim<'a> {
+    fn new(problem: &'a Problem, assignments: &[Assignment], seed: u64) -> Self {
+        let n = problem.tasks.len();
+        let deadline = Duration::from_secs_f64(problem.slo_latency_ms / 1000.0);
+        let mut instances = Vec::new();
+        let mut routes: Vec<(Vec<usize>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); n];
+        for a in assignments {
+            let mut profile: Vec<(u32, f64, f64)> = Vec::new();
+            for c in
+                problem.configs.iter().filter(|c| c.task == a.task && c.variant == a.variant && c.segment == a.segment)
+            {
+                profile.push((c.batch, c.p50_ms, c.latency_ms));
+            }
+            profile.sort_by_key(|p| p.0);
+            let servers = match problem.segments[a.segment].kind {
+                SegmentKind::Mig { mps, .. } => usize::from(mps.max(1)),
+                _ => 1,
+            };
+            // As a deployed instance: no waiting when idle, drops only what is past its deadline.
+            let policy = BatchPolicy::serving(u64::from(a.batch), deadline);
+            for _ in 0..a.instances {
+                routes[a.task].0.push(instances.len());
+                routes[a.task].1.push(a.rate_rps / f64::from(a.instances.max(1)));
+                instances.push(Instance {
+                    task: a.task,
+                    variant: a.variant,
+                    profile: profile.clone(),
+                    servers,
+                    on_cpu: matches!(problem.segments[a.segment].kind, SegmentKind::Cpu { .. }),
+                    busy: 0,
+                    queue: Queue::new(policy),
+                    timer: None,
+                });
+            }
+        }
+        // Sink requests below each (task, variant), from the sinks up.
+        let mut sinks_below = vec![Vec::new(); n];
+        for &t in problem.topo.iter().rev() {
+            let task = &problem.tasks[t];
+            sinks_below[t] = (0..task.variants.len())
+                .map(|v| {
+                    if task.succs.is_empty() {
+                        return 1.0;
+                    }
+                    task.succs
+                        .iter()
+                        .map(|&s| {
+                            let (sum, rate) = assignments.iter().filter(|a| a.task == s).fold((0.0, 0.0), |acc, a| {
+                                (acc.0 + a.rate_rps * sinks_below[s][a.variant], acc.1 + a.rate_rps)
+                            });
+                            let mean = if rate > 0.0 { sum / rate } else { 1.0 };
+                            task.factor(v, s) * mean
+                        })
+                        .sum()
+                })
+                .collect();
+        }
+        Sim {
+            problem,
+            rng: Rng(seed),
+            overhead: Duration::ZERO,
+            now: Duration::ZERO,
+            seq: 0,
+            events: BinaryHeap::new(),
+            instances,
+            routes: routes.into_iter().map(|(ids, weights)| (ids, WeightedRoundRobin::new(weights))).collect(),
+            sinks_below,
+            roots: Vec::new(),
+            run: BinRun::default(),
+        }
+    }
+
+    fn schedule(&mut self, at: Duration, event: Event) {
+        self.seq += 1;
+        self.events.push(Reverse(Scheduled { at, seq: self.seq, event }));
+    }
+
+    fn root_arrives(&mut self) {
+        let root = self.roots.len();
+        let deadline = self.now + Duration::from_secs_f64(self.problem.slo_latency_ms / 1000.0);
+        self.roots.push((self.now, 0, false, self.now));
+        self.run.requests += 1;
+        let job = Job { root, enqueued: self.now, deadline, accuracy: 1.0 };
+        for t in (0..self.problem.tasks.len()).filter(|&t| self.problem.is_root(t)) {
+            self.roots[root].1 += 1;
+            self.arrive(t, job);
+        }
+    }
+
+    /// A request reaches task `task`: its glue runs, then it queues for the model.
+    fn arrive(&mut self, task: usize, job: Job) {
+        if self.overhead.is_zero() {
+            self.queue(task, job);
+        } else {
+            self.schedule(self.now + self.overhead, Event::Queue { task, job });
+        }
+    }
+
+    /// A request calls task `task`'s model: route it, queue it, maybe start a batch.
+    fn queue(&mut self, task: usize, job: Job) {
+        let job = Job { enqueued: self.now, ..job };
+        let (ids, route) = &mut self.routes[task];
+        let Some(pick) = route.pick() else {
+            // The plan has no instance for this task: the request is lost.
+            self.dropped(task, None, job);
+            return;
+        };
+        let instance = ids[pick];
+        if self.instances[instance].queue.policy().refuse(self.now, job.deadline).is_some() {
+            let variant = self.instances[instance].variant;
+            self.dropped(task, Some(variant), job);
+            return;
+        }
+        self.instances[instance].queue.push(job);
+        self.start_batches(instance, false);
+    }
+
+    fn start_batches(&mut self, instance: usize, after_batch: bool) {
+        while self.instances[instance].busy < self.instances[instance].servers {
+            let inst = &mut self.instances[instance];
+            let Some(start) = inst.queue.start_at(self.now, after_batch) else { return };
+            if start > self.now {
+                if inst.timer.is_none_or(|t| start < t) {
+                    inst.timer = Some(start);
+                    self.schedule(start, Event::Start { instance });
+                }
+                return;
+            }
+            let hopeless = inst.queue.drop_hopeless(self.now);
+            let (task, variant) = (inst.task, inst.variant);
+            for (job, _) in hopeless {
+                self.dropped(task, Some(variant), job);
+            }
+            let batch = self.instances[instance].queue.take_batch();
+            if batch.is_empty() {
+                return;
+            }
+            let latency = self.batch_latency(instance, batch.len());
+            self.instances[instance].busy += 1;
+            self.schedule(self.now + latency, Event::Done { instance, batch });
+        }
+    }
+
+    /// A latency for a batch of `rows`: log-normal with the profile's p50 and p95, interpolated in the batch size.
+    fn batch_latency(&mut self, instance: usize, rows: usize) -> Duration {
+        let profile = &self.instances[instance].profile;
+        let rows = rows as f64;
+        let upper = profile.iter().position(|p| f64::from(p.0) >= rows).unwrap_or(profile.len() - 1);
+        let (p50, p95) = if upper == 0 || f64::from(profile[upper].0) < rows {
+            (profile[upper].1, profile[upper].2)
+        } else {
+            let (lo, hi) = (profile[upper - 1], profile[upper]);
+            let w = (rows - f64::from(lo.0)) / f64::from(hi.0 - lo.0);
+            (lo.1 + w * (hi.1 - lo.1), lo.2 + w * (hi.2 - lo.2))
+        };
+        let sigma = if p95 > p50 && p50 > 0.0 { (p95 / p50).ln() / Z95 } else { 0.0 };
+        let ms = p50 * (sigma * self.rng.normal()).exp();
+        // On CPU segments the glue runs on the instances' own cores: its time is taken from the model's.
+        let glue_ms = if self.instances[instance].on_cpu { self.overhead.as_secs_f64() * 1000.0 * rows } else { 0.0 };
+        Duration::from_secs_f64((ms + glue_ms).max(0.0) / 1000.0)
+    }
+
+    fn done(&mut self, instance: usize, batch: Vec<Job>) {
+        let (task, variant) = (self.instances[instance].task, self.instances[instance].variant);
+        self.instances[instance].busy -= 1;
+        let problem = self.problem;
+        let accuracy = problem.tasks[task].normalised_accuracy(variant);
+        for job in batch {
+            let job = Job { accuracy: job.accuracy * accuracy, ..job };
+            let succs = &problem.tasks[task].succs;
+            if succs.is_empty() {
+                let late = self.now > job.deadline;
+                self.run.units += 1.0;
+                self.run.served += 1;
+                self.run.accuracy_sum += job.accuracy;
+                if late {
+                    self.run.violations += 1.0;
+                }
+                let root = &mut self.roots[job.root];
+                root.2 |= late;
+                root.3 = root.3.max(self.now);
+            }
+            for (i, &s) in succs.iter().enumerate() {
+                let factor = problem.tasks[task].variants[variant].factors[i];
+                let whole = factor.floor();
+                let copies = whole as u32 + u32::from(self.rng.uniform() < factor - whole);
+                self.roots[job.root].1 += copies;
+                for _ in 0..copies {
+                    self.schedule(self.now, Event::Arrive { task: s, job });
+                }
+            }
+            self.finish_part(job.root);
+        }
+        self.start_batches(instance, true);
+    }
+
+    /// A request dropped at `task` (on an instance of `variant`, if it got that far).
+    fn dropped(&mut self, task: usize, variant: Option<usize>, job: Job) {
+        let below = &self.sinks_below[task];
+        let units = match variant {
+            Some(v) => below[v],
+            None => below.iter().copied().fold(0.0, f64::max),
+        };
+        self.run.units += units;
+        self.run.violations += units;
+        self.roots[job.root].2 = true;
+        self.finish_part(job.root);
+    }
+
+    /// One job of a root request is over; when it was the last, record the request.
+    fn finish_part(&mut self, root: usize) {
+        let (arrived, in_flight, failed, last) = &mut self.roots[root];
+        *in_flight -= 1;
+        if *in_flight == 0 && !*failed {
+            self.run.latencies_ms.push(last.since(*arrived).as_secs_f64() * 1000.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::PaperApp;
+
+    #[test]
+    fn a_plan_at_its_demand_serves_within_the_slo_and_overload_violates() {
+        let problem = PaperApp::TrafficAnalysis.problem(28, 200.0).unwrap();
+        let options = SolveOptions::default();
+        let solved = solve(&problem, Features::ALL, &options).unwrap();
+        let run = run_bin(&problem, &solved.assignments, (200.0, 20.0), 0.0, 7);
+        assert!(run.requests > 3000, "{}", run.requests);
+        assert!(run.units > run.requests as f64, "each frame leads to about 2.5 car and person requests");
+        assert!(run.violations / run.units < 0.01, "{} of {}", run.violations, run.units);
+        let p99 = quantile(&run.latencies_ms, 0.99);
+        assert!(p99 > 0.0 && p99 <= problem.slo_latency_ms, "p99 {p99} ms");
+        // Three times the demand the plan was made for: queues grow and requests miss their deadline.
+        let over = run_bin(&problem, &solved.assignments, (600.0, 20.0), 0.0, 7);
+        // Glue time adds to every task on the way.
+        let slow = run_bin(&problem, &solved.assignments, (20.0, 20.0), 50.0, 7);
+        let fast = run_bin(&problem, &solved.assignments, (20.0, 20.0), 0.0, 7);
+        let (p50_slow, p50_fast) = (quantile(&slow.latencies_ms, 0.5), quantile(&fast.latencies_ms, 0.5));
+        assert!((p50_slow - p50_fast - 100.0).abs() < 20.0, "{p50_slow} vs {p50_fast}: two tasks × 50 ms");
+        assert!(over.violations / over.units > 0.2, "{} of {}", over.violations, over.units);
+    }
+
+    #[test]
+    fn glue_on_cpu_segments_takes_the_instances_time() {
+        let spec = jig_planner::model::PlanSpec::from_toml(
+            r#"
+            [app]
+            name = "one"
+            slo_latency_ms = 200
+            slo_accuracy = 0.9
+            [[app.tasks]]
+            name = "t"
+            variants = [{ name = "v", accuracy = 1 }]
+            [[segments]]
+            name = "cpu:1"
+            [resources]
+            slices = 1
+            [demand]
+            windows = [60]
+            "#,
+        )
+        .unwrap();
+        let row = |segment: &str| jig_planner::profile::ProfileRow {
+            slot: "t".into(),
+            variant: "v".into(),
+            segment: segment.into(),
+            batch: 1,
+            p50_ms: 10.0,
+            p95_ms: 10.0,
+            throughput_rps: 100.0,
+            device: "test".into(),
+        };
+        let problem = Problem::new(&spec, &[row("cpu:1")], "test").unwrap();
+        let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 1, rate_rps: 60.0 }];
+        // 10 ms of model and 10 ms of glue on one core: 60 req/s is 120% of what the core does.
+        let alone = run_bin(&problem, &plan, (60.0, 30.0), 0.0, 3);
+        let with_glue = run_bin(&problem, &plan, (60.0, 30.0), 10.0, 3);
+        assert!(alone.violations / alone.units < 0.01, "{} of {}", alone.violations, alone.units);
+        assert!(with_glue.violations / with_glue.units > 0.1, "{} of {}", with_glue.violations, with_glue.units);
+    }
+
+    #[test]
+    fn a_day_replans_every_bin_and_follows_the_demand() {
+        let problem = PaperApp::SocialMedia.problem(28, 1.0).unwrap();
+        let trace = Trace { bin_s: 300.0, rates: vec![50.0, 50.0, 200.0, 200.0, 200.0, 200.0, 200.0, 200.0] };
+        let options = SimOptions { sample_requests: 2000, ..SimOptions::default() };
+        let sim = simulate(&problem, &trace, &options).unwrap();
+        assert_eq!(sim.bins.len(), 8);
+        assert!(sim.bins.iter().all(|b| b.replanned));
+        // The jump is planned for from the mean of the last five bins: it overloads until they all saw it.
+        let (jump, settled) = (&sim.bins[2], &sim.bins[7]);
+        assert!((settled.planned_rps - 210.0).abs() < 5.0, "{settled:?}");
+        assert!(settled.slices > sim.bins[0].slices, "{:?}", sim.bins);
+        assert!(jump.violation_rate > 0.5, "{jump:?}");
+        assert!(settled.violation_rate < 0.01, "{settled:?}");
+        assert!(sim.violation_rate() > settled.violation_rate);
+        // A deployment planned once for 50 req/s keeps its plan and stays overloaded.
+        let fixed = SimOptions { fixed_demand: Some(52.5), ..options };
+        let sim = simulate(&problem, &trace, &fixed).unwrap();
+        assert!(sim.bins.iter().all(|b| b.slices == sim.bins[0].slices && b.planned_rps == 52.5));
+        assert!(sim.bins[7].violation_rate > 0.5, "{:?}", sim.bins[7]);
+    }
+}
