@@ -1,1 +1,261 @@
 //! # jig-api
+//!
+//! The wire types of jig's HTTP API, shared by the gateway that writes them, the client that reads them and
+//! the tests that check them. Serde only: no HTTP, no runtime.
+//!
+//! | method and path | answer | token |
+//! |---|---|---|
+//! | `POST /v1/apps/{app}/invoke` | [`InvokeResponse`]: run the app on the request body | `invoke_token`, if set |
+//! | `POST /v1/apps` | 201, [`AppStatus`]: deploy a packed bundle (`jig deploy` packs it) | `token` |
+//! | `GET /v1/apps` | [`AppList`]: the deployed apps | `token` |
+//! | `GET /v1/apps/{app}` | [`AppStatus`]: one app's tasks, deployment, bundle, demand | `token` |
+//! | `DELETE /v1/apps/{app}` | [`Deleted`]: remove an app | `token` |
+//! | `GET /metrics` | Prometheus text format | none |
+//! | `GET /healthz` | `ok` | none |
+//!
+//! Tokens go in `Authorization: Bearer TOKEN`. Every error answer is an [`ErrorBody`]: a message that names
+//! the app, task or file and says what to do, and a machine-readable [`ErrorKind`] that sets the HTTP status
+//! ([`ErrorKind::status`]).
+//!
+//! **Invocation.** The body is the entry task's payload. The deadline is [`TIMEOUT_HEADER`] (milliseconds)
+//! from arrival, or else the app's latency SLO, or else 30 s. The `server-timing` header of the answer gives
+//! the time spent in the gateway (`total;dur=MS`).
+
+#![deny(missing_docs)]
+
+use serde::{Deserialize, Serialize};
+
+/// The request header that carries an invocation's timeout, in milliseconds.
+pub const TIMEOUT_HEADER: &str = "jig-timeout-ms";
+
+/// A successful invocation: one part per leaf task's return value or payload emitted on a port without
+/// edges, in the graph's order (fan-out order, not completion order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvokeResponse {
+    /// The parts of the answer.
+    pub outputs: Vec<OutputPart>,
+}
+
+/// One part of an invocation's answer.
+///
+/// The bytes a task produced travel as `json` when they are JSON; as `json` (the metadata) and `base64` (the
+/// body) when they are an envelope (`jig_sdk::envelope`: metadata around a binary body, such as a recognised
+/// line and its audio); else as `base64` alone (binary such as WAV audio).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputPart {
+    /// The task that produced it.
+    pub task: String,
+    /// The port, for a payload emitted on a port without edges; absent for a leaf's return value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<String>,
+    /// The bytes as JSON, or an envelope's metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<serde_json::Value>,
+    /// The bytes (or an envelope's body), base64 with padding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
+}
+
+/// `GET /v1/apps`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppList {
+    /// Every app deployed and running, by name.
+    pub apps: Vec<AppStatus>,
+}
+
+/// `DELETE /v1/apps/{app}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deleted {
+    /// The app removed.
+    pub deleted: String,
+}
+
+/// A deployed app: what `GET /v1/apps/{app}` answers, and a deploy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppStatus {
+    /// The app's name, from its manifest.
+    pub name: String,
+    /// The SHA-256 of the bundle archive it runs.
+    pub bundle: String,
+    /// When it was deployed, seconds since the Unix epoch.
+    pub deployed_at: u64,
+    /// Task names, the entry first.
+    pub tasks: Vec<String>,
+    /// The latency SLO, the default deadline of its invocations.
+    pub slo_latency_ms: Option<u64>,
+    /// The model instances serving it.
+    pub deployment: Deployment,
+    /// Rates of the last closed demand windows (req/s), oldest first.
+    pub demand_windows: Vec<f64>,
+    /// The controller's prediction from them.
+    pub predicted_rps: Option<f64>,
+    /// Times the controller re-planned since the app was deployed or the gateway started.
+    pub replans: u32,
+}
+
+/// The model instances serving an app, and how they were chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// `planned` (by the planner from the profile table), or why the default was used.
+    pub source: String,
+    /// The demand the deployment was planned for (req/s at the entry), if planned.
+    pub demand_rps: Option<f64>,
+    /// End-to-end accuracy as a fraction of the best, if planned.
+    pub accuracy: Option<f64>,
+    /// Instances by variant and segment.
+    pub instances: Vec<PlannedInstances>,
+}
+
+/// `count` instances of one variant on one kind of segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedInstances {
+    /// The model slot they serve.
+    pub slot: String,
+    /// The slot's variant they run.
+    pub variant: String,
+    /// The segment type, e.g. `cpu:2` (two cores, two intra-op threads).
+    pub segment: String,
+    /// The largest batch an instance runs.
+    pub max_batch: u32,
+    /// How many instances.
+    pub count: u32,
+    /// Requests per second the planner routes to each of these instances; spreads a slot's requests.
+    pub rate_rps: f64,
+    /// The profiled p95 latency of a full batch, milliseconds; 0 when not planned.
+    pub latency_ms: f64,
+    /// For each instance, the CPU cores the plan places it on (indices into the cores the gateway may use);
+    /// empty when not placed, and the instance is not pinned.
+    #[serde(default)]
+    pub cores: Vec<Vec<u32>>,
+}
+
+impl PlannedInstances {
+    /// Cores one instance holds: N of `cpu:N`; `None` for other segments.
+    pub fn cpu_cores(&self) -> Option<u32> {
+        self.segment.strip_prefix("cpu:").and_then(|n| n.parse().ok())
+    }
+}
+
+impl Deployment {
+    /// The same instances (variants, segments, batch sizes, counts) as `other`, whatever the rates.
+    pub fn same_instances(&self, other: &Deployment) -> bool {
+        let key = |d: &Deployment| -> Vec<(String, String, String, u32, u32)> {
+            let mut k: Vec<_> = d
+                .instances
+                .iter()
+                .map(|i| (i.slot.clone(), i.variant.clone(), i.segment.clone(), i.max_batch, i.count))
+                .collect();
+            k.sort();
+            k
+        };
+        key(self) == key(other)
+    }
+}
+
+/// The body of every error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What went wrong, naming the app, task or file, and what to do.
+    pub error: String,
+    /// What kind of failure: clients branch on this, never on the message.
+    pub kind: ErrorKind,
+}
+
+/// What kind of failure an error answer reports; each kind has one HTTP status ([`ErrorKind::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// 400: the request itself is malformed (a header, a path).
+    InvalidRequest,
+    /// 400: a function refused the invocation's input.
+    InvalidInput,
+    /// 400: the uploaded bundle cannot be deployed; the message names the file and field.
+    InvalidBundle,
+    /// 401: the bearer token is missing or wrong.
+    Unauthorized,
+    /// 404: no such app or route.
+    NotFound,
+    /// 408: the bundle upload took too long.
+    RequestTimeout,
+    /// 413: the body is larger than the gateway takes.
+    TooLarge,
+    /// 429: the app is at its limit of requests in progress; retry later.
+    Busy,
+    /// 503: a task or model instance was overloaded.
+    Overloaded,
+    /// 503: a model instance dropped the request early: it could no longer make its deadline.
+    Dropped,
+    /// 503: the gateway is shutting down.
+    Unavailable,
+    /// 504: the deadline passed.
+    Deadline,
+    /// 500: a function failed (trapped, or returned an error).
+    FunctionFailed,
+    /// 500: the gateway failed; the message says what it was doing.
+    Internal,
+}
+
+impl ErrorKind {
+    /// The HTTP status code of an answer of this kind.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorKind::InvalidRequest | ErrorKind::InvalidInput | ErrorKind::InvalidBundle => 400,
+            ErrorKind::Unauthorized => 401,
+            ErrorKind::NotFound => 404,
+            ErrorKind::RequestTimeout => 408,
+            ErrorKind::TooLarge => 413,
+            ErrorKind::Busy => 429,
+            ErrorKind::FunctionFailed | ErrorKind::Internal => 500,
+            ErrorKind::Overloaded | ErrorKind::Dropped | ErrorKind::Unavailable => 503,
+            ErrorKind::Deadline => 504,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_carry_a_snake_case_kind_and_its_status() {
+        let body = ErrorBody { error: "app `x`: deadline".into(), kind: ErrorKind::Deadline };
+        let text = serde_json::to_string(&body).unwrap();
+        assert_eq!(text, r#"{"error":"app `x`: deadline","kind":"deadline"}"#);
+        assert_eq!(serde_json::from_str::<ErrorBody>(&text).unwrap(), body);
+        assert_eq!(ErrorKind::FunctionFailed.status(), 500);
+        assert_eq!(serde_json::to_string(&ErrorKind::FunctionFailed).unwrap(), r#""function_failed""#);
+    }
+
+    #[test]
+    fn output_parts_omit_what_they_lack() {
+        let part = OutputPart { task: "speak".into(), port: None, json: None, base64: Some("AAA=".into()) };
+        assert_eq!(serde_json::to_string(&part).unwrap(), r#"{"task":"speak","base64":"AAA="}"#);
+        let read: OutputPart = serde_json::from_str(r#"{"task":"t","port":"p","json":{"a":1}}"#).unwrap();
+        assert_eq!(read.port.as_deref(), Some("p"));
+        assert_eq!(read.json, Some(serde_json::json!({"a": 1})));
+    }
+
+    #[test]
+    fn same_instances_ignores_rates_and_order() {
+        let planned = |slot: &str, rate_rps: f64| PlannedInstances {
+            slot: slot.into(),
+            variant: "v".into(),
+            segment: "cpu:2".into(),
+            max_batch: 4,
+            count: 1,
+            rate_rps,
+            latency_ms: 0.0,
+            cores: Vec::new(),
+        };
+        let a = Deployment {
+            source: "planned".into(),
+            demand_rps: None,
+            accuracy: None,
+            instances: vec![planned("a", 1.0), planned("b", 2.0)],
+        };
+        let b = Deployment { instances: vec![planned("b", 5.0), planned("a", 3.0)], ..a.clone() };
+        assert!(a.same_instances(&b));
+        assert_eq!(a.instances[0].cpu_cores(), Some(2));
+    }
+}

@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
-use jig_model_host::onnx::SessionOptions;
-use jig_model_host::pool::Pool;
-
 use jig_manifest::{Bundle, InvalidBundle};
-use jig_runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, Outcome, Runtime};
+use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
+use jig_model_host::launch::{LaunchError, Launcher, Placement};
+use jig_model_host::onnx::ModelError;
+use jig_model_host::pool::Pool;
+use jig_model_host::segment::Segment;
+use jig_runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, LoadError, Outcome, Runtime};
 
 use crate::deployment::Deployment;
 use crate::slots::ModelSlots;
@@ -73,6 +74,57 @@ pub trait TaskObserver: Clone + Send + Sync + 'static {
     fn task_done(&self, app: &str, task: &str, outcome: &str, elapsed: Duration);
 }
 
+/// Why an app could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The bundle is unusable; the message names the file and field.
+    #[error(transparent)]
+    Bundle(#[from] InvalidBundle),
+    /// A task's glue did not load (not a component, or it imports what the host lacks).
+    #[error("app `{app}`: task `{task}`: {source}")]
+    Glue {
+        /// The app.
+        app: String,
+        /// The task whose glue failed.
+        task: String,
+        /// Why.
+        source: LoadError,
+    },
+    /// The deployment names a variant or segment the bundle or jig does not know (a bug in the planner).
+    #[error("app `{app}`: {detail}")]
+    Deployment {
+        /// The app.
+        app: String,
+        /// What the deployment names.
+        detail: String,
+    },
+    /// A model instance did not start.
+    #[error("app `{app}`: {source}")]
+    Model {
+        /// The app.
+        app: String,
+        /// Why.
+        source: Box<LaunchError>,
+    },
+}
+
+impl StartError {
+    /// Whether the bundle is at fault (its glue, its models, its manifest), not this machine or jig: a deploy
+    /// refuses such a bundle (400) and keeps serving the app's previous version.
+    pub fn is_bundle_fault(&self) -> bool {
+        match self {
+            StartError::Bundle(_) | StartError::Glue { .. } => true,
+            StartError::Deployment { .. } => false,
+            StartError::Model { source, .. } => match source.as_ref() {
+                LaunchError::Model(ModelError::Library { .. }) => false,
+                LaunchError::Model(_) | LaunchError::Instance(_) => true,
+                _ => false,
+            },
+        }
+    }
+}
+
 /// Why an app invocation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -98,14 +150,15 @@ impl App {
     /// call it off the async executor.
     pub fn start(
         runtime: &Runtime,
+        launcher: &Launcher,
         bundle: &Bundle,
         hash: &str,
         deployed_at: u64,
         deployment: Deployment,
-    ) -> anyhow::Result<App> {
+    ) -> Result<App, StartError> {
         let m = &bundle.manifest;
         let app = m.name.clone();
-        let models = Arc::new(start_models(bundle, &deployment)?);
+        let models = Arc::new(start_models(launcher, bundle, &deployment)?);
         let index: HashMap<&str, usize> = m.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
         let mut tasks = Vec::with_capacity(m.tasks.len());
         for task in &m.tasks {
@@ -117,7 +170,7 @@ impl App {
             let options = FunctionOptions { limits, config: bundle.task_config(task)?, models: models.clone() };
             let function = runtime
                 .load_file(&format!("{app}/{}", task.name), &bundle.glue_path(task), options)
-                .map_err(|e| InvalidBundle(e.to_string()))?;
+                .map_err(|source| StartError::Glue { app: app.clone(), task: task.name.clone(), source })?;
             let mut routes: HashMap<String, Vec<usize>> = HashMap::new();
             for edge in &m.edges {
                 if let Some((from, port)) = edge.source()
@@ -260,39 +313,39 @@ impl App {
     }
 }
 
-/// Start the deployment's instances, in this process on CPU cores.
-fn start_models(bundle: &Bundle, deployment: &Deployment) -> anyhow::Result<ModelSlots> {
+/// Start the deployment's instances, each on its planned segment and cores.
+fn start_models(launcher: &Launcher, bundle: &Bundle, deployment: &Deployment) -> Result<ModelSlots, StartError> {
     let app = &bundle.manifest.name;
+    let refused = |detail: String| StartError::Deployment { app: app.clone(), detail };
     // The plan's core indices, as cores of this machine.
-    let machine = jig_model_host::device::cpu_cores();
+    let machine = &launcher.devices().cpu_cores;
     let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
     for planned in &deployment.instances {
-        let variant =
-            bundle.manifest.variants.iter().find(|v| v.slot == planned.slot && v.name == planned.variant).ok_or_else(
-                || {
-                    anyhow::anyhow!(
-                        "app `{app}`: the plan names variant `{}` of slot `{}`, which the bundle lacks",
-                        planned.variant,
-                        planned.slot
-                    )
-                },
-            )?;
-        let threads = planned.cpu_cores().ok_or_else(|| {
-            anyhow::anyhow!("app `{app}`: segment `{}` is not a CPU segment (`cpu:N`)", planned.segment)
-        })? as usize;
+        let variant = bundle.manifest.variants.iter().find(|v| v.slot == planned.slot && v.name == planned.variant);
+        let variant = variant.ok_or_else(|| {
+            refused(format!(
+                "the plan names variant `{}` of slot `{}`, which the bundle lacks",
+                planned.variant, planned.slot
+            ))
+        })?;
+        let segment: Segment = planned
+            .segment
+            .parse()
+            .map_err(|e| refused(format!("the plan names segment `{}`: {e}", planned.segment)))?;
         for i in 0..planned.count {
             let mut config =
                 InstanceConfig::new(format!("{app}/{}/{}@{}#{i}", planned.slot, planned.variant, planned.segment));
             // Requests are dropped early against their own deadlines (which a caller may set beyond the SLO).
             config.policy = BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE);
-            if let Some(planned_cores) = planned.cores.get(i as usize) {
+            let cores = planned.cores.get(i as usize).and_then(|planned_cores| {
                 let cores: Option<Vec<usize>> =
                     planned_cores.iter().map(|&c| machine.get(c as usize).copied()).collect();
-                config.cores = cores.filter(|c| !c.is_empty());
-            }
-            let options = SessionOptions { threads, ..SessionOptions::default() };
-            let instance = Instance::start_onnx(config, &variant.name, &bundle.model_path(variant), options)
-                .map_err(|e| InvalidBundle(format!("app `{app}`: {e}")))?;
+                cores.filter(|c| !c.is_empty())
+            });
+            let placement = Placement { segment, cores, nth: i as usize };
+            let instance = launcher
+                .start_instance(config, &variant.name, &bundle.model_path(variant), placement)
+                .map_err(|source| StartError::Model { app: app.clone(), source: Box::new(source) })?;
             by_slot.entry(planned.slot.as_str()).or_default().push((Arc::new(instance), planned.rate_rps));
         }
     }

@@ -8,116 +8,102 @@
 //! no plan, each slot gets one instance of its most accurate variant, and the deployment says why.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+pub use jig_api::{Deployment, PlannedInstances};
 
 use jig_planner::model::{AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentSpec, TaskSpec, VariantSpec};
 use jig_planner::placement::Device;
-use jig_planner::{Features, PlanSpec, Problem, SolveOptions};
-use serde::{Deserialize, Serialize};
+use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions};
 
 use jig_manifest::{Bundle, Variant};
 
 /// The planner's time limit when deploying: the best plan found by then is used.
 const PLAN_TIME_LIMIT_S: f64 = 10.0;
 
-/// A deployment: instances per variant and segment, and how they were chosen.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Deployment {
-    /// `planned` (by the planner from the profile table) or why the default was used.
-    pub source: String,
-    /// The demand the deployment was planned for (req/s at the entry), if planned.
-    pub demand_rps: Option<f64>,
-    /// End-to-end accuracy as a fraction of the best, if planned.
-    pub accuracy: Option<f64>,
-    pub instances: Vec<PlannedInstances>,
+/// Why a bundle could not be planned; a deployment then falls back to [`fallback`] and says why.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanningError {
+    /// The profile table cannot be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        /// The profile table.
+        path: PathBuf,
+        /// The system's answer.
+        source: std::io::Error,
+    },
+    /// The profile table is malformed.
+    #[error("{}: {detail}", .path.display())]
+    Profiles {
+        /// The profile table.
+        path: PathBuf,
+        /// The line and field at fault.
+        detail: String,
+    },
+    /// The manifest states no latency objective.
+    #[error("the manifest has no [slo] to plan for; add `slo.latency_ms`")]
+    NoSlo,
+    /// No task runs a model.
+    #[error("no task names a `slot`; give each task that runs a model its slot")]
+    NoModelTasks,
+    /// The profile table measured no segment this machine offers.
+    #[error("profiles.csv measures no CPU segment of at most {cores} cores")]
+    NoSegments {
+        /// The cores available.
+        cores: u32,
+    },
+    /// The planner found no plan.
+    #[error(transparent)]
+    Planner(#[from] PlanError),
 }
 
-/// `count` instances of one variant on one kind of segment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlannedInstances {
-    pub slot: String,
-    pub variant: String,
-    /// `cpu:N`: N intra-op threads.
-    pub segment: String,
-    pub max_batch: u32,
-    pub count: u32,
-    /// Requests per second the planner routes to each of these instances; spreads a slot's requests.
-    pub rate_rps: f64,
-    /// The profiled p95 latency of a full batch, milliseconds; 0 when not planned.
-    pub latency_ms: f64,
-    /// For each instance, the CPU cores the plan places it on (indices into the cores this process may
-    /// use); empty when not placed, and the instance is not pinned.
-    #[serde(default)]
-    pub cores: Vec<Vec<u32>>,
-}
-
-impl PlannedInstances {
-    /// Cores one instance holds: N of `cpu:N`; `None` for other segments.
-    pub fn cpu_cores(&self) -> Option<u32> {
-        self.segment.strip_prefix("cpu:").and_then(|n| n.parse().ok())
+/// Plan `bundle` for `demand_windows` (recent req/s at the entry, oldest first) on `cores` CPU cores; without
+/// a profile table, or when the planner finds no plan, each slot's [`fallback`].
+pub fn plan(bundle: &Bundle, demand_windows: &[f64], cores: u32) -> Deployment {
+    if bundle.manifest.variants.is_empty() {
+        return fallback(bundle, cores, "no model slots");
+    }
+    let Some(profiles) = bundle.profiles_path() else {
+        return fallback(bundle, cores, "default: no profiles.csv in the bundle (run `jig profile`)");
+    };
+    match plan_with_profiles(bundle, &profiles, demand_windows, cores) {
+        Ok(deployment) => deployment,
+        Err(e) => {
+            tracing::warn!(app = %bundle.manifest.name, "planning failed: {e}");
+            fallback(bundle, cores, &format!("default: the planner found no plan: {e}"))
+        }
     }
 }
 
-impl Deployment {
-    /// The same instances (variants, segments, batch sizes, counts) as `other`, whatever the rates.
-    pub fn same_instances(&self, other: &Deployment) -> bool {
-        let key = |d: &Deployment| -> Vec<(String, String, String, u32, u32)> {
-            let mut k: Vec<_> = d
-                .instances
-                .iter()
-                .map(|i| (i.slot.clone(), i.variant.clone(), i.segment.clone(), i.max_batch, i.count))
-                .collect();
-            k.sort();
-            k
-        };
-        key(self) == key(other)
-    }
-
-    /// Plan `bundle` for `demand_windows` (recent req/s at the entry, oldest first) on `cores` CPU cores.
-    pub fn plan(bundle: &Bundle, demand_windows: &[f64], cores: u32) -> Deployment {
-        if bundle.manifest.variants.is_empty() {
-            return Deployment::fallback(bundle, cores, "no model slots");
-        }
-        let Some(profiles) = bundle.profiles_path() else {
-            return Deployment::fallback(bundle, cores, "default: no profiles.csv in the bundle (run `jig profile`)");
-        };
-        match plan_with_profiles(bundle, &profiles, demand_windows, cores) {
-            Ok(deployment) => deployment,
-            Err(e) => {
-                tracing::warn!(app = %bundle.manifest.name, "planning failed: {e}");
-                Deployment::fallback(bundle, cores, &format!("default: the planner found no plan: {e}"))
-            }
+/// Each slot's most accurate variant (the first declared among equals), one instance on `cores` cores,
+/// batching up to 8 requests that arrive while it is busy.
+pub fn fallback(bundle: &Bundle, cores: u32, why: &str) -> Deployment {
+    let mut best: Vec<&Variant> = Vec::new();
+    for v in &bundle.manifest.variants {
+        match best.iter_mut().find(|b| b.slot == v.slot) {
+            Some(b) if v.accuracy.unwrap_or(0.0) > b.accuracy.unwrap_or(0.0) => *b = v,
+            Some(_) => {}
+            None => best.push(v),
         }
     }
-
-    /// Each slot's most accurate variant (the first declared among equals), one instance on `cores` cores,
-    /// batching up to 8 requests that arrive while it is busy.
-    pub fn fallback(bundle: &Bundle, cores: u32, why: &str) -> Deployment {
-        let mut best: Vec<&Variant> = Vec::new();
-        for v in &bundle.manifest.variants {
-            match best.iter_mut().find(|b| b.slot == v.slot) {
-                Some(b) if v.accuracy.unwrap_or(0.0) > b.accuracy.unwrap_or(0.0) => *b = v,
-                Some(_) => {}
-                None => best.push(v),
-            }
-        }
-        Deployment {
-            source: why.into(),
-            demand_rps: None,
-            accuracy: None,
-            instances: best
-                .into_iter()
-                .map(|v| PlannedInstances {
-                    slot: v.slot.clone(),
-                    variant: v.name.clone(),
-                    segment: format!("cpu:{cores}"),
-                    max_batch: 8,
-                    count: 1,
-                    rate_rps: 1.0,
-                    latency_ms: 0.0,
-                    cores: Vec::new(),
-                })
-                .collect(),
-        }
+    Deployment {
+        source: why.into(),
+        demand_rps: None,
+        accuracy: None,
+        instances: best
+            .into_iter()
+            .map(|v| PlannedInstances {
+                slot: v.slot.clone(),
+                variant: v.name.clone(),
+                segment: format!("cpu:{cores}"),
+                max_batch: 8,
+                count: 1,
+                rate_rps: 1.0,
+                latency_ms: 0.0,
+                cores: Vec::new(),
+            })
+            .collect(),
     }
 }
 
@@ -127,20 +113,17 @@ fn model_tasks(bundle: &Bundle) -> Vec<(&str, &str)> {
 }
 
 /// The planning problem of `bundle` with its profile table, for `demand_windows` on `cores` CPU cores.
-pub fn problem(
-    bundle: &Bundle,
-    profiles: &std::path::Path,
-    demand_windows: &[f64],
-    cores: u32,
-) -> Result<Problem, String> {
+pub fn problem(bundle: &Bundle, profiles: &Path, demand_windows: &[f64], cores: u32) -> Result<Problem, PlanningError> {
     let m = &bundle.manifest;
-    let text = std::fs::read_to_string(profiles).map_err(|e| format!("cannot read {}: {e}", profiles.display()))?;
-    let rows = jig_planner::profile::from_csv(&text).map_err(|e| format!("{}: {e}", profiles.display()))?;
-    let slo = m.slo.ok_or("the manifest has no [slo] to plan for; add `slo.latency_ms`")?;
+    let text = std::fs::read_to_string(profiles)
+        .map_err(|source| PlanningError::Read { path: profiles.to_owned(), source })?;
+    let rows = jig_planner::profile::from_csv(&text)
+        .map_err(|detail| PlanningError::Profiles { path: profiles.to_owned(), detail })?;
+    let slo = m.slo.ok_or(PlanningError::NoSlo)?;
 
     let model_tasks = model_tasks(bundle);
     if model_tasks.is_empty() {
-        return Err("no task names a `slot`; give each task that runs a model its slot".into());
+        return Err(PlanningError::NoModelTasks);
     }
     let tasks = model_tasks
         .iter()
@@ -168,7 +151,7 @@ pub fn problem(
     segments.sort();
     segments.dedup();
     if segments.is_empty() {
-        return Err(format!("profiles.csv measures no CPU segment of at most {cores} cores"));
+        return Err(PlanningError::NoSegments { cores });
     }
     let demand = if demand_windows.is_empty() { vec![m.demand.rps] } else { demand_windows.to_vec() };
     let spec = PlanSpec {
@@ -186,19 +169,19 @@ pub fn problem(
         objective: Objective::default(),
         batch_sizes: None,
     };
-    Problem::new(&spec, &rows, &profiles.display().to_string()).map_err(|e| e.to_string())
+    Ok(Problem::new(&spec, &rows, &profiles.display().to_string())?)
 }
 
 fn plan_with_profiles(
     bundle: &Bundle,
-    profiles: &std::path::Path,
+    profiles: &Path,
     demand_windows: &[f64],
     cores: u32,
-) -> Result<Deployment, String> {
+) -> Result<Deployment, PlanningError> {
     let problem = problem(bundle, profiles, demand_windows, cores)?;
     let model_tasks = model_tasks(bundle);
     let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, ..SolveOptions::default() };
-    let plan = jig_planner::plan(&problem, Features::ALL, &options).map_err(|e| e.to_string())?;
+    let plan = jig_planner::plan(&problem, Features::ALL, &options)?;
 
     let slot_of: HashMap<&str, &str> = model_tasks.iter().copied().collect();
     let mut instances = Vec::new();
@@ -231,7 +214,7 @@ fn plan_with_profiles(
     }
     // Slots no task names are served as by default.
     let planned: Vec<&str> = model_tasks.iter().map(|&(_, slot)| slot).collect();
-    let rest = Deployment::fallback(bundle, cores, "");
+    let rest = fallback(bundle, cores, "");
     instances.extend(rest.instances.into_iter().filter(|i| !planned.contains(&i.slot.as_str())));
     Ok(Deployment {
         source: format!("planned from profiles.csv ({}, {:.2} s)", plan.solve.status, plan.solve.seconds),

@@ -12,6 +12,6 @@ mod app;
 pub mod deployment;
 mod slots;
 
-pub use app::{App, AppError, DEFAULT_DEADLINE, Output, TaskObserver};
+pub use app::{App, AppError, DEFAULT_DEADLINE, Output, StartError, TaskObserver};
 pub use deployment::Deployment;
 pub use slots::ModelSlots;

@@ -8,13 +8,18 @@ use std::time::{Duration, Instant};
 
 use jig_app::ModelSlots;
 use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
-use jig_model_host::onnx::SessionOptions;
+use jig_model_host::launch::{Launcher, Placement};
 use jig_model_host::pool::Pool;
+use jig_model_host::segment::Segment;
 use jig_runtime::{FunctionError, FunctionOptions, InferError, InvokeError, Runtime, RuntimeConfig};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn one_core() -> Placement {
+    Placement::new(Segment::Cpu { cores: 1 })
 }
 
 fn probe(runtime: &Runtime, slots: ModelSlots) -> jig_runtime::Function {
@@ -25,7 +30,7 @@ fn probe(runtime: &Runtime, slots: ModelSlots) -> jig_runtime::Function {
 
 fn mlp_slot(config: InstanceConfig) -> (ModelSlots, Arc<Instance>) {
     let path = root().join(".jig/models/mlp.onnx");
-    let instance = Arc::new(Instance::start_onnx(config, "mlp", &path, SessionOptions::default()).unwrap());
+    let instance = Arc::new(Launcher::discover().start_instance(config, "mlp", &path, one_core()).unwrap());
     let mut slots = ModelSlots::new();
     slots.insert("classifier", Arc::new(Pool::new(vec![(instance.clone(), 1.0)])));
     (slots, instance)
@@ -109,7 +114,7 @@ async fn a_mismatched_tensor_and_a_late_request_get_distinct_errors() {
 async fn the_ppocr_recognizer_answers_wasm_glue() {
     let runtime = Runtime::new(RuntimeConfig { max_instances: 4, ..RuntimeConfig::default() }).unwrap();
     let path = root().join(".jig/models/ppocr-rec.onnx");
-    let instance = Instance::start_onnx(InstanceConfig::new("rec#0"), "ppocr-rec", &path, SessionOptions::default());
+    let instance = Launcher::discover().start_instance(InstanceConfig::new("rec#0"), "ppocr-rec", &path, one_core());
     let mut slots = ModelSlots::new();
     slots.insert("rec", Arc::new(Pool::new(vec![(Arc::new(instance.unwrap()), 1.0)])));
     let function = probe(&runtime, slots);

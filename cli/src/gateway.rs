@@ -15,8 +15,9 @@ use base64::Engine as _;
 use bytes::Bytes;
 use hyper::Method;
 
+use jig_api::{AppList, AppStatus, InvokeResponse, TIMEOUT_HEADER};
 use jig_client::{Answer, Client, Unreachable};
-use jig_gateway::{AppStatus, Gateway, GatewayConfig, TIMEOUT_HEADER};
+use jig_gateway::{Gateway, GatewayConfig};
 
 /// Where the talking commands find the gateway.
 #[derive(clap::Args, Debug, Clone)]
@@ -204,7 +205,7 @@ pub fn deploy(args: DeployArgs) -> anyhow::Result<ExitCode> {
             if args.target.json {
                 print_body(&answer)?;
             } else {
-                let status: AppStatus = serde_json::from_slice(&answer.body).context("the gateway's answer")?;
+                let status: AppStatus = answer.parse()?;
                 println!("deployed {}", status.name);
                 print_status(&status);
                 println!("invoke it: jig invoke {} INPUT", status.name);
@@ -220,11 +221,7 @@ pub fn apps(target: Target) -> anyhow::Result<ExitCode> {
         Err(failure) => Ok(failed(failure)),
         Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
         Ok(answer) => {
-            #[derive(serde::Deserialize)]
-            struct List {
-                apps: Vec<AppStatus>,
-            }
-            let list: List = serde_json::from_slice(&answer.body).context("the gateway's answer")?;
+            let list: AppList = answer.parse()?;
             if list.apps.is_empty() {
                 println!("no apps deployed; deploy one with `jig deploy DIR`");
             }
@@ -254,7 +251,7 @@ pub fn status(app: &str, target: Target) -> anyhow::Result<ExitCode> {
         Err(failure) => Ok(failed(failure)),
         Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
         Ok(answer) => {
-            let status: AppStatus = serde_json::from_slice(&answer.body).context("the gateway's answer")?;
+            let status: AppStatus = answer.parse()?;
             println!("{}", status.name);
             print_status(&status);
             Ok(ExitCode::SUCCESS)
@@ -316,21 +313,20 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
         print_body(&answer)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let body: serde_json::Value = serde_json::from_slice(&answer.body).context("the gateway's answer")?;
-    let parts = body["outputs"].as_array().cloned().unwrap_or_default();
+    let parts = answer.parse::<InvokeResponse>()?.outputs;
     if let Some(dir) = &args.output_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let timing = answer.headers.get("server-timing").and_then(|v| v.to_str().ok()).unwrap_or("");
     eprintln!("{}: {} output(s) ({timing})", args.app, parts.len());
     for (i, part) in parts.iter().enumerate() {
-        let from = match part["port"].as_str() {
-            Some(port) => format!("{}.{port}", part["task"].as_str().unwrap_or("?")),
-            None => part["task"].as_str().unwrap_or("?").to_string(),
+        let from = match &part.port {
+            Some(port) => format!("{}.{port}", part.task),
+            None => part.task.clone(),
         };
         // A part is JSON, binary, or both (an envelope's metadata and body).
-        let meta = part.get("json").map(|v| v.to_string());
-        let Some(data) = part["base64"].as_str() else {
+        let meta = part.json.as_ref().map(|v| v.to_string());
+        let Some(data) = &part.base64 else {
             println!("[{i}] {from}: {}", meta.unwrap_or_default());
             continue;
         };
@@ -344,9 +340,8 @@ pub fn invoke(args: InvokeArgs) -> anyhow::Result<ExitCode> {
                     _ => "bin",
                 };
                 // The task name comes from the gateway: keep it to characters that cannot leave `dir`.
-                let task: String = part["task"]
-                    .as_str()
-                    .unwrap_or("part")
+                let task: String = part
+                    .task
                     .chars()
                     .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
                     .collect();
@@ -380,23 +375,13 @@ fn print_status(status: &AppStatus) {
         println!("  slo        {ms} ms");
     }
     let deployment = &status.deployment;
-    println!("  deployment {}", deployment["source"].as_str().unwrap_or(""));
-    if let (Some(rps), Some(accuracy)) = (deployment["demand_rps"].as_f64(), deployment["accuracy"].as_f64()) {
+    println!("  deployment {}", deployment.source);
+    if let (Some(rps), Some(accuracy)) = (deployment.demand_rps, deployment.accuracy) {
         println!("    for {rps:.1} req/s, accuracy {:.1}% of the best", accuracy * 100.0);
     }
-    for i in deployment["instances"].as_array().into_iter().flatten() {
-        let latency = match i["latency_ms"].as_f64() {
-            Some(ms) if ms > 0.0 => format!(", p95 {ms:.0} ms a batch"),
-            _ => String::new(),
-        };
-        println!(
-            "    {} × {}/{} on {} (batch ≤ {}{latency})",
-            i["count"],
-            i["slot"].as_str().unwrap_or("?"),
-            i["variant"].as_str().unwrap_or("?"),
-            i["segment"].as_str().unwrap_or("?"),
-            i["max_batch"]
-        );
+    for i in &deployment.instances {
+        let latency = if i.latency_ms > 0.0 { format!(", p95 {:.0} ms a batch", i.latency_ms) } else { String::new() };
+        println!("    {} × {}/{} on {} (batch ≤ {}{latency})", i.count, i.slot, i.variant, i.segment, i.max_batch);
     }
     print_demand();
 }
@@ -519,9 +504,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let summary = OpenLoopSummary::of(&records, started.elapsed());
     // What served the run: the deployment's accuracy and the cores its instances hold.
     let deployment = match call(&args.target, Method::GET, &format!("/v1/apps/{}", args.app), &[], Bytes::new())? {
-        Ok(answer) => serde_json::from_slice::<AppStatus>(&answer.body)
-            .ok()
-            .and_then(|s| serde_json::from_value::<jig_app::Deployment>(s.deployment).ok()),
+        Ok(answer) => answer.parse::<AppStatus>().ok().map(|s| s.deployment),
         Err(_) => None,
     };
     let accuracy_drop = deployment.as_ref().and_then(|d| d.accuracy).map(|a| 1.0 - a);

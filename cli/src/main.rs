@@ -35,14 +35,11 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use jig_sdk::Envelope;
 
-use jig_model_host::device::Devices;
-use jig_model_host::instance::{Instance, InstanceConfig};
-use jig_model_host::mps::MpsDaemon;
-use jig_model_host::onnx::{Model, SessionOptions};
+use jig_model_host::instance::InstanceConfig;
+use jig_model_host::launch::{Launcher, Placement};
 use jig_model_host::pool::Pool;
 use jig_model_host::profile;
 use jig_model_host::segment::Segment;
-use jig_model_host::worker::{Worker, WorkerSpec};
 use jig_planner::profile::ProfileRow;
 
 use jig_app::ModelSlots;
@@ -252,26 +249,26 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 fn profile(args: ProfileArgs) -> anyhow::Result<()> {
     let bundle = Bundle::open(&args.bundle)?;
-    let devices = Devices::discover();
+    let launcher = Launcher::discover();
+    let machine_cores = launcher.devices().cpu_cores.clone();
     let segments = if args.segments.is_empty() {
-        let cores = devices.cpu_cores.len() as u32;
         std::iter::successors(Some(1u32), |n| Some(n * 2))
-            .take_while(|&n| n <= cores)
+            .take_while(|&n| n as usize <= machine_cores.len())
             .map(|cores| Segment::Cpu { cores })
             .collect()
     } else {
         args.segments.clone()
     };
+    // Measured as served: CPU segments pinned to this machine's first cores, GPU segments in a bound worker.
+    let placement = |segment: Segment| Placement {
+        cores: match segment {
+            Segment::Cpu { cores } => Some(machine_cores.iter().copied().take(cores as usize).collect()),
+            _ => None,
+        },
+        ..Placement::new(segment)
+    };
     for segment in &segments {
-        match segment {
-            Segment::Cpu { cores } if *cores as usize > devices.cpu_cores.len() => {
-                bail!("segment {segment}: this machine offers {} cores", devices.cpu_cores.len())
-            }
-            Segment::Cpu { .. } => {}
-            gpu => {
-                devices.binding(gpu, 0).map_err(anyhow::Error::msg)?;
-            }
-        }
+        launcher.check(&placement(*segment))?;
     }
     let settings = profile::Settings {
         max_batch: args.max_batch,
@@ -306,42 +303,14 @@ fn profile(args: ProfileArgs) -> anyhow::Result<()> {
                     )
                 }
             };
-            let (path, settings, name) = (bundle.model_path(variant), settings.clone(), variant.name.clone());
-            let ((points, stop), device) = match *segment {
-                Segment::Cpu { cores } => {
-                    let cores: Vec<usize> = devices.cpu_cores.iter().copied().take(cores as usize).collect();
-                    // A pinned thread: ONNX Runtime's threads, created with the session, inherit its cores.
-                    let measured = std::thread::spawn(move || -> anyhow::Result<_> {
-                        jig_model_host::device::pin_current_thread(&cores)?;
-                        let options = SessionOptions { threads: cores.len(), ..SessionOptions::default() };
-                        let model = Model::load(&name, &path, &options)?;
-                        profile::sweep(&model, &name, &samples(model.inputs()), &settings, report)
-                            .map_err(anyhow::Error::msg)
-                    })
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("profiling {label} panicked"))??;
-                    (measured, jig_model_host::device::cpu_name())
-                }
-                gpu_segment => {
-                    // A worker process bound to the segment's device and MPS share, as when serving.
-                    let device = devices.device_uuid(&gpu_segment, 0).map_err(anyhow::Error::msg)?;
-                    let _mps = gpu_segment.mps_percentage().map(|_| MpsDaemon::ensure(&device)).transpose()?;
-                    let options = SessionOptions {
-                        threads: 1,
-                        cuda: Some((0, gpu_segment.memory().map(|bytes| bytes as usize))),
-                    };
-                    let spec = WorkerSpec {
-                        args: vec!["worker".into()],
-                        env: devices.binding(&gpu_segment, 0).map_err(anyhow::Error::msg)?,
-                        ..WorkerSpec::new(std::env::current_exe()?, &label, &name, &path, options)
-                    };
-                    let worker = Worker::start(spec)?;
-                    let measured = profile::sweep(&worker, &name, &samples(worker.inputs()), &settings, report)
-                        .map_err(anyhow::Error::msg)?;
-                    let gpu = devices.gpus.iter().find(|g| Some(g.index) == gpu_segment.gpu());
-                    (measured, gpu.map_or_else(|| device.clone(), |g| format!("{} ({device})", g.name)))
-                }
-            };
+            let (settings, name, placement) = (settings.clone(), variant.name.clone(), placement(*segment));
+            let sweep_name = name.clone();
+            let (points, stop) = launcher
+                .run_on(&label, &name, &bundle.model_path(variant), &placement, move |executor| {
+                    profile::sweep(executor, &sweep_name, &samples(executor.inputs()), &settings, report)
+                })?
+                .map_err(anyhow::Error::msg)?;
+            let device = launcher.device_name(&placement);
             match stop {
                 Some(profile::Stop::Latency { batch, p95 }) => {
                     eprintln!("profile: {label}: stopped after batch {batch}: p95 {p95:?} exceeds --max-latency-ms")
@@ -370,17 +339,18 @@ fn profile(args: ProfileArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One in-process CPU instance per `SLOT=PATH`, using every core.
+/// One CPU instance per `SLOT=PATH`, using every core, started as a deployment starts them.
 fn load_models(function: &str, specs: &[String]) -> anyhow::Result<ModelSlots> {
     let mut slots = ModelSlots::new();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let launcher = Launcher::discover();
+    let cores = launcher.devices().cpu_cores.len().max(1) as u32;
     for spec in specs {
         let Some((slot, path)) = spec.split_once('=') else {
             bail!("--model `{spec}`: write SLOT=PATH, e.g. --model voice=models/voice.onnx");
         };
-        let name = format!("{function}/{slot}@cpu:{threads}#0");
-        let options = SessionOptions { threads, ..SessionOptions::default() };
-        let instance = Instance::start_onnx(InstanceConfig::new(name), slot, Path::new(path), options)?;
+        let config = InstanceConfig::new(format!("{function}/{slot}@cpu:{cores}#0"));
+        let placement = Placement::new(Segment::Cpu { cores });
+        let instance = launcher.start_instance(config, slot, Path::new(path), placement)?;
         slots.insert(slot, Arc::new(Pool::new(vec![(Arc::new(instance), 1.0)])));
     }
     Ok(slots)

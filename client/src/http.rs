@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
 use hyper::{Method, Request, StatusCode, Uri};
+use jig_api::{ErrorBody, ErrorKind};
 
 /// Where a gateway is and how to authenticate to it.
 #[derive(Debug, Clone)]
@@ -29,13 +30,36 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The `error` of a JSON error body, or the body as text.
-    pub fn error_message(&self) -> String {
-        serde_json::from_slice::<serde_json::Value>(&self.body)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&self.body).trim().to_string())
+    /// The body as one of `jig_api`'s types.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, BadAnswer> {
+        serde_json::from_slice(&self.body).map_err(|e| BadAnswer { status: self.status, detail: e.to_string() })
     }
+
+    /// The error body of a failed call, or the body as text (from something in front of the gateway) with
+    /// the kind its status implies.
+    pub fn error(&self) -> ErrorBody {
+        self.parse::<ErrorBody>().unwrap_or_else(|_| ErrorBody {
+            error: String::from_utf8_lossy(&self.body).trim().to_string(),
+            kind: if self.status.is_server_error() { ErrorKind::Internal } else { ErrorKind::InvalidRequest },
+        })
+    }
+
+    /// The message of [`Answer::error`].
+    pub fn error_message(&self) -> String {
+        self.error().error
+    }
+}
+
+/// A gateway answered with a body that is not what the API says (a different version, or a proxy's page).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the gateway's answer ({status}) is not what this client expects: {detail}; is the gateway the same jig version?"
+)]
+pub struct BadAnswer {
+    /// The answer's status.
+    pub status: StatusCode,
+    /// What did not parse.
+    pub detail: String,
 }
 
 /// The gateway could not be reached or did not answer.

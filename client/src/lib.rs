@@ -10,4 +10,4 @@
 mod http;
 pub mod load;
 
-pub use http::{Answer, Client, Unreachable};
+pub use http::{Answer, BadAnswer, Client, Unreachable};

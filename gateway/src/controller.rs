@@ -17,7 +17,7 @@ use std::time::Duration;
 use jig_planner::model::DemandSpec;
 
 use super::Gateway;
-use jig_app::{App, Deployment};
+use jig_app::App;
 
 /// Violations above this share of a window's requests trigger a re-plan.
 const VIOLATION_SHARE: f64 = 0.01;
@@ -137,7 +137,7 @@ impl Gateway {
         let current = app.deployment.clone();
         let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<App>> {
             let bundle = gateway.store.bundle(&hash)?;
-            let deployment = Deployment::plan(&bundle, &rates, gateway.config.cores);
+            let deployment = jig_app::deployment::plan(&bundle, &rates, gateway.config.cores);
             gateway.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().planned_for =
                 deployment.demand_rps;
             if deployment.same_instances(&current) {
@@ -147,7 +147,7 @@ impl Gateway {
             let mut record = gateway.store.app_record(&name)?;
             record.demand_windows = rates;
             gateway.store.put_app(&record)?;
-            Ok(Some(App::start(&gateway.runtime, &bundle, &hash, deployed_at, deployment)?))
+            Ok(Some(App::start(&gateway.runtime, &gateway.launcher, &bundle, &hash, deployed_at, deployment)?))
         })
         .await??;
         let mut apps = self.apps.write().unwrap_or_else(|p| p.into_inner());

@@ -1,30 +1,12 @@
 //! # jig-gateway
 //!
-//! The gateway: HTTP/1.1 on hyper + tokio, serving invocations, the control API and metrics.
+//! The gateway: HTTP/1.1 on hyper + tokio, serving invocations, the control API and metrics over the apps
+//! kept in the state directory ([`store`]), re-planned by a controller as their demand moves.
 //!
-//! | method and path | what | token |
-//! |---|---|---|
-//! | `POST /v1/apps/{app}/invoke` | run the app on the request body; see below | `invoke_token`, if set |
-//! | `POST /v1/apps` | deploy a packed bundle (`jig deploy` packs it); 201 with the app's status | `token` |
-//! | `GET /v1/apps` | the deployed apps | `token` |
-//! | `GET /v1/apps/{app}` | one app's status: tasks, deployment, bundle | `token` |
-//! | `DELETE /v1/apps/{app}` | remove an app | `token` |
-//! | `GET /metrics` | Prometheus text format ([`crate::metrics`]) | none |
-//! | `GET /healthz` | `ok` | none |
-//!
-//! Tokens go in `Authorization: Bearer TOKEN`. Errors are JSON `{"error": "..."}` whose message names the
-//! app, task or file and says what to do.
-//!
-//! **Invocation.** The body is the entry task's payload. The deadline is `jig-timeout-ms` (milliseconds) from
-//! arrival, or else the app's latency SLO, or else 30 s. A 200 answer is JSON
-//! `{"outputs": [PART, ...]}`, one part per leaf-task result or payload emitted on a port without edges, in
-//! the graph's order (see `jig_app::App`); a part is `{"task": T, "port": P?, "json": VALUE}` when the bytes
-//! are JSON, `{"task": T, "port": P?, "json": META, "base64": "..."}` when they are an envelope
-//! (`jig_sdk::envelope`: metadata around a binary body, such as a recognized line and its audio), else
-//! `{"task": T, "port": P?, "base64": "..."}` (binary such as WAV audio). The `server-timing`
-//! header gives the time spent in the gateway (`total;dur=MS`). Status codes: 400 the input is unusable,
-//! 404 unknown app, 413 body too large, 429 the app is at its in-flight limit, 503 a task or model was
-//! overloaded or dropped the request early, 504 the deadline passed, 500 a function failed.
+//! The routes, their answers and error kinds are `jig-api`'s: this crate writes those types and nothing else.
+//! Every error answer is a `jig_api::ErrorBody` whose kind sets its status (`jig_api::ErrorKind::status`); a
+//! failed invocation is classified once, in [`classify`]. `GET /metrics` is the Prometheus text format
+//! ([`metrics`]).
 
 mod controller;
 pub mod metrics;
@@ -47,8 +29,9 @@ use jig_sdk::Envelope;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
-use jig_app::{App, AppError, Deployment};
-use jig_manifest::InvalidBundle;
+use jig_api::{AppList, AppStatus, Deleted, ErrorBody, ErrorKind, InvokeResponse, OutputPart};
+use jig_app::{App, AppError, StartError};
+use jig_model_host::launch::Launcher;
 use jig_runtime::{FunctionError, InferError, InvokeError, Runtime, RuntimeConfig};
 
 use crate::metrics::{Apps, Metrics};
@@ -57,8 +40,7 @@ use crate::store::{AppRecord, PutError, Store};
 /// The longest a bundle upload may take.
 const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// The header that carries an invocation's timeout in milliseconds.
-pub const TIMEOUT_HEADER: &str = "jig-timeout-ms";
+pub use jig_api::TIMEOUT_HEADER;
 
 /// A gateway's settings: the `jig serve --config` file (TOML), every field optional.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -118,6 +100,8 @@ pub fn default_state_dir() -> PathBuf {
 pub struct Gateway {
     config: GatewayConfig,
     runtime: Arc<Runtime>,
+    /// Starts model instances on this machine's segments.
+    launcher: Launcher,
     store: Store,
     apps: Apps,
     metrics: Metrics,
@@ -151,6 +135,7 @@ impl Gateway {
             metrics: Metrics::new(apps.clone()),
             config,
             runtime,
+            launcher: Launcher::discover(),
             store,
             apps,
             control: tokio::sync::Mutex::new(()),
@@ -174,13 +159,17 @@ impl Gateway {
     }
 
     /// Load a stored app, off the async executor.
-    async fn start_app(self: Arc<Self>, record: AppRecord) -> anyhow::Result<Arc<App>> {
+    async fn start_app(self: Arc<Self>, record: AppRecord) -> Result<Arc<App>, StartError> {
+        let name = record.name.clone();
         tokio::task::spawn_blocking(move || {
             let bundle = self.store.bundle(&record.bundle)?;
-            let deployment = Deployment::plan(&bundle, &record.demand_windows, self.config.cores);
-            Ok(Arc::new(App::start(&self.runtime, &bundle, &record.bundle, record.deployed_at, deployment)?))
+            let deployment = jig_app::deployment::plan(&bundle, &record.demand_windows, self.config.cores);
+            let app =
+                App::start(&self.runtime, &self.launcher, &bundle, &record.bundle, record.deployed_at, deployment)?;
+            Ok(Arc::new(app))
         })
-        .await?
+        .await
+        .unwrap_or_else(|e| Err(StartError::Deployment { app: name, detail: format!("starting it panicked: {e}") }))
     }
 
     fn app(&self, name: &str) -> Option<Arc<App>> {
@@ -254,11 +243,11 @@ impl Gateway {
                         None => self.unknown_app(app),
                     },
                     (&Method::DELETE, [app]) => self.clone().delete(app).await,
-                    _ => error(StatusCode::NOT_FOUND, format!("no route {method} {}", request.uri().path())),
+                    _ => error(ErrorKind::NotFound, format!("no route {method} {}", request.uri().path())),
                 }
             }
             _ => error(
-                StatusCode::NOT_FOUND,
+                ErrorKind::NotFound,
                 format!("no route {method} {}; see /v1/apps, /v1/apps/APP/invoke, /metrics", request.uri().path()),
             ),
         }
@@ -268,7 +257,7 @@ impl Gateway {
         let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
         let known: Vec<&str> = apps.keys().map(String::as_str).collect();
         error(
-            StatusCode::NOT_FOUND,
+            ErrorKind::NotFound,
             format!(
                 "unknown app `{name}` (deployed: {}); deploy it with `jig deploy`",
                 if known.is_empty() { "none".to_string() } else { known.join(", ") }
@@ -283,7 +272,7 @@ impl Gateway {
         }
         // The invocation path does not list the deployed apps: the control API, behind its token, does.
         let Some(app) = self.app(name) else {
-            return error(StatusCode::NOT_FOUND, format!("unknown app `{name}`; deploy it with `jig deploy`"));
+            return error(ErrorKind::NotFound, format!("unknown app `{name}`; deploy it with `jig deploy`"));
         };
         let _in_flight = self.metrics.request_started(name);
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().arrived();
@@ -299,7 +288,7 @@ impl Gateway {
                     name,
                     arrived,
                     error(
-                        StatusCode::BAD_REQUEST,
+                        ErrorKind::InvalidRequest,
                         format!("`{TIMEOUT_HEADER}` must be a positive number of milliseconds"),
                     ),
                     false,
@@ -309,7 +298,7 @@ impl Gateway {
         let deadline = app.deadline(arrived, timeout);
         let admitted = match app.admit() {
             Ok(permit) => permit,
-            Err(e) => return self.answered(name, arrived, error(classify(&e, deadline).0, e.to_string()), false),
+            Err(e) => return self.answered(name, arrived, error(classify(&e, deadline), e.to_string()), false),
         };
         // A body still arriving at the deadline is a request that missed it.
         let body = read_body(request, self.config.max_request_mib << 20, "invocation body");
@@ -317,44 +306,22 @@ impl Gateway {
             Ok(Ok(payload)) => payload,
             Ok(Err(reply)) => return self.answered(name, arrived, reply, false),
             Err(_) => {
-                let late = error(StatusCode::GATEWAY_TIMEOUT, "the request's body did not arrive before its deadline");
+                let late = error(ErrorKind::Deadline, "the request's body did not arrive before its deadline");
                 return self.answered(name, arrived, late, false);
             }
         };
         let result = app.invoke(&admitted, Vec::from(payload), deadline, &self.metrics).await;
         let (reply, early_drop) = match result {
             Ok(outputs) => {
-                let parts: Vec<serde_json::Value> = outputs
-                    .into_iter()
-                    .map(|o| {
-                        let mut part = serde_json::Map::new();
-                        part.insert("task".into(), o.task.into());
-                        if let Some(port) = o.port {
-                            part.insert("port".into(), port.into());
-                        }
-                        let base64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes).into();
-                        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&o.bytes) {
-                            part.insert("json".into(), value);
-                        } else if let Ok(Envelope { meta, body }) =
-                            Envelope::<serde_json::Value>::decode(o.bytes.clone())
-                            && meta.is_object()
-                        {
-                            part.insert("json".into(), meta);
-                            part.insert("base64".into(), base64(&body));
-                        } else {
-                            part.insert("base64".into(), base64(&o.bytes));
-                        }
-                        serde_json::Value::Object(part)
-                    })
-                    .collect();
-                (json(StatusCode::OK, &serde_json::json!({ "outputs": parts })), false)
+                let outputs = outputs.into_iter().map(output_part).collect();
+                (json(StatusCode::OK, &InvokeResponse { outputs }), false)
             }
             Err(e) => {
-                let (code, early_drop) = classify(&e, deadline);
-                if code.is_server_error() {
+                let kind = classify(&e, deadline);
+                if kind.status() >= 500 {
                     tracing::warn!(app = %name, "{e}");
                 }
-                (error(code, e.to_string()), early_drop)
+                (error(kind, e.to_string()), kind == ErrorKind::Dropped)
             }
         };
         self.answered(name, arrived, reply, early_drop)
@@ -377,26 +344,25 @@ impl Gateway {
     fn list(&self) -> Reply {
         // Lock order: `demand` is never taken while `apps` is held (the controller takes them one at a time).
         let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
-        let list: Vec<AppStatus> = apps.iter().map(|a| self.status(a)).collect();
-        json(StatusCode::OK, &serde_json::json!({ "apps": list }))
+        json(StatusCode::OK, &AppList { apps: apps.iter().map(|a| self.status(a)).collect() })
     }
 
     async fn deploy(self: Arc<Self>, request: Request<Incoming>) -> Reply {
         let max = self.config.max_bundle_mib << 20;
         // Uploads are buffered whole: a few at a time, each within a time limit.
         let Ok(_upload) = self.uploads.acquire().await else {
-            return error(StatusCode::SERVICE_UNAVAILABLE, "the gateway is shutting down");
+            return error(ErrorKind::Unavailable, "the gateway is shutting down");
         };
         let archive = match tokio::time::timeout(UPLOAD_TIMEOUT, read_body(request, max, "bundle upload")).await {
             Ok(Ok(archive)) => archive,
             Ok(Err(reply)) => return reply,
-            Err(_) => return error(StatusCode::REQUEST_TIMEOUT, "the bundle upload took longer than 10 minutes"),
+            Err(_) => return error(ErrorKind::RequestTimeout, "the bundle upload took longer than 10 minutes"),
         };
         // The deploy runs to its end in a task of its own, holding the control lock, even if the client goes.
         let gateway = self.clone();
         tokio::spawn(async move { gateway.deploy_archive(archive, max).await })
             .await
-            .unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, format!("the deploy failed: {e}")))
+            .unwrap_or_else(|e| error(ErrorKind::Internal, format!("the deploy failed: {e}")))
     }
 
     async fn deploy_archive(self: Arc<Self>, archive: Bytes, max: u64) -> Reply {
@@ -405,9 +371,9 @@ impl Gateway {
         let stored = tokio::task::spawn_blocking(move || gateway.store.put_bundle(&archive, max)).await;
         let (hash, bundle) = match stored {
             Ok(Ok(stored)) => stored,
-            Ok(Err(PutError::Invalid(e))) => return error(StatusCode::BAD_REQUEST, e.to_string()),
-            Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            Ok(Err(PutError::Invalid(e))) => return error(ErrorKind::InvalidBundle, e.to_string()),
+            Ok(Err(e)) => return error(ErrorKind::Internal, e.to_string()),
+            Err(e) => return error(ErrorKind::Internal, e.to_string()),
         };
         let name = bundle.manifest.name.clone();
         let record =
@@ -415,13 +381,13 @@ impl Gateway {
         // The new app starts (glue compiled, instances loaded) while the old one, if any, keeps serving.
         let app = match self.clone().start_app(record.clone()).await {
             Ok(app) => app,
-            Err(e) if e.is::<InvalidBundle>() => return error(StatusCode::BAD_REQUEST, format!("{e:#}")),
-            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: {e:#}")),
+            Err(e) if e.is_bundle_fault() => return error(ErrorKind::InvalidBundle, e.to_string()),
+            Err(e) => return error(ErrorKind::Internal, e.to_string()),
         };
         let gateway = self.clone();
         let saved = tokio::task::spawn_blocking(move || gateway.store.put_app(&record)).await;
         if let Err(e) = saved.map_err(std::io::Error::other).and_then(|r| r) {
-            return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: cannot record the deploy: {e}"));
+            return error(ErrorKind::Internal, format!("app `{name}`: cannot record the deploy: {e}"));
         }
         // Requests already running keep their `Arc` of the old app and finish on it.
         self.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), app.clone());
@@ -440,13 +406,13 @@ impl Gateway {
         match deleted.map_err(std::io::Error::other).and_then(|r| r) {
             Ok(true) => {}
             Ok(false) => return self.unknown_app(name),
-            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("app `{name}`: cannot delete it: {e}")),
+            Err(e) => return error(ErrorKind::Internal, format!("app `{name}`: cannot delete it: {e}")),
         }
         self.apps.write().unwrap_or_else(|p| p.into_inner()).remove(name);
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
         self.clone().collect_garbage().await;
         tracing::info!(app = %name, "deleted");
-        json(StatusCode::OK, &serde_json::json!({ "deleted": name }))
+        json(StatusCode::OK, &Deleted { deleted: name.to_string() })
     }
 
     /// Remove stored bundles that neither an app record nor a running app uses (off the executor).
@@ -462,24 +428,6 @@ impl Gateway {
     }
 }
 
-/// What `GET /v1/apps/{app}` answers.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct AppStatus {
-    pub name: String,
-    pub bundle: String,
-    pub deployed_at: u64,
-    /// Task names, the entry first.
-    pub tasks: Vec<String>,
-    pub slo_latency_ms: Option<u64>,
-    pub deployment: serde_json::Value,
-    /// Rates of the last closed demand windows (req/s), oldest first.
-    pub demand_windows: Vec<f64>,
-    /// The controller's prediction from them.
-    pub predicted_rps: Option<f64>,
-    /// Times the controller re-planned since the app was deployed or the gateway started.
-    pub replans: u32,
-}
-
 impl Gateway {
     fn status(&self, app: &App) -> AppStatus {
         let windows = self.demand.lock().unwrap_or_else(|p| p.into_inner()).get(&app.name).cloned().unwrap_or_default();
@@ -492,31 +440,49 @@ impl Gateway {
             deployed_at: app.deployed_at,
             tasks: app.task_names().into_iter().map(str::to_owned).collect(),
             slo_latency_ms: app.slo_latency.map(|d| d.as_millis() as u64),
-            deployment: serde_json::to_value(&app.deployment).unwrap_or_default(),
+            deployment: app.deployment.clone(),
         }
     }
 }
 
-/// The HTTP status of a failed invocation, and whether a model dropped it early.
-fn classify(e: &AppError, deadline: Instant) -> (StatusCode, bool) {
+/// The kind, and so the HTTP status, of a failed invocation: the one place an app's errors meet the wire.
+fn classify(e: &AppError, deadline: Instant) -> ErrorKind {
     match e {
-        AppError::Busy { .. } => (StatusCode::TOO_MANY_REQUESTS, false),
-        AppError::Queued { .. } if Instant::now() >= deadline => (StatusCode::GATEWAY_TIMEOUT, false),
-        AppError::Queued { .. } => (StatusCode::SERVICE_UNAVAILABLE, false),
-        AppError::Panicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, false),
+        AppError::Busy { .. } => ErrorKind::Busy,
+        AppError::Queued { .. } if Instant::now() >= deadline => ErrorKind::Deadline,
+        AppError::Queued { .. } => ErrorKind::Overloaded,
+        AppError::Panicked { .. } => ErrorKind::Internal,
         AppError::Task { source, .. } => match source {
-            InvokeError::DeadlineExceeded { .. } => (StatusCode::GATEWAY_TIMEOUT, false),
-            InvokeError::Instantiate { .. } => (StatusCode::SERVICE_UNAVAILABLE, false),
+            InvokeError::DeadlineExceeded { .. } => ErrorKind::Deadline,
+            InvokeError::Instantiate { .. } => ErrorKind::Overloaded,
             InvokeError::Failed { error, .. } => match error {
-                FunctionError::InvalidInput(_) => (StatusCode::BAD_REQUEST, false),
-                FunctionError::Model(InferError::Dropped(_)) => (StatusCode::SERVICE_UNAVAILABLE, true),
-                FunctionError::Model(InferError::Overloaded(_)) => (StatusCode::SERVICE_UNAVAILABLE, false),
-                FunctionError::Model(InferError::DeadlineExceeded(_)) => (StatusCode::GATEWAY_TIMEOUT, false),
-                _ => (StatusCode::INTERNAL_SERVER_ERROR, false),
+                FunctionError::InvalidInput(_) => ErrorKind::InvalidInput,
+                FunctionError::Model(InferError::Dropped(_)) => ErrorKind::Dropped,
+                FunctionError::Model(InferError::Overloaded(_)) => ErrorKind::Overloaded,
+                FunctionError::Model(InferError::DeadlineExceeded(_)) => ErrorKind::Deadline,
+                _ => ErrorKind::FunctionFailed,
             },
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, false),
+            _ => ErrorKind::FunctionFailed,
         },
     }
+}
+
+/// One output of an invocation on the wire: JSON as JSON, an envelope as its metadata and base64 body, else
+/// base64.
+fn output_part(output: jig_app::Output) -> OutputPart {
+    let base64 = |bytes: &[u8]| Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+    let mut part = OutputPart { task: output.task, port: output.port, json: None, base64: None };
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&output.bytes) {
+        part.json = Some(value);
+    } else if let Ok(Envelope { meta, body }) = Envelope::<serde_json::Value>::decode(output.bytes.clone())
+        && meta.is_object()
+    {
+        part.json = Some(meta);
+        part.base64 = base64(&body);
+    } else {
+        part.base64 = base64(&output.bytes);
+    }
+    part
 }
 
 /// Check `Authorization: Bearer TOKEN` when a token is configured: the 401 reply when it is not given.
@@ -527,10 +493,10 @@ fn refuse_unauthorized(request: &Request<Incoming>, token: Option<&str>) -> Opti
     match bearer {
         Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => None,
         Some(_) => {
-            Some(error(StatusCode::UNAUTHORIZED, "wrong token; pass the gateway's token with --token or JIG_TOKEN"))
+            Some(error(ErrorKind::Unauthorized, "wrong token; pass the gateway's token with --token or JIG_TOKEN"))
         }
         None => Some(error(
-            StatusCode::UNAUTHORIZED,
+            ErrorKind::Unauthorized,
             "this gateway needs a token: send `Authorization: Bearer TOKEN` (--token or JIG_TOKEN)",
         )),
     }
@@ -542,9 +508,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// The whole body, at most `max` bytes: 413 beyond, 400 when the client stops sending before its end.
 async fn read_body(request: Request<Incoming>, max: u64, what: &str) -> Result<Bytes, Reply> {
-    let too_large = || {
-        error(StatusCode::PAYLOAD_TOO_LARGE, format!("the {what} is larger than this gateway's limit of {max} bytes"))
-    };
+    let too_large =
+        || error(ErrorKind::TooLarge, format!("the {what} is larger than this gateway's limit of {max} bytes"));
     let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max) {
         return Err(too_large());
@@ -552,7 +517,7 @@ async fn read_body(request: Request<Incoming>, max: u64, what: &str) -> Result<B
     match Limited::new(request.into_body(), max as usize).collect().await {
         Ok(body) => Ok(body.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(error(StatusCode::BAD_REQUEST, format!("the {what} could not be read: {e}"))),
+        Err(e) => Err(error(ErrorKind::InvalidRequest, format!("the {what} could not be read: {e}"))),
     }
 }
 
@@ -572,8 +537,10 @@ fn json(code: StatusCode, value: &impl Serialize) -> Reply {
     reply
 }
 
-fn error(code: StatusCode, message: impl Into<String>) -> Reply {
-    json(code, &serde_json::json!({ "error": message.into() }))
+/// An error answer: its kind sets the status.
+fn error(kind: ErrorKind, message: impl Into<String>) -> Reply {
+    let code = StatusCode::from_u16(kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json(code, &ErrorBody { error: message.into(), kind })
 }
 
 fn unix_now() -> u64 {

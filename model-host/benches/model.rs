@@ -14,9 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
+use jig_model_host::instance::{BatchPolicy, InstanceConfig};
+use jig_model_host::launch::{Launcher, Placement};
 use jig_model_host::onnx::{self, Model, SessionOptions};
 use jig_model_host::profile::{SampleInput, sample_inputs};
+use jig_model_host::segment::Segment;
 
 fn model_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.jig/models").join(format!("{name}.onnx"))
@@ -61,7 +63,8 @@ fn through_instance(name: &str, item: &[u64], b: u64, time: Duration) -> f64 {
         },
         ..InstanceConfig::new(name)
     };
-    let instance = Arc::new(Instance::start_onnx(config, name, &model_path(name), SessionOptions::default()).unwrap());
+    let one_core = Placement::new(Segment::Cpu { cores: 1 });
+    let instance = Arc::new(Launcher::discover().start_instance(config, name, &model_path(name), one_core).unwrap());
     let row =
         sample_inputs(name, instance.inputs(), &[SampleInput { shape: Some(item.to_vec()), values: None }], 1).unwrap();
     let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();

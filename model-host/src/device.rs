@@ -52,7 +52,7 @@ impl Devices {
     /// (`CUDA_VISIBLE_DEVICES`: the GPU's UUID, or a `MIG-…` UUID for a MIG instance) and, when it shares that
     /// device through MPS, its active-thread percentage and the pipe directory of the device's own MPS
     /// daemon ([`crate::mps`]). MIG segments use the `nth` existing instance of their profile on their GPU.
-    pub fn binding(&self, segment: &Segment, nth: usize) -> Result<Vec<(String, String)>, String> {
+    pub fn binding(&self, segment: &Segment, nth: usize) -> Result<Vec<(String, String)>, DeviceError> {
         let device = self.device_uuid(segment, nth)?;
         let mut env = vec![("CUDA_VISIBLE_DEVICES".to_string(), device.clone())];
         if let Some(percent) = segment.mps_percentage() {
@@ -64,15 +64,12 @@ impl Devices {
 
     /// The UUID of the device a worker on `segment` binds to: its GPU, or for MIG segments the `nth` MIG
     /// instance of the segment's profile on that GPU.
-    pub fn device_uuid(&self, segment: &Segment, nth: usize) -> Result<String, String> {
+    pub fn device_uuid(&self, segment: &Segment, nth: usize) -> Result<String, DeviceError> {
         let gpu = |index: u32| {
-            self.gpus
-                .iter()
-                .find(|g| g.index == index)
-                .ok_or_else(|| format!("segment {segment}: no GPU {index} on this machine"))
+            self.gpus.iter().find(|g| g.index == index).ok_or(DeviceError::NoGpu { segment: *segment, gpu: index })
         };
         match *segment {
-            Segment::Cpu { .. } => Err(format!("segment {segment} runs on CPU cores, not in a GPU worker")),
+            Segment::Cpu { .. } => Err(DeviceError::NotGpu { segment: *segment }),
             Segment::Mps { gpu: index, .. } => Ok(gpu(index)?.uuid.clone()),
             Segment::Mig { gpu: index, profile, .. } => gpu(index)?
                 .mig_instances
@@ -80,14 +77,44 @@ impl Devices {
                 .filter(|m| m.profile() == Some(profile))
                 .nth(nth)
                 .map(|m| m.uuid.clone())
-                .ok_or_else(|| {
-                    format!(
-                        "segment {segment}: GPU {index} has no MIG instance #{nth} of profile {profile} \
-                         (jig does not create MIG instances)"
-                    )
-                }),
+                .ok_or(DeviceError::NoMigInstance { segment: *segment, gpu: index, nth, profile }),
         }
     }
+}
+
+/// Why a segment has no device on this machine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceError {
+    /// A CPU segment was asked for a GPU device.
+    #[error("segment {segment} runs on CPU cores, not in a GPU worker")]
+    NotGpu {
+        /// The segment asked for.
+        segment: Segment,
+    },
+    /// The segment's GPU is not on this machine.
+    #[error("segment {segment}: no GPU {gpu} on this machine")]
+    NoGpu {
+        /// The segment asked for.
+        segment: Segment,
+        /// Its GPU index.
+        gpu: u32,
+    },
+    /// The GPU lacks the MIG instance the segment needs.
+    #[error(
+        "segment {segment}: GPU {gpu} has no MIG instance #{nth} of profile {profile} (jig does not create MIG \
+         instances)"
+    )]
+    NoMigInstance {
+        /// The segment asked for.
+        segment: Segment,
+        /// Its GPU index.
+        gpu: u32,
+        /// Which instance of the profile.
+        nth: usize,
+        /// The MIG profile.
+        profile: MigProfile,
+    },
 }
 
 /// The cores in this process's affinity mask.
@@ -307,8 +334,14 @@ mod tests {
                 ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "30".into())
             ]
         );
-        assert!(devices.binding(&"mig:0:1g.10gb:1".parse().unwrap(), 0).unwrap_err().contains("no MIG instance"));
-        assert!(devices.binding(&"mps:1:30".parse().unwrap(), 0).unwrap_err().contains("no GPU 1"));
+        assert!(
+            devices
+                .binding(&"mig:0:1g.10gb:1".parse().unwrap(), 0)
+                .unwrap_err()
+                .to_string()
+                .contains("no MIG instance")
+        );
+        assert!(devices.binding(&"mps:1:30".parse().unwrap(), 0).unwrap_err().to_string().contains("no GPU 1"));
     }
 
     #[test]

@@ -160,32 +160,6 @@ impl Instance {
         Ok(Instance { inputs: inputs.map_err(start_error)?, config, queue, stats })
     }
 
-    /// Start an instance running the ONNX model at `path` in this process, with one intra-op thread per pinned
-    /// core (or `threads`).
-    pub fn start_onnx(
-        config: InstanceConfig,
-        model_name: &str,
-        path: &std::path::Path,
-        options: onnx::SessionOptions,
-    ) -> Result<Instance, InstanceError> {
-        if let (Some(budget), Ok(meta)) = (config.memory, std::fs::metadata(path))
-            && meta.len() > budget
-        {
-            return Err(InstanceError::Start {
-                instance: config.name,
-                detail: format!(
-                    "model `{model_name}` ({}) needs at least {} MiB for its weights, but the segment grants \
-                     {} MiB; place it on a larger segment",
-                    path.display(),
-                    meta.len() >> 20,
-                    budget >> 20
-                ),
-            });
-        }
-        let (model_name, path) = (model_name.to_string(), path.to_path_buf());
-        Instance::start(config, move || Model::load(&model_name, &path, &options).map_err(|e| e.to_string()))
-    }
-
     pub fn name(&self) -> &str {
         &self.config.name
     }

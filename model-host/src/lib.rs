@@ -11,6 +11,8 @@
 //!   control daemon of each device that hosts MPS segments.
 //! * [`instance`]: a model instance — a queue, a batcher with JigsawServe's batching and early dropping, and
 //!   an executor; [`pool`] spreads a slot's requests over its instances by planned throughput.
+//! * [`launch`]: the one way to start a model on a segment, in this process on pinned cores or in a worker
+//!   bound to a GPU device and MPS share, for serving and for profiling alike.
 //! * [`worker`]: a model in a child process (one per GPU segment), fed through shared memory, restarted if it dies.
 //!
 //! CPU segments run in this process: a pinned thread per instance, whose ONNX Runtime threads inherit the
@@ -21,6 +23,7 @@
 pub mod batch;
 pub mod device;
 pub mod instance;
+pub mod launch;
 pub mod mps;
 pub mod onnx;
 pub mod pool;

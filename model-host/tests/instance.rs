@@ -9,12 +9,22 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use jig_model_host::instance::{BatchPolicy, DropReason, Executor, Instance, InstanceConfig, InstanceError};
-use jig_model_host::onnx::{SessionOptions, TensorSpec};
+use jig_model_host::launch::{LaunchError, Launcher, Placement};
+use jig_model_host::onnx::{ModelError, TensorSpec};
 use jig_model_host::pool::Pool;
+use jig_model_host::segment::Segment;
 use jig_model_host::{DType, Tensor};
 
+fn cpu() -> Launcher {
+    Launcher::discover()
+}
+
+fn one_core() -> Placement {
+    Placement::new(Segment::Cpu { cores: 1 })
+}
+
 fn onnx_instance(model: &str, config: InstanceConfig) -> Arc<Instance> {
-    Arc::new(Instance::start_onnx(config, model, &model_path(model), SessionOptions::default()).unwrap())
+    Arc::new(cpu().start_instance(config, model, &model_path(model), one_core()).unwrap())
 }
 
 fn mixed_inputs(k: f32) -> Vec<Tensor> {
@@ -218,7 +228,7 @@ async fn requests_of_different_shapes_run_in_separate_batches() {
 #[test]
 fn a_model_larger_than_its_segment_is_refused() {
     let config = InstanceConfig { memory: Some(32 << 20), ..InstanceConfig::new("big@mig:0:1g.10gb:4#0") };
-    let err = Instance::start_onnx(config, "big", &model_path("big"), SessionOptions::default()).err().unwrap();
+    let err = cpu().start_instance(config, "big", &model_path("big"), one_core()).err().unwrap();
     let text = err.to_string();
     assert!(text.contains("big@mig") && text.contains("`big`") && text.contains("64 MiB"), "{text}");
 }
@@ -228,9 +238,10 @@ fn a_corrupt_model_fails_its_instance_only() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.onnx");
     std::fs::write(&bad, b"\x08\x07garbage").unwrap();
-    let err = Instance::start_onnx(InstanceConfig::new("bad#0"), "bad", &bad, SessionOptions::default()).err().unwrap();
+    let err = cpu().start_instance(InstanceConfig::new("bad#0"), "bad", &bad, one_core()).err().unwrap();
+    // The launcher keeps the load's own error: the model file at fault, named.
     assert!(
-        matches!(&err, InstanceError::Start { instance, detail } if instance == "bad#0" && detail.contains("bad.onnx")),
+        matches!(&err, LaunchError::Model(ModelError::Invalid { model, path, .. }) if model == "bad" && path == &bad),
         "{err}"
     );
 }
