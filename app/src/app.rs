@@ -81,8 +81,9 @@ pub enum StartError {
     /// The bundle is unusable; the message names the file and field.
     #[error(transparent)]
     Bundle(#[from] InvalidBundle),
-    /// A task's glue did not load (not a component, or it imports what the host lacks).
-    #[error("app `{app}`: task `{task}`: {source}")]
+    /// A task's glue did not load (not a component, or it imports what the host lacks); the message names
+    /// the function as `APP/TASK`.
+    #[error("{source}")]
     Glue {
         /// The app.
         app: String,

@@ -122,6 +122,20 @@ impl Reply {
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
+    /// The body as one of the API's types (`jig_api`).
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> T {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!("not a {} ({e}): {}", std::any::type_name::<T>(), String::from_utf8_lossy(&self.body))
+        })
+    }
+
+    /// The error body of a failed call, checked to carry the status its kind sets.
+    pub fn error(&self) -> jig_api::ErrorBody {
+        let body: jig_api::ErrorBody = self.parse();
+        assert_eq!(body.kind.status(), self.status, "kind {:?} answered with {}", body.kind, self.status);
+        body
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }

@@ -6,6 +6,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use jig_api::{AppList, ErrorKind, InvokeResponse};
 use jig_tests::{Gateway, bundle, component, model, root};
 
 /// `crop` (PNG crops) fanning out to `echo`: every crop comes back as one output.
@@ -122,8 +123,9 @@ fn deploy_then_invoke_fans_out_and_gathers_every_leaf_output() {
 
     let apps = gateway.jig("apps").arg("--json").output().unwrap();
     assert_ok(&apps);
-    let apps: serde_json::Value = serde_json::from_slice(&apps.stdout).unwrap();
-    assert_eq!(apps["apps"][0]["tasks"], serde_json::json!(["crop", "echo"]));
+    let apps: AppList = serde_json::from_slice(&apps.stdout).unwrap();
+    assert_eq!(apps.apps[0].tasks, ["crop", "echo"]);
+    assert_eq!(apps.apps[0].deployment.instances.len(), 0, "glue only: no model instances");
 
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains(r#"jig_requests_total{app="crops",code="200"} 2"#), "{metrics}");
@@ -177,6 +179,7 @@ fn status_codes_mean_one_thing_each() {
     let unknown = gateway.http("POST", "/v1/apps/nope/invoke", &[], b"{}");
     assert_eq!(unknown.status, 404);
     assert!(unknown.json()["error"].as_str().unwrap().contains("unknown app `nope`"));
+    assert_eq!(unknown.error().kind, ErrorKind::NotFound);
     // The control API (behind its token, when one is set) says what is deployed.
     let unknown = gateway.http("GET", "/v1/apps/nope", &[], b"");
     assert_eq!(unknown.status, 404);
@@ -184,16 +187,20 @@ fn status_codes_mean_one_thing_each() {
 
     let bad = gateway.http("POST", "/v1/apps/probe/invoke", &[], b"not json");
     assert_eq!(bad.status, 400, "{}", bad.text());
+    assert_eq!(bad.error().kind, ErrorKind::InvalidInput);
 
     let timeout = gateway.http("POST", "/v1/apps/probe/invoke", &[("jig-timeout-ms", "soon")], b"{}");
     assert_eq!(timeout.status, 400);
     assert!(timeout.text().contains("jig-timeout-ms"));
+    assert_eq!(timeout.error().kind, ErrorKind::InvalidRequest);
 
     let large = gateway.http("POST", "/v1/apps/probe/invoke", &[], &vec![b' '; 2 << 20]);
     assert_eq!(large.status, 413, "{}", large.text());
+    assert_eq!(large.error().kind, ErrorKind::TooLarge);
 
     let trap = gateway.http("POST", "/v1/apps/probe/invoke", &[], br#"{"op": "panic"}"#);
     assert_eq!(trap.status, 500);
+    assert_eq!(trap.error().kind, ErrorKind::FunctionFailed);
     assert!(trap.text().contains("probe/probe"), "names the app and task: {}", trap.text());
 
     // A guest that never returns: 504 within the deadline and 50 ms.
@@ -201,12 +208,15 @@ fn status_codes_mean_one_thing_each() {
     let spin = gateway.http("POST", "/v1/apps/probe/invoke", &[("jig-timeout-ms", "300")], br#"{"op": "spin"}"#);
     let elapsed = started.elapsed();
     assert_eq!(spin.status, 504, "{}", spin.text());
+    assert_eq!(spin.error().kind, ErrorKind::Deadline);
     assert!(elapsed < Duration::from_millis(350), "504 after {elapsed:?}");
 
     // Every failure above left the app serving.
     let echo = gateway.http("POST", "/v1/apps/probe/invoke", &[], br#"{"op": "echo", "text": "\"still here\""}"#);
     assert_eq!(echo.status, 200, "{}", echo.text());
-    assert_eq!(echo.json()["outputs"][0]["json"], "still here");
+    let answer: InvokeResponse = echo.parse();
+    assert_eq!(answer.outputs[0].json, Some(serde_json::json!("still here")));
+    assert_eq!((answer.outputs[0].task.as_str(), answer.outputs[0].port.as_deref()), ("probe", None));
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains(r#"jig_slo_violations_total{app="probe"} 1"#), "{metrics}");
 }
@@ -223,6 +233,7 @@ fn the_control_api_needs_the_token() {
     let wrong = gateway.http("GET", "/v1/apps", &[("authorization", "Bearer nope")], b"");
     assert_eq!(wrong.status, 401);
     assert!(wrong.text().contains("wrong token"));
+    assert_eq!(wrong.error().kind, ErrorKind::Unauthorized);
 
     assert_ok(&deploy(&gateway, dir.path(), &["--token", "s3cret"]));
     let listed = gateway.http("GET", "/v1/apps", &[("authorization", "Bearer s3cret")], b"");
@@ -280,6 +291,7 @@ fn bad_bundles_get_a_clear_400_and_damage_nothing() {
     for (what, body, message) in cases {
         let reply = gateway.http("POST", "/v1/apps", &[], &body);
         assert_eq!(reply.status, 400, "{what}: {}", reply.text());
+        assert_eq!(reply.error().kind, ErrorKind::InvalidBundle, "{what}");
         let error = reply.json()["error"].as_str().unwrap().to_string();
         assert!(error.contains(message), "{what}: {error}");
     }
