@@ -1,0 +1,103 @@
+//! `jig invoke APP INPUT`: invoke an app over HTTP and print its outputs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use base64::Engine as _;
+use hyper::Method;
+use jig_api::{InvokeResponse, TIMEOUT_HEADER};
+
+use crate::gateway::{Target, app_name, bytes, call, failed, print_body};
+
+#[derive(clap::Args, Debug)]
+pub struct InvokeCommand {
+    /// The app.
+    app: String,
+    /// The payload: a file, or `-` (the default) for standard input.
+    #[arg(default_value = "-")]
+    input: PathBuf,
+    /// Wrap the payload in an envelope with this JSON metadata (for entry functions such as `crop`).
+    #[arg(long, value_name = "JSON")]
+    meta: Option<String>,
+    /// The invocation's timeout in milliseconds; default: the app's latency SLO.
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Write each binary output part to DIR/<n>-<task>.bin (`.wav` for WAV audio) instead of summarising it.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    output_dir: Option<PathBuf>,
+    #[command(flatten)]
+    target: Target,
+}
+
+impl InvokeCommand {
+    /// Invoke the app; print each output part (JSON as is, binary as its size or written to a file).
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        invoke(self)
+    }
+}
+
+fn invoke(args: InvokeCommand) -> anyhow::Result<ExitCode> {
+    app_name(&args.app)?;
+    let mut payload = crate::input::read_input(&args.input)?;
+    if let Some(meta) = &args.meta {
+        let meta: serde_json::Value = serde_json::from_str(meta).context("--meta is not valid JSON")?;
+        payload = jig_sdk::Envelope { meta, body: payload }.encode();
+    }
+    let mut headers = Vec::new();
+    if let Some(ms) = args.timeout_ms {
+        headers.push((TIMEOUT_HEADER, ms.to_string()));
+    }
+    let answer =
+        match call(&args.target, Method::POST, &format!("/v1/apps/{}/invoke", args.app), &headers, payload.into())? {
+            Err(failure) => return Ok(failed(failure)),
+            Ok(answer) => answer,
+        };
+    if args.target.json {
+        print_body(&answer)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let parts = answer.parse::<InvokeResponse>()?.outputs;
+    if let Some(dir) = &args.output_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let timing = answer.headers.get("server-timing").and_then(|v| v.to_str().ok()).unwrap_or("");
+    eprintln!("{}: {} output(s) ({timing})", args.app, parts.len());
+    for (i, part) in parts.iter().enumerate() {
+        let from = match &part.port {
+            Some(port) => format!("{}.{port}", part.task),
+            None => part.task.clone(),
+        };
+        // A part is JSON, binary, or both (an envelope's metadata and body).
+        let meta = part.json.as_ref().map(|v| v.to_string());
+        let Some(data) = &part.base64 else {
+            println!("[{i}] {from}: {}", meta.unwrap_or_default());
+            continue;
+        };
+        let data = base64::engine::general_purpose::STANDARD.decode(data).context("a base64 part of the answer")?;
+        let meta = meta.map(|m| format!("{m} + ")).unwrap_or_default();
+        match &args.output_dir {
+            Some(dir) => {
+                let ext = match &data {
+                    d if d.starts_with(b"RIFF") => "wav",
+                    d if d.starts_with(b"\x89PNG") => "png",
+                    _ => "bin",
+                };
+                // The task name comes from the gateway: keep it to characters that cannot leave `dir`.
+                let task: String = part
+                    .task
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+                    .collect();
+                let path = dir.join(format!("{i}-{task}.{ext}"));
+                std::fs::write(&path, &data).with_context(|| format!("cannot write {}", path.display()))?;
+                println!("[{i}] {from}: {meta}{} written to {}", bytes(data.len() as u64), path.display());
+            }
+            None => println!(
+                "[{i}] {from}: {meta}{} of binary data (write it out with --output-dir)",
+                bytes(data.len() as u64)
+            ),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

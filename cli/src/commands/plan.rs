@@ -1,0 +1,177 @@
+//! `jig plan`: plan a function graph with the JigsawServe MILP (see `jig_planner`).
+//!
+//! ```text
+//! jig plan SPEC.toml --profiles profiles.csv [--features A+S+T] [--demand RPS] [--slices N] [--json]
+//! jig plan BUNDLE_DIR [--slices CORES] [--demand RPS]        as `jig deploy` plans it
+//! jig plan APP                                               a deployed app's plan, from the gateway
+//! jig plan --app traffic [--slices 28] [--demand 100] [--features all|unopt|A+S|…] [--each]
+//! jig plan --max-demand [--app traffic|social|ar|all] [--slices 840]   the paper's Figure 3
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use jig_planner::max_demand;
+use jig_planner::milp::SolveOptions;
+use jig_planner::model::Features;
+use jig_planner::problem::Problem;
+use jig_sim::apps::PaperApp;
+
+use crate::commands::status::status;
+use crate::gateway::Target;
+use crate::problem::{Source, paper_problem, parse_features};
+
+/// Plan a function graph: variants, segments, batch sizes and instance counts that meet its latency and
+/// accuracy objectives at the lowest cost (the JigsawServe MILP), placed onto GPUs and cores.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanCommand {
+    /// What to plan: a planning spec (TOML, or JSON when named `*.json`: graph, variants, segment types, SLOs,
+    /// slices, demand) with --profiles; a bundle directory, planned as `jig deploy` plans it, on this
+    /// machine's cores (or --slices), with its profiles.csv (or --profiles); or a deployed app's name (no such
+    /// file, no --profiles): its plan, from the gateway ($JIG_GATEWAY).
+    pub spec: Option<PathBuf>,
+    /// Profile table (the CSV `jig profile` writes); required with SPEC.
+    #[arg(long)]
+    pub profiles: Option<PathBuf>,
+    /// One of the paper's applications (social, traffic, ar; `all` with --max-demand) instead of SPEC, with
+    /// analytic profiles unless --profiles is given.
+    #[arg(long)]
+    pub app: Option<String>,
+    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all`.
+    #[arg(long, default_value = "all")]
+    pub features: String,
+    /// Plan in each of the eight A/S/T spaces.
+    #[arg(long)]
+    pub each: bool,
+    /// Override the available slices (S_avail); --app defaults to 28, --max-demand to 840.
+    #[arg(long)]
+    pub slices: Option<u32>,
+    /// Override the demand: recent rate in req/s (the 5% slack is added).
+    #[arg(long)]
+    pub demand: Option<f64>,
+    /// Find by bisection the largest demand each of the eight spaces serves, beside the paper's Figure 3.
+    #[arg(long)]
+    pub max_demand: bool,
+    /// Solver time limit per solve, seconds; the best plan found by then is returned.
+    #[arg(long, default_value_t = 30.0)]
+    pub time_limit: f64,
+    /// Print plans as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl PlanCommand {
+    /// Plan, and print the plan (or show a deployed app's).
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        self.check()?;
+        if !self.max_demand
+            && let Source::Deployed(app) = self.source()?
+        {
+            return status(&app, Target::from_env(self.json));
+        }
+        print!("{}", self.plan()?);
+        Ok(ExitCode::SUCCESS)
+    }
+
+    fn source(&self) -> anyhow::Result<Source> {
+        let missing = "give a spec file, a bundle directory, --app NAME, or --max-demand";
+        Source::resolve(self.spec.as_deref(), self.app.as_deref(), self.profiles.as_deref(), !self.each, missing)
+    }
+
+    /// What `jig plan` prints.
+    fn plan(&self) -> anyhow::Result<String> {
+        self.check()?;
+        if self.max_demand {
+            return run_max_demand(self);
+        }
+        let problem = self.source()?.problem(self.slices, self.demand, (28, 50.0))?;
+        plan_problem(self, &problem)
+    }
+
+    /// Refuse option values no plan can be made with.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if !(self.time_limit.is_finite() && self.time_limit > 0.0) {
+            bail!("--time-limit must be a positive number of seconds");
+        }
+        if let Some(d) = self.demand
+            && !(d.is_finite() && d >= 0.0)
+        {
+            bail!("--demand must be a non-negative rate");
+        }
+        Ok(())
+    }
+}
+
+/// Plan `problem` as `args` say (spaces, time limit, JSON); returns what to print.
+fn plan_problem(args: &PlanCommand, problem: &Problem) -> anyhow::Result<String> {
+    let spaces = if args.each { Features::combinations().to_vec() } else { vec![parse_features(&args.features)?] };
+    let options = SolveOptions { time_limit_s: args.time_limit, ..SolveOptions::default() };
+    let mut out = String::new();
+    let mut plans = Vec::new();
+    for f in spaces {
+        match jig_planner::plan(problem, f, &options) {
+            Ok(plan) if args.json => plans.push(serde_json::to_value(&plan)?),
+            Ok(plan) => out.push_str(&plan.to_text()),
+            Err(e) if args.each => out.push_str(&format!("[{f}] {e}\n")),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if args.json {
+        out = serde_json::to_string_pretty(&plans)?;
+    }
+    Ok(out)
+}
+
+fn run_max_demand(args: &PlanCommand) -> anyhow::Result<String> {
+    let apps = match args.app.as_deref() {
+        None | Some("all") => PaperApp::ALL.to_vec(),
+        Some(a) => vec![PaperApp::parse(a).map_err(anyhow::Error::msg)?],
+    };
+    let slices = args.slices.unwrap_or(840);
+    let mut out = String::new();
+    for app in apps {
+        let problem = paper_problem(app, args.profiles.as_deref(), slices, 1.0)?;
+        let (_, table) = max_demand::table(&problem, 0.01, args.time_limit)?;
+        out.push_str(&table);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::PlanCommand;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: PlanCommand,
+    }
+
+    fn cli(args: &[&str]) -> anyhow::Result<String> {
+        Cli::try_parse_from(std::iter::once("plan").chain(args.iter().copied()))?.args.plan()
+    }
+
+    #[test]
+    fn the_cli_plans_an_app_and_rejects_nonsense() {
+        let out = cli(&["--app", "ar", "--demand", "20", "--features", "A+S+T"]).unwrap();
+        assert!(out.contains("plan for `ar-assistant` [A+S+T]") && out.contains("placement:"), "{out}");
+        let json = cli(&["--app", "social", "--demand", "20", "--json"]).unwrap();
+        assert!(json.trim_start().starts_with('['), "{json}");
+        let each = cli(&["--app", "traffic", "--demand", "20", "--each"]).unwrap();
+        assert!(each.contains("[Unopt]") || each.contains("plan for `traffic-analysis` [Unopt]"), "{each}");
+        assert!(cli(&["--app", "nope"]).unwrap_err().to_string().contains("unknown app"));
+        assert!(cli(&["--app", "ar", "--features", "X"]).unwrap_err().to_string().contains("unknown feature"));
+        assert!(cli(&[]).is_err());
+    }
+
+    /// `cargo test -p jig --release --bin jig -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn max_demand_table() {
+        println!("{}", cli(&["--max-demand", "--app", "all"]).unwrap());
+    }
+}

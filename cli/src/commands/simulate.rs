@@ -1,0 +1,178 @@
+//! `jig simulate`: the discrete-event simulation of an app's plans under a day of demand (`jig_sim::simulate`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use jig_planner::max_demand;
+use jig_planner::milp::SolveOptions;
+use jig_planner::model::Features;
+use jig_planner::problem::Problem;
+
+use crate::problem::{Source, parse_features};
+
+/// Simulate an app's plans under a day of demand, re-planning every bin (the paper's Figure 4), with the
+/// runtime's batching, early drops and routing on simulated time.
+///
+/// ```text
+/// jig simulate --app traffic [--slices 840] [--features all] [--compare] [--trace day.csv | --bins 288]
+///              [--peak RPS] [--sample 20000] [--seed 1] [--csv out.csv] [--plot out.svg] [--json]
+/// jig simulate SPEC.toml --profiles profiles.csv --trace day.csv [...]
+/// jig simulate BUNDLE_DIR --trace day.csv [--demand RPS]   (mounted by the `jig` binary)
+/// ```
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimulateCommand {
+    /// Planning spec (as for `jig plan`), or a bundle directory with its `profiles.csv` (planned as `jig deploy`
+    /// plans it, on this machine's cores or --slices); or --app.
+    pub spec: Option<PathBuf>,
+    /// Profile table for SPEC (or measured profiles for --app).
+    #[arg(long)]
+    pub profiles: Option<PathBuf>,
+    /// One of the paper's applications: social, traffic or ar.
+    #[arg(long)]
+    pub app: Option<String>,
+    /// Slices available (S_avail); 840 with --app (120 H100s), the spec's otherwise.
+    #[arg(long)]
+    pub slices: Option<u32>,
+    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all`.
+    #[arg(long, default_value = "all")]
+    pub features: String,
+    /// Simulate A+S+T, S+T, A+T and A+S on the same trace (the paper's Figure 4).
+    #[arg(long)]
+    pub compare: bool,
+    /// Demand trace (CSV `start_s,rps`, as `jig trace` writes); a generated day when absent.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Bins of the generated day.
+    #[arg(long, default_value_t = 288)]
+    pub bins: usize,
+    /// Scale the trace so its busiest bin has this rate; by default, the largest demand A+S+T serves on the
+    /// slices, less the controller's 5% slack (a generated day only, or a given trace when set).
+    #[arg(long)]
+    pub peak: Option<f64>,
+    /// Time each task spends on a request besides its model (glue, HTTP), ms; the profile tables measure only
+    /// the models. On CPU segments it also holds the instance, whose cores the glue shares.
+    #[arg(long, default_value_t = 0.0)]
+    pub overhead_ms: f64,
+    /// Root requests simulated per bin (more when ten latency SLOs of the bin hold more; fewer when the bin does).
+    #[arg(long, default_value_t = 20_000)]
+    pub sample: usize,
+    /// Plan once for this demand (req/s; the 5% slack is added, as for a deploy) and keep that plan through
+    /// the trace, instead of re-planning every bin.
+    #[arg(long)]
+    pub demand: Option<f64>,
+    /// Seed of arrivals, latencies and the generated day.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Solver time limit per re-plan, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub time_limit: f64,
+    /// Write every bin as CSV (with a `features` column) to this file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write an SVG plot of slices, accuracy drop and violations per bin to this file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Print the bins as JSON instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl SimulateCommand {
+    /// Simulate and print the summary (or the bins as JSON).
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let (target, app, profiles) = (self.spec.as_deref(), self.app.as_deref(), self.profiles.as_deref());
+        let source =
+            Source::resolve(target, app, profiles, false, "give a spec file, a bundle directory or --app NAME")?;
+        // The plan's demand comes from the trace (or --demand), not the problem's.
+        let problem = source.problem(self.slices, None, (840, 1.0))?;
+        print!("{}", simulate_problem(&self, &problem)?);
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// Run `jig simulate` on `problem` (from a spec, --app, or a bundle).
+fn simulate_problem(args: &SimulateCommand, problem: &Problem) -> anyhow::Result<String> {
+    use jig_sim::simulate::{SimOptions, simulate};
+    use jig_sim::trace::Trace;
+
+    if !(args.time_limit.is_finite() && args.time_limit > 0.0) || args.sample == 0 {
+        bail!("--time-limit must be a positive number of seconds and --sample at least 1");
+    }
+    if !(args.overhead_ms.is_finite() && args.overhead_ms >= 0.0) {
+        bail!("--overhead-ms must be a non-negative number of milliseconds");
+    }
+    if args.peak.is_some_and(|p| !(p.is_finite() && p > 0.0))
+        || args.demand.is_some_and(|d| !(d.is_finite() && d > 0.0))
+    {
+        bail!("--peak and --demand must be positive rates");
+    }
+    let spaces = if args.compare {
+        ["all", "S+T", "A+T", "A+S"].iter().map(|f| parse_features(f)).collect::<anyhow::Result<Vec<_>>>()?
+    } else {
+        vec![parse_features(&args.features)?]
+    };
+    let solve = SolveOptions { time_limit_s: args.time_limit, mip_rel_gap: 0.01, ..SolveOptions::default() };
+    let servable = || -> anyhow::Result<f64> {
+        let max = max_demand::max_demand(problem, Features::ALL, 0.01, args.time_limit)?.demand_rps;
+        Ok(max / (1.0 + jig_planner::model::DemandSpec::DEFAULT_SLACK))
+    };
+    let trace = match &args.trace {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let trace = Trace::from_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            match args.peak {
+                Some(peak) if trace.peak() > 0.0 => {
+                    let scale = peak / trace.peak();
+                    Trace { rates: trace.rates.iter().map(|r| r * scale).collect(), ..trace }
+                }
+                _ => trace,
+            }
+        }
+        None => {
+            if args.bins == 0 || args.bins > 86_400 {
+                bail!("--bins must be between 1 and 86400");
+            }
+            let peak = match args.peak {
+                Some(p) => p,
+                None => servable()?,
+            };
+            Trace::diurnal(peak, args.bins, args.seed)
+        }
+    };
+    let mut runs = Vec::new();
+    for features in spaces {
+        eprintln!("jig simulate: {} in {features}, {} bins …", problem.app, trace.rates.len());
+        let options = SimOptions {
+            features,
+            solve,
+            sample_requests: args.sample,
+            overhead_ms: args.overhead_ms,
+            fixed_demand: args.demand.map(|d| d * (1.0 + jig_planner::model::DemandSpec::DEFAULT_SLACK)),
+            seed: args.seed,
+            ..SimOptions::default()
+        };
+        runs.push(simulate(problem, &trace, &options)?);
+    }
+    if let Some(path) = &args.csv {
+        let mut csv = String::new();
+        for (i, run) in runs.iter().enumerate() {
+            for (j, line) in run.to_csv().lines().enumerate() {
+                if j == 0 && i == 0 {
+                    csv.push_str(&format!("features,{line}\n"));
+                } else if j > 0 {
+                    csv.push_str(&format!("{},{line}\n", run.features));
+                }
+            }
+        }
+        std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        std::fs::write(path, jig_sim::simulate::svg(&runs, &trace))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if args.json {
+        return Ok(serde_json::to_string_pretty(&runs)?);
+    }
+    Ok(jig_sim::simulate::summary(&runs, &trace))
+}

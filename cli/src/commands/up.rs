@@ -1,0 +1,94 @@
+//! `jig up` (alias `jig serve`): run a gateway until Ctrl-C or SIGTERM: the embedded default (models on this
+//! machine's CPU cores, state in `~/.local/share/jig`, on 127.0.0.1:8080), or with a config file's settings.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use jig_gateway::{Gateway, GatewayConfig};
+
+#[derive(clap::Args, Debug)]
+pub struct UpCommand {
+    /// The gateway's settings (TOML; see `jig_gateway::GatewayConfig`); flags override it.
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Address to listen on, e.g. 127.0.0.1:8080 (port 0 picks a free port).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// The state directory: deployed bundles and apps. Default: $XDG_DATA_HOME/jig or ~/.local/share/jig.
+    #[arg(long, env = "JIG_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Bearer token for the control API.
+    #[arg(long, env = "JIG_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// CPU cores model instances may use (default: all).
+    #[arg(long)]
+    cores: Option<u32>,
+}
+
+impl UpCommand {
+    /// Run the gateway until Ctrl-C or SIGTERM.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        serve(self)
+    }
+}
+
+fn serve(args: UpCommand) -> anyhow::Result<ExitCode> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            toml::from_str::<GatewayConfig>(&text)
+                .with_context(|| format!("{} is not a valid gateway config", path.display()))?
+        }
+        None => GatewayConfig::default(),
+    };
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(dir) = args.state_dir {
+        config.state_dir = dir;
+    }
+    if args.token.is_some() {
+        config.token = args.token;
+    }
+    if let Some(cores) = args.cores {
+        config.cores = cores;
+    }
+    if config.token.is_none() && !config.listen.ip().is_loopback() {
+        tracing::warn!("listening on {} with no token: anyone who can reach it can deploy code", config.listen);
+    }
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    tokio.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let state_dir = config.state_dir.clone();
+        let gateway = Gateway::start(config).await?;
+        let address = listener.local_addr()?;
+        // The first line on standard output, for scripts that start a gateway on port 0.
+        println!("jig gateway listening on http://{address} (state in {})", state_dir.display());
+        std::io::stdout().flush()?;
+        gateway.serve(listener, shutdown_signal()).await;
+        eprintln!("jig gateway stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

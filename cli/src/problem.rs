@@ -1,0 +1,130 @@
+//! What `jig plan` and `jig simulate` plan, resolved once from the command line: a spec file, a bundle
+//! directory, one of the paper's applications, or (for `jig plan`) a deployed app.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use jig_planner::model::{Features, PlanSpec};
+use jig_planner::problem::Problem;
+use jig_planner::profile;
+use jig_sim::apps::PaperApp;
+
+/// Where a planning problem comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// A planning spec (TOML or JSON) and its profile table.
+    Spec { spec: PathBuf, profiles: Option<PathBuf> },
+    /// A bundle directory, planned as `jig deploy` plans it, with its profiles.csv or another table.
+    Bundle { dir: PathBuf, profiles: Option<PathBuf> },
+    /// One of the paper's applications, with analytic profiles unless a table is given.
+    Paper { app: PaperApp, profiles: Option<PathBuf> },
+    /// A deployed app, by name: its plan is the gateway's.
+    Deployed(String),
+}
+
+impl Source {
+    /// Resolve the positional argument `target` and `--app`: a directory with a jig.toml is a bundle; a name
+    /// that is no file, given alone, is a deployed app (when `deployed` allows one); any other path is a spec.
+    /// `missing` says what to give when there is neither.
+    pub fn resolve(
+        target: Option<&Path>,
+        app: Option<&str>,
+        profiles: Option<&Path>,
+        deployed: bool,
+        missing: &str,
+    ) -> anyhow::Result<Source> {
+        let profiles = profiles.map(Path::to_path_buf);
+        match (target, app) {
+            (Some(dir), app) if dir.join(jig_manifest::MANIFEST).is_file() => match app {
+                Some(app) => bail!("give either a bundle directory ({}) or --app {app}, not both", dir.display()),
+                None => Ok(Source::Bundle { dir: dir.to_path_buf(), profiles }),
+            },
+            (Some(_), Some(_)) => bail!("give either a spec file or --app, not both"),
+            (Some(target), None) => {
+                let name = target.to_str().filter(|n| jig_manifest::check_name("app", n).is_ok());
+                match name {
+                    Some(name) if deployed && profiles.is_none() && !target.exists() => {
+                        Ok(Source::Deployed(name.to_string()))
+                    }
+                    _ => Ok(Source::Spec { spec: target.to_path_buf(), profiles }),
+                }
+            }
+            (None, Some(app)) => Ok(Source::Paper { app: PaperApp::parse(app).map_err(anyhow::Error::msg)?, profiles }),
+            (None, None) => bail!("{missing}"),
+        }
+    }
+
+    /// The problem, with `slices` and `demand` (req/s) overriding the source's own: a spec's, a bundle's
+    /// (this machine's cores, the manifest's demand) or a paper app's (`app_defaults`).
+    pub fn problem(
+        &self,
+        slices: Option<u32>,
+        demand: Option<f64>,
+        app_defaults: (u32, f64),
+    ) -> anyhow::Result<Problem> {
+        match self {
+            Source::Spec { spec, profiles } => {
+                let mut spec = PlanSpec::from_file(spec)?;
+                if let Some(d) = demand {
+                    spec.demand.windows = vec![d];
+                }
+                if let Some(s) = slices {
+                    spec.resources.slices = s;
+                }
+                let profiles =
+                    profiles.as_deref().context("a spec needs --profiles FILE.csv (the table `jig profile` writes)")?;
+                load_problem(&spec, profiles)
+            }
+            Source::Bundle { dir, profiles } => bundle_problem(dir, profiles.as_deref(), slices, demand),
+            Source::Paper { app, profiles } => {
+                let (default_slices, default_demand) = app_defaults;
+                paper_problem(
+                    *app,
+                    profiles.as_deref(),
+                    slices.unwrap_or(default_slices),
+                    demand.unwrap_or(default_demand),
+                )
+            }
+            Source::Deployed(app) => bail!("`{app}` is a deployed app, not a file: only `jig plan {app}` shows it"),
+        }
+    }
+}
+
+/// A configuration space from `--features`.
+pub fn parse_features(s: &str) -> anyhow::Result<Features> {
+    Features::parse(s).map_err(anyhow::Error::msg)
+}
+
+fn load_problem(spec: &PlanSpec, profiles: &Path) -> anyhow::Result<Problem> {
+    let text = std::fs::read_to_string(profiles).with_context(|| format!("cannot read {}", profiles.display()))?;
+    let rows = profile::from_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", profiles.display()))?;
+    let devices: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.device.as_str()).collect();
+    let source = format!("measured, {} ({})", profiles.display(), devices.into_iter().collect::<Vec<_>>().join(", "));
+    Ok(Problem::new(spec, &rows, &source)?)
+}
+
+/// A paper app at `slices` and `demand`, with measured profiles when a table is given.
+pub fn paper_problem(app: PaperApp, profiles: Option<&Path>, slices: u32, demand: f64) -> anyhow::Result<Problem> {
+    match profiles {
+        Some(path) => load_problem(&app.spec(slices, demand), path),
+        None => Ok(app.problem(slices, demand)?),
+    }
+}
+
+/// The planning problem of the bundle in `dir` as a deployment sees it: its profile table (or `profiles`),
+/// `cores` CPU cores (default: this machine's) and `demand` req/s (default: the manifest's).
+fn bundle_problem(
+    dir: &Path,
+    profiles: Option<&Path>,
+    cores: Option<u32>,
+    demand: Option<f64>,
+) -> anyhow::Result<jig_planner::Problem> {
+    let bundle = jig_manifest::Bundle::open(dir)?;
+    let profiles = profiles.map(Path::to_path_buf).or_else(|| bundle.profiles_path()).with_context(|| {
+        format!("{}: no profiles.csv to plan with; run `jig profile {}` first", dir.display(), dir.display())
+    })?;
+    let cores = cores.unwrap_or(jig_model_host::device::cpu_cores().len() as u32);
+    let demand = demand.unwrap_or(bundle.manifest.demand.rps);
+    jig_app::deployment::problem(&bundle, &profiles, &[demand], cores)
+        .map_err(|e| anyhow::anyhow!("app `{}`: {e}", bundle.manifest.name))
+}
