@@ -40,9 +40,9 @@ build: functions
 demo: build examples
 	@scripts/demo.sh
 
-# The end-to-end tests in tests/ run the `jig` binary as a user does: build it first.
+# The end-to-end tests in tests/ run the `jig` binary as a user does; `cargo test` builds it for the `jig`
+# package's own integration tests (cli/tests/).
 test: functions
-	$(CARGO) build -p jig
 	$(CARGO) test --workspace
 
 # The gateway benchmark compares with `wasmtime serve` from crates.io (a long build, once).

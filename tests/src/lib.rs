@@ -11,15 +11,11 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The `jig` binary, as `make test` builds it (`cargo build -p jig`) before the suite.
+/// The `jig` binary, which `cargo test --workspace` builds for the `jig` package's own integration tests.
 pub fn jig() -> Command {
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
     let bin = target.join("debug/jig");
-    assert!(
-        bin.exists(),
-        "{} is missing; run the suite with `make test` (or `cargo build -p jig` first)",
-        bin.display()
-    );
+    assert!(bin.exists(), "{} is missing; run the suite with `make test`", bin.display());
     let mut cmd = Command::new(bin);
     cmd.env("JIG_CACHE_DIR", target.join("jig-test-cache"));
     cmd.env_remove("JIG_GATEWAY").env_remove("JIG_TOKEN").env_remove("JIG_STATE_DIR");

@@ -56,7 +56,7 @@ const INITIAL_SHM: usize = 1 << 20;
 /// How to start a worker and what it runs.
 #[derive(Debug, Clone)]
 pub struct WorkerSpec {
-    /// The executable: `jig-worker`, or `jig` with `args = ["worker"]`.
+    /// The executable: `jig`, with `args = ["worker"]` (see `launch::WorkerCommand`).
     pub program: PathBuf,
     /// Arguments before `--socket PATH`.
     pub args: Vec<String>,
@@ -121,7 +121,7 @@ pub enum WorkerError {
     Died { instance: String, model: String, detail: String },
     #[error(
         "instance `{instance}`: the worker for model `{model}` broke the protocol ({detail}); it was killed and \
-         is being restarted (are `jig-worker` and this host from the same build?)"
+         is being restarted (are the worker and this host from the same build?)"
     )]
     Protocol { instance: String, model: String, detail: String },
     #[error("instance `{instance}`: shared memory for model `{model}`: {detail}; check free space in /dev/shm")]

@@ -1,5 +1,7 @@
-//! Worker processes (`jig_model_host::worker`) on CPU sessions with the models `make setup` generates.
+//! Worker processes (`jig_model_host::worker`) on CPU sessions with the models `make setup` generates, each
+//! started as jig starts them: `jig worker --socket PATH`.
 
+#[path = "../../model-host/tests/common/mod.rs"]
 mod common;
 use common::{f32s, i64s, mixed_two_rows, model_path};
 
@@ -11,7 +13,8 @@ use jig_model_host::worker::{Worker, WorkerError, WorkerSpec};
 use jig_model_host::{DType, Tensor};
 
 fn spec(instance: &str, model: &str, path: PathBuf) -> WorkerSpec {
-    WorkerSpec::new(env!("CARGO_BIN_EXE_jig-worker"), instance, model, path, SessionOptions::default())
+    let spec = WorkerSpec::new(env!("CARGO_BIN_EXE_jig"), instance, model, path, SessionOptions::default());
+    WorkerSpec { args: vec!["worker".into()], ..spec }
 }
 
 fn start(instance: &str, model: &str) -> Worker {
@@ -211,7 +214,7 @@ fn dropping_a_worker_ends_its_process() {
 }
 
 /// IPC cost per batch: a tiny batch through a worker against the same model in-process.
-/// `cargo test -p jig-model-host --release --test worker -- --ignored --nocapture ipc_cost`
+/// `cargo test -p jig --release --test worker -- --ignored --nocapture ipc_cost`
 #[test]
 #[ignore]
 fn ipc_cost() {
