@@ -14,7 +14,7 @@ use jig_client::{Answer, Client, Unreachable};
 
 /// Where the talking commands find the gateway.
 #[derive(clap::Args, Debug, Clone)]
-pub struct Target {
+pub struct GatewayArgs {
     /// The gateway's URL.
     #[arg(long, env = "JIG_GATEWAY", default_value = "http://127.0.0.1:8080", global = true)]
     gateway: String,
@@ -26,10 +26,10 @@ pub struct Target {
     pub json: bool,
 }
 
-impl Target {
+impl GatewayArgs {
     /// The gateway of the environment (`JIG_GATEWAY`, `JIG_TOKEN`), for commands without these flags.
-    pub fn from_env(json: bool) -> Target {
-        Target {
+    pub fn from_env(json: bool) -> GatewayArgs {
+        GatewayArgs {
             gateway: std::env::var("JIG_GATEWAY").unwrap_or_else(|_| "http://127.0.0.1:8080".into()),
             token: std::env::var("JIG_TOKEN").ok(),
             json,
@@ -54,7 +54,7 @@ pub fn block_on<T>(future: impl Future<Output = T>) -> anyhow::Result<T> {
 
 /// Send one request and sort the answer into success and failure.
 pub fn call(
-    target: &Target,
+    target: &GatewayArgs,
     method: Method,
     path: &str,
     headers: &[(&str, String)],
@@ -64,7 +64,7 @@ pub fn call(
 }
 
 pub fn call_with_progress(
-    target: &Target,
+    target: &GatewayArgs,
     method: Method,
     path: &str,
     headers: &[(&str, String)],

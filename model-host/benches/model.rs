@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use jig_model_host::instance::{BatchPolicy, InstanceConfig};
 use jig_model_host::launch::{Launcher, Placement};
 use jig_model_host::onnx::{self, Model, SessionOptions};
-use jig_model_host::profile::{SampleInput, sample_inputs};
 use jig_model_host::segment::Segment;
+use jig_model_host::sweep::{SampleInput, sample_inputs};
 
 fn model_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.jig/models").join(format!("{name}.onnx"))

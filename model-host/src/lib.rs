@@ -6,7 +6,7 @@
 //!
 //! * [`onnx`]: ONNX Runtime, loaded from the library the project's set-up installs; [`onnx::Model`] runs a
 //!   model on [`Tensor`]s after checking them against its declared inputs.
-//! * [`profile`]: latency and throughput of a model on a segment over batch sizes, for the planner.
+//! * [`sweep`]: latency and throughput of a model on a segment over batch sizes, for the profile table.
 //! * [`segment`] and [`device`]: where instances can run, and what this machine has; [`mps`]: the MPS
 //!   control daemon of each device that hosts MPS segments.
 //! * [`instance`]: a model instance — a queue, a batcher with JigsawServe's batching and early dropping, and
@@ -27,8 +27,8 @@ pub mod launch;
 pub mod mps;
 pub mod onnx;
 pub mod pool;
-pub mod profile;
 pub mod segment;
+pub mod sweep;
 pub mod worker;
 
 pub use jig_tensor::{DType, Tensor, TensorError};

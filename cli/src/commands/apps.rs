@@ -6,13 +6,13 @@ use bytes::Bytes;
 use hyper::Method;
 use jig_api::AppList;
 
-use crate::gateway::{Target, call, failed, print_body};
+use crate::gateway::{GatewayArgs, call, failed, print_body};
 
 /// List the deployed apps.
 #[derive(clap::Args, Debug)]
 pub struct AppsCommand {
     #[command(flatten)]
-    target: Target,
+    target: GatewayArgs,
 }
 
 impl AppsCommand {
@@ -22,7 +22,7 @@ impl AppsCommand {
     }
 }
 
-fn apps(target: Target) -> anyhow::Result<ExitCode> {
+fn apps(target: GatewayArgs) -> anyhow::Result<ExitCode> {
     match call(&target, Method::GET, "/v1/apps", &[], Bytes::new())? {
         Err(failure) => Ok(failed(failure)),
         Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use hyper::Method;
 use jig_api::{AppStatus, TIMEOUT_HEADER};
 
-use crate::gateway::{Failure, Target, app_name, block_on, call, failed};
+use crate::gateway::{Failure, GatewayArgs, app_name, block_on, call, failed};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchCommand {
@@ -45,7 +45,7 @@ pub struct BenchCommand {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[command(flatten)]
-    target: Target,
+    target: GatewayArgs,
 }
 
 impl BenchCommand {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use bytes::Bytes;
 use hyper::Method;
 
-use crate::gateway::{Target, app_name, call, failed, print_body};
+use crate::gateway::{GatewayArgs, app_name, call, failed, print_body};
 
 /// Remove a deployed app.
 #[derive(clap::Args, Debug)]
@@ -13,7 +13,7 @@ pub struct DeleteCommand {
     /// The app.
     app: String,
     #[command(flatten)]
-    target: Target,
+    target: GatewayArgs,
 }
 
 impl DeleteCommand {
@@ -23,7 +23,7 @@ impl DeleteCommand {
     }
 }
 
-fn delete(app: &str, target: Target) -> anyhow::Result<ExitCode> {
+fn delete(app: &str, target: GatewayArgs) -> anyhow::Result<ExitCode> {
     let app = app_name(app)?;
     match call(&target, Method::DELETE, &format!("/v1/apps/{app}"), &[], Bytes::new())? {
         Err(failure) => Ok(failed(failure)),

@@ -7,14 +7,14 @@ use hyper::Method;
 use jig_api::AppStatus;
 
 use crate::commands::status::print_status;
-use crate::gateway::{Target, bytes, call_with_progress, failed, print_body};
+use crate::gateway::{GatewayArgs, bytes, call_with_progress, failed, print_body};
 
 #[derive(clap::Args, Debug)]
 pub struct DeployCommand {
     /// The bundle directory (with its jig.toml).
     bundle: PathBuf,
     #[command(flatten)]
-    target: Target,
+    target: GatewayArgs,
 }
 
 impl DeployCommand {

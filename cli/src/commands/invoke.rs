@@ -8,7 +8,7 @@ use base64::Engine as _;
 use hyper::Method;
 use jig_api::{InvokeResponse, TIMEOUT_HEADER};
 
-use crate::gateway::{Target, app_name, bytes, call, failed, print_body};
+use crate::gateway::{GatewayArgs, app_name, bytes, call, failed, print_body};
 
 #[derive(clap::Args, Debug)]
 pub struct InvokeCommand {
@@ -27,7 +27,7 @@ pub struct InvokeCommand {
     #[arg(long, short = 'o', value_name = "DIR")]
     output_dir: Option<PathBuf>,
     #[command(flatten)]
-    target: Target,
+    target: GatewayArgs,
 }
 
 impl InvokeCommand {

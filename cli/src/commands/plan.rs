@@ -19,7 +19,7 @@ use jig_planner::problem::Problem;
 use jig_sim::apps::PaperApp;
 
 use crate::commands::status::status;
-use crate::gateway::Target;
+use crate::gateway::GatewayArgs;
 use crate::problem::{Source, paper_problem, parse_features};
 
 /// Plan a function graph: variants, segments, batch sizes and instance counts that meet its latency and
@@ -68,7 +68,7 @@ impl PlanCommand {
         if !self.max_demand
             && let Source::Deployed(app) = self.source()?
         {
-            return status(&app, Target::from_env(self.json));
+            return status(&app, GatewayArgs::from_env(self.json));
         }
         print!("{}", self.plan()?);
         Ok(ExitCode::SUCCESS)

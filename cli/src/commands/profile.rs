@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use jig_manifest::Bundle;
 use jig_model_host::launch::{Launcher, Placement};
-use jig_model_host::profile;
 use jig_model_host::segment::Segment;
+use jig_model_host::sweep;
 use jig_planner::profile::ProfileRow;
 
 /// Measure each model variant of a bundle on segments over batch sizes 1, 2, 4, … and write the profile
@@ -67,11 +67,11 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     for segment in &segments {
         launcher.check(&placement(*segment))?;
     }
-    let settings = profile::Settings {
+    let settings = sweep::Settings {
         max_batch: args.max_batch,
         runs: args.runs,
         max_latency: Duration::from_millis(args.max_latency_ms),
-        ..profile::Settings::default()
+        ..sweep::Settings::default()
     };
     let mut rows = Vec::new();
     for variant in &bundle.manifest.variants {
@@ -79,10 +79,10 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
             let label = format!("{}/{} on {segment}", variant.slot, variant.name);
             eprintln!("profile: {label}");
             let (shapes, values) = (variant.shapes.clone(), variant.values.clone());
-            let samples = move |inputs: &[jig_model_host::onnx::TensorSpec]| -> Vec<profile::SampleInput> {
+            let samples = move |inputs: &[jig_model_host::onnx::TensorSpec]| -> Vec<sweep::SampleInput> {
                 inputs
                     .iter()
-                    .map(|i| profile::SampleInput {
+                    .map(|i| sweep::SampleInput {
                         shape: shapes.get(&i.name).cloned(),
                         values: values.get(&i.name).cloned(),
                     })
@@ -90,7 +90,7 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
             };
             let report = {
                 let label = label.clone();
-                move |p: &profile::Point| {
+                move |p: &sweep::Point| {
                     eprintln!(
                         "profile: {label}: batch {:>3}: p50 {:>8.2} ms, p95 {:>8.2} ms, {:>9.1} rows/s",
                         p.batch,
@@ -104,15 +104,15 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
             let sweep_name = name.clone();
             let (points, stop) = launcher
                 .run_on(&label, &name, &bundle.model_path(variant), &placement, move |executor| {
-                    profile::sweep(executor, &sweep_name, &samples(executor.inputs()), &settings, report)
+                    sweep::sweep(executor, &sweep_name, &samples(executor.inputs()), &settings, report)
                 })?
                 .map_err(anyhow::Error::msg)?;
             let device = launcher.device_name(&placement);
             match stop {
-                Some(profile::Stop::Latency { batch, p95 }) => {
+                Some(sweep::Stop::Latency { batch, p95 }) => {
                     eprintln!("profile: {label}: stopped after batch {batch}: p95 {p95:?} exceeds --max-latency-ms")
                 }
-                Some(profile::Stop::Failed { batch, detail }) => {
+                Some(sweep::Stop::Failed { batch, detail }) => {
                     eprintln!("profile: {label}: stopped at batch {batch}: {detail}")
                 }
                 None => {}

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use hyper::Method;
 use jig_api::AppStatus;
 
-use crate::gateway::{Target, app_name, call, failed, print_body};
+use crate::gateway::{GatewayArgs, app_name, call, failed, print_body};
 
 /// Show a deployed app: its tasks, bundle and deployment (instances per model slot).
 #[derive(clap::Args, Debug)]
@@ -14,7 +14,7 @@ pub struct StatusCommand {
     /// The app.
     app: String,
     #[command(flatten)]
-    target: Target,
+    target: GatewayArgs,
 }
 
 impl StatusCommand {
@@ -25,7 +25,7 @@ impl StatusCommand {
 }
 
 /// Show `app` as the gateway at `target` has it (also `jig plan APP`).
-pub fn status(app: &str, target: Target) -> anyhow::Result<ExitCode> {
+pub fn status(app: &str, target: GatewayArgs) -> anyhow::Result<ExitCode> {
     let app = app_name(app)?;
     match call(&target, Method::GET, &format!("/v1/apps/{app}"), &[], Bytes::new())? {
         Err(failure) => Ok(failed(failure)),
