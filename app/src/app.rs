@@ -44,11 +44,15 @@ struct TaskRuntime {
 
 /// A deployed app, ready to invoke. Dropping it stops its model instances once their queues drain.
 pub struct App {
+    /// The app's name, from its manifest.
     pub name: String,
     /// The hash of the bundle it runs.
     pub bundle: String,
+    /// When it was deployed, seconds since the Unix epoch.
     pub deployed_at: u64,
+    /// The latency SLO: the deadline of an invocation that names none.
     pub slo_latency: Option<Duration>,
+    /// The model instances serving it, as planned.
     pub deployment: Deployment,
     /// Times the controller re-planned this app (carried from copy to copy).
     pub replans: u32,
@@ -62,9 +66,11 @@ pub struct App {
 /// One part of an app's response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Output {
+    /// The task that produced it.
     pub task: String,
     /// The port, for a payload emitted on a port without edges; `None` for a leaf's return value.
     pub port: Option<String>,
+    /// What the task returned or emitted.
     pub bytes: Vec<u8>,
 }
 
@@ -131,19 +137,39 @@ impl StartError {
 pub enum AppError {
     /// The app already has `limits.max_inflight` requests in progress.
     #[error("app `{app}` is at its limit of {limit} requests in progress; retry later")]
-    Busy { app: String, limit: u32 },
+    Busy {
+        /// The app.
+        app: String,
+        /// Its `limits.max_inflight`.
+        limit: u32,
+    },
+    /// A task's invocation failed.
     #[error("app `{app}`: {source}")]
     Task {
+        /// The app.
         app: String,
+        /// How the task failed; it names the function as `APP/TASK`.
         #[source]
         source: InvokeError,
     },
     /// The deadline passed while a task waited for one of its `concurrency` permits.
     #[error("app `{app}`: task `{task}` could not start before the deadline (all {limit} of its slots were busy)")]
-    Queued { app: String, task: String, limit: u32 },
+    Queued {
+        /// The app.
+        app: String,
+        /// The task that could not start.
+        task: String,
+        /// Its `concurrency` limit.
+        limit: u32,
+    },
     /// A task's invocation ended without an outcome (a bug in jig: the runtime catches guest failures).
     #[error("app `{app}`: a task's invocation ended unexpectedly: {detail}")]
-    Panicked { app: String, detail: String },
+    Panicked {
+        /// The app.
+        app: String,
+        /// What the executor reported.
+        detail: String,
+    },
 }
 
 impl App {

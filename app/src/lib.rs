@@ -8,6 +8,8 @@
 //! * [`ModelSlots`]: a function's model slots served by instance pools, the `infer` of the main path.
 //! * [`App`]: an app running, ready to invoke.
 
+#![deny(missing_docs)]
+
 mod app;
 pub mod deployment;
 mod slots;

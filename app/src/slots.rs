@@ -19,6 +19,7 @@ pub struct ModelSlots {
 }
 
 impl ModelSlots {
+    /// No slots: every `infer` fails with an unknown slot.
     pub fn new() -> Self {
         Self::default()
     }
@@ -28,6 +29,7 @@ impl ModelSlots {
         self.slots.insert(slot.into(), pool);
     }
 
+    /// The pool serving `slot`.
     pub fn get(&self, slot: &str) -> Option<&Arc<Pool>> {
         self.slots.get(slot)
     }

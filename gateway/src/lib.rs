@@ -5,8 +5,10 @@
 //!
 //! The routes, their answers and error kinds are `jig-api`'s: this crate writes those types and nothing else.
 //! Every error answer is a `jig_api::ErrorBody` whose kind sets its status (`jig_api::ErrorKind::status`); a
-//! failed invocation is classified once, in [`classify`]. `GET /metrics` is the Prometheus text format
+//! failed invocation is classified once, in `classify`. `GET /metrics` is the Prometheus text format
 //! ([`metrics`]).
+
+#![deny(missing_docs)]
 
 mod controller;
 pub mod metrics;

@@ -21,6 +21,7 @@ use jig_manifest::{self as bundle, Bundle, InvalidBundle};
 /// What is stored of a deployed app.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AppRecord {
+    /// The app's name.
     pub name: String,
     /// SHA-256 of the packed bundle, hex.
     pub bundle: String,
@@ -52,6 +53,7 @@ impl Store {
         Ok(store)
     }
 
+    /// The state directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -170,8 +172,10 @@ impl Store {
 /// Why a bundle could not be stored.
 #[derive(Debug, thiserror::Error)]
 pub enum PutError {
+    /// The upload is not a usable bundle.
     #[error(transparent)]
     Invalid(#[from] InvalidBundle),
+    /// The state directory refused the write.
     #[error("cannot write to the state directory: {0}")]
     Io(std::io::Error),
 }
