@@ -89,13 +89,22 @@ impl Default for GatewayConfig {
     }
 }
 
-/// `$XDG_DATA_HOME/jig`, or `~/.local/share/jig`.
+/// `$XDG_DATA_HOME/jig`, or `~/.local/share/jig`: where a gateway keeps its state by default.
 pub fn default_state_dir() -> PathBuf {
-    std::env::var_os("XDG_DATA_HOME")
+    xdg_dir("XDG_DATA_HOME", ".local/share").join("jig")
+}
+
+/// `$XDG_CACHE_HOME/jig/components`, or `~/.cache/jig/components`: where `jig run` caches compiled glue.
+pub fn default_cache_dir() -> PathBuf {
+    xdg_dir("XDG_CACHE_HOME", ".cache").join("jig/components")
+}
+
+/// The XDG base directory `var`, else `$HOME/home_relative`, else the temporary directory.
+fn xdg_dir(var: &str, home_relative: &str) -> PathBuf {
+    std::env::var_os(var)
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(home_relative)))
         .unwrap_or_else(std::env::temp_dir)
-        .join("jig")
 }
 
 /// A running gateway's shared state.

@@ -73,7 +73,7 @@ fn run(args: RunCommand) -> anyhow::Result<ExitCode> {
     let config = parse_config(&args.config)?;
     let name = args.component.file_stem().and_then(|s| s.to_str()).unwrap_or("function").to_string();
     let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: Some(args.cache_dir.clone().unwrap_or_else(default_cache_dir)),
+        cache_dir: Some(args.cache_dir.clone().unwrap_or_else(jig_gateway::default_cache_dir)),
         max_instances: 16,
         max_memory: args.memory_mib.max(128) << 20,
         ..RuntimeConfig::default()
@@ -120,14 +120,6 @@ fn load_models(function: &str, specs: &[String]) -> anyhow::Result<ModelSlots> {
 fn split_envelope(payload: &[u8]) -> Option<(serde_json::Value, Vec<u8>)> {
     let Envelope { meta, body } = Envelope::<serde_json::Value>::decode(payload.to_vec()).ok()?;
     meta.is_object().then_some((meta, body))
-}
-
-fn default_cache_dir() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("jig/components")
 }
 
 fn report(name: &str, outcome: &Outcome, elapsed: Duration, args: &RunCommand) -> anyhow::Result<()> {
