@@ -12,31 +12,41 @@ use crate::segment::{MigProfile, Segment};
 pub struct Devices {
     /// CPU cores this process may run on.
     pub cpu_cores: Vec<usize>,
+    /// NVIDIA GPUs, in `nvidia-smi`'s order; empty without a GPU or its driver.
     pub gpus: Vec<Gpu>,
 }
 
+/// One NVIDIA GPU, as `nvidia-smi` (or, without it, the CUDA driver) describes it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Gpu {
+    /// The index segments name it by (`mig:GPU:…`, `mps:GPU:…`), as `nvidia-smi` numbers it.
     pub index: u32,
+    /// The product name, e.g. `NVIDIA H100 80GB HBM3`.
     pub name: String,
+    /// `GPU-…`: what `CUDA_VISIBLE_DEVICES` takes to bind a process to the whole GPU.
     pub uuid: String,
+    /// Total memory, in MiB.
     pub memory_mib: u64,
     /// Streaming multiprocessors, from the CUDA driver; `None` when only `nvidia-smi` answered.
     pub sms: Option<u32>,
+    /// Whether MIG mode is on (`nvidia-smi`'s `mig.mode.current`); `mig:` segments need it.
     pub mig_enabled: bool,
     /// MIG instances already created (jig does not change MIG settings).
     pub mig_instances: Vec<MigInstance>,
 }
 
+/// A MIG instance that exists on a GPU, as `nvidia-smi -L` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct MigInstance {
     /// `MIG-…`: what `CUDA_VISIBLE_DEVICES` takes to bind a process to this instance.
     pub uuid: String,
-    /// `None` for profiles outside [`MigProfile`] (other GPU models).
+    /// The profile's name as listed (e.g. `3g.40gb`); `None` when the line names none. See
+    /// [`MigInstance::profile`] for it as a [`MigProfile`].
     pub profile: Option<String>,
 }
 
 impl MigInstance {
+    /// The profile `nvidia-smi` named (e.g. `3g.40gb`), parsed; `None` for profiles outside [`MigProfile`].
     pub fn profile(&self) -> Option<MigProfile> {
         self.profile.as_deref()?.parse().ok()
     }
@@ -202,11 +212,15 @@ fn discover_gpus() -> Vec<Gpu> {
 /// What the CUDA driver says of one device it can see.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CudaDevice {
+    /// The driver's device ordinal, counted among the devices this process sees.
     pub ordinal: i32,
+    /// The product name.
     pub name: String,
     /// `GPU-…`, as `nvidia-smi` prints it.
     pub uuid: String,
+    /// Total memory, in MiB.
     pub memory_mib: u64,
+    /// Streaming multiprocessors.
     pub sms: u32,
 }
 

@@ -57,26 +57,63 @@ impl InstanceConfig {
 /// Why an instance did not answer a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InstanceError {
+    /// The batching policy dropped the request early, on arrival or in the queue, because it could no longer
+    /// make its deadline or waited too long.
     #[error("instance `{instance}` dropped the request early: {reason}")]
-    Dropped { instance: String, reason: DropReason },
+    Dropped {
+        /// The instance's name.
+        instance: String,
+        /// Why, with the times involved.
+        reason: DropReason,
+    },
+    /// The inputs do not fit the model's declared inputs; checked before the request queues.
     #[error("instance `{instance}`: {source}")]
-    Input { instance: String, source: ModelError },
+    Input {
+        /// The instance's name.
+        instance: String,
+        /// What does not fit.
+        source: ModelError,
+    },
+    /// The batch the request was in failed; every request in it gets this error.
     #[error("instance `{instance}` failed: {detail}")]
-    Failed { instance: String, detail: String },
+    Failed {
+        /// The instance's name.
+        instance: String,
+        /// The executor's message, or why the requests could not be stacked into a batch or its outputs
+        /// split back.
+        detail: String,
+    },
+    /// The instance could not start: its thread, pinning or model load failed, or the weights exceed the
+    /// segment's memory.
     #[error("instance `{instance}` could not start: {detail}")]
-    Start { instance: String, detail: String },
+    Start {
+        /// The instance's name.
+        instance: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The instance's thread has ended, so nothing answers its queue.
     #[error("instance `{instance}` has stopped")]
-    Stopped { instance: String },
+    Stopped {
+        /// The instance's name.
+        instance: String,
+    },
 }
 
 /// Counters of an instance since it started.
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// Requests received by [`Instance::infer`], including those refused for their inputs or dropped.
     pub requests: AtomicU64,
+    /// Batches run, successful or not.
     pub batches: AtomicU64,
+    /// Rows (batch items) in the batches run.
     pub rows: AtomicU64,
+    /// Requests dropped because they could no longer meet their deadline, on arrival or in the queue.
     pub dropped_late: AtomicU64,
+    /// Requests dropped from the queue as stale: waiting longer than the policy's `max_wait + staleness`.
     pub dropped_stale: AtomicU64,
+    /// Requests whose batch failed.
     pub failed: AtomicU64,
     /// Nanoseconds spent running batches: its rate is the share of the segment in use.
     pub busy_ns: AtomicU64,
@@ -160,10 +197,13 @@ impl Instance {
         Ok(Instance { inputs: inputs.map_err(start_error)?, config, queue, stats })
     }
 
+    /// The instance's name, from its [`InstanceConfig`].
     pub fn name(&self) -> &str {
         &self.config.name
     }
 
+    /// The configuration it was started with (`cores` is `None` when [`crate::launch::Launcher`] started
+    /// it, since the launcher pins the thread itself).
     pub fn config(&self) -> &InstanceConfig {
         &self.config
     }
@@ -173,6 +213,7 @@ impl Instance {
         &self.inputs
     }
 
+    /// Its counters, updated as it runs.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }

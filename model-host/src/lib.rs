@@ -20,6 +20,8 @@
 //! ONNX Runtime on the CPU, with inputs checked against the model first, rarely needs. GPU segments run in
 //! worker processes, because CUDA binds a process, not a thread, to a MIG instance or an MPS share.
 
+#![deny(missing_docs)]
+
 pub mod batch;
 pub mod device;
 pub mod instance;

@@ -29,17 +29,40 @@ pub struct MpsDaemon {
     owned: bool,
 }
 
+/// Why a device's MPS daemon could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum MpsError {
+    /// The control program could not be run, or its pipe and log directories could not be created.
     #[error(
         "could not run `{program}` for {device}: {error}; MPS segments need the NVIDIA driver's MPS tools \
          (or use mig: segments with one process each, which need no MPS)"
     )]
-    Spawn { device: String, program: String, error: std::io::Error },
+    Spawn {
+        /// The device's UUID.
+        device: String,
+        /// The control program.
+        program: String,
+        /// The system's answer.
+        error: std::io::Error,
+    },
+    /// The control program ran but `-d` exited with a failure status.
     #[error("`{program} -d` for {device} failed: {detail}")]
-    Start { device: String, program: String, detail: String },
+    Start {
+        /// The device's UUID.
+        device: String,
+        /// The control program.
+        program: String,
+        /// Its exit status and standard error.
+        detail: String,
+    },
+    /// The daemon did not create its control pipe within 5 seconds of starting.
     #[error("the MPS daemon for {device} did not create its control pipe in {}", .pipe.display())]
-    NoPipe { device: String, pipe: PathBuf },
+    NoPipe {
+        /// The device's UUID.
+        device: String,
+        /// The pipe directory it was given.
+        pipe: PathBuf,
+    },
 }
 
 impl MpsDaemon {
@@ -85,6 +108,7 @@ impl MpsDaemon {
         Ok(daemon)
     }
 
+    /// The UUID of the device the daemon serves (`GPU-…` or `MIG-…`).
     pub fn device(&self) -> &str {
         &self.device
     }

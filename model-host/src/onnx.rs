@@ -27,18 +27,62 @@ const FIX: &str = "run `make setup` in the jig checkout (it installs the `onnxru
 /// Why a model could not be loaded or run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
+    /// The ONNX Runtime library was not found, or did not load or start.
     #[error("ONNX Runtime is not available: {detail}; {FIX}")]
-    Library { detail: String },
+    Library {
+        /// Where it was looked for, or what loading it said.
+        detail: String,
+    },
+    /// The model file could not be read.
     #[error("model `{model}`: cannot read {path}: {detail}")]
-    Read { model: String, path: PathBuf, detail: String },
+    Read {
+        /// The model's name.
+        model: String,
+        /// The file.
+        path: PathBuf,
+        /// The system's answer.
+        detail: String,
+    },
+    /// ONNX Runtime refused to build a session from the model.
     #[error("model `{model}` ({path}) is not a valid ONNX model: {detail}")]
-    Invalid { model: String, path: PathBuf, detail: String },
+    Invalid {
+        /// The model's name.
+        model: String,
+        /// The file, or `<memory>` for [`Model::from_bytes`].
+        path: PathBuf,
+        /// ONNX Runtime's message.
+        detail: String,
+    },
+    /// An input or output is not a tensor of a [`DType`] jig knows.
     #[error("model `{model}`: {io} `{name}` has type {ty}, which jig cannot pass through `infer`")]
-    UnsupportedType { model: String, io: &'static str, name: String, ty: String },
+    UnsupportedType {
+        /// The model's name.
+        model: String,
+        /// `input` or `output`.
+        io: &'static str,
+        /// The input's or output's name.
+        name: String,
+        /// Its type, as ONNX Runtime prints it.
+        ty: String,
+    },
+    /// The tensors given do not fit the model's declared inputs (count, element type, rank or a fixed
+    /// dimension), or profiling inputs could not be made for them.
     #[error("model `{model}`: {detail}")]
-    Input { model: String, detail: String },
+    Input {
+        /// The model's name.
+        model: String,
+        /// What does not fit, and what the model expects.
+        detail: String,
+    },
+    /// The session could not be set up (its options, the CUDA execution provider), or a run failed: in this
+    /// process, or in a worker ([`crate::worker::WorkerError`] converts to this).
     #[error("model `{model}` failed: {detail}")]
-    Run { model: String, detail: String },
+    Run {
+        /// The model's name.
+        model: String,
+        /// What failed: ONNX Runtime's message, what was wrong with an output, or a worker's error.
+        detail: String,
+    },
 }
 
 /// The library to load: see the module documentation.
@@ -100,8 +144,11 @@ pub fn environment() -> Result<&'static ort::environment::Environment, ModelErro
 /// A declared model input or output: name, element type, and shape with `None` for dynamic dimensions.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TensorSpec {
+    /// The name the model declares it by.
     pub name: String,
+    /// The element type.
     pub dtype: DType,
+    /// One entry per dimension: its fixed size, or `None` where any size goes (usually the batch dimension).
     pub shape: Vec<Option<u64>>,
 }
 
@@ -196,14 +243,17 @@ impl Model {
         Ok(Model { name: name.into(), session: Mutex::new(session), inputs, outputs })
     }
 
+    /// The name it was loaded under, as errors give it.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The declared inputs, in the order [`Model::run`] takes them.
     pub fn inputs(&self) -> &[TensorSpec] {
         &self.inputs
     }
 
+    /// The declared outputs, in the order [`Model::run`] returns them.
     pub fn outputs(&self) -> &[TensorSpec] {
         &self.outputs
     }

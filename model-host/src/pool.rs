@@ -22,6 +22,7 @@ impl Pool {
         Pool { instances: instances.into_iter().map(|(i, _)| i).collect(), route }
     }
 
+    /// The instances, in the order they were given.
     pub fn instances(&self) -> impl Iterator<Item = &Arc<Instance>> {
         self.instances.iter()
     }

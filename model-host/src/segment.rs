@@ -12,14 +12,31 @@ pub use jig_policy::MigProfile;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Segment {
     /// `cores` CPU cores, pinned, with as many intra-op threads.
-    Cpu { cores: u32 },
+    Cpu {
+        /// How many cores (at least 1).
+        cores: u32,
+    },
     /// A MIG instance of GPU `gpu` shared by `mps` MPS processes (1–4); this segment is one of them.
-    Mig { gpu: u32, profile: MigProfile, mps: u8 },
+    Mig {
+        /// The GPU's index.
+        gpu: u32,
+        /// The MIG instance's profile, e.g. `3g.40gb`.
+        profile: MigProfile,
+        /// How many processes share the instance (1–4): each gets `1/mps` of its memory and, through MPS,
+        /// `100 / mps` percent of its SMs.
+        mps: u8,
+    },
     /// `percent` of GPU `gpu`'s SMs through `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`.
-    Mps { gpu: u32, percent: u8 },
+    Mps {
+        /// The GPU's index.
+        gpu: u32,
+        /// The active-thread percentage (1–100).
+        percent: u8,
+    },
 }
 
 impl Segment {
+    /// Whether it is a GPU segment (MIG or MPS), run in a worker process rather than on CPU cores.
     pub fn is_gpu(&self) -> bool {
         !matches!(self, Segment::Cpu { .. })
     }

@@ -29,8 +29,11 @@ impl Default for Settings {
 /// One measured batch size.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
+    /// Rows per batch.
     pub batch: u32,
+    /// Median latency of one batch.
     pub p50: Duration,
+    /// 95th-percentile latency of one batch.
     pub p95: Duration,
     /// Rows per second, batches run back to back.
     pub throughput: f64,
@@ -39,8 +42,20 @@ pub struct Point {
 /// Why the batch stopped growing before `max_batch`, if it did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stop {
-    Latency { batch: u32, p95: Duration },
-    Failed { batch: u32, detail: String },
+    /// A batch's p95 latency exceeded [`Settings::max_latency`]; that batch is the last point measured.
+    Latency {
+        /// The batch size that was too slow.
+        batch: u32,
+        /// Its p95 latency.
+        p95: Duration,
+    },
+    /// A batch failed (usually memory running out); the points end at the batch size before it.
+    Failed {
+        /// The batch size that failed.
+        batch: u32,
+        /// The executor's message.
+        detail: String,
+    },
 }
 
 /// Measure model `name` on batches of doubling size, run by `executor` (a model in this process, or a worker

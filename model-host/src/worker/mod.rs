@@ -65,8 +65,12 @@ pub struct WorkerSpec {
     pub args: Vec<String>,
     /// Extra environment, e.g. `CUDA_VISIBLE_DEVICES=MIG-<uuid>` or `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`.
     pub env: Vec<(String, String)>,
+    /// The model's name, for errors and logs on both sides.
     pub model_name: String,
+    /// The ONNX file the worker loads.
     pub model_path: PathBuf,
+    /// How the worker builds its session; with `cuda` set, the worker also gets the CUDA libraries beside
+    /// ONNX Runtime on its `LD_LIBRARY_PATH`.
     pub options: SessionOptions,
     /// The instance this worker serves, for errors and logs.
     pub instance: String,
@@ -99,36 +103,101 @@ impl WorkerSpec {
 /// Why a worker could not start or run a batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkerError {
+    /// The worker process could not be spawned, exited before connecting, or its socket could not be set up.
     #[error(
         "instance `{instance}`: cannot start worker {program} for model `{model}`: {detail}; check that the \
          program exists and runs (`{program} --socket PATH`)"
     )]
-    Spawn { instance: String, model: String, program: PathBuf, detail: String },
+    Spawn {
+        /// The instance the worker serves.
+        instance: String,
+        /// The model's name.
+        model: String,
+        /// The worker's executable.
+        program: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The worker answered `LoadFailed`, answered wrongly, or ended while loading; or a restarted worker found
+    /// the model's inputs or outputs changed.
     #[error("instance `{instance}`: the worker could not load model `{model}`: {detail}")]
-    Load { instance: String, model: String, detail: String },
+    Load {
+        /// The instance the worker serves.
+        instance: String,
+        /// The model's name.
+        model: String,
+        /// The worker's error, or what went wrong.
+        detail: String,
+    },
+    /// The worker did not connect, or did not load the model, within [`WorkerSpec::load_timeout`].
     #[error(
         "instance `{instance}`: the worker for model `{model}` did not {stage} within {after:?}; it was killed \
          (a slow GPU initialisation or a large model may need a longer load timeout)"
     )]
-    Timeout { instance: String, model: String, stage: &'static str, after: Duration },
+    Timeout {
+        /// The instance the worker serves.
+        instance: String,
+        /// The model's name.
+        model: String,
+        /// What it did not finish: `connect` or `load the model`.
+        stage: &'static str,
+        /// The load timeout.
+        after: Duration,
+    },
     /// The batch does not fit the model's declared inputs; checked before anything is sent.
     #[error("instance `{instance}`: {source}")]
-    Model { instance: String, source: ModelError },
+    Model {
+        /// The instance the worker serves.
+        instance: String,
+        /// What does not fit.
+        source: ModelError,
+    },
     /// The model failed on this batch; the worker is healthy and serves the next one.
     #[error("instance `{instance}`: {detail}")]
-    Run { instance: String, model: String, detail: String },
+    Run {
+        /// The instance the worker serves.
+        instance: String,
+        /// The model's name.
+        model: String,
+        /// The worker's error.
+        detail: String,
+    },
+    /// The worker process died during the batch; it is being restarted in the background.
     #[error(
         "instance `{instance}`: the worker for model `{model}` died during the batch ({detail}); the batch \
          failed and the worker is being restarted, so the next batch goes to a fresh process"
     )]
-    Died { instance: String, model: String, detail: String },
+    Died {
+        /// The instance the worker serves.
+        instance: String,
+        /// The model's name.
+        model: String,
+        /// How it ended: its exit status or signal, as far as the parent could tell.
+        detail: String,
+    },
+    /// The worker sent a malformed or unexpected message; it was killed and is being restarted.
     #[error(
         "instance `{instance}`: the worker for model `{model}` broke the protocol ({detail}); it was killed and \
          is being restarted (are the worker and this host from the same build?)"
     )]
-    Protocol { instance: String, model: String, detail: String },
+    Protocol {
+        /// The instance the worker serves.
+        instance: String,
+        /// The model's name.
+        model: String,
+        /// What was wrong with the message.
+        detail: String,
+    },
+    /// The parent could not create or grow the shared region.
     #[error("instance `{instance}`: shared memory for model `{model}`: {detail}; check free space in /dev/shm")]
-    Memory { instance: String, model: String, detail: String },
+    Memory {
+        /// The instance the worker serves.
+        instance: String,
+        /// The model's name.
+        model: String,
+        /// The system's answer.
+        detail: String,
+    },
 }
 
 impl WorkerError {
@@ -200,6 +269,7 @@ impl Worker {
         Ok(Worker { inner: Arc::new(inner) })
     }
 
+    /// How it was started; restarts use the same spec.
     pub fn spec(&self) -> &WorkerSpec {
         &self.inner.spec
     }
@@ -209,6 +279,7 @@ impl Worker {
         &self.inner.inputs
     }
 
+    /// The model's declared outputs, as the worker reported them.
     pub fn outputs(&self) -> &[TensorSpec] {
         &self.inner.outputs
     }

@@ -22,31 +22,63 @@ pub const MAX_FRAME: usize = 16 << 20;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Request {
     /// The first message: open the shared region and load the model. Answered by `Loaded` or `LoadFailed`.
-    Load { model_name: String, model_path: PathBuf, options: SessionOptions, shm_path: PathBuf, shm_size: u64 },
+    Load {
+        /// The model's name, for errors.
+        model_name: String,
+        /// The ONNX file to load.
+        model_path: PathBuf,
+        /// How to build the session.
+        options: SessionOptions,
+        /// The shared region's file, unlinked by the parent once the worker has answered.
+        shm_path: PathBuf,
+        /// The region's size, in bytes.
+        shm_size: u64,
+    },
     /// Run one batch whose inputs are at `inputs` in the region, writing outputs from `output_offset` on.
     /// `shm_size` is the region's current size: the parent may have grown it since the last message.
-    Run { id: u64, shm_size: u64, inputs: Vec<Slot>, output_offset: u64 },
+    Run {
+        /// Numbers the request; the answer carries it back.
+        id: u64,
+        /// The region's size, in bytes.
+        shm_size: u64,
+        /// The inputs, in the model's declared order.
+        inputs: Vec<Slot>,
+        /// The byte offset in the region from which the worker writes outputs, past the inputs.
+        output_offset: u64,
+    },
 }
 
 /// Worker to parent.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Reply {
+    /// The model is loaded and the worker waits for `Run`.
     Loaded {
+        /// The model's declared inputs.
         inputs: Vec<TensorSpec>,
+        /// The model's declared outputs.
         outputs: Vec<TensorSpec>,
     },
+    /// The region could not be opened or the model could not be loaded; the worker then exits.
     LoadFailed {
+        /// What went wrong; the parent reports it as [`super::WorkerError::Load`].
         error: String,
     },
+    /// The batch ran; its outputs are in the region.
     /// `shm_size` is the region's size after the worker wrote the outputs (it grows the region when they do not
     /// fit), so the parent knows to remap before reading them.
     Done {
+        /// The `id` of the `Run` it answers.
         id: u64,
+        /// The region's size, in bytes.
         shm_size: u64,
+        /// The outputs, in the model's declared order.
         outputs: Vec<Slot>,
     },
+    /// The batch failed; the worker serves the next one.
     Failed {
+        /// The `id` of the `Run` it answers.
         id: u64,
+        /// The model's error, or why the inputs or outputs did not fit the region.
         error: String,
     },
 }
@@ -54,9 +86,13 @@ pub enum Reply {
 /// Where one tensor lies in the shared region.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Slot {
+    /// The element type.
     pub dtype: DType,
+    /// The tensor's shape.
     pub shape: Vec<u64>,
+    /// Where its bytes start in the region, in bytes; both sides align it to 64.
     pub offset: u64,
+    /// Its size, in bytes.
     pub len: u64,
 }
 
