@@ -261,7 +261,7 @@ async fn an_instance_batches_requests_into_a_worker() {
         ..InstanceConfig::new("mixed@worker#0")
     };
     let spec = spec("mixed@worker#0", "mixed", model_path("mixed"));
-    let instance = Arc::new(Instance::start(config, move || Worker::start(spec).map_err(|e| e.to_string())).unwrap());
+    let instance = Arc::new(Instance::start(config, move || Worker::start(spec).map_err(Into::into)).unwrap());
     let tasks: Vec<_> = (0..4)
         .map(|k| {
             let instance = instance.clone();

@@ -17,20 +17,24 @@ use crate::batch;
 use crate::onnx::{self, Model, ModelError, TensorSpec};
 use crate::{Tensor, TensorError};
 
+/// Any error, boxed: what an [`Executor`] or an instance's loader fails with (a [`ModelError`], a
+/// [`crate::worker::WorkerError`], a launch error), kept whole for callers that match on it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Runs batches for an instance.
 pub trait Executor: Send + Sync {
     /// The model's declared inputs; requests are checked against them before they queue.
     fn inputs(&self) -> &[TensorSpec];
     /// Run one batch.
-    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String>;
+    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError>;
 }
 
 impl Executor for Model {
     fn inputs(&self) -> &[TensorSpec] {
         Model::inputs(self)
     }
-    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-        self.run(inputs).map_err(|e| e.to_string())
+    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
+        Ok(self.run(inputs)?)
     }
 }
 
@@ -158,7 +162,7 @@ impl Instance {
     pub fn start<E, F>(config: InstanceConfig, load: F) -> Result<Instance, InstanceError>
     where
         E: Executor + 'static,
-        F: FnOnce() -> Result<E, String> + Send + 'static,
+        F: FnOnce() -> Result<E, BoxError> + Send + 'static,
     {
         let config = Arc::new(config);
         let stats = Arc::new(Stats::default());
@@ -179,7 +183,7 @@ impl Instance {
                     let executor = match load() {
                         Ok(executor) => executor,
                         Err(e) => {
-                            let _ = ready_tx.send(Err(e));
+                            let _ = ready_tx.send(Err(e.to_string()));
                             return;
                         }
                     };
@@ -306,7 +310,7 @@ impl<E: Executor> Batcher<E> {
             let inputs: Vec<&[Tensor]> = batch.iter().map(|j| j.inputs.as_slice()).collect();
             batch::stack(&inputs)
                 .map_err(|e: TensorError| e.to_string())
-                .and_then(|stacked| self.executor.execute(&stacked))
+                .and_then(|stacked| self.executor.execute(&stacked).map_err(|e| e.to_string()))
                 .and_then(|outputs| batch::split(outputs, &rows))
         };
         self.stats.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::Tensor;
 use crate::device::{DeviceError, Devices};
-use crate::instance::{Executor, Instance, InstanceConfig, InstanceError};
+use crate::instance::{BoxError, Executor, Instance, InstanceConfig, InstanceError};
 use crate::mps::{MpsDaemon, MpsError};
 use crate::onnx::{Model, ModelError, SessionOptions, TensorSpec};
 use crate::segment::Segment;
@@ -115,7 +115,7 @@ impl Executor for Loaded {
     fn inputs(&self) -> &[TensorSpec] {
         self.executor.inputs()
     }
-    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
         self.executor.execute(inputs)
     }
 }
@@ -191,7 +191,7 @@ impl Launcher {
         let load_failed = failed.clone();
         Instance::start(config, move || {
             launcher.load(&instance, &name, &path, &placement).map_err(|e| {
-                let message = e.to_string();
+                let message: BoxError = e.to_string().into();
                 *load_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 message
             })

@@ -78,32 +78,43 @@ impl fmt::Display for Segment {
     }
 }
 
+/// Text that is not a segment; the message quotes it and says how to write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("segment `{text}`: {problem}")]
+pub struct ParseSegmentError {
+    /// The text given.
+    pub text: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
 impl FromStr for Segment {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseSegmentError;
+    fn from_str(s: &str) -> Result<Self, ParseSegmentError> {
+        let invalid = |problem: String| ParseSegmentError { text: s.to_string(), problem };
         let usage = "write a segment as cpu:CORES, mig:GPU:PROFILE:MPS (e.g. mig:0:3g.40gb:2) or mps:GPU:PERCENT";
         let number = |v: &str, what: &str| {
-            v.parse::<u32>().map_err(|_| format!("segment `{s}`: {what} `{v}` is not a number; {usage}"))
+            v.parse::<u32>().map_err(|_| invalid(format!("{what} `{v}` is not a number; {usage}")))
         };
         let parts: Vec<&str> = s.split(':').collect();
         match parts.as_slice() {
             ["cpu", cores] => match number(cores, "cores")? {
-                0 => Err(format!("segment `{s}`: needs at least one core")),
+                0 => Err(invalid("needs at least one core".into())),
                 cores => Ok(Segment::Cpu { cores }),
             },
             ["mig", gpu, profile, mps] => {
                 let mps = number(mps, "MPS processes")?;
                 if !(1..=4).contains(&mps) {
-                    return Err(format!("segment `{s}`: a MIG instance is shared by 1 to 4 MPS processes, not {mps}"));
+                    return Err(invalid(format!("a MIG instance is shared by 1 to 4 MPS processes, not {mps}")));
                 }
-                let profile = profile.parse().map_err(|e| format!("segment `{s}`: {e}"))?;
+                let profile = profile.parse().map_err(|e| invalid(format!("{e}")))?;
                 Ok(Segment::Mig { gpu: number(gpu, "GPU")?, profile, mps: mps as u8 })
             }
             ["mps", gpu, percent] => match number(percent, "percentage")? {
                 p @ 1..=100 => Ok(Segment::Mps { gpu: number(gpu, "GPU")?, percent: p as u8 }),
-                p => Err(format!("segment `{s}`: an MPS percentage is 1 to 100, not {p}")),
+                p => Err(invalid(format!("an MPS percentage is 1 to 100, not {p}"))),
             },
-            _ => Err(format!("segment `{s}`: {usage}")),
+            _ => Err(invalid(usage.into())),
         }
     }
 }
@@ -147,7 +158,7 @@ mod tests {
             ("cpu:x", "not a number"),
         ] {
             let err = s.parse::<Segment>().unwrap_err();
-            assert!(err.contains(says), "{s}: {err}");
+            assert!(err.to_string().contains(says), "{s}: {err}");
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::instance::Executor;
+use crate::instance::{BoxError, Executor};
 use crate::onnx::{ModelError, TensorSpec};
 use crate::{DType, Tensor};
 
@@ -67,14 +67,14 @@ pub fn sweep(
     samples: &[SampleInput],
     settings: &Settings,
     mut progress: impl FnMut(&Point),
-) -> Result<(Vec<Point>, Option<Stop>), String> {
+) -> Result<(Vec<Point>, Option<Stop>), BoxError> {
     let mut points = Vec::new();
     let mut batch = 1u32;
     // A model with an input that has no batch dimension is served one request per batch (see `instance`).
     let max_batch =
         if executor.inputs().iter().all(crate::onnx::TensorSpec::batchable) { settings.max_batch } else { 1 };
     while batch <= max_batch.max(1) {
-        let inputs = sample_inputs(name, executor.inputs(), samples, u64::from(batch)).map_err(|e| e.to_string())?;
+        let inputs = sample_inputs(name, executor.inputs(), samples, u64::from(batch))?;
         let measured = (0..settings.warmup).try_for_each(|_| executor.execute(&inputs).map(drop)).and_then(|()| {
             let mut times: Vec<Duration> = Vec::with_capacity(settings.runs);
             for _ in 0..settings.runs.max(1) {
@@ -87,7 +87,7 @@ pub fn sweep(
         let mut times = match measured {
             Ok(times) => times,
             Err(e) if batch == 1 => return Err(e),
-            Err(detail) => return Ok((points, Some(Stop::Failed { batch, detail }))),
+            Err(e) => return Ok((points, Some(Stop::Failed { batch, detail: e.to_string() }))),
         };
         times.sort();
         let total: Duration = times.iter().sum();

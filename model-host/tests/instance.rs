@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use jig_model_host::instance::{BatchPolicy, DropReason, Executor, Instance, InstanceConfig, InstanceError};
+use jig_model_host::instance::{BatchPolicy, BoxError, DropReason, Executor, Instance, InstanceConfig, InstanceError};
 use jig_model_host::launch::{LaunchError, Launcher, Placement};
 use jig_model_host::onnx::{ModelError, TensorSpec};
 use jig_model_host::pool::Pool;
@@ -56,7 +56,7 @@ impl Executor for Sleepy {
     fn inputs(&self) -> &[TensorSpec] {
         &self.spec
     }
-    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
+    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
         std::thread::sleep(self.delay);
         if f32s(&inputs[0]).contains(&-1.0) {
             return Err("scripted failure".into());

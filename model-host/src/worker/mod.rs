@@ -709,7 +709,7 @@ impl crate::instance::Executor for Worker {
     fn inputs(&self) -> &[TensorSpec] {
         Worker::inputs(self)
     }
-    fn execute(&self, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>, String> {
-        self.run(inputs).map_err(|e| e.to_string())
+    fn execute(&self, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>, crate::instance::BoxError> {
+        Ok(self.run(inputs)?)
     }
 }
