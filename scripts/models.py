@@ -83,6 +83,18 @@ def big():
     )
 
 
+def add():
+    """One Add node on image-sized tensors: the model that moves the most bytes per unit of work, so that it
+    shows the tensor path's own cost (issue 16's benchmark)."""
+    return graph_model(
+        [helper.make_node("Add", ["x", "one"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 640, 640])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 640, 640])],
+        [numpy_helper.from_array(np.ones(1, dtype=np.float32), "one")],
+        "add",
+    )
+
+
 def downscaled(source, target, factor):
     """The detector `source` behind a resize of its input by `factor` (both sides rounded down to multiples
     of 32, as the network needs) and a resize of its probability map back to the input's size: the same
@@ -167,7 +179,7 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else ".jig/models"
     os.makedirs(out, exist_ok=True)
     written = []
-    for name, build in [("mixed", mixed), ("mlp", mlp), ("big", big)]:
+    for name, build in [("mixed", mixed), ("mlp", mlp), ("big", big), ("add", add)]:
         path = os.path.join(out, name + ".onnx")
         if not os.path.exists(path):
             save(build(), path)

@@ -33,7 +33,8 @@ pub fn stack(requests: &[&[Tensor]]) -> Result<Vec<Tensor>, TensorError> {
         .collect()
 }
 
-/// Split each output along dimension 0 into pieces of `rows[k]` rows, one list of outputs per request.
+/// Split each output along dimension 0 into pieces of `rows[k]` rows, one list of outputs per request: views of
+/// the output's bytes, not copies.
 /// Fails when an output's first dimension is not the total of `rows` (a model that does not batch).
 pub fn split(outputs: Vec<Tensor>, rows: &[u64]) -> Result<Vec<Vec<Tensor>>, String> {
     if rows.len() == 1 {
@@ -56,8 +57,7 @@ pub fn split(outputs: Vec<Tensor>, rows: &[u64]) -> Result<Vec<Vec<Tensor>>, Str
             let len = row_bytes * n as usize;
             let mut piece_shape = shape.clone();
             piece_shape[0] = n;
-            let piece =
-                Tensor::new(dtype, piece_shape, data[offset..offset + len].to_vec()).map_err(|e| e.to_string())?;
+            let piece = Tensor::new(dtype, piece_shape, data.slice(offset..offset + len)).map_err(|e| e.to_string())?;
             per_request[k].push(piece);
             offset += len;
         }

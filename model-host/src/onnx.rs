@@ -269,12 +269,15 @@ impl Model {
     }
 
     /// Run the model on `inputs` (in declared order; checked first) and return its outputs in declared order.
+    ///
+    /// No copy either way: ONNX Runtime reads each input in place, and each output is the buffer ONNX Runtime
+    /// wrote, shared into the returned tensor.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, ModelError> {
         self.check(inputs)?;
         let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
         let values = inputs
             .iter()
-            .map(|t| to_ort(t).map(ort::session::SessionInputValue::from))
+            .map(ort_input)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| failed(format!("cannot create an input tensor: {e}")))?;
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
@@ -347,6 +350,46 @@ fn element_of(dtype: DType) -> TensorElementType {
     }
 }
 
+/// `tensor` as an ONNX Runtime input: a view of its bytes, read in place, where its element type has a Rust
+/// equivalent and the bytes are aligned for it; else a copy.
+fn ort_input(tensor: &Tensor) -> ort::Result<ort::session::SessionInputValue<'_>> {
+    use ort::value::TensorRefMut;
+
+    /// A view of `tensor`'s bytes as elements of `T`, or `None` when they are not aligned for `T`.
+    fn view<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug>(
+        tensor: &Tensor,
+    ) -> ort::Result<Option<ort::session::SessionInputValue<'_>>> {
+        let data = tensor.data();
+        if data.is_empty() || !(data.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
+            return Ok(None);
+        }
+        let shape = ort::value::Shape::new(tensor.shape().iter().map(|&d| d as i64));
+        // SAFETY: the bytes hold exactly shape.product() elements of T (a `Tensor` is checked when built) at an
+        // address aligned for T, on the CPU; ONNX Runtime only reads an input; and the view borrows `tensor`, so
+        // it cannot outlive the bytes.
+        let view: TensorRefMut<'_, T> =
+            unsafe { TensorRefMut::from_raw(ort::memory::MemoryInfo::default(), data.as_ptr() as *mut _, shape)? };
+        Ok(Some(view.into()))
+    }
+
+    let viewed = match tensor.dtype() {
+        DType::F32 => view::<f32>(tensor)?,
+        DType::F64 => view::<f64>(tensor)?,
+        DType::U8 => view::<u8>(tensor)?,
+        DType::I8 => view::<i8>(tensor)?,
+        DType::U16 => view::<u16>(tensor)?,
+        DType::I16 => view::<i16>(tensor)?,
+        DType::I32 => view::<i32>(tensor)?,
+        DType::I64 => view::<i64>(tensor)?,
+        DType::Bool => view::<bool>(tensor)?,
+        DType::F16 => None,
+    };
+    match viewed {
+        Some(view) => Ok(view),
+        None => Ok(to_ort(tensor)?.into()),
+    }
+}
+
 /// An ONNX Runtime tensor holding a copy of `tensor`.
 fn to_ort(tensor: &Tensor) -> ort::Result<DynTensor> {
     let shape: Vec<i64> = tensor.shape().iter().map(|&d| d as i64).collect();
@@ -360,6 +403,25 @@ fn to_ort(tensor: &Tensor) -> ort::Result<DynTensor> {
     Ok(value)
 }
 
+/// The bytes of an output ONNX Runtime allocated on the CPU, owned with the value that holds them.
+struct OrtBytes {
+    _value: ort::value::DynTensor,
+    data: *const u8,
+    len: usize,
+}
+
+// SAFETY: the bytes belong to the value, which may move between threads (`ort` values are `Send`); nothing
+// writes them once the run that produced them has returned.
+unsafe impl Send for OrtBytes {}
+
+impl AsRef<[u8]> for OrtBytes {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `data` points at `len` bytes owned by `_value`, which lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.data, self.len) }
+    }
+}
+
+/// An output as a [`Tensor`] that shares ONNX Runtime's buffer: no copy.
 fn from_ort(model: &str, value: ort::value::DynValue) -> Result<Tensor, ModelError> {
     let failed = |detail: String| ModelError::Run { model: model.into(), detail };
     let (dtype, shape) = match value.dtype() {
@@ -371,11 +433,10 @@ fn from_ort(model: &str, value: ort::value::DynValue) -> Result<Tensor, ModelErr
     };
     let len = shape.iter().product::<u64>() as usize * dtype.size();
     let tensor = value.downcast::<ort::value::DynTensorValueType>().map_err(|e| failed(e.to_string()))?;
-    let data = if len == 0 {
-        Vec::new()
-    } else {
-        // SAFETY: a CPU tensor of this dtype and shape holds `len` bytes at its data pointer.
-        unsafe { std::slice::from_raw_parts(tensor.data_ptr().cast::<u8>(), len) }.to_vec()
-    };
-    Tensor::new(dtype, shape, data).map_err(|e| failed(e.to_string()))
+    if len == 0 {
+        return Tensor::new(dtype, shape, Vec::new()).map_err(|e| failed(e.to_string()));
+    }
+    let data = tensor.data_ptr().cast::<u8>();
+    let bytes = jig_tensor::Bytes::from_owner(OrtBytes { _value: tensor, data, len });
+    Tensor::new(dtype, shape, bytes).map_err(|e| failed(e.to_string()))
 }

@@ -249,7 +249,8 @@ impl From<DType> for wire::Dtype {
 impl From<Tensor> for wire::Tensor {
     fn from(t: Tensor) -> Self {
         let (dtype, shape, data) = t.into_parts();
-        wire::Tensor { dtype: dtype.into(), shape, data }
+        // Free when the bytes are a Vec nobody else holds; one copy when they are a model's output buffer.
+        wire::Tensor { dtype: dtype.into(), shape, data: Vec::from(data) }
     }
 }
 

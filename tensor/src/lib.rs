@@ -1,4 +1,11 @@
 //! The tensor that crosses the `infer` boundary between glue and models.
+//!
+//! Its bytes are a shared, immutable [`Bytes`] buffer, so a tensor moves from the glue through a model
+//! instance's queue, into ONNX Runtime and back without a copy: cloning shares the buffer, a batch's output is
+//! split into requests' outputs as views of it, and an output can be memory ONNX Runtime allocated
+//! ([`Bytes::from_owner`]).
+
+pub use bytes::Bytes;
 
 /// Element type of a tensor; the same set as `dtype` in `sdk/wit/function.wit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -28,12 +35,12 @@ impl DType {
 }
 
 /// A dense, row-major tensor of little-endian elements. Construction checks that the bytes match the shape, so
-/// a `Tensor` is always well-formed.
+/// a `Tensor` is always well-formed. Cloning shares the bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
     dtype: DType,
     shape: Vec<u64>,
-    data: Vec<u8>,
+    data: Bytes,
 }
 
 /// Why bytes do not form a tensor.
@@ -48,8 +55,10 @@ pub enum TensorError {
 }
 
 impl Tensor {
-    /// A tensor from raw little-endian bytes; fails unless `data` holds exactly product(shape) valid elements.
-    pub fn new(dtype: DType, shape: Vec<u64>, data: Vec<u8>) -> Result<Self, TensorError> {
+    /// A tensor from raw little-endian bytes (a `Vec<u8>`, or shared [`Bytes`]); fails unless `data` holds
+    /// exactly product(shape) valid elements.
+    pub fn new(dtype: DType, shape: Vec<u64>, data: impl Into<Bytes>) -> Result<Self, TensorError> {
+        let data = data.into();
         let expected = shape
             .iter()
             .try_fold(dtype.size(), |n, &d| n.checked_mul(usize::try_from(d).ok()?))
@@ -67,7 +76,7 @@ impl Tensor {
 
     /// An `f32` tensor of `shape` holding `values`.
     pub fn from_f32(shape: Vec<u64>, values: &[f32]) -> Result<Self, TensorError> {
-        Self::new(DType::F32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        Self::new(DType::F32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
     pub fn dtype(&self) -> DType {
@@ -83,6 +92,11 @@ impl Tensor {
         &self.data
     }
 
+    /// The bytes as a shared buffer: a view that keeps them alive, for handing on without a copy.
+    pub fn bytes(&self) -> &Bytes {
+        &self.data
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.data.len() / self.dtype.size()
@@ -92,8 +106,9 @@ impl Tensor {
         self.data.is_empty()
     }
 
-    /// The parts, for moving the bytes elsewhere without a copy.
-    pub fn into_parts(self) -> (DType, Vec<u64>, Vec<u8>) {
+    /// The parts, for moving the bytes elsewhere without a copy (`Vec::from` the bytes copies only when they
+    /// are shared or not a `Vec`'s).
+    pub fn into_parts(self) -> (DType, Vec<u64>, Bytes) {
         (self.dtype, self.shape, self.data)
     }
 }

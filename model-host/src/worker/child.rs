@@ -8,8 +8,8 @@ use std::path::Path;
 use super::ALIGN;
 use super::protocol::{Reply, Request, Slot, read_frame, write_frame};
 use super::shm::Shm;
+use crate::Tensor;
 use crate::onnx::Model;
-use crate::{DType, Tensor};
 
 /// The worker's side: connect to the parent's socket at `socket`, load the model the first message names,
 /// and serve batches until the parent closes the socket (then return `Ok`). A model that fails to load is
@@ -97,7 +97,7 @@ fn run_batch(
     shm.ensure(at).map_err(|e| format!("cannot make room for the outputs: {e}"))?;
     let region = shm.bytes_mut();
     for (tensor, start) in outputs.into_iter().zip(placed) {
-        let (dtype, shape, data): (DType, Vec<u64>, Vec<u8>) = tensor.into_parts();
+        let (dtype, shape, data) = tensor.into_parts();
         region[start..start + data.len()].copy_from_slice(&data);
         slots.push(Slot { dtype, shape, offset: start as u64, len: data.len() as u64 });
     }

@@ -13,7 +13,7 @@ pub fn model_path(name: &str) -> PathBuf {
 }
 
 pub fn i64s(shape: Vec<u64>, values: &[i64]) -> Tensor {
-    Tensor::new(DType::I64, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap()
+    Tensor::new(DType::I64, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap()
 }
 
 pub fn f32s(t: &Tensor) -> Vec<f32> {

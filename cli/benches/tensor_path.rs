@@ -1,0 +1,164 @@
+//! The tensor path against bare ONNX Runtime (issue 16): `cargo bench -p jig --bench tensor_path`.
+//!
+//! For each model and batch size, in one run on the same machine, the median time of one batch of `b` rows:
+//!
+//! * **bare**: a `Session::run` on a ready ONNX Runtime tensor (created once, outside the timing), its outputs
+//!   allocated by ONNX Runtime, as a hand-written program would run it;
+//! * **in process**: `Instance::infer` of one request of `b` rows on a CPU segment, as a deployment serves it:
+//!   queue, batcher, ONNX Runtime, outputs back as `Tensor`s;
+//! * **worker**: `Worker::run` of the same batch in a `jig worker` process over its shared region, as GPU
+//!   segments are served (here on the CPU).
+//!
+//! and the ratio bare / path (≥ 0.9 is the target: the path costs at most 10% more than ONNX Runtime itself).
+//! Models: a one-node `Add` on 3×640×640 images (the most bytes per unit of work: 4.9 MB a row each way), and
+//! the PP-OCRv4 detector and recognizer. `BENCH_MODELS=add` and `BENCH_BATCHES=1,8` narrow the run;
+//! `BENCH_THREADS` sets the intra-op threads (default: this machine's cores).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use jig_model_host::instance::{BatchPolicy, InstanceConfig};
+use jig_model_host::launch::{Launcher, Placement};
+use jig_model_host::onnx::{self, SessionOptions};
+use jig_model_host::segment::Segment;
+use jig_model_host::sweep::{SampleInput, sample_inputs};
+use jig_model_host::worker::{Worker, WorkerSpec};
+use jig_model_host::{DType, Tensor};
+
+fn model_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.jig/models").join(format!("{name}.onnx"))
+}
+
+/// Enough runs for a steady median, within about two seconds a measurement (at least 3).
+fn runs(one: Duration) -> usize {
+    (Duration::from_secs(2).as_secs_f64() / one.as_secs_f64().max(1e-6)).clamp(3.0, 50.0) as usize
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// Time `run` (after one warm-up call) and return the median.
+fn measure(mut run: impl FnMut() -> Duration) -> Duration {
+    let first = run();
+    median((0..runs(first)).map(|_| run()).collect())
+}
+
+fn bare(name: &str, inputs: &[Tensor], threads: usize) -> Duration {
+    let mut session = ort::session::Session::builder(onnx::environment().unwrap())
+        .unwrap()
+        .with_intra_threads(threads)
+        .unwrap()
+        .with_inter_threads(1)
+        .unwrap()
+        .commit_from_file(model_path(name))
+        .unwrap();
+    let names: Vec<String> = session.inputs().iter().map(|i| i.name().to_string()).collect();
+    let values: Vec<ort::value::DynValue> = inputs.iter().map(ort_value).collect();
+    measure(|| {
+        let feed: Vec<(&str, ort::session::SessionInputValue)> =
+            names.iter().zip(&values).map(|(n, v)| (n.as_str(), v.view().into())).collect();
+        let started = Instant::now();
+        let outputs = session.run(feed).unwrap();
+        let elapsed = started.elapsed();
+        drop(outputs);
+        elapsed
+    })
+}
+
+/// A ready ONNX Runtime copy of `tensor`.
+fn ort_value(tensor: &Tensor) -> ort::value::DynValue {
+    let shape: Vec<i64> = tensor.shape().iter().map(|&d| d as i64).collect();
+    match tensor.dtype() {
+        DType::F32 => {
+            let data: Vec<f32> =
+                tensor.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            ort::value::Tensor::from_array((shape, data)).unwrap().into_dyn()
+        }
+        DType::I64 => {
+            let data: Vec<i64> =
+                tensor.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+            ort::value::Tensor::from_array((shape, data)).unwrap().into_dyn()
+        }
+        other => panic!("the bench feeds f32 and i64 inputs, not {other:?}"),
+    }
+}
+
+fn in_process(name: &str, inputs: &[Tensor], b: u64, threads: u32) -> Duration {
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: b, ..BatchPolicy::default() },
+        ..InstanceConfig::new(format!("{name}@cpu:{threads}"))
+    };
+    let placement = Placement::new(Segment::Cpu { cores: threads });
+    let instance = Launcher::discover().start_instance(config, name, &model_path(name), placement).unwrap();
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    measure(|| {
+        let request = inputs.to_vec();
+        let started = Instant::now();
+        let outputs = tokio.block_on(instance.infer(request, Instant::now() + Duration::from_secs(600))).unwrap();
+        let elapsed = started.elapsed();
+        drop(outputs);
+        elapsed
+    })
+}
+
+fn worker(name: &str, inputs: &[Tensor], threads: usize) -> Duration {
+    let options = SessionOptions { threads, ..SessionOptions::default() };
+    let spec = WorkerSpec::new(env!("CARGO_BIN_EXE_jig"), format!("{name}@worker"), name, model_path(name), options);
+    let worker = Worker::start(WorkerSpec { args: vec!["worker".into()], ..spec }).unwrap();
+    measure(|| {
+        let started = Instant::now();
+        let outputs = worker.run(inputs).unwrap();
+        let elapsed = started.elapsed();
+        drop(outputs);
+        elapsed
+    })
+}
+
+fn list(var: &str) -> Option<Vec<String>> {
+    std::env::var(var).ok().map(|v| v.split(',').map(str::to_owned).collect())
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` asks for a list; there is nothing to run quickly.
+    }
+    let threads: usize = std::env::var("BENCH_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let models = list("BENCH_MODELS").unwrap_or_else(|| ["add", "ppocr-det", "ppocr-rec"].map(String::from).to_vec());
+    let batches: Option<Vec<u64>> = list("BENCH_BATCHES").map(|b| b.iter().filter_map(|b| b.parse().ok()).collect());
+    println!("tensor path vs bare ONNX Runtime, {threads} intra-op threads; median ms per batch, ratio bare/path");
+    println!(
+        "{:<10} {:>5} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "model", "batch", "MB each", "bare", "in proc", "worker", "in proc", "worker"
+    );
+    for name in &models {
+        let (item, default_batches): (&[u64], &[u64]) = match name.as_str() {
+            "add" => (&[3, 640, 640], &[1, 2, 4, 8, 16, 32, 64]),
+            "ppocr-det" => (&[3, 640, 640], &[1, 8]),
+            "ppocr-rec" => (&[3, 48, 320], &[1, 16, 32]),
+            other => panic!("unknown bench model {other}"),
+        };
+        let probe = jig_model_host::onnx::Model::load(name, &model_path(name), &SessionOptions::default()).unwrap();
+        for &b in batches.as_deref().unwrap_or(default_batches) {
+            let sample = [SampleInput { shape: Some(item.to_vec()), values: None }];
+            let inputs = sample_inputs(name, probe.inputs(), &sample, b).unwrap();
+            let mb = inputs.iter().map(|t| t.data().len()).sum::<usize>() as f64 / 1e6;
+            let reference = bare(name, &inputs, threads);
+            let local = in_process(name, &inputs, b, threads as u32);
+            let remote = worker(name, &inputs, threads);
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            println!(
+                "{name:<10} {b:>5} {mb:>10.1} {:>10.2} {:>10.2} {:>10.2} {:>8.2} {:>8.2}",
+                ms(reference),
+                ms(local),
+                ms(remote),
+                ms(reference) / ms(local),
+                ms(reference) / ms(remote)
+            );
+        }
+    }
+}
