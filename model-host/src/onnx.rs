@@ -273,7 +273,13 @@ impl Model {
     /// No copy either way: ONNX Runtime reads each input in place, and each output is the buffer ONNX Runtime
     /// wrote, shared into the returned tensor.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, ModelError> {
-        self.check(inputs)?;
+        let views: Vec<TensorView<'_>> = inputs.iter().map(TensorView::of).collect();
+        self.run_views(&views)
+    }
+
+    /// [`Model::run`] on borrowed bytes, such as a worker's shared region.
+    pub fn run_views(&self, inputs: &[TensorView<'_>]) -> Result<Vec<Tensor>, ModelError> {
+        check_parts(&self.name, &self.inputs, inputs.iter().map(|v| (v.dtype, v.shape)))?;
         let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
         let values = inputs
             .iter()
@@ -288,23 +294,48 @@ impl Model {
 
 /// Check `inputs` against `specs` (see [`Model::check`]).
 pub fn check_inputs(model: &str, specs: &[TensorSpec], inputs: &[Tensor]) -> Result<(), ModelError> {
+    check_parts(model, specs, inputs.iter().map(|t| (t.dtype(), t.shape())))
+}
+
+fn check_parts<'a>(
+    model: &str,
+    specs: &[TensorSpec],
+    inputs: impl ExactSizeIterator<Item = (DType, &'a [u64])>,
+) -> Result<(), ModelError> {
     let error = |detail: String| ModelError::Input { model: model.into(), detail };
     if inputs.len() != specs.len() {
         let expected: Vec<String> = specs.iter().map(ToString::to_string).collect();
         return Err(error(format!("expects {} inputs ({}), got {}", specs.len(), expected.join("; "), inputs.len())));
     }
-    for (spec, tensor) in specs.iter().zip(inputs) {
-        let shape_ok = spec.shape.len() == tensor.shape().len()
-            && spec.shape.iter().zip(tensor.shape()).all(|(want, got)| want.is_none_or(|w| w == *got));
-        if spec.dtype != tensor.dtype() || !shape_ok {
-            return Err(error(format!(
-                "input {spec} cannot take a {:?} tensor of shape {:?}",
-                tensor.dtype(),
-                tensor.shape()
-            )));
+    for (spec, (dtype, shape)) in specs.iter().zip(inputs) {
+        let shape_ok = spec.shape.len() == shape.len()
+            && spec.shape.iter().zip(shape).all(|(want, got)| want.is_none_or(|w| w == *got));
+        if spec.dtype != dtype || !shape_ok {
+            return Err(error(format!("input {spec} cannot take a {dtype:?} tensor of shape {shape:?}")));
         }
     }
     Ok(())
+}
+
+/// A tensor's parts, borrowed: what [`Model::run_views`] reads in place.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorView<'a> {
+    dtype: DType,
+    shape: &'a [u64],
+    data: &'a [u8],
+}
+
+impl<'a> TensorView<'a> {
+    /// A view of `tensor`.
+    pub fn of(tensor: &'a Tensor) -> TensorView<'a> {
+        TensorView { dtype: tensor.dtype(), shape: tensor.shape(), data: tensor.data() }
+    }
+
+    /// A view of `data` as a `dtype` tensor of `shape`; `None` unless `data` holds exactly that many elements.
+    pub fn new(dtype: DType, shape: &'a [u64], data: &'a [u8]) -> Option<TensorView<'a>> {
+        let len = shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(usize::try_from(d).ok()?))?;
+        (len == data.len()).then_some(TensorView { dtype, shape, data })
+    }
 }
 
 fn tensor_spec(model: &str, io: &'static str, name: &str, ty: &ValueType) -> Result<TensorSpec, ModelError> {
@@ -352,27 +383,27 @@ fn element_of(dtype: DType) -> TensorElementType {
 
 /// `tensor` as an ONNX Runtime input: a view of its bytes, read in place, where its element type has a Rust
 /// equivalent and the bytes are aligned for it; else a copy.
-fn ort_input(tensor: &Tensor) -> ort::Result<ort::session::SessionInputValue<'_>> {
+fn ort_input<'a>(tensor: &TensorView<'a>) -> ort::Result<ort::session::SessionInputValue<'a>> {
     use ort::value::TensorRefMut;
 
     /// A view of `tensor`'s bytes as elements of `T`, or `None` when they are not aligned for `T`.
-    fn view<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug>(
-        tensor: &Tensor,
-    ) -> ort::Result<Option<ort::session::SessionInputValue<'_>>> {
-        let data = tensor.data();
+    fn view<'a, T: ort::value::PrimitiveTensorElementType + std::fmt::Debug>(
+        tensor: &TensorView<'a>,
+    ) -> ort::Result<Option<ort::session::SessionInputValue<'a>>> {
+        let data = tensor.data;
         if data.is_empty() || !(data.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return Ok(None);
         }
-        let shape = ort::value::Shape::new(tensor.shape().iter().map(|&d| d as i64));
-        // SAFETY: the bytes hold exactly shape.product() elements of T (a `Tensor` is checked when built) at an
-        // address aligned for T, on the CPU; ONNX Runtime only reads an input; and the view borrows `tensor`, so
-        // it cannot outlive the bytes.
-        let view: TensorRefMut<'_, T> =
+        let shape = ort::value::Shape::new(tensor.shape.iter().map(|&d| d as i64));
+        // SAFETY: the bytes hold exactly shape.product() elements of T (a `TensorView` is checked when built) at
+        // an address aligned for T, on the CPU; ONNX Runtime only reads an input; and the view lives for 'a, as
+        // long as the bytes.
+        let view: TensorRefMut<'a, T> =
             unsafe { TensorRefMut::from_raw(ort::memory::MemoryInfo::default(), data.as_ptr() as *mut _, shape)? };
         Ok(Some(view.into()))
     }
 
-    let viewed = match tensor.dtype() {
+    let viewed = match tensor.dtype {
         DType::F32 => view::<f32>(tensor)?,
         DType::F64 => view::<f64>(tensor)?,
         DType::U8 => view::<u8>(tensor)?,
@@ -391,10 +422,10 @@ fn ort_input(tensor: &Tensor) -> ort::Result<ort::session::SessionInputValue<'_>
 }
 
 /// An ONNX Runtime tensor holding a copy of `tensor`.
-fn to_ort(tensor: &Tensor) -> ort::Result<DynTensor> {
-    let shape: Vec<i64> = tensor.shape().iter().map(|&d| d as i64).collect();
-    let mut value = DynTensor::new(&ort::memory::Allocator::default(), element_of(tensor.dtype()), shape)?;
-    let data = tensor.data();
+fn to_ort(tensor: &TensorView<'_>) -> ort::Result<DynTensor> {
+    let shape: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
+    let mut value = DynTensor::new(&ort::memory::Allocator::default(), element_of(tensor.dtype), shape)?;
+    let data = tensor.data;
     if !data.is_empty() {
         // SAFETY: the value was allocated on the CPU for exactly this dtype and shape, so it holds data.len()
         // bytes; the regions cannot overlap.

@@ -8,8 +8,7 @@ use std::path::Path;
 use super::ALIGN;
 use super::protocol::{Reply, Request, Slot, read_frame, write_frame};
 use super::shm::Shm;
-use crate::Tensor;
-use crate::onnx::Model;
+use crate::onnx::{Model, TensorView};
 
 /// The worker's side: connect to the parent's socket at `socket`, load the model the first message names,
 /// and serve batches until the parent closes the socket (then return `Ok`). A model that fails to load is
@@ -74,17 +73,19 @@ fn run_batch(
 ) -> Result<Vec<Slot>, String> {
     shm.remap(shm_size).map_err(|e| format!("shared region: {e}"))?;
     let region = shm.bytes();
-    let tensors = inputs
+    // ONNX Runtime reads the inputs where the parent wrote them.
+    let views = inputs
         .iter()
         .map(|slot| {
             let range = slot
                 .range(region.len())
                 .ok_or_else(|| format!("input {slot:?} lies outside the {}-byte shared region", region.len()))?;
-            Tensor::new(slot.dtype, slot.shape.clone(), region[range].to_vec()).map_err(|e| e.to_string())
+            TensorView::new(slot.dtype, &slot.shape, &region[range])
+                .ok_or_else(|| format!("input {slot:?} does not hold its shape's elements"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let outputs = model.run(&tensors).map_err(|e| e.to_string())?;
-    drop(tensors);
+    let outputs = model.run_views(&views).map_err(|e| e.to_string())?;
+    drop(views);
 
     let mut at = usize::try_from(output_offset).map_err(|_| "output offset out of range".to_string())?;
     let mut slots = Vec::with_capacity(outputs.len());

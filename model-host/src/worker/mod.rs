@@ -28,6 +28,7 @@
 //! panics; the parent treats a worker that sends one as broken and replaces it. A model error inside a healthy
 //! worker is just a `Failed` answer.
 
+mod buffers;
 mod child;
 pub mod protocol;
 mod shm;
@@ -414,6 +415,8 @@ struct Process {
     shm: Shm,
     buf: Vec<u8>,
     next_id: u64,
+    /// Where outputs are copied out of the shared region.
+    outputs: Arc<buffers::Buffers>,
 }
 
 impl Process {
@@ -480,7 +483,7 @@ impl Process {
                 return Err(spawn_err(e.to_string()));
             }
         };
-        let mut process = Process { child, stream, reader, shm, buf: Vec::new(), next_id: 0 };
+        let mut process = Process { child, stream, reader, shm, buf: Vec::new(), next_id: 0, outputs: Arc::default() };
         let load_err = |detail: String| WorkerError::Load {
             instance: spec.instance.clone(),
             model: spec.model_name.clone(),
@@ -573,7 +576,7 @@ impl Process {
                         let range = slot.range(region.len()).ok_or_else(|| {
                             Fault::Protocol(format!("output {slot:?} lies outside the {}-byte region", region.len()))
                         })?;
-                        Tensor::new(slot.dtype, slot.shape, region[range].to_vec())
+                        Tensor::new(slot.dtype, slot.shape, self.outputs.copy(&region[range]))
                             .map_err(|e| Fault::Protocol(format!("malformed output: {e}")))
                     })
                     .collect()
