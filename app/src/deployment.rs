@@ -34,12 +34,12 @@ pub enum PlanningError {
         source: std::io::Error,
     },
     /// The profile table is malformed.
-    #[error("{}: {detail}", .path.display())]
+    #[error("{}: {source}", .path.display())]
     Profiles {
         /// The profile table.
         path: PathBuf,
         /// The line and field at fault.
-        detail: String,
+        source: jig_planner::ParseError,
     },
     /// The manifest states no latency objective.
     #[error("the manifest has no [slo] to plan for; add `slo.latency_ms`")]
@@ -118,7 +118,7 @@ pub fn problem(bundle: &Bundle, profiles: &Path, demand_windows: &[f64], cores: 
     let text = std::fs::read_to_string(profiles)
         .map_err(|source| PlanningError::Read { path: profiles.to_owned(), source })?;
     let rows = jig_planner::profile::from_csv(&text)
-        .map_err(|detail| PlanningError::Profiles { path: profiles.to_owned(), detail })?;
+        .map_err(|source| PlanningError::Profiles { path: profiles.to_owned(), source })?;
     let slo = m.slo.ok_or(PlanningError::NoSlo)?;
 
     let model_tasks = model_tasks(bundle);

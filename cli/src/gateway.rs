@@ -95,7 +95,7 @@ pub fn failed(failure: Failure) -> ExitCode {
 
 /// An app name as the gateway accepts it, checked before anything is sent.
 pub fn app_name(app: &str) -> anyhow::Result<&str> {
-    jig_manifest::check_name("app name", app).map_err(anyhow::Error::msg)?;
+    jig_manifest::check_name("app name", app)?;
     Ok(app)
 }
 

@@ -49,7 +49,7 @@ impl Source {
                     _ => Ok(Source::Spec { spec: target.to_path_buf(), profiles }),
                 }
             }
-            (None, Some(app)) => Ok(Source::Paper { app: PaperApp::parse(app).map_err(anyhow::Error::msg)?, profiles }),
+            (None, Some(app)) => Ok(Source::Paper { app: PaperApp::parse(app)?, profiles }),
             (None, None) => bail!("{missing}"),
         }
     }
@@ -92,7 +92,7 @@ impl Source {
 
 /// A configuration space from `--features`.
 pub fn parse_features(s: &str) -> anyhow::Result<Features> {
-    Features::parse(s).map_err(anyhow::Error::msg)
+    Ok(Features::parse(s)?)
 }
 
 fn load_problem(spec: &PlanSpec, profiles: &Path) -> anyhow::Result<Problem> {

@@ -306,7 +306,7 @@ impl Bundle {
 
     fn check(&self) -> std::result::Result<(), String> {
         let m = &self.manifest;
-        check_name("app name", &m.name)?;
+        check_name("app name", &m.name).map_err(|e| e.0)?;
         if let Some(slo) = &m.slo {
             if slo.latency_ms == 0 {
                 return Err("`slo.latency_ms` must be positive".into());
@@ -326,7 +326,7 @@ impl Bundle {
 
         let mut tasks = HashSet::new();
         for t in &m.tasks {
-            check_name("task name", &t.name)?;
+            check_name("task name", &t.name).map_err(|e| e.0)?;
             if !tasks.insert(t.name.as_str()) {
                 return Err(format!("task `{}` is declared twice", t.name));
             }
@@ -423,11 +423,16 @@ impl Bundle {
 }
 
 /// Letters, digits, `-` and `_`, 1 to 64 of them: safe in URLs, file names and metric labels.
-pub fn check_name(what: &str, name: &str) -> std::result::Result<(), String> {
+pub fn check_name(what: &str, name: &str) -> std::result::Result<(), InvalidName> {
     let ok =
         !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if ok { Ok(()) } else { Err(format!("{what} `{name}`: use 1 to 64 letters, digits, `-` or `_`")) }
+    if ok { Ok(()) } else { Err(InvalidName(format!("{what} `{name}`: use 1 to 64 letters, digits, `-` or `_`"))) }
 }
+
+/// A name jig does not take for an app or task; the message says what it takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidName(pub String);
 
 /// A relative path of plain components only.
 fn is_inside(path: &Path) -> bool {

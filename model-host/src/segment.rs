@@ -107,7 +107,8 @@ impl FromStr for Segment {
                 if !(1..=4).contains(&mps) {
                     return Err(invalid(format!("a MIG instance is shared by 1 to 4 MPS processes, not {mps}")));
                 }
-                let profile: MigProfile = profile.parse().map_err(invalid)?;
+                let profile: MigProfile =
+                    profile.parse().map_err(|e: jig_policy::UnknownMigProfile| invalid(e.to_string()))?;
                 Ok(Segment::Mig { gpu: number(gpu, "GPU")?, profile, mps: mps as u8 })
             }
             ["mps", gpu, percent] => match number(percent, "percentage")? {

@@ -27,3 +27,21 @@ pub enum PlanError {
     #[error("solver error: {0}")]
     Solver(String),
 }
+
+/// Text that does not parse: a segment type's name, a configuration space, a line of a profile table. The
+/// message quotes it and says what is expected.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct ParseError(pub String);
+
+impl From<ParseError> for PlanError {
+    fn from(e: ParseError) -> Self {
+        PlanError::Input(e.0)
+    }
+}
+
+impl From<jig_policy::UnknownMigProfile> for ParseError {
+    fn from(e: jig_policy::UnknownMigProfile) -> Self {
+        ParseError(e.to_string())
+    }
+}

@@ -145,7 +145,7 @@ pub mod plan;
 pub mod problem;
 pub mod profile;
 
-pub use error::PlanError;
+pub use error::{ParseError, PlanError};
 pub use milp::{SolveOptions, solve};
 pub use model::{Features, Plan, PlanSpec};
 pub use plan::plan;

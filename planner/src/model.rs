@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::PlanError;
+use crate::error::{ParseError, PlanError};
 pub use jig_policy::MigProfile;
 
 /// Everything the planner needs besides the profile table.
@@ -131,23 +131,24 @@ pub enum SegmentKind {
 
 impl SegmentKind {
     /// Parse `mig:PROFILE:MPS`, `mig:GPU:PROFILE:MPS` (as profile tables write it) or `cpu:N`.
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, ParseError> {
         let parts: Vec<&str> = name.split(':').collect();
         match parts.as_slice() {
             ["mig", profile, mps] | ["mig", _, profile, mps] => {
                 let profile: MigProfile = profile.parse()?;
-                let mps: u8 =
-                    mps.parse().map_err(|_| format!("segment `{name}`: MPS count `{mps}` is not a number"))?;
+                let mps: u8 = mps
+                    .parse()
+                    .map_err(|_| ParseError(format!("segment `{name}`: MPS count `{mps}` is not a number")))?;
                 if !(1..=4).contains(&mps) {
-                    return Err(format!("segment `{name}`: MPS count must be 1 to 4"));
+                    return Err(ParseError(format!("segment `{name}`: MPS count must be 1 to 4")));
                 }
                 Ok(Self::Mig { profile, mps })
             }
             ["cpu", cores] => match cores.parse::<u32>() {
                 Ok(cores) if cores > 0 => Ok(Self::Cpu { cores }),
-                _ => Err(format!("segment `{name}`: core count `{cores}` is not a positive number")),
+                _ => Err(ParseError(format!("segment `{name}`: core count `{cores}` is not a positive number"))),
             },
-            _ => Err(format!("segment `{name}`: expected `mig:PROFILE:MPS` or `cpu:CORES`")),
+            _ => Err(ParseError(format!("segment `{name}`: expected `mig:PROFILE:MPS` or `cpu:CORES`"))),
         }
     }
 
@@ -254,7 +255,7 @@ impl Features {
     }
 
     /// Parse `A+S+T`, `a,s`, `unopt`, `all`…
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
         let s = s.trim();
         if s.eq_ignore_ascii_case("unopt") || s.eq_ignore_ascii_case("none") {
             return Ok(Self::UNOPT);
@@ -268,7 +269,11 @@ impl Features {
                 "A" => f.accuracy_scaling = true,
                 "S" => f.spatial = true,
                 "T" => f.graph_budgets = true,
-                _ => return Err(format!("unknown feature `{part}` in `{s}` (expected A, S, T, unopt or all)")),
+                _ => {
+                    return Err(ParseError(format!(
+                        "unknown feature `{part}` in `{s}` (expected A, S, T, unopt or all)"
+                    )));
+                }
             }
         }
         Ok(f)

@@ -237,7 +237,7 @@ impl Problem {
         // Segment types.
         let mut segments: Vec<Segment> = Vec::new();
         for s in &spec.segments {
-            let kind = SegmentKind::parse(&s.name).map_err(input)?;
+            let kind = SegmentKind::parse(&s.name).map_err(|e| input(e.0))?;
             let name = kind.name();
             if segments.iter().any(|x| x.name == name) {
                 return Err(input(format!("segment type `{name}` is declared twice")));

@@ -18,6 +18,8 @@
 
 use std::fmt::Write as _;
 
+use crate::error::ParseError;
+
 /// One measured point.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProfileRow {
@@ -47,21 +49,23 @@ pub fn to_csv(rows: &[ProfileRow]) -> String {
 }
 
 /// Parse a profile table; errors name the line and what is wrong with it.
-pub fn from_csv(text: &str) -> Result<Vec<ProfileRow>, String> {
+pub fn from_csv(text: &str) -> Result<Vec<ProfileRow>, ParseError> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     match lines.next() {
         Some((_, header)) if header.trim() == HEADER => {}
-        Some((_, header)) => return Err(format!("line 1: expected the header `{HEADER}`, found `{header}`")),
-        None => return Err("the profile table is empty".into()),
+        Some((_, header)) => {
+            return Err(ParseError(format!("line 1: expected the header `{HEADER}`, found `{header}`")));
+        }
+        None => return Err(ParseError("the profile table is empty".into())),
     }
     lines
         .map(|(i, line)| {
-            let at = |what: &str| format!("line {}: {what} in `{line}`", i + 1);
+            let at = |what: &str| ParseError(format!("line {}: {what} in `{line}`", i + 1));
             let f: Vec<&str> = line.split(',').map(str::trim).collect();
             let [slot, variant, segment, batch, p50, p95, rps, device] = f.as_slice() else {
                 return Err(at("expected 8 comma-separated fields"));
             };
-            let number = |v: &str, name: &str| -> Result<f64, String> {
+            let number = |v: &str, name: &str| -> Result<f64, ParseError> {
                 v.parse::<f64>()
                     .ok()
                     .filter(|x| x.is_finite() && *x >= 0.0)
@@ -98,8 +102,8 @@ mod tests {
             device: "EPYC".into(),
         }];
         assert_eq!(from_csv(&to_csv(&rows)).unwrap(), rows);
-        let err = from_csv(&format!("{HEADER}\nrec,v,cpu:1,x,1,2,3,d\n")).unwrap_err();
+        let err = from_csv(&format!("{HEADER}\nrec,v,cpu:1,x,1,2,3,d\n")).unwrap_err().to_string();
         assert!(err.starts_with("line 2") && err.contains("batch"), "{err}");
-        assert!(from_csv("a,b\n").unwrap_err().contains("header"));
+        assert!(from_csv("a,b\n").unwrap_err().to_string().contains("header"));
     }
 }

@@ -41,7 +41,7 @@ classify,cls,mig:0:1g.10gb:1,4,90,100,90,test
 
 fn problem(spec: &str) -> Result<Problem, PlanError> {
     let spec = PlanSpec::from_toml(spec)?;
-    Problem::new(&spec, &from_csv(PROFILE).map_err(PlanError::Input)?, "test")
+    Problem::new(&spec, &from_csv(PROFILE)?, "test")
 }
 
 fn plan_error(spec: &str) -> String {

@@ -18,7 +18,7 @@ pub mod route;
 
 use std::time::{Duration, Instant};
 
-pub use mig::MigProfile;
+pub use mig::{MigProfile, UnknownMigProfile};
 pub use queue::{BatchPolicy, DropReason, Queue, Request};
 pub use route::WeightedRoundRobin;
 

@@ -74,13 +74,23 @@ impl MigProfile {
     }
 }
 
+/// A name that is no H100 MIG profile; the message lists the profiles there are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownMigProfile(pub String);
+
+impl fmt::Display for UnknownMigProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = MigProfile::ALL.iter().map(|p| p.as_str()).collect();
+        write!(f, "unknown MIG profile `{}`; use one of {}", self.0, names.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownMigProfile {}
+
 impl FromStr for MigProfile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|p| p.as_str()).collect();
-            format!("unknown MIG profile `{s}`; use one of {}", names.join(", "))
-        })
+    type Err = UnknownMigProfile;
+    fn from_str(s: &str) -> Result<Self, UnknownMigProfile> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| UnknownMigProfile(s.to_string()))
     }
 }
 
@@ -99,7 +109,7 @@ mod tests {
         for p in MigProfile::ALL {
             assert_eq!(p.as_str().parse::<MigProfile>(), Ok(p));
         }
-        let error = "3g.20gb".parse::<MigProfile>().unwrap_err();
+        let error = "3g.20gb".parse::<MigProfile>().unwrap_err().to_string();
         assert!(error.contains("3g.20gb") && error.contains("7g.80gb"), "{error}");
     }
 

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::analytic::{self, ModelCost};
+use jig_planner::ParseError;
 use jig_planner::model::{
     AppSpec, DemandSpec, EdgeSpec, Objective, PathSpec, PlanSpec, Resources, SegmentSpec, TaskSpec, VariantSpec,
 };
@@ -93,12 +94,12 @@ const TTS: [VariantDef; 2] = [("glow-tts", 3.76, tts(8.0, 12.0, 0.1), &[]), ("vi
 impl PaperApp {
     pub const ALL: [PaperApp; 3] = [Self::SocialMedia, Self::TrafficAnalysis, Self::ArAssistant];
 
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
         match s.to_ascii_lowercase().replace(['-', '_', ' '], "").as_str() {
             "social" | "socialmedia" => Ok(Self::SocialMedia),
             "traffic" | "trafficanalysis" => Ok(Self::TrafficAnalysis),
             "ar" | "arassistant" => Ok(Self::ArAssistant),
-            _ => Err(format!("unknown app `{s}` (expected social, traffic or ar)")),
+            _ => Err(ParseError(format!("unknown app `{s}` (expected social, traffic or ar)"))),
         }
     }
 

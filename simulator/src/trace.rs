@@ -11,6 +11,8 @@
 
 use std::f64::consts::TAU;
 
+use jig_planner::ParseError;
+
 /// A request rate per bin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
@@ -56,19 +58,23 @@ impl Trace {
     }
 
     /// Read a trace written as CSV; errors name the line.
-    pub fn from_csv(text: &str) -> Result<Trace, String> {
+    pub fn from_csv(text: &str) -> Result<Trace, ParseError> {
         let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
         match lines.next() {
             Some((_, header)) if header.trim() == "start_s,rps" => {}
             Some((n, header)) => {
-                return Err(format!("line {}: expected the header `start_s,rps`, got {header:?}", n + 1));
+                return Err(ParseError(format!("line {}: expected the header `start_s,rps`, got {header:?}", n + 1)));
             }
-            None => return Err("the trace is empty; expected the header `start_s,rps` and one row per bin".into()),
+            None => {
+                return Err(ParseError(
+                    "the trace is empty; expected the header `start_s,rps` and one row per bin".into(),
+                ));
+            }
         }
         let mut starts = Vec::new();
         let mut rates = Vec::new();
         for (n, line) in lines {
-            let bad = |what: &str| format!("line {}: {what} in {line:?}", n + 1);
+            let bad = |what: &str| ParseError(format!("line {}: {what} in {line:?}", n + 1));
             let (start, rate) = line.split_once(',').ok_or_else(|| bad("expected `start_s,rps`"))?;
             let start: f64 = start.trim().parse().map_err(|_| bad("`start_s` is not a number"))?;
             let rate: f64 = rate.trim().parse().map_err(|_| bad("`rps` is not a number"))?;
@@ -84,13 +90,17 @@ impl Trace {
             rates.push(rate);
         }
         let bin_s = match starts.as_slice() {
-            [] => return Err("the trace has no bins".into()),
+            [] => return Err(ParseError("the trace has no bins".into())),
             [_] => 300.0,
             [a, b, ..] => b - a,
         };
         for (i, pair) in starts.windows(2).enumerate() {
             if ((pair[1] - pair[0]) - bin_s).abs() > 1e-6 * bin_s.max(1.0) {
-                return Err(format!("bin {} starts at {} s: bins must be equally spaced ({bin_s} s)", i + 2, pair[1]));
+                return Err(ParseError(format!(
+                    "bin {} starts at {} s: bins must be equally spaced ({bin_s} s)",
+                    i + 2,
+                    pair[1]
+                )));
             }
         }
         Ok(Trace { bin_s, rates })
@@ -135,7 +145,7 @@ mod tests {
             ("start_s,rps\n0,1\n300,2\n900,2\n", "equally spaced"),
         ] {
             let error = Trace::from_csv(text).unwrap_err();
-            assert!(error.contains(message), "{text:?}: {error}");
+            assert!(error.to_string().contains(message), "{text:?}: {error}");
         }
     }
 }

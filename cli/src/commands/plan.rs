@@ -126,7 +126,7 @@ fn plan_problem(args: &PlanCommand, problem: &Problem) -> anyhow::Result<String>
 fn run_max_demand(args: &PlanCommand) -> anyhow::Result<String> {
     let apps = match args.app.as_deref() {
         None | Some("all") => PaperApp::ALL.to_vec(),
-        Some(a) => vec![PaperApp::parse(a).map_err(anyhow::Error::msg)?],
+        Some(a) => vec![PaperApp::parse(a)?],
     };
     let slices = args.slices.unwrap_or(840);
     let mut out = String::new();

@@ -106,7 +106,7 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
                 .run_on(&label, &name, &bundle.model_path(variant), &placement, move |executor| {
                     sweep::sweep(executor, &sweep_name, &samples(executor.inputs()), &settings, report)
                 })?
-                .map_err(anyhow::Error::msg)?;
+                .map_err(|e| anyhow::anyhow!("profiling {label}: {e}"))?;
             let device = launcher.device_name(&placement);
             match stop {
                 Some(sweep::Stop::Latency { batch, p95 }) => {
