@@ -189,10 +189,12 @@ impl App {
         let index: HashMap<&str, usize> = m.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
         let mut tasks = Vec::with_capacity(m.tasks.len());
         for task in &m.tasks {
+            // The manifest's limits are in its units (MiB, ms); what it leaves out is the runtime's default.
+            let default = FunctionLimits::default();
             let limits = FunctionLimits {
-                memory: (task.limits.memory_mib as usize) << 20,
-                timeout: Duration::from_millis(task.limits.timeout_ms),
-                ..FunctionLimits::default()
+                memory: task.limits.memory_mib.map_or(default.memory, |mib| (mib as usize) << 20),
+                timeout: task.limits.timeout_ms.map_or(default.timeout, Duration::from_millis),
+                ..default
             };
             let options = FunctionOptions { limits, config: bundle.task_config(task)?, models: models.clone() };
             let function = runtime

@@ -165,24 +165,19 @@ pub struct Task {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskLimits {
-    /// Linear memory of one invocation, MiB.
-    #[serde(default = "TaskLimits::default_memory_mib")]
-    pub memory_mib: u32,
-    /// The longest one invocation may run, whatever the request's deadline, milliseconds.
-    #[serde(default = "TaskLimits::default_timeout_ms")]
-    pub timeout_ms: u64,
+    /// Linear memory of one invocation, MiB; `None` takes the function runtime's default (128 MiB).
+    #[serde(default)]
+    pub memory_mib: Option<u32>,
+    /// The longest one invocation may run, whatever the request's deadline, milliseconds; `None` takes the
+    /// function runtime's default (30 s).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
     /// Invocations of this task running at once; more wait (until their deadline).
     #[serde(default = "TaskLimits::default_concurrency")]
     pub concurrency: u32,
 }
 
 impl TaskLimits {
-    fn default_memory_mib() -> u32 {
-        128
-    }
-    fn default_timeout_ms() -> u64 {
-        30_000
-    }
     fn default_concurrency() -> u32 {
         64
     }
@@ -190,11 +185,7 @@ impl TaskLimits {
 
 impl Default for TaskLimits {
     fn default() -> Self {
-        TaskLimits {
-            memory_mib: Self::default_memory_mib(),
-            timeout_ms: Self::default_timeout_ms(),
-            concurrency: Self::default_concurrency(),
-        }
+        TaskLimits { memory_mib: None, timeout_ms: None, concurrency: Self::default_concurrency() }
     }
 }
 
@@ -338,7 +329,7 @@ impl Bundle {
                 self.check_file(&format!("task `{}`: `config_files.{key}`", t.name), path)?;
             }
             let l = &t.limits;
-            if l.memory_mib == 0 || l.timeout_ms == 0 || l.concurrency == 0 {
+            if l.memory_mib == Some(0) || l.timeout_ms == Some(0) || l.concurrency == 0 {
                 return Err(format!("task `{}`: `limits` must all be positive", t.name));
             }
         }

@@ -37,12 +37,12 @@ pub struct RunCommand {
     /// A configuration value the function reads with `config(key)`; repeatable.
     #[arg(long = "config", short = 'c', value_name = "KEY=VALUE")]
     config: Vec<String>,
-    /// Deadline for the invocation, in milliseconds.
-    #[arg(long, default_value_t = 30_000)]
-    timeout_ms: u64,
-    /// Memory limit of the function, in MiB.
-    #[arg(long, default_value_t = 128)]
-    memory_mib: usize,
+    /// Deadline for the invocation, in milliseconds (default: the runtime's, 30 s).
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Memory limit of the function, in MiB (default: the runtime's, 128 MiB).
+    #[arg(long)]
+    memory_mib: Option<usize>,
     /// Write the output to this file instead of standard output.
     #[arg(long, short = 'o')]
     output: Option<PathBuf>,
@@ -72,14 +72,20 @@ fn run(args: RunCommand) -> anyhow::Result<ExitCode> {
     }
     let config = parse_config(&args.config)?;
     let name = args.component.file_stem().and_then(|s| s.to_str()).unwrap_or("function").to_string();
+    // A function run alone gets the limits a bundle's task gets by default, unless the flags say otherwise.
+    let default = FunctionLimits::default();
+    let limits = FunctionLimits {
+        memory: args.memory_mib.map_or(default.memory, |mib| mib << 20),
+        timeout: args.timeout_ms.map_or(default.timeout, Duration::from_millis),
+        ..default
+    };
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: Some(args.cache_dir.clone().unwrap_or_else(jig_gateway::default_cache_dir)),
         max_instances: 16,
-        max_memory: args.memory_mib.max(128) << 20,
+        max_memory: limits.memory.max(default.memory),
         ..RuntimeConfig::default()
     })?;
-    let timeout = Duration::from_millis(args.timeout_ms);
-    let limits = FunctionLimits { memory: args.memory_mib << 20, timeout, ..FunctionLimits::default() };
+    let timeout = limits.timeout;
     let loaded = Instant::now();
     let models = Arc::new(load_models(&name, &args.models)?);
     let function = runtime.load_file(&name, &args.component, FunctionOptions { limits, config, models })?;
