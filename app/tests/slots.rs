@@ -43,7 +43,7 @@ fn call(row: f32) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_invocations_share_a_batch_and_get_their_own_rows() {
-    let runtime = Runtime::new(RuntimeConfig { max_instances: 32, ..RuntimeConfig::default() }).unwrap();
+    let runtime = Runtime::new(RuntimeConfig { max_invocations: 32, ..RuntimeConfig::default() }).unwrap();
     let config = InstanceConfig {
         policy: BatchPolicy { max_batch: 8, max_wait: Duration::from_millis(200), ..BatchPolicy::default() },
         ..InstanceConfig::new("mlp#0")
@@ -78,7 +78,7 @@ async fn concurrent_invocations_share_a_batch_and_get_their_own_rows() {
 
 #[tokio::test]
 async fn a_mismatched_tensor_and_a_late_request_get_distinct_errors() {
-    let runtime = Runtime::new(RuntimeConfig { max_instances: 8, ..RuntimeConfig::default() }).unwrap();
+    let runtime = Runtime::new(RuntimeConfig { max_invocations: 8, ..RuntimeConfig::default() }).unwrap();
     let config = InstanceConfig {
         policy: BatchPolicy { min_service: Duration::from_millis(500), ..BatchPolicy::default() },
         ..InstanceConfig::new("mlp#1")
@@ -112,7 +112,7 @@ async fn a_mismatched_tensor_and_a_late_request_get_distinct_errors() {
 /// probability distribution over its character set per horizontal step of the image.
 #[tokio::test]
 async fn the_ppocr_recognizer_answers_wasm_glue() {
-    let runtime = Runtime::new(RuntimeConfig { max_instances: 4, ..RuntimeConfig::default() }).unwrap();
+    let runtime = Runtime::new(RuntimeConfig { max_invocations: 4, ..RuntimeConfig::default() }).unwrap();
     let path = root().join(".jig/models/ppocr-rec.onnx");
     let instance = Launcher::discover().start_instance(InstanceConfig::new("rec#0"), "ppocr-rec", &path, one_core());
     let mut slots = ModelSlots::new();

@@ -63,8 +63,9 @@ pub struct GatewayConfig {
     /// CPU cores model instances may use: the planner's budget, and the intra-op threads of an instance
     /// when a bundle has no profiles to plan from.
     pub cores: u32,
-    /// Glue instances running at once across all apps.
-    pub max_instances: u32,
+    /// Glue invocations running at once across all apps (each holds a WebAssembly instance of the pool).
+    #[serde(alias = "max_instances")]
+    pub max_invocations: u32,
     /// Length of a demand window, seconds (the controller predicts from the last five).
     pub demand_window_s: f64,
     /// Re-plan when the predicted demand moves by more than this fraction of what the deployment was
@@ -82,7 +83,7 @@ impl Default for GatewayConfig {
             max_request_mib: 64,
             max_bundle_mib: 1024,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-            max_instances: 256,
+            max_invocations: 256,
             demand_window_s: 300.0,
             replan_threshold: 0.2,
         }
@@ -138,7 +139,7 @@ impl Gateway {
         let store = Store::open(&config.state_dir)?;
         let runtime = Arc::new(Runtime::new(RuntimeConfig {
             cache_dir: Some(config.state_dir.join("cache")),
-            max_instances: config.max_instances,
+            max_invocations: config.max_invocations,
             ..RuntimeConfig::default()
         })?);
         let apps: Apps = Arc::default();

@@ -46,7 +46,7 @@ fn setup() -> Setup {
         rt.load_file(name, &wasm_dir.join(file), options)
             .unwrap_or_else(|e| panic!("{e}; build the components with `make functions`"))
     };
-    let runtime = Runtime::new(RuntimeConfig { max_instances: 16, ..RuntimeConfig::default() }).unwrap();
+    let runtime = Runtime::new(RuntimeConfig { max_invocations: 16, ..RuntimeConfig::default() }).unwrap();
     let echo = load(&runtime, "echo", "echo.wasm", FunctionOptions::default());
     let probe = load(
         &runtime,

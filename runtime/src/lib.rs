@@ -15,7 +15,7 @@
 //!   enforced by epoch interruption while the guest computes (an epoch ticks every
 //!   [`RuntimeConfig::epoch_tick`]; at each tick a running guest yields to the executor, and traps once the
 //!   deadline passed) and by a timer while it waits on the host (`infer`).
-//! * **Bounded concurrency.** At most [`RuntimeConfig::max_instances`] invocations hold an instance at once;
+//! * **Bounded concurrency.** At most [`RuntimeConfig::max_invocations`] invocations hold an instance at once;
 //!   more wait for a slot (until their deadline) instead of failing.
 //! * **Host calls.** `infer` is async and goes to the function's [`ModelHost`]; many concurrent invocations'
 //!   calls can therefore form one batch. `emit`ted payloads are collected into the [`Outcome`].
@@ -46,8 +46,9 @@ use host::{DeadlinePassed, FunctionPre, HostLimitExceeded, InvocationState};
 pub struct RuntimeConfig {
     /// Where compiled components are cached; `None` compiles every load.
     pub cache_dir: Option<PathBuf>,
-    /// Instances that may run at once (pooling-allocator slots). Each reserves address space, not memory.
-    pub max_instances: u32,
+    /// Invocations that may run at once, each in a WebAssembly instance of the pooling allocator's slots.
+    /// Each slot reserves address space, not memory.
+    pub max_invocations: u32,
     /// The largest memory limit a function may ask for.
     pub max_memory: usize,
     /// Bytes of each linear memory slot kept resident and zeroed with `memset` between instances instead of
@@ -63,7 +64,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             cache_dir: None,
-            max_instances: 1000,
+            max_invocations: 1000,
             max_memory: 4 << 30,
             memory_keep_resident: 8 << 20,
             epoch_tick: Duration::from_millis(1),
@@ -134,7 +135,7 @@ pub struct Runtime {
     config: RuntimeConfig,
     ticker_stop: Arc<AtomicBool>,
     /// One permit per pooling-allocator instance slot, held from instantiation until the store is dropped, so
-    /// invocations beyond [`RuntimeConfig::max_instances`] wait for a slot instead of failing.
+    /// invocations beyond [`RuntimeConfig::max_invocations`] wait for a slot instead of failing.
     slots: Arc<Semaphore>,
 }
 
@@ -181,7 +182,7 @@ impl Runtime {
                 }
             })?;
         }
-        let slots = Arc::new(Semaphore::new(config.max_instances as usize));
+        let slots = Arc::new(Semaphore::new(config.max_invocations as usize));
         Ok(Runtime { engine, linker, config, ticker_stop, slots })
     }
 
@@ -264,11 +265,11 @@ fn build_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
     let mut pool = PoolingAllocationConfig::default();
     // A Rust component has one linear memory and a handful of core instances and tables (its own plus the
     // canonical-ABI shims); the multipliers leave room for that.
-    pool.total_component_instances(config.max_instances)
-        .total_core_instances(config.max_instances.saturating_mul(8))
-        .total_memories(config.max_instances.saturating_mul(2))
-        .total_tables(config.max_instances.saturating_mul(4))
-        .total_stacks(config.max_instances)
+    pool.total_component_instances(config.max_invocations)
+        .total_core_instances(config.max_invocations.saturating_mul(8))
+        .total_memories(config.max_invocations.saturating_mul(2))
+        .total_tables(config.max_invocations.saturating_mul(4))
+        .total_stacks(config.max_invocations)
         .max_memories_per_component(2)
         .max_tables_per_component(4)
         .max_memory_size(config.max_memory)

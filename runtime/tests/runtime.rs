@@ -30,7 +30,7 @@ fn test_image() -> Vec<u8> {
 
 /// A runtime with a pool small enough for many test processes at once.
 fn runtime() -> Runtime {
-    Runtime::new(RuntimeConfig { max_instances: 64, max_memory: 512 << 20, ..RuntimeConfig::default() }).unwrap()
+    Runtime::new(RuntimeConfig { max_invocations: 64, max_memory: 512 << 20, ..RuntimeConfig::default() }).unwrap()
 }
 
 fn options(models: impl ModelHost) -> FunctionOptions {
@@ -428,7 +428,7 @@ async fn concurrent_invocations_have_model_calls_in_flight_together() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invocations_beyond_the_instance_pool_wait_for_a_slot_instead_of_failing() {
-    let rt = Runtime::new(RuntimeConfig { max_instances: 2, ..RuntimeConfig::default() }).unwrap();
+    let rt = Runtime::new(RuntimeConfig { max_invocations: 2, ..RuntimeConfig::default() }).unwrap();
     let models = TestModels::default();
     let f = rt.load("probe", &wasm("jig_probe"), options(models.clone())).unwrap();
     let call = probe(json!({"op": "infer", "slot": "identity", "count": 5, "bytes": 64}));
@@ -442,7 +442,7 @@ async fn invocations_beyond_the_instance_pool_wait_for_a_slot_instead_of_failing
 async fn compiled_components_are_cached_on_disk_by_content() {
     let dir = tempfile::tempdir().unwrap();
     let config =
-        RuntimeConfig { cache_dir: Some(dir.path().to_path_buf()), max_instances: 8, ..RuntimeConfig::default() };
+        RuntimeConfig { cache_dir: Some(dir.path().to_path_buf()), max_invocations: 8, ..RuntimeConfig::default() };
     let echo = wasm("echo");
     {
         let rt = Runtime::new(config.clone()).unwrap();

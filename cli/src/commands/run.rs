@@ -81,7 +81,7 @@ fn run(args: RunCommand) -> anyhow::Result<ExitCode> {
     };
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: Some(args.cache_dir.clone().unwrap_or_else(jig_gateway::default_cache_dir)),
-        max_instances: 16,
+        max_invocations: 16,
         max_memory: limits.memory.max(default.memory),
         ..RuntimeConfig::default()
     })?;
