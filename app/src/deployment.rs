@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 pub use jig_api::{Deployment, PlannedInstances};
 
-use jig_planner::model::{AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentSpec, TaskSpec, VariantSpec};
 use jig_planner::placement::Device;
+use jig_planner::spec::{AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentSpec, TaskSpec, VariantSpec};
 use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions};
 
 use jig_manifest::{Bundle, Variant};

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use jig_planner::model::{Features, PlanSpec};
 use jig_planner::problem::Problem;
 use jig_planner::profile;
+use jig_planner::spec::{Features, PlanSpec};
 use jig_sim::apps::PaperApp;
 
 /// Where a planning problem comes from.

@@ -3,7 +3,7 @@
 //!
 //! Every `demand_window` the requests that arrived in the window that ended become a rate (measured over the
 //! window's actual length). The predicted demand is the mean of the last five rates × (1 + 5% slack)
-//! (`jig_planner::model::DemandSpec::predict`). A re-plan runs when
+//! (`jig_planner::spec::DemandSpec::predict`). A re-plan runs when
 //! the prediction differs from the demand the current deployment was planned for by more than
 //! `replan_threshold` (relative), or when more than 1% of the window's requests violated their SLO. A new
 //! deployment different from the running one is applied by starting a new copy of the app (glue loaded,
@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jig_planner::model::DemandSpec;
+use jig_planner::spec::DemandSpec;
 
 use super::Gateway;
 use jig_app::App;

@@ -1,8 +1,8 @@
 //! The A/S/T switches: which instance types a configuration space admits, and the static per-task budgets of
 //! task-graph-uninformed spaces (paper Appendix B).
 
-use crate::model::{Features, MigProfile, SegmentKind};
 use crate::problem::{Config, Problem};
+use crate::spec::{Features, MigProfile, SegmentKind};
 
 /// Whether `features` admits instance type `c`: without A only each task's most accurate variant, without S
 /// only whole devices (a 7g.80gb MIG instance with one process, or a whole CPU host).

@@ -9,8 +9,8 @@
 
 use crate::baselines::{StaticBudgets, admits};
 use crate::evaluate::{Assignment, evaluate};
-use crate::model::Features;
 use crate::problem::Problem;
+use crate::spec::Features;
 
 /// The best plans found.
 #[derive(Debug, Clone, PartialEq)]

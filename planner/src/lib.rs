@@ -8,13 +8,14 @@
 //!
 //! ## Modules
 //!
-//! * [`model`]: the input spec and the output [`Plan`]; [`profile`]: the CSV profile table `jig profile` writes.
+//! * [`spec`]: the input spec; [`profile`]: the CSV profile table `jig profile` writes.
 //! * [`problem`]: the validated problem (graph checked and ordered, paths and weights, profiles joined).
-//! * [`milp`]: the formulation below, solved by `good_lp` + HiGHS; [`infeasible`]: names the binding constraint.
+//! * [`milp`]: the formulation below, solved by `good_lp` + HiGHS; when no plan exists, it names the binding
+//!   constraint by solving relaxations.
 //! * [`baselines`]: the A/S/T switches and Appendix B's static budgets.
 //! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
 //! * [`placement`]: greedy MIG bin-packing with start-slot rules, and CPU core ranges.
-//! * [`plan`](mod@plan): solve → re-check → place → report.
+//! * [`plan`](mod@plan): solve → re-check → place → report, and the output [`Plan`].
 //! * [`max_demand`]: the Figure 3 bisection: the largest demand a configuration can serve.
 //!
 //! The paper's applications, demand traces and the discrete-event simulation of plans live in `jig-sim`; the
@@ -136,17 +137,16 @@ pub mod baselines;
 pub mod error;
 pub mod evaluate;
 pub mod exhaustive;
-pub mod infeasible;
 pub mod max_demand;
 pub mod milp;
-pub mod model;
 pub mod placement;
 pub mod plan;
 pub mod problem;
 pub mod profile;
+pub mod spec;
 
 pub use error::{ParseError, PlanError};
 pub use milp::{SolveOptions, solve};
-pub use model::{Features, Plan, PlanSpec};
-pub use plan::plan;
+pub use plan::{Plan, plan};
 pub use problem::Problem;
+pub use spec::{Features, PlanSpec};

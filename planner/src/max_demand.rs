@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use crate::error::PlanError;
 use crate::milp::{Relax, SolveOptions, solve_relaxed};
-use crate::model::Features;
 use crate::problem::Problem;
+use crate::spec::Features;
 
 /// The paper's Figure 3 (traffic analysis, 840 slices): maximum demand normalised to Unopt, in the order of
 /// [`Features::combinations`] (Unopt, S, A, T, A+T, S+T, A+S, A+S+T).

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::model::{MigProfile, SegmentKind};
+use crate::spec::{MigProfile, SegmentKind};
 
 /// One instance to place.
 #[derive(Debug, Clone, PartialEq)]

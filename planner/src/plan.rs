@@ -6,9 +6,10 @@ use std::fmt::Write as _;
 use crate::error::PlanError;
 use crate::evaluate::evaluate;
 use crate::milp::{SolveOptions, solve};
-use crate::model::{Features, PathPlan, Plan, PlanEntry, SolveInfo, TaskPlan};
-use crate::placement::{Item, place};
+use crate::placement::{Item, Placement, place};
 use crate::problem::Problem;
+use crate::spec::Features;
+use serde::Serialize;
 
 /// Plan `problem` in configuration space `features`.
 pub fn plan(problem: &Problem, features: Features, options: &SolveOptions) -> Result<Plan, PlanError> {
@@ -92,6 +93,78 @@ pub fn plan(problem: &Problem, features: Features, options: &SolveOptions) -> Re
             profiles: problem.profile_source.clone(),
         },
     })
+}
+
+/// The planner's answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub app: String,
+    pub features: String,
+    /// R, the demand at the roots (req/s).
+    pub demand_rps: f64,
+    pub tasks: Vec<TaskPlan>,
+    pub paths: Vec<PathPlan>,
+    /// A_obj (12), evaluated exactly on the plan.
+    pub accuracy: f64,
+    /// The MILP's linear lower bound on A_obj (see the crate docs); never above `accuracy`.
+    pub accuracy_bound: f64,
+    pub slices_used: u32,
+    pub slices_available: u32,
+    /// Objective (14) on the exact accuracy.
+    pub objective: f64,
+    pub placement: Placement,
+    pub solve: SolveInfo,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskPlan {
+    pub task: String,
+    /// R̂(t), req/s.
+    pub demand_rps: f64,
+    /// L̂(t): the slowest active instance's batch latency, ms.
+    pub latency_ms: f64,
+    /// Â(t) normalised to the task's best variant.
+    pub accuracy: f64,
+    pub entries: Vec<PlanEntry>,
+}
+
+/// M(t,v,s,b) instances of one instance type, and the share of the task's requests they serve.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanEntry {
+    pub variant: String,
+    pub segment: String,
+    pub batch: u32,
+    pub instances: u32,
+    /// Requests per second routed to these instances together (the router splits traffic in these proportions).
+    pub rate_rps: f64,
+    /// L(t,v,s,b), ms.
+    pub latency_ms: f64,
+    /// H(t,v,s,b) of one instance, req/s.
+    pub throughput_rps: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathPlan {
+    pub tasks: Vec<String>,
+    pub fraction: f64,
+    /// Σ 2·L̂(t) along the path (3), ms.
+    pub latency_ms: f64,
+    /// A_p (11), in the tasks' accuracy units.
+    pub accuracy: f64,
+    /// A_p as a fraction of the path's best: every task on its most accurate variant.
+    pub accuracy_of_best: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SolveInfo {
+    /// `optimal`, or `time limit` when the best plan found before the limit is returned.
+    pub status: String,
+    pub seconds: f64,
+    /// Instance types the MILP considered after pruning, and before.
+    pub instance_types: usize,
+    pub instance_types_profiled: usize,
+    /// Where the profiles came from (a file, or the analytic model).
+    pub profiles: String,
 }
 
 impl Plan {

@@ -6,8 +6,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::error::PlanError;
-use crate::model::{Objective, PlanSpec, SegmentKind};
 use crate::profile::ProfileRow;
+use crate::spec::{Objective, PlanSpec, SegmentKind};
 
 #[derive(Debug, Clone)]
 pub struct Problem {

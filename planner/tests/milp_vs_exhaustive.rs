@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use jig_planner::evaluate::{Assignment, evaluate};
 use jig_planner::exhaustive;
 use jig_planner::milp::{SolveOptions, solve};
-use jig_planner::model::*;
 use jig_planner::profile::ProfileRow;
+use jig_planner::spec::*;
 use jig_planner::{Features, PlanError, Problem};
 use proptest::prelude::*;
 

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use jig_planner::max_demand::max_demand;
-use jig_planner::model::Features;
+use jig_planner::spec::Features;
 use jig_planner::{SolveOptions, solve};
 use jig_sim::apps::PaperApp;
 

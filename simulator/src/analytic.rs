@@ -21,8 +21,8 @@
 //! shapes that make spatial partitioning pay in the paper. The constants are order-of-magnitude H100 figures
 //! scaled by each model's published GFLOPs; they are assumptions, not measurements.
 
-use jig_planner::model::{MigProfile, SegmentKind};
 use jig_planner::profile::ProfileRow;
+use jig_planner::spec::{MigProfile, SegmentKind};
 
 /// Cost parameters of one model variant.
 #[derive(Debug, Clone, Copy, PartialEq)]

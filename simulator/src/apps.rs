@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 
 use crate::analytic::{self, ModelCost};
 use jig_planner::ParseError;
-use jig_planner::model::{
+use jig_planner::profile::ProfileRow;
+use jig_planner::spec::{
     AppSpec, DemandSpec, EdgeSpec, Objective, PathSpec, PlanSpec, Resources, SegmentSpec, TaskSpec, VariantSpec,
 };
-use jig_planner::profile::ProfileRow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PaperApp {

@@ -40,8 +40,8 @@ use jig_planner::error::PlanError;
 use jig_planner::evaluate::Assignment;
 use jig_planner::max_demand::max_demand;
 use jig_planner::milp::{SolveOptions, solve};
-use jig_planner::model::{DemandSpec, Features, SegmentKind};
 use jig_planner::problem::Problem;
+use jig_planner::spec::{DemandSpec, Features, SegmentKind};
 
 /// How to simulate.
 #[derive(Debug, Clone)]
@@ -821,7 +821,7 @@ mod tests {
 
     #[test]
     fn glue_on_cpu_segments_takes_the_instances_time() {
-        let spec = jig_planner::model::PlanSpec::from_toml(
+        let spec = jig_planner::spec::PlanSpec::from_toml(
             r#"
             [app]
             name = "one"

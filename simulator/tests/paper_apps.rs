@@ -1,7 +1,7 @@
 //! The paper's three applications plan, place and re-check.
 
 use jig_planner::evaluate::evaluate;
-use jig_planner::model::Features;
+use jig_planner::spec::Features;
 use jig_planner::{SolveOptions, plan, solve};
 use jig_sim::apps::PaperApp;
 

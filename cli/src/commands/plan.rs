@@ -14,8 +14,8 @@ use std::process::ExitCode;
 use anyhow::bail;
 use jig_planner::max_demand;
 use jig_planner::milp::SolveOptions;
-use jig_planner::model::Features;
 use jig_planner::problem::Problem;
+use jig_planner::spec::Features;
 use jig_sim::apps::PaperApp;
 
 use crate::commands::status::status;

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use jig_planner::max_demand;
 use jig_planner::milp::SolveOptions;
-use jig_planner::model::Features;
 use jig_planner::problem::Problem;
+use jig_planner::spec::Features;
 
 use crate::problem::{Source, parse_features};
 
@@ -115,7 +115,7 @@ fn simulate_problem(args: &SimulateCommand, problem: &Problem) -> anyhow::Result
     let solve = SolveOptions { time_limit_s: args.time_limit, mip_rel_gap: 0.01, ..SolveOptions::default() };
     let servable = || -> anyhow::Result<f64> {
         let max = max_demand::max_demand(problem, Features::ALL, 0.01, args.time_limit)?.demand_rps;
-        Ok(max / (1.0 + jig_planner::model::DemandSpec::DEFAULT_SLACK))
+        Ok(max / (1.0 + jig_planner::spec::DemandSpec::DEFAULT_SLACK))
     };
     let trace = match &args.trace {
         Some(path) => {
@@ -148,7 +148,7 @@ fn simulate_problem(args: &SimulateCommand, problem: &Problem) -> anyhow::Result
             solve,
             sample_requests: args.sample,
             overhead_ms: args.overhead_ms,
-            fixed_demand: args.demand.map(|d| d * (1.0 + jig_planner::model::DemandSpec::DEFAULT_SLACK)),
+            fixed_demand: args.demand.map(|d| d * (1.0 + jig_planner::spec::DemandSpec::DEFAULT_SLACK)),
             seed: args.seed,
             ..SimOptions::default()
         };

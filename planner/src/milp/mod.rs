@@ -1,5 +1,7 @@
 //! The JigsawServe MILP (§3.2), linearised for HiGHS; the formulation is written out in the crate docs.
 
+mod infeasible;
+
 use std::time::Instant;
 
 use good_lp::solvers::highs::highs;
@@ -11,8 +13,8 @@ use good_lp::{
 use crate::baselines::{StaticBudgets, admits};
 use crate::error::PlanError;
 use crate::evaluate::Assignment;
-use crate::model::Features;
 use crate::problem::Problem;
+use crate::spec::Features;
 
 /// Slices up to which a problem counts as small for HiGHS's heuristics (see `solve_relaxed`).
 const SMALL_INSTANCE_SLICES: u32 = 64;
@@ -156,9 +158,7 @@ pub(crate) struct Relax {
 /// Solve the MILP for `problem` in the configuration space `features`.
 pub fn solve(problem: &Problem, features: Features, options: &SolveOptions) -> Result<Solved, PlanError> {
     match solve_relaxed(problem, features, options, Relax::default()) {
-        Err(PlanError::Infeasible(_)) => {
-            Err(PlanError::Infeasible(crate::infeasible::explain(problem, features, options)))
-        }
+        Err(PlanError::Infeasible(_)) => Err(PlanError::Infeasible(infeasible::explain(problem, features, options))),
         other => other,
     }
 }
