@@ -4,6 +4,7 @@
 //! profile table `profiles.csv` written by `jig profile`.
 //!
 //! ```toml
+//! manifest_version = 1                # optional: the format's version, 1 (the only one so far)
 //! name = "sign-reader"                # the app: letters, digits, `-` and `_`, at most 64
 //!
 //! [slo]
@@ -74,6 +75,10 @@ fn invalid(message: impl Into<String>) -> InvalidBundle {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
+    /// The manifest format's version: [`MANIFEST_VERSION`], the only one there is so far (1 when absent).
+    #[serde(default = "Manifest::default_version")]
+    pub manifest_version: u32,
+    /// The app's name: letters, digits, `-` and `_`, at most 64.
     pub name: String,
     #[serde(default)]
     pub slo: Option<Slo>,
@@ -88,6 +93,15 @@ pub struct Manifest {
     #[serde(default)]
     pub variants: Vec<Variant>,
 }
+
+impl Manifest {
+    fn default_version() -> u32 {
+        MANIFEST_VERSION
+    }
+}
+
+/// The manifest format this jig reads.
+pub const MANIFEST_VERSION: u32 = 1;
 
 /// The app's objectives.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -297,6 +311,13 @@ impl Bundle {
 
     fn check(&self) -> std::result::Result<(), String> {
         let m = &self.manifest;
+        if m.manifest_version != MANIFEST_VERSION {
+            return Err(format!(
+                "`manifest_version = {}`: this jig reads version {MANIFEST_VERSION}; upgrade jig, or write the \
+                 manifest for version {MANIFEST_VERSION}",
+                m.manifest_version
+            ));
+        }
         check_name("app name", &m.name).map_err(|e| e.0)?;
         if let Some(slo) = &m.slo {
             if slo.latency_ms == 0 {
@@ -554,6 +575,18 @@ mod tests {
         assert_eq!(bundle.files(), [PathBuf::from("glue/a.wasm"), "glue/b.wasm".into(), MANIFEST.into()]);
         assert!(!out.path().join("b/unrelated.txt").exists());
         assert!(unpack(&packed, &out.path().join("c"), 10).unwrap_err().0.contains("more than 10 bytes"));
+    }
+
+    #[test]
+    fn the_manifest_version_is_1_by_default_and_others_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), TWO_TASKS);
+        assert_eq!(Bundle::open(dir.path()).unwrap().manifest.manifest_version, 1);
+        write(dir.path(), &format!("manifest_version = 1\n{TWO_TASKS}"));
+        assert!(Bundle::open(dir.path()).is_ok());
+        write(dir.path(), &format!("manifest_version = 2\n{TWO_TASKS}"));
+        let error = Bundle::open(dir.path()).unwrap_err().0;
+        assert!(error.contains("jig.toml") && error.contains("reads version 1"), "{error}");
     }
 
     #[test]
