@@ -1,0 +1,75 @@
+//! The `jig:function` imports a guest calls: `infer`, `emit`, the remaining time, configuration and logging.
+
+use std::time::Instant;
+
+use super::jig::function::types as wire;
+use super::{HostLimitExceeded, InvocationState, jig};
+use crate::Emission;
+use crate::models::{InferRequest, Tensor};
+
+/// How many bytes of log messages one invocation may write; the rest is dropped with a note.
+const LOG_BUDGET_BYTES: usize = 256 * 1024;
+
+impl wire::Host for InvocationState {}
+
+impl jig::function::inference::Host for InvocationState {
+    async fn infer(&mut self, slot: String, inputs: Vec<wire::Tensor>) -> Result<Vec<wire::Tensor>, wire::InferError> {
+        let mut tensors = Vec::with_capacity(inputs.len());
+        for (i, t) in inputs.into_iter().enumerate() {
+            let tensor = Tensor::new(t.dtype.into(), t.shape, t.data).map_err(|e| {
+                wire::InferError::InvalidInput(format!("function `{}`, slot `{slot}`, input {i}: {e}", self.function))
+            })?;
+            tensors.push(tensor);
+        }
+        let request = InferRequest { function: self.function.clone(), slot, inputs: tensors, deadline: self.deadline };
+        match self.models.infer(request).await {
+            Ok(outputs) => Ok(outputs.into_iter().map(Into::into).collect()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl jig::function::runtime::Host for InvocationState {
+    fn emit(&mut self, port: String, payload: Vec<u8>) -> wasmtime::Result<()> {
+        let limits = &self.limits;
+        if self.emitted.len() >= limits.max_emits || self.emitted_bytes + payload.len() > limits.max_emit_bytes {
+            return Err(HostLimitExceeded(format!(
+                "emitted more than {} payloads or {} bytes in one invocation (raise `max_emits` / \
+                 `max_emit_bytes` in its limits if that is intended)",
+                limits.max_emits, limits.max_emit_bytes
+            ))
+            .into());
+        }
+        self.emitted_bytes += payload.len();
+        self.emitted.push(Emission { port, payload });
+        Ok(())
+    }
+
+    fn remaining_time(&mut self) -> u64 {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        u64::try_from(left.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn config(&mut self, key: String) -> Option<String> {
+        self.config.get(&key).cloned()
+    }
+
+    fn log(&mut self, level: jig::function::runtime::Level, message: String) {
+        use jig::function::runtime::Level;
+        self.log_bytes += message.len();
+        if self.log_bytes > LOG_BUDGET_BYTES {
+            if self.log_bytes - message.len() <= LOG_BUDGET_BYTES {
+                tracing::warn!(function = %self.function, "log budget of {LOG_BUDGET_BYTES} bytes spent; dropping the rest");
+            }
+            return;
+        }
+        let function = &*self.function;
+        match level {
+            Level::Trace => tracing::trace!(target: "jig::guest", function, "{message}"),
+            Level::Debug => tracing::debug!(target: "jig::guest", function, "{message}"),
+            Level::Info => tracing::info!(target: "jig::guest", function, "{message}"),
+            Level::Warn => tracing::warn!(target: "jig::guest", function, "{message}"),
+            Level::Error => tracing::error!(target: "jig::guest", function, "{message}"),
+        }
+    }
+}
