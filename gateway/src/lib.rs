@@ -1,18 +1,18 @@
 //! # jig-gateway
 //!
 //! The gateway: HTTP/1.1 on hyper + tokio, serving invocations, the control API and metrics over the apps
-//! kept in the state directory ([`store`]), re-planned by a controller as their demand moves.
+//! kept in the state directory (`store`), re-planned by a controller as their demand moves.
 //!
 //! The routes, their answers and error kinds are `jig-api`'s: this crate writes those types and nothing else.
 //! Every error answer is a `jig_api::ErrorBody` whose kind sets its status (`jig_api::ErrorKind::status`); a
 //! failed invocation is classified once, in `classify`. `GET /metrics` is the Prometheus text format
-//! ([`metrics`]).
+//! (`metrics`).
 
 #![deny(missing_docs)]
 
 mod controller;
-pub mod metrics;
-pub mod store;
+mod metrics;
+mod store;
 
 use std::collections::HashMap;
 use std::convert::Infallible;

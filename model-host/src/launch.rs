@@ -184,10 +184,10 @@ impl Launcher {
             }));
         }
         let (launcher, instance, name, path) = (self.clone(), config.name.clone(), name.to_string(), path.to_owned());
-        // The instance's own thread loads the model, so that a CPU session's threads inherit its pinning; the
-        // typed error of a failed load comes back beside the instance's message.
+        // The instance's own thread, pinned, loads the model, so that a CPU session's threads inherit the
+        // pinning; the typed error of a failed load comes back beside the instance's message.
         let failed: Arc<Mutex<Option<LaunchError>>> = Arc::default();
-        let config = InstanceConfig { cores: None, ..config };
+        let config = InstanceConfig { cores: placement.cores.clone(), ..config };
         let load_failed = failed.clone();
         Instance::start(config, move || {
             launcher.load(&instance, &name, &path, &placement).map_err(|e| {

@@ -22,7 +22,7 @@
 
 #![deny(missing_docs)]
 
-pub mod batch;
+mod batch;
 pub mod device;
 pub mod instance;
 pub mod launch;

@@ -30,7 +30,7 @@
 
 mod buffers;
 mod child;
-pub mod protocol;
+mod protocol;
 mod shm;
 
 pub use child::serve;
