@@ -12,6 +12,8 @@ pub fn admits(problem: &Problem, features: Features, c: &Config) -> bool {
     variant_ok && segment_ok
 }
 
+/// Whether segment type `kind` is a whole device, the only kind admitted without S: a 7g.80gb MIG instance
+/// with one process, or all the cores of a CPU host.
 pub fn is_whole_device(problem: &Problem, kind: SegmentKind) -> bool {
     match kind {
         SegmentKind::Mig { profile, mps } => profile == MigProfile::G7_80 && mps == 1,

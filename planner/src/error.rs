@@ -2,6 +2,7 @@
 
 use thiserror::Error;
 
+/// Why a plan could not be made: bad input, an objective no configuration meets, or the solver.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum PlanError {
     /// The spec or profile table is malformed (unreadable file, bad number, unknown field…).
@@ -9,21 +10,42 @@ pub enum PlanError {
     Input(String),
     /// The graph has a cycle; the message lists it.
     #[error("app `{app}`: the task graph has a cycle: {cycle}")]
-    Cycle { app: String, cycle: String },
+    Cycle {
+        /// The app's name.
+        app: String,
+        /// The tasks of one cycle joined by arrows, the first repeated at the end.
+        cycle: String,
+    },
     /// An edge, path or factor names a task the app does not have.
     #[error("app `{app}`: {place} names task `{task}`, which the app does not have")]
-    UnknownTask { app: String, place: String, task: String },
+    UnknownTask {
+        /// The app's name.
+        app: String,
+        /// Where the name appears: an edge, a path or a variant's factor.
+        place: String,
+        /// The name that matches no task.
+        task: String,
+    },
     /// A variant has no profile row on any declared segment type.
     #[error(
         "no profile rows for variant `{variant}` of task `{task}` (slot `{slot}`) on any of the declared segment types; profile it (`jig profile`) or drop the variant"
     )]
-    MissingProfile { task: String, variant: String, slot: String },
+    MissingProfile {
+        /// The task's name.
+        task: String,
+        /// The variant's name.
+        variant: String,
+        /// The slot the task's rows are looked up under.
+        slot: String,
+    },
     /// No configuration meets the objectives; the message names the binding constraint.
     #[error("infeasible: {0}")]
     Infeasible(String),
     /// The solver stopped at its time limit before finding any plan.
     #[error("no plan found within the solver time limit of {0} s")]
     TimeLimit(f64),
+    /// HiGHS failed, or its plan failed the independent re-check by [`evaluate`](crate::evaluate) (a bug, not
+    /// bad input).
     #[error("solver error: {0}")]
     Solver(String),
 }

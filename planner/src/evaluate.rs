@@ -13,14 +13,22 @@ use crate::problem::Problem;
 /// M(t,v,s,b) instances of one instance type and the rate routed to them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Assignment {
+    /// t, an index into [`Problem::tasks`].
     pub task: usize,
+    /// v, an index into the task's variants.
     pub variant: usize,
+    /// s, an index into [`Problem::segments`].
     pub segment: usize,
+    /// b, the maximum batch size, requests.
     pub batch: u32,
+    /// M(t,v,s,b).
     pub instances: u32,
+    /// x: req/s routed to these instances together; at most `instances` × H(t,v,s,b).
     pub rate_rps: f64,
 }
 
+/// The model's quantities on one plan, and the constraints it breaks. Per-task vectors follow
+/// [`Problem::tasks`], per-path ones [`Problem::paths`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Evaluation {
     /// L̂(t) (2), ms.
@@ -44,6 +52,7 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// Whether the plan breaks none of the constraints.
     pub fn is_feasible(&self) -> bool {
         self.violations.is_empty()
     }

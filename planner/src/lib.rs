@@ -133,6 +133,8 @@
 //! HiGHS runs with a time limit ([`SolveOptions`]); when it hits, the best plan found so far is returned and
 //! marked `time limit`. Every returned plan is re-checked by [`evaluate`] before it is handed out.
 
+#![deny(missing_docs)]
+
 pub mod baselines;
 pub mod error;
 pub mod evaluate;

@@ -15,6 +15,7 @@ pub const PAPER_FIGURE_3: [f64; 8] = [1.0, 5.25, 1.6, 1.1, 1.9, 7.8, 12.0, 21.6]
 /// The largest demand found for one space.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MaxDemand {
+    /// The configuration space.
     pub features: Features,
     /// req/s at the roots (R, after slack).
     pub demand_rps: f64,

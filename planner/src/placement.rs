@@ -13,10 +13,13 @@ use crate::spec::{MigProfile, SegmentKind};
 /// One instance to place.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
+    /// Names the instance in the placement (the planner writes `task/variant/bBATCH#i`).
     pub label: String,
+    /// The segment type it needs.
     pub kind: SegmentKind,
 }
 
+/// Where the instances go, and how tightly they pack.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Placement {
     /// Where each item went, in the order given.
@@ -27,25 +30,50 @@ pub struct Placement {
     pub gpus_lower_bound: u32,
     /// Compute slices left idle on the GPUs used.
     pub stranded_slices: u32,
-    /// CPU hosts used and cores left idle on them.
+    /// CPU hosts used.
     pub hosts: u32,
+    /// Cores left idle on the CPU hosts used.
     pub stranded_cores: u32,
     /// Items that fit no device (a `cpu:N` segment larger than a host).
     pub unplaced: Vec<String>,
 }
 
+/// Where one item went.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Placed {
+    /// The item's label.
     pub label: String,
+    /// The item's segment type, by its canonical name.
     pub segment: String,
+    /// The device and the part of it the item takes.
     pub device: Device,
 }
 
+/// A device and the part of it one instance takes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Device {
-    Gpu { gpu: u32, start_slot: u32, profile: String, mps: u8 },
-    Cpu { host: u32, first_core: u32, cores: u32 },
+    /// A MIG instance on a GPU.
+    Gpu {
+        /// GPU index, from 0, in the order the packing opened them.
+        gpu: u32,
+        /// First memory slot (0–7) the instance occupies; a valid start for its profile.
+        start_slot: u32,
+        /// The MIG profile, e.g. `3g.40gb`.
+        profile: String,
+        /// MPS processes in the instance.
+        mps: u8,
+    },
+    /// A range of cores on a CPU host.
+    Cpu {
+        /// Host index, from 0, in the order the packing opened them.
+        host: u32,
+        /// First core of the range.
+        first_core: u32,
+        /// Cores in the range.
+        cores: u32,
+    },
+    /// Not placed: the item fits no device (see [`Placement::unplaced`]).
     None,
 }
 

@@ -98,26 +98,36 @@ pub fn plan(problem: &Problem, features: Features, options: &SolveOptions) -> Re
 /// The planner's answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
+    /// The app's name.
     pub app: String,
+    /// The configuration space planned in, as [`Features`] displays it: `A+S+T`, `S`, `Unopt`…
     pub features: String,
     /// R, the demand at the roots (req/s).
     pub demand_rps: f64,
+    /// Each task's demand, latency, accuracy and instances, in the spec's task order.
     pub tasks: Vec<TaskPlan>,
+    /// Each path's latency and accuracy, in the order of [`Problem::paths`].
     pub paths: Vec<PathPlan>,
     /// A_obj (12), evaluated exactly on the plan.
     pub accuracy: f64,
     /// The MILP's linear lower bound on A_obj (see the crate docs); never above `accuracy`.
     pub accuracy_bound: f64,
+    /// Σ s_k·M_k: the slices (GPU slices and CPU cores) the plan's instances take.
     pub slices_used: u32,
+    /// S_avail.
     pub slices_available: u32,
     /// Objective (14) on the exact accuracy.
     pub objective: f64,
+    /// Where the instances run: GPUs with MIG start slots, CPU hosts with core ranges.
     pub placement: Placement,
+    /// How the solver ran.
     pub solve: SolveInfo,
 }
 
+/// One task's part of a plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskPlan {
+    /// The task's name.
     pub task: String,
     /// R̂(t), req/s.
     pub demand_rps: f64,
@@ -125,15 +135,20 @@ pub struct TaskPlan {
     pub latency_ms: f64,
     /// Â(t) normalised to the task's best variant.
     pub accuracy: f64,
+    /// The instance types serving the task; it may mix variants, segment types and batch sizes.
     pub entries: Vec<PlanEntry>,
 }
 
 /// M(t,v,s,b) instances of one instance type, and the share of the task's requests they serve.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanEntry {
+    /// The variant's name.
     pub variant: String,
+    /// The segment type's canonical name, `mig:PROFILE:MPS` or `cpu:N`.
     pub segment: String,
+    /// The maximum batch size, requests.
     pub batch: u32,
+    /// M(t,v,s,b), at least 1.
     pub instances: u32,
     /// Requests per second routed to these instances together (the router splits traffic in these proportions).
     pub rate_rps: f64,
@@ -143,9 +158,12 @@ pub struct PlanEntry {
     pub throughput_rps: f64,
 }
 
+/// One path of a plan: its end-to-end latency and accuracy.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PathPlan {
+    /// Task names along the path.
     pub tasks: Vec<String>,
+    /// f_p: the share of requests that take the path (the paths' shares sum to 1).
     pub fraction: f64,
     /// Σ 2·L̂(t) along the path (3), ms.
     pub latency_ms: f64,
@@ -155,13 +173,16 @@ pub struct PathPlan {
     pub accuracy_of_best: f64,
 }
 
+/// How the solver ran.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SolveInfo {
     /// `optimal`, or `time limit` when the best plan found before the limit is returned.
     pub status: String,
+    /// Wall-clock time of the solve, building the model included, seconds.
     pub seconds: f64,
-    /// Instance types the MILP considered after pruning, and before.
+    /// Instance types the MILP considered, after pruning.
     pub instance_types: usize,
+    /// Profiled instance types the configuration space admits, before pruning.
     pub instance_types_profiled: usize,
     /// Where the profiles came from (a file, or the analytic model).
     pub profiles: String,

@@ -9,20 +9,31 @@ use crate::error::PlanError;
 use crate::profile::ProfileRow;
 use crate::spec::{Objective, PlanSpec, SegmentKind};
 
+/// A validated planning problem, built by [`Problem::new`]: tasks, paths and segment types by index, and every
+/// profiled instance type. Tasks, variants and segment types keep the spec's order.
 #[derive(Debug, Clone)]
 pub struct Problem {
+    /// The app's name.
     pub app: String,
+    /// The tasks, in the spec's order; task indices elsewhere point here.
     pub tasks: Vec<Task>,
     /// Tasks in topological order.
     pub topo: Vec<usize>,
+    /// The paths with their fractions f_p and weights g_p; every task lies on at least one.
     pub paths: Vec<Path>,
+    /// The declared segment types, in the spec's order.
     pub segments: Vec<Segment>,
     /// Every profiled (task, variant, segment type, batch) with its L and H.
     pub configs: Vec<Config>,
+    /// SLO_l: the latency bound on every path's Σ 2·ℓ_t, ms.
     pub slo_latency_ms: f64,
+    /// SLO_a: the lower bound on A_obj, a fraction of the best achievable accuracy.
     pub slo_accuracy: f64,
+    /// S_avail: GPU slices (or CPU cores) available in all.
     pub slices: u32,
+    /// Cores of one CPU host: where `cpu:N` instances are placed, and what counts as a whole device without S.
     pub cores_per_host: u32,
+    /// α, β of objective (14).
     pub objective: Objective,
     /// R, req/s at every root task.
     pub demand_rps: f64,
@@ -31,25 +42,34 @@ pub struct Problem {
     index: HashMap<(usize, usize, usize, u32), usize>,
 }
 
+/// A task t of the graph, with its variants and its neighbours.
 #[derive(Debug, Clone)]
 pub struct Task {
+    /// The task's name, as in the spec.
     pub name: String,
+    /// Its variants v, in the spec's order.
     pub variants: Vec<Variant>,
     /// Index of the most accurate variant (the first one on ties).
     pub best: usize,
+    /// P(t): the tasks with an edge to this one; empty at a root.
     pub preds: Vec<usize>,
+    /// The tasks this one has an edge to; empty at a sink.
     pub succs: Vec<usize>,
 }
 
+/// A model variant v of a task.
 #[derive(Debug, Clone)]
 pub struct Variant {
+    /// The variant's name, as in the spec and the profile table.
     pub name: String,
+    /// A(t,v), in the task's accuracy unit.
     pub accuracy: f64,
     /// F(t,v,t′) for every successor t′, in the order of [`Task::succs`].
     pub factors: Vec<f64>,
 }
 
 impl Task {
+    /// A(t,v*): the accuracy of the task's most accurate variant.
     pub fn best_accuracy(&self) -> f64 {
         self.variants[self.best].accuracy
     }
@@ -65,8 +85,10 @@ impl Task {
     }
 }
 
+/// A path p through the graph.
 #[derive(Debug, Clone)]
 pub struct Path {
+    /// Task indices, in order along the path.
     pub tasks: Vec<usize>,
     /// f_p, normalised to sum to 1.
     pub fraction: f64,
@@ -74,19 +96,27 @@ pub struct Path {
     pub weight: f64,
 }
 
+/// A segment type n: where an instance runs, and what it costs.
 #[derive(Debug, Clone)]
 pub struct Segment {
+    /// The canonical name ([`SegmentKind::name`]): `mig:PROFILE:MPS` or `cpu:N`.
     pub name: String,
+    /// The MIG profile and MPS count, or the CPU cores, parsed from the name.
     pub kind: SegmentKind,
+    /// s_n: the slices (GPU slices or CPU cores) one instance costs.
     pub slices: u32,
 }
 
 /// One instance type (t, v, s, b) with its profile.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Config {
+    /// t, an index into [`Problem::tasks`].
     pub task: usize,
+    /// v, an index into the task's [`Task::variants`].
     pub variant: usize,
+    /// s, an index into [`Problem::segments`].
     pub segment: usize,
+    /// b, the maximum batch size, requests.
     pub batch: u32,
     /// L(t,v,s,b), p95 batch latency, ms.
     pub latency_ms: f64,
@@ -338,6 +368,7 @@ impl Problem {
         self.index.get(&(task, variant, segment, batch)).map(|&i| &self.configs[i])
     }
 
+    /// Whether task `t` has no predecessors, so that it receives the demand R itself.
     pub fn is_root(&self, t: usize) -> bool {
         self.tasks[t].preds.is_empty()
     }

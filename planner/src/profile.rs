@@ -23,16 +23,25 @@ use crate::error::ParseError;
 /// One measured point.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProfileRow {
+    /// The model slot, as named in the bundle manifest; a task's `slot` in the spec.
     pub slot: String,
+    /// The variant filling the slot.
     pub variant: String,
+    /// Where it ran: `cpu:N`, `mig:GPU:PROFILE:MPS` or `mps:GPU:PERCENT`.
     pub segment: String,
+    /// Rows per batch.
     pub batch: u32,
+    /// Median latency of one batch, ms.
     pub p50_ms: f64,
+    /// p95 latency of one batch, ms: L(t,v,s,b).
     pub p95_ms: f64,
+    /// Rows per second running batches back to back (on MIG, of all MPS processes together): H(t,v,s,b).
     pub throughput_rps: f64,
+    /// The processor or GPU measured.
     pub device: String,
 }
 
+/// The header line a profile table starts with; it names the columns in order.
 pub const HEADER: &str = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device";
 
 /// The CSV text of `rows`.

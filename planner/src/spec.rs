@@ -17,11 +17,15 @@ pub use jig_policy::MigProfile;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanSpec {
+    /// The function graph with its variants and its latency and accuracy SLOs.
     pub app: AppSpec,
     /// Segment types an instance may run on; the profile table is matched against their names.
     pub segments: Vec<SegmentSpec>,
+    /// S_avail, and the size of a CPU host for placement.
     pub resources: Resources,
+    /// The demand R at the app's roots.
     pub demand: DemandSpec,
+    /// α, β of objective (14); the paper's §4.4 weights when absent.
     #[serde(default)]
     pub objective: Objective,
     /// Maximum batch sizes to consider; all the profile table has when absent.
@@ -39,10 +43,12 @@ impl PlanSpec {
         parsed.map_err(|e| PlanError::Input(format!("{}: {e}", path.display())))
     }
 
+    /// Parse a spec from TOML text; errors are [`PlanError::Input`].
     pub fn from_toml(text: &str) -> Result<Self, PlanError> {
         toml::from_str(text).map_err(|e| PlanError::Input(e.to_string()))
     }
 
+    /// Parse a spec from JSON text (the same fields as TOML); errors are [`PlanError::Input`].
     pub fn from_json(text: &str) -> Result<Self, PlanError> {
         serde_json::from_str(text).map_err(|e| PlanError::Input(e.to_string()))
     }
@@ -52,12 +58,16 @@ impl PlanSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppSpec {
+    /// The app's name, for reports and error messages.
     pub name: String,
     /// End-to-end latency SLO (SLO_l), milliseconds.
     pub slo_latency_ms: f64,
     /// Accuracy SLO (SLO_a) as a fraction of the best achievable accuracy, e.g. 0.9.
     pub slo_accuracy: f64,
+    /// The graph's nodes; names must be unique.
     pub tasks: Vec<TaskSpec>,
+    /// Directed edges along which requests flow; the graph must be acyclic. Empty when absent: every task is then
+    /// a root and a sink.
     #[serde(default)]
     pub edges: Vec<EdgeSpec>,
     /// Paths and their request fractions f_p; when absent, every root-to-sink path with equal fractions.
@@ -65,25 +75,31 @@ pub struct AppSpec {
     pub paths: Option<Vec<PathSpec>>,
 }
 
+/// A task t: one node of the function graph, and the model variants that may serve it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
+    /// Edges, paths and factors refer to the task by this name.
     pub name: String,
     /// The model slot whose profile rows this task uses; the task's name when absent.
     #[serde(default)]
     pub slot: Option<String>,
+    /// The variants v that may serve the task, at least one; a plan may split the task's requests among several.
     pub variants: Vec<VariantSpec>,
 }
 
 impl TaskSpec {
+    /// The profile table's slot for this task: `slot`, or the task's name when absent.
     pub fn slot(&self) -> &str {
         self.slot.as_deref().unwrap_or(&self.name)
     }
 }
 
+/// One model variant v of a task, with its accuracy and its fan-out to downstream tasks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSpec {
+    /// Matches the profile table's `variant` column; unique within the task.
     pub name: String,
     /// A(t,v), in any unit shared by the task's variants (top-1 %, mAP, MOS…): only ratios to the task's best
     /// variant matter.
@@ -93,16 +109,23 @@ pub struct VariantSpec {
     pub factors: BTreeMap<String, f64>,
 }
 
+/// A directed edge of the function graph: each request `from` serves with variant v sends F(from,v,to) requests
+/// to `to`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EdgeSpec {
+    /// The upstream task's name.
     pub from: String,
+    /// The downstream task's name.
     pub to: String,
 }
 
+/// A path p through the graph and the fraction of requests that follow it; it weighs the path in A_obj, and its
+/// latency must meet SLO_l.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PathSpec {
+    /// Task names in order; each step must be an edge.
     pub tasks: Vec<String>,
     /// f_p; fractions are normalised to sum to 1.
     pub fraction: f64,
@@ -124,9 +147,17 @@ pub struct SegmentSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SegmentKind {
     /// A MIG instance of an H100 80GB with `mps` identical MPS processes in it.
-    Mig { profile: MigProfile, mps: u8 },
+    Mig {
+        /// The MIG profile, e.g. `2g.20gb`.
+        profile: MigProfile,
+        /// MPS processes in the instance, 1–4; a profiled throughput is of all of them together.
+        mps: u8,
+    },
     /// A set of CPU cores.
-    Cpu { cores: u32 },
+    Cpu {
+        /// Cores taken; also the default slice cost.
+        cores: u32,
+    },
 }
 
 impl SegmentKind {
@@ -170,6 +201,7 @@ impl SegmentKind {
     }
 }
 
+/// The capacity a plan may use.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
@@ -192,7 +224,9 @@ pub struct DemandSpec {
 }
 
 impl DemandSpec {
+    /// Head-room on the prediction when the spec gives no `slack`: 5%.
     pub const DEFAULT_SLACK: f64 = 0.05;
+    /// How many of the most recent windows the prediction averages.
     pub const WINDOWS: usize = 5;
 
     /// Predicted demand: the mean of the last five windows × (1 + slack).
@@ -213,7 +247,10 @@ impl DemandSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Objective {
+    /// α: weight of the normalised accuracy A_obj (a fraction of the best achievable).
     pub alpha: f64,
+    /// β: the objective's cost of one slice (GPU slice or CPU core): beyond what the SLOs need, a plan takes a
+    /// slice only where it raises α·A_obj by more than β.
     pub beta: f64,
 }
 
@@ -236,7 +273,9 @@ pub struct Features {
 }
 
 impl Features {
+    /// None of A, S, T: the paper's Unopt baseline.
     pub const UNOPT: Self = Self { accuracy_scaling: false, spatial: false, graph_budgets: false };
+    /// A+S+T: JigsawServe.
     pub const ALL: Self = Self { accuracy_scaling: true, spatial: true, graph_budgets: true };
 
     /// The eight combinations, in the order of the paper's Figure 3.

@@ -45,14 +45,17 @@ impl Default for SolveOptions {
 /// What the solver returned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Solved {
+    /// The instance types with at least one instance: their counts M and served rates x.
     pub assignments: Vec<Assignment>,
     /// The linear lower bound on A_obj the MILP worked with.
     pub accuracy_bound: f64,
     /// False when the time limit cut the search short.
     pub optimal: bool,
+    /// Wall-clock time of the solve, building the model included, seconds.
     pub seconds: f64,
-    /// Instance types in the MILP after pruning, and profiled in the space.
+    /// Instance types in the MILP, after pruning.
     pub instance_types: usize,
+    /// Profiled instance types the configuration space admits, before pruning.
     pub instance_types_profiled: usize,
 }
 
