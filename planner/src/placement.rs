@@ -64,6 +64,13 @@ pub enum Device {
         /// MPS processes in the instance.
         mps: u8,
     },
+    /// A share of a whole GPU through MPS (the GPU runs no MIG instances).
+    GpuShare {
+        /// GPU index, from 0, in the order the packing opened them (the same numbering as `Gpu`).
+        gpu: u32,
+        /// Percent of the GPU's SMs.
+        percent: u8,
+    },
     /// A range of cores on a CPU host.
     Cpu {
         /// Host index, from 0, in the order the packing opened them.
@@ -116,11 +123,14 @@ pub fn place(items: &[Item], cores_per_host: u32) -> Placement {
     let mut order: Vec<usize> = (0..items.len()).collect();
     let size = |k: &SegmentKind| match k {
         SegmentKind::Mig { profile, .. } => (profile.memory_slots(), profile.compute_slices()),
+        SegmentKind::Mps { percent } => (u32::from(*percent), u32::from(*percent)),
         SegmentKind::Cpu { cores } => (*cores, *cores),
     };
     order.sort_by_key(|&i| std::cmp::Reverse(size(&items[i].kind)));
 
     let mut gpus: Vec<Gpu> = Vec::new();
+    // GPUs shared through MPS (percent in use), numbered after the MIG ones once packing is done.
+    let mut shared: Vec<u32> = Vec::new();
     let mut hosts: Vec<u32> = Vec::new(); // cores used per host
     let mut devices = vec![Device::None; items.len()];
     let mut unplaced = Vec::new();
@@ -134,6 +144,15 @@ pub fn place(items: &[Item], cores_per_host: u32) -> Placement {
                 });
                 gpus[g].take(profile, start);
                 Device::Gpu { gpu: g as u32, start_slot: start, profile: profile.to_string(), mps }
+            }
+            SegmentKind::Mps { percent } => {
+                let percent32 = u32::from(percent);
+                let g = shared.iter().position(|&used| used + percent32 <= 100).unwrap_or_else(|| {
+                    shared.push(0);
+                    shared.len() - 1
+                });
+                shared[g] += percent32;
+                Device::GpuShare { gpu: g as u32, percent }
             }
             SegmentKind::Cpu { cores } if cores <= cores_per_host => {
                 let h = hosts.iter().position(|&used| used + cores <= cores_per_host).unwrap_or_else(|| {
@@ -150,19 +169,27 @@ pub fn place(items: &[Item], cores_per_host: u32) -> Placement {
             }
         };
     }
+    // MPS-shared GPUs come after the MIG ones.
+    for device in &mut devices {
+        if let Device::GpuShare { gpu, .. } = device {
+            *gpu += gpus.len() as u32;
+        }
+    }
     let (slots, compute) = items.iter().fold((0, 0), |(s, c), it| match it.kind {
         SegmentKind::Mig { profile, .. } => (s + profile.memory_slots(), c + profile.compute_slices()),
-        SegmentKind::Cpu { .. } => (s, c),
+        SegmentKind::Mps { .. } | SegmentKind::Cpu { .. } => (s, c),
     });
+    let shared_lower_bound = shared.iter().sum::<u32>().div_ceil(100);
     Placement {
         instances: items
             .iter()
             .zip(devices)
             .map(|(it, device)| Placed { label: it.label.clone(), segment: it.kind.name(), device })
             .collect(),
-        gpus: gpus.len() as u32,
-        gpus_lower_bound: slots.div_ceil(GPU_SLOTS).max(compute.div_ceil(GPU_COMPUTE)),
-        stranded_slices: gpus.iter().map(|g| GPU_COMPUTE - g.compute).sum(),
+        gpus: (gpus.len() + shared.len()) as u32,
+        gpus_lower_bound: slots.div_ceil(GPU_SLOTS).max(compute.div_ceil(GPU_COMPUTE)) + shared_lower_bound,
+        stranded_slices: gpus.iter().map(|g| GPU_COMPUTE - g.compute).sum::<u32>()
+            + shared.iter().map(|used| (100 - used) * GPU_COMPUTE / 100).sum::<u32>(),
         hosts: hosts.len() as u32,
         stranded_cores: hosts.iter().map(|used| cores_per_host - used).sum(),
         unplaced,
@@ -218,5 +245,20 @@ mod tests {
         assert_eq!((p.hosts, p.stranded_cores), (1, 2));
         let big = place(&[Item { label: "x".into(), kind: SegmentKind::Cpu { cores: 9 } }], 8);
         assert_eq!(big.unplaced.len(), 1);
+    }
+
+    #[test]
+    fn mps_shares_fill_whole_gpus_after_the_mig_ones() {
+        let share = |label: &str, percent| Item { label: label.into(), kind: SegmentKind::Mps { percent } };
+        let items = [share("a", 50), share("b", 30), share("c", 60), mig(MigProfile::G7_80)];
+        let p = place(&items, 16);
+        check(&p);
+        let gpu_of = |label: &str| match p.instances.iter().find(|i| i.label == label).unwrap().device {
+            Device::GpuShare { gpu, .. } => gpu,
+            ref other => panic!("{label} on {other:?}"),
+        };
+        // 60 and 30 share one GPU, 50 takes another; the MIG GPU is GPU 0.
+        assert_eq!((gpu_of("c"), gpu_of("b"), gpu_of("a")), (1, 1, 2), "{p:#?}");
+        assert_eq!((p.gpus, p.gpus_lower_bound), (3, 1 + 2));
     }
 }

@@ -153,6 +153,12 @@ pub enum SegmentKind {
         /// MPS processes in the instance, 1–4; a profiled throughput is of all of them together.
         mps: u8,
     },
+    /// A share of a whole GPU (MIG off) through `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, as gpu-lets partition
+    /// one; shares on one GPU add up to at most 100.
+    Mps {
+        /// Percent of the GPU's SMs, 1–100.
+        percent: u8,
+    },
     /// A set of CPU cores.
     Cpu {
         /// Cores taken; also the default slice cost.
@@ -161,7 +167,8 @@ pub enum SegmentKind {
 }
 
 impl SegmentKind {
-    /// Parse `mig:PROFILE:MPS`, `mig:GPU:PROFILE:MPS` (as profile tables write it) or `cpu:N`.
+    /// Parse `mig:PROFILE:MPS`, `mig:GPU:PROFILE:MPS` (as profile tables write it), `mps:PERCENT`,
+    /// `mps:GPU:PERCENT` or `cpu:N`.
     pub fn parse(name: &str) -> Result<Self, ParseError> {
         let parts: Vec<&str> = name.split(':').collect();
         match parts.as_slice() {
@@ -175,27 +182,34 @@ impl SegmentKind {
                 }
                 Ok(Self::Mig { profile, mps })
             }
+            ["mps", percent] | ["mps", _, percent] => match percent.parse::<u8>() {
+                Ok(percent @ 1..=100) => Ok(Self::Mps { percent }),
+                _ => Err(ParseError(format!("segment `{name}`: an MPS share is 1 to 100 percent, not `{percent}`"))),
+            },
             ["cpu", cores] => match cores.parse::<u32>() {
                 Ok(cores) if cores > 0 => Ok(Self::Cpu { cores }),
                 _ => Err(ParseError(format!("segment `{name}`: core count `{cores}` is not a positive number"))),
             },
-            _ => Err(ParseError(format!("segment `{name}`: expected `mig:PROFILE:MPS` or `cpu:CORES`"))),
+            _ => Err(ParseError(format!("segment `{name}`: expected `mig:PROFILE:MPS`, `mps:PERCENT` or `cpu:CORES`"))),
         }
     }
 
-    /// The canonical name, `mig:PROFILE:MPS` or `cpu:N`.
+    /// The canonical name, `mig:PROFILE:MPS`, `mps:PERCENT` or `cpu:N`.
     pub fn name(&self) -> String {
         match self {
             Self::Mig { profile, mps } => format!("mig:{profile}:{mps}"),
+            Self::Mps { percent } => format!("mps:{percent}"),
             Self::Cpu { cores } => format!("cpu:{cores}"),
         }
     }
 
     /// Slice cost when the spec gives none: the GPU slices a MIG instance effectively takes given its placement
-    /// rules (1g.20gb blocks two memory slots like 2g.20gb, 3g.40gb four like 4g.40gb), or the core count.
+    /// rules (1g.20gb blocks two memory slots like 2g.20gb, 3g.40gb four like 4g.40gb); an MPS share's part
+    /// of a GPU's seven slices, rounded up; or the core count.
     pub fn default_slices(&self) -> u32 {
         match self {
             Self::Mig { profile, .. } => profile.effective_slices(),
+            Self::Mps { percent } => (u32::from(*percent) * 7).div_ceil(100),
             Self::Cpu { cores } => *cores,
         }
     }
@@ -326,5 +340,25 @@ impl fmt::Display for Features {
             .filter_map(|(on, n)| on.then_some(n))
             .collect();
         if names.is_empty() { f.write_str("Unopt") } else { f.write_str(&names.join("+")) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_kinds_parse_as_profile_tables_write_them() {
+        let mig = SegmentKind::parse("mig:0:3g.40gb:2").unwrap();
+        assert_eq!((mig.name(), mig.default_slices()), ("mig:3g.40gb:2".into(), 4));
+        let share = SegmentKind::parse("mps:0:30").unwrap();
+        assert_eq!(share, SegmentKind::Mps { percent: 30 });
+        assert_eq!((share.name(), share.default_slices()), ("mps:30".into(), 3), "30% of 7 slices, rounded up");
+        assert_eq!(SegmentKind::parse("mps:100").unwrap().default_slices(), 7);
+        assert_eq!(SegmentKind::parse("cpu:4").unwrap(), SegmentKind::Cpu { cores: 4 });
+        for (bad, says) in [("mps:0:0", "1 to 100"), ("mps:0:101", "1 to 100"), ("gpu:1", "expected")] {
+            let error = SegmentKind::parse(bad).unwrap_err().to_string();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
     }
 }

@@ -161,3 +161,34 @@ fn malformed_files_are_errors() {
     let e = plan_error(&SPEC.replace("windows = [10, 12, 11]", "windows = []"));
     assert!(e.contains("windows"), "{e}");
 }
+
+/// MPS shares of whole GPUs (gpu-lets' segments) are planned like any segment type and placed as shares of
+/// GPUs that add up to at most 100%.
+#[test]
+fn mps_shares_plan_and_place_as_gpu_shares() {
+    let spec = SPEC
+        .replace("name = \"mig:1g.10gb:1\"", "name = \"mps:30\"")
+        .replace("name = \"mig:2g.20gb:2\"", "name = \"mps:50\"");
+    let profile = PROFILE.replace("mig:0:1g.10gb:1", "mps:0:30").replace("mig:0:2g.20gb:2", "mps:0:50");
+    let spec = PlanSpec::from_toml(&spec).unwrap();
+    let problem = Problem::new(&spec, &from_csv(&profile).unwrap(), "test").unwrap();
+    assert_eq!(
+        problem.segments.iter().map(|s| (s.name.as_str(), s.slices)).collect::<Vec<_>>(),
+        [("mps:30", 3), ("mps:50", 4)]
+    );
+    let plan = plan(&problem, Features::ALL, &SolveOptions::default()).unwrap();
+    assert!(plan.accuracy >= 0.9 && plan.slices_used <= 7, "{}", plan.to_text());
+    let shares: Vec<(u32, u8)> = plan
+        .placement
+        .instances
+        .iter()
+        .map(|i| match i.device {
+            jig_planner::placement::Device::GpuShare { gpu, percent } => (gpu, percent),
+            ref other => panic!("{} placed on {other:?}", i.label),
+        })
+        .collect();
+    for gpu in 0..plan.placement.gpus {
+        let used: u32 = shares.iter().filter(|(g, _)| *g == gpu).map(|(_, p)| u32::from(*p)).sum();
+        assert!(used <= 100, "GPU {gpu} shared {used}%: {}", plan.to_text());
+    }
+}
