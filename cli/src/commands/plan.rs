@@ -64,7 +64,6 @@ pub struct PlanCommand {
 impl PlanCommand {
     /// Plan, and print the plan (or show a deployed app's).
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        self.check()?;
         if !self.max_demand
             && let Source::Deployed(app) = self.source()?
         {
@@ -90,7 +89,7 @@ impl PlanCommand {
     }
 
     /// Refuse option values no plan can be made with.
-    pub fn check(&self) -> anyhow::Result<()> {
+    fn check(&self) -> anyhow::Result<()> {
         if !(self.time_limit.is_finite() && self.time_limit > 0.0) {
             bail!("--time-limit must be a positive number of seconds");
         }
