@@ -12,6 +12,8 @@
 //! start of the simulation in the simulator. Nothing here blocks, allocates per decision beyond the queue
 //! itself, or depends on any other crate.
 
+#![deny(missing_docs)]
+
 pub mod mig;
 pub mod queue;
 pub mod route;

@@ -7,15 +7,22 @@ use std::str::FromStr;
 /// A MIG profile: compute slices (of 7) and memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MigProfile {
+    /// `1g.10gb`: 1 compute slice, 1 memory slot (10 GB).
     G1_10,
+    /// `1g.20gb`: 1 compute slice, 2 memory slots (20 GB).
     G1_20,
+    /// `2g.20gb`: 2 compute slices, 2 memory slots (20 GB).
     G2_20,
+    /// `3g.40gb`: 3 compute slices, 4 memory slots (40 GB).
     G3_40,
+    /// `4g.40gb`: 4 compute slices, 4 memory slots (40 GB).
     G4_40,
+    /// `7g.80gb`: the whole GPU, 7 compute slices, 8 memory slots (80 GB).
     G7_80,
 }
 
 impl MigProfile {
+    /// Every profile, smallest first.
     pub const ALL: [MigProfile; 6] = [Self::G1_10, Self::G1_20, Self::G2_20, Self::G3_40, Self::G4_40, Self::G7_80];
 
     /// The profile's name as `nvidia-smi` writes it, e.g. `3g.40gb`.

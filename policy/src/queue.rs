@@ -46,7 +46,9 @@ impl Default for BatchPolicy {
 pub trait Request<T: Time> {
     /// Rows it adds to a batch.
     fn rows(&self) -> u64;
+    /// When it joined the queue.
     fn enqueued(&self) -> T;
+    /// When an answer stops being useful.
     fn deadline(&self) -> T;
     /// Whether it may run in one batch with `first` (e.g. tensors whose shapes agree but for the batch axis).
     fn can_share(&self, _first: &Self) -> bool {
@@ -58,9 +60,17 @@ pub trait Request<T: Time> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
     /// Even the fastest service from here on would finish after the deadline.
-    Late { needed: Duration, left: Duration },
+    Late {
+        /// The service time still ahead of it, at the fastest.
+        needed: Duration,
+        /// The time left before its deadline.
+        left: Duration,
+    },
     /// It waited longer than any batch would have made it wait.
-    Stale { waited: Duration },
+    Stale {
+        /// How long it waited.
+        waited: Duration,
+    },
 }
 
 impl fmt::Display for DropReason {
@@ -97,22 +107,27 @@ pub struct Queue<J> {
 }
 
 impl<J> Queue<J> {
+    /// An empty queue under `policy`.
     pub fn new(policy: BatchPolicy) -> Self {
         Queue { policy, pending: VecDeque::new() }
     }
 
+    /// How it batches and drops.
     pub fn policy(&self) -> &BatchPolicy {
         &self.policy
     }
 
+    /// Requests waiting.
     pub fn len(&self) -> usize {
         self.pending.len()
     }
 
+    /// Whether none wait.
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }
 
+    /// Queue `job` behind the others.
     pub fn push(&mut self, job: J) {
         self.pending.push_back(job);
     }

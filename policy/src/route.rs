@@ -19,10 +19,12 @@ impl WeightedRoundRobin {
         WeightedRoundRobin { credit: vec![0.0; weights.len()], weights, total }
     }
 
+    /// How many destinations it routes to.
     pub fn len(&self) -> usize {
         self.weights.len()
     }
 
+    /// Whether it has no destination.
     pub fn is_empty(&self) -> bool {
         self.weights.is_empty()
     }

@@ -5,20 +5,32 @@
 //! split into requests' outputs as views of it, and an output can be memory ONNX Runtime allocated
 //! ([`Bytes::from_owner`]).
 
+#![deny(missing_docs)]
+
 pub use bytes::Bytes;
 
 /// Element type of a tensor; the same set as `dtype` in `sdk/wit/function.wit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum DType {
+    /// 32-bit IEEE float.
     F32,
+    /// 16-bit IEEE float (half).
     F16,
+    /// 64-bit IEEE float.
     F64,
+    /// Unsigned byte.
     U8,
+    /// Signed byte.
     I8,
+    /// Unsigned 16-bit integer.
     U16,
+    /// Signed 16-bit integer.
     I16,
+    /// Signed 32-bit integer.
     I32,
+    /// Signed 64-bit integer.
     I64,
+    /// A byte that is 0 (false) or 1 (true).
     Bool,
 }
 
@@ -46,12 +58,30 @@ pub struct Tensor {
 /// Why bytes do not form a tensor.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TensorError {
+    /// The shape's byte count overflows `usize`.
     #[error("tensor shape {shape:?} has more elements than fit in memory")]
-    TooLarge { shape: Vec<u64> },
+    TooLarge {
+        /// The shape given.
+        shape: Vec<u64>,
+    },
+    /// The bytes are not exactly the shape's elements.
     #[error("tensor of dtype {dtype:?} and shape {shape:?} needs {expected} bytes of data, got {actual}")]
-    LengthMismatch { dtype: DType, shape: Vec<u64>, expected: usize, actual: usize },
+    LengthMismatch {
+        /// The element type given.
+        dtype: DType,
+        /// The shape given.
+        shape: Vec<u64>,
+        /// Bytes the dtype and shape need.
+        expected: usize,
+        /// Bytes given.
+        actual: usize,
+    },
+    /// A bool element is neither 0 nor 1.
     #[error("a bool tensor holds a byte other than 0 or 1 at element {index}")]
-    InvalidBool { index: usize },
+    InvalidBool {
+        /// The first such element.
+        index: usize,
+    },
 }
 
 impl Tensor {
@@ -79,10 +109,12 @@ impl Tensor {
         Self::new(DType::F32, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The dimensions, outermost first; empty for a scalar.
     pub fn shape(&self) -> &[u64] {
         &self.shape
     }
@@ -102,6 +134,7 @@ impl Tensor {
         self.data.len() / self.dtype.size()
     }
 
+    /// Whether it has no elements (some dimension is 0).
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
