@@ -24,8 +24,11 @@ pub struct Client {
 /// A gateway's answer.
 #[derive(Debug)]
 pub struct Answer {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The headers (e.g. `server-timing`).
     pub headers: hyper::HeaderMap,
+    /// The whole body.
     pub body: Bytes,
 }
 
@@ -66,7 +69,9 @@ pub struct BadAnswer {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot reach the gateway at {url}: {detail}; is it running (`jig up`), and is --gateway right?")]
 pub struct Unreachable {
+    /// The gateway's URL.
     pub url: String,
+    /// What the connection or the request ran into.
     pub detail: String,
 }
 
@@ -95,6 +100,7 @@ impl Client {
         &self.prefix
     }
 
+    /// The gateway's URL, `http://host:port[/prefix]`.
     pub fn url(&self) -> String {
         format!("http://{}{}", self.authority, self.prefix)
     }

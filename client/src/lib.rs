@@ -7,6 +7,8 @@
 //! * [`load`]: load generators (closed loop for the most a server sustains, open loop for latency under a
 //!   rate or a trace), for `jig bench` and the benchmarks.
 
+#![deny(missing_docs)]
+
 mod http;
 pub mod load;
 

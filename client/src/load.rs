@@ -19,6 +19,7 @@ pub struct LoadReport {
     pub ok: u64,
     /// Other answers and failed requests.
     pub errors: u64,
+    /// How long the run took.
     pub elapsed: Duration,
     /// Latencies of the 2xx answers, sorted.
     latencies: Vec<Duration>,
@@ -47,9 +48,13 @@ fn quantile(sorted: &[Duration], q: f64) -> Duration {
 /// The request every connection sends.
 #[derive(Debug, Clone)]
 pub struct Target {
+    /// The server's address (loopback in benchmarks).
     pub addr: SocketAddr,
+    /// The request's method.
     pub method: Method,
+    /// The request's path, with any prefix.
     pub path: String,
+    /// The request's body.
     pub body: Bytes,
 }
 
@@ -213,16 +218,21 @@ async fn send_once(target: &Target, body: Bytes, headers: &[(String, String)]) -
 /// The summary of an open-loop run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OpenLoopSummary {
+    /// Requests sent.
     pub sent: usize,
     /// 2xx answers.
     pub ok: usize,
     /// Requests that missed their objective: no 2xx answer (429, 503 dropped early, 504 late, errors).
     pub violations: usize,
+    /// `violations / sent`.
     pub violation_rate: f64,
     /// 2xx answers per second of the run.
     pub throughput_rps: f64,
+    /// Median latency of the 2xx answers, ms.
     pub p50_ms: f64,
+    /// 95th percentile latency of the 2xx answers, ms.
     pub p95_ms: f64,
+    /// 99th percentile latency of the 2xx answers, ms.
     pub p99_ms: f64,
 }
 

@@ -53,10 +53,6 @@ impl Store {
         Ok(store)
     }
 
-    /// The state directory.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
 
     fn bundles(&self) -> PathBuf {
         self.root.join("bundles")

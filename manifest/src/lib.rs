@@ -50,6 +50,8 @@
 //! [packed](pack) as a tar archive with entries in a fixed order and no timestamps or owners, so the same
 //! bundle always packs to the same bytes (and the same content hash).
 
+#![deny(missing_docs)]
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
@@ -80,16 +82,22 @@ pub struct Manifest {
     pub manifest_version: u32,
     /// The app's name: letters, digits, `-` and `_`, at most 64.
     pub name: String,
+    /// The latency and accuracy objectives; without them the app is served but not planned.
     #[serde(default)]
     pub slo: Option<Slo>,
+    /// Limits of the whole app.
     #[serde(default)]
     pub limits: AppLimits,
+    /// The demand to plan for before the gateway has measured one.
     #[serde(default)]
     pub demand: Demand,
+    /// The functions of its graph; the one no edge leads to is the entry.
     #[serde(default)]
     pub tasks: Vec<Task>,
+    /// What each task's emits become: requests of other tasks.
     #[serde(default)]
     pub edges: Vec<Edge>,
+    /// The models that can fill each slot.
     #[serde(default)]
     pub variants: Vec<Variant>,
 }
@@ -160,17 +168,20 @@ impl Default for Demand {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Task {
+    /// The task's name: letters, digits, `-` and `_`, at most 64.
     pub name: String,
     /// The glue component (a `.wasm` built for `wasm32-wasip2`), relative to the bundle directory.
     pub glue: PathBuf,
     /// The model slot the glue calls, when it runs one: makes the task a task of the planner's graph.
     #[serde(default)]
     pub slot: Option<String>,
+    /// Configuration values the glue reads with `config(key)`.
     #[serde(default)]
     pub config: BTreeMap<String, String>,
     /// Configuration values read from UTF-8 files in the bundle (a character set, a vocabulary).
     #[serde(default)]
     pub config_files: BTreeMap<String, PathBuf>,
+    /// Its memory, time and concurrency limits.
     #[serde(default)]
     pub limits: TaskLimits,
 }
@@ -207,8 +218,9 @@ impl Default for TaskLimits {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Edge {
-    /// `TASK.PORT`.
+    /// `TASK.PORT`: what that task emits on that port…
     pub from: String,
+    /// …becomes one request of this task per payload.
     pub to: String,
 }
 
@@ -223,14 +235,19 @@ impl Edge {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Variant {
+    /// The slot it fills.
     pub slot: String,
+    /// The variant's name, unique within its slot.
     pub name: String,
+    /// The ONNX model, relative to the bundle directory.
     pub model: PathBuf,
+    /// Its accuracy, in any unit shared by the slot's variants, for the planner (the best counts as 1).
     #[serde(default)]
     pub accuracy: Option<f64>,
     /// Requests this variant's task sends each downstream model task per request it serves (1 when absent).
     #[serde(default)]
     pub factors: BTreeMap<String, f64>,
+    /// One item's shape (no batch dimension) per input with dynamic dimensions, used when profiling.
     #[serde(default)]
     pub shapes: BTreeMap<String, Vec<u64>>,
     /// Values per input, repeated to fill it, used when profiling (otherwise a fixed pattern).
@@ -241,7 +258,9 @@ pub struct Variant {
 /// A bundle on disk.
 #[derive(Debug, Clone)]
 pub struct Bundle {
+    /// The bundle's directory.
     pub dir: PathBuf,
+    /// Its `jig.toml`, checked.
     pub manifest: Manifest,
 }
 

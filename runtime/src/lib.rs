@@ -20,6 +20,8 @@
 //! * **Host calls.** `infer` is async and goes to the function's [`ModelHost`]; many concurrent invocations'
 //!   calls can therefore form one batch. `emit`ted payloads are collected into the [`Outcome`].
 
+#![deny(missing_docs)]
+
 mod cache;
 mod error;
 mod host;
@@ -99,6 +101,7 @@ impl Default for FunctionLimits {
 /// What a function is loaded with besides its code.
 #[derive(Clone)]
 pub struct FunctionOptions {
+    /// Its memory, time and emit limits.
     pub limits: FunctionLimits,
     /// Static configuration the guest reads with `config(key)`.
     pub config: BTreeMap<String, String>,
@@ -115,7 +118,9 @@ impl Default for FunctionOptions {
 /// A payload a function sent to one of its output ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Emission {
+    /// The port, as the glue named it.
     pub port: String,
+    /// The bytes emitted.
     pub payload: Vec<u8>,
 }
 
@@ -186,6 +191,7 @@ impl Runtime {
         Ok(Runtime { engine, linker, config, ticker_stop, slots })
     }
 
+    /// The wasmtime engine functions are compiled for.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
@@ -348,10 +354,12 @@ struct FunctionInner {
 }
 
 impl Function {
+    /// The name it was loaded under, as errors and logs give it.
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
+    /// The limits each invocation runs under.
     pub fn limits(&self) -> FunctionLimits {
         self.inner.limits
     }

@@ -27,16 +27,22 @@ pub struct InferRequest {
 /// Why an `infer` call failed; mirrors `infer-error` in `sdk/wit/function.wit`, which the guest receives.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InferError {
+    /// The function has no such slot.
     #[error("unknown model slot: {0}")]
     UnknownSlot(String),
+    /// The inputs do not fit the model's declared inputs.
     #[error("invalid model input: {0}")]
     InvalidInput(String),
+    /// The request's deadline passed before the model answered.
     #[error("deadline exceeded: {0}")]
     DeadlineExceeded(String),
+    /// The slot's instances could not take the call.
     #[error("overloaded: {0}")]
     Overloaded(String),
+    /// An instance dropped the call early: it could no longer make its deadline.
     #[error("dropped: {0}")]
     Dropped(String),
+    /// The model failed to run.
     #[error("model failed: {0}")]
     Failed(String),
 }

@@ -20,7 +20,9 @@ pub const TRAILER_RESERVE: usize = 512;
 /// JSON metadata of type `M` and a binary body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope<M> {
+    /// The metadata, JSON on the wire.
     pub meta: M,
+    /// The binary body.
     pub body: Vec<u8>,
 }
 

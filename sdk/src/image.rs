@@ -11,9 +11,13 @@ pub use ::image::RgbImage;
 /// (exclusive). Detectors produce fractional coordinates; [`crop`] rounds outward and clamps to the image.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BoundingBox {
+    /// Left edge, pixels.
     pub x0: f32,
+    /// Top edge, pixels.
     pub y0: f32,
+    /// Right edge (exclusive), pixels.
     pub x1: f32,
+    /// Bottom edge (exclusive), pixels.
     pub y1: f32,
 }
 
@@ -113,7 +117,9 @@ pub fn swap_red_blue(image: &mut RgbImage) {
 /// Per-channel normalisation applied by [`to_nchw`]: `(pixel / 255 - mean) / std`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Normalize {
+    /// Per-channel mean (R, G, B) of pixels scaled to 0–1.
     pub mean: [f32; 3],
+    /// Per-channel standard deviation (R, G, B) of pixels scaled to 0–1.
     pub std: [f32; 3],
 }
 

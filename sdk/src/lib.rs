@@ -47,6 +47,8 @@
 //! * `native` (native builds only): call a handler in-process, without a host, to unit-test glue with
 //!   `cargo test`.
 
+#![deny(missing_docs)]
+
 pub mod audio;
 pub mod envelope;
 mod error;

@@ -67,6 +67,7 @@ thread_local! {
 }
 
 impl Invocation {
+    /// An invocation with no configuration, no models and no deadline.
     pub fn new() -> Self {
         Self::default()
     }

@@ -87,10 +87,12 @@ impl Tensor {
         Self::from_slice(shape, values)
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The dimensions, outermost first.
     pub fn shape(&self) -> &[u64] {
         &self.shape
     }
@@ -105,6 +107,7 @@ impl Tensor {
         self.data.len() / self.dtype.size()
     }
 
+    /// Whether it has no elements.
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
@@ -144,6 +147,7 @@ pub struct TensorView<'a, T: Element> {
 }
 
 impl<T: Element> TensorView<'_, T> {
+    /// The dimensions, outermost first.
     pub fn shape(&self) -> &[u64] {
         self.shape
     }

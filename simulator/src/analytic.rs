@@ -48,6 +48,7 @@ const MPS_INTERFERENCE: f64 = 0.1;
 /// p95 over mean batch latency.
 const P95_OVER_P50: f64 = 1.05;
 
+/// What the analytic profile tables name as their device.
 pub const DEVICE: &str = "analytic model of an H100 80GB";
 
 impl ModelCost {

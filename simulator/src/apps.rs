@@ -16,10 +16,14 @@ use jig_planner::spec::{
     AppSpec, DemandSpec, EdgeSpec, Objective, PathSpec, PlanSpec, Resources, SegmentSpec, TaskSpec, VariantSpec,
 };
 
+/// One of the paper's three applications (JigsawServe §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PaperApp {
+    /// Social media: every image classified (ResNet) and captioned (GIT).
     SocialMedia,
+    /// Traffic analysis: objects detected (YOLOv5), then cars (EfficientNet) and people (VGG) classified.
     TrafficAnalysis,
+    /// AR assistant: objects detected (YOLOv5), the scene captioned (GIT), the caption spoken (text to speech).
     ArAssistant,
 }
 
@@ -92,8 +96,10 @@ const fn tts(t_fixed: f64, w: f64, weights_gb: f64) -> ModelCost {
 const TTS: [VariantDef; 2] = [("glow-tts", 3.76, tts(8.0, 12.0, 0.1), &[]), ("vits", 4.38, tts(10.0, 20.0, 0.15), &[])];
 
 impl PaperApp {
+    /// All three.
     pub const ALL: [PaperApp; 3] = [Self::SocialMedia, Self::TrafficAnalysis, Self::ArAssistant];
 
+    /// The app a command line names: `social`, `traffic` or `ar` (or their full names).
     pub fn parse(s: &str) -> Result<Self, ParseError> {
         match s.to_ascii_lowercase().replace(['-', '_', ' '], "").as_str() {
             "social" | "socialmedia" => Ok(Self::SocialMedia),
@@ -103,6 +109,7 @@ impl PaperApp {
         }
     }
 
+    /// Its full name, as plans and reports give it.
     pub fn name(self) -> &'static str {
         match self {
             Self::SocialMedia => "social-media",

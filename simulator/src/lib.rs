@@ -10,6 +10,8 @@
 //! * [`simulate`]: re-planned plans run under a trace, with each bin's slices, violations, accuracy drop and
 //!   latency; rendered as text or SVG (Figure 4).
 
+#![deny(missing_docs)]
+
 pub mod analytic;
 pub mod apps;
 pub mod simulate;

@@ -46,7 +46,9 @@ use jig_planner::spec::{DemandSpec, Features, SegmentKind};
 /// How to simulate.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
+    /// The configuration space plans are made in.
     pub features: Features,
+    /// Solver settings of each re-plan.
     pub solve: SolveOptions,
     /// Root requests simulated per bin at most.
     pub sample_requests: usize,
@@ -59,6 +61,7 @@ pub struct SimOptions {
     /// Plan once, for this demand (req/s, after slack), and keep that plan for the whole trace, as a deployment
     /// that is not re-planned; `None` re-plans every bin.
     pub fixed_demand: Option<f64>,
+    /// Seed of the arrivals and latencies.
     pub seed: u64,
 }
 
@@ -80,34 +83,49 @@ impl Default for SimOptions {
 /// One bin's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BinReport {
+    /// When the bin starts, seconds into the trace.
     pub start_s: f64,
-    /// The trace's rate, and the rate the plan was made for.
+    /// The trace's rate in the bin, req/s.
     pub rate_rps: f64,
+    /// The rate the bin's plan was made for, req/s.
     pub planned_rps: f64,
+    /// Slices the plan uses.
     pub slices: u32,
     /// False when no plan met the predicted demand and the plan for the largest serviceable demand ran.
     pub replanned: bool,
+    /// Seconds the re-plan took.
     pub solve_s: f64,
     /// Root requests simulated.
     pub requests: u64,
+    /// Sink requests, served or dropped (a dropped request counts the sink requests it would have led to).
     pub sink_requests: f64,
+    /// Sink requests late or dropped.
     pub violations: f64,
+    /// `violations / sink_requests`.
     pub violation_rate: f64,
+    /// 1 − the mean normalised accuracy of the sink requests served.
     pub accuracy_drop: f64,
+    /// Median end-to-end latency of root requests served in full, ms.
     pub p50_ms: f64,
+    /// 99th percentile of the same, ms.
     pub p99_ms: f64,
 }
 
 /// A simulated trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Simulation {
+    /// The app simulated.
     pub app: String,
+    /// The configuration space, e.g. `A+S+T`.
     pub features: String,
+    /// S_avail.
     pub slices_available: u32,
+    /// Each bin's outcome, in trace order.
     pub bins: Vec<BinReport>,
     /// p50 and p99 of the end-to-end latency over the whole trace (each bin weighted by its real number of
     /// requests), ms.
     pub p50_ms: f64,
+    /// The whole trace's p99, ms (see `p50_ms`).
     pub p99_ms: f64,
 }
 
@@ -399,12 +417,15 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// What one bin's run measured.
 #[derive(Debug, Default)]
 pub struct BinRun {
+    /// Root requests simulated.
     pub requests: u64,
     /// Sink requests, served or dropped (dropped ones counted by the sink requests they would have led to).
     pub units: f64,
+    /// Sink requests late or dropped.
     pub violations: f64,
     /// Sink requests served, and the sum of their normalised accuracies.
     pub served: u64,
+    /// See `served`.
     pub accuracy_sum: f64,
     /// End-to-end latencies of root requests served in full, sorted, ms.
     pub latencies_ms: Vec<f64>,
