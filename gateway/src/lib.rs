@@ -39,12 +39,12 @@ use jig_runtime::{FunctionError, InferError, InvokeError, Runtime, RuntimeConfig
 use crate::metrics::{Apps, Metrics};
 use crate::store::{AppRecord, PutError, Store};
 
+pub use jig_api::TIMEOUT_HEADER;
+
 /// The longest a bundle upload may take.
 const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
-pub use jig_api::TIMEOUT_HEADER;
-
-/// A gateway's settings: the `jig serve --config` file (TOML), every field optional.
+/// A gateway's settings: the `jig up --config` file (TOML), every field optional.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewayConfig {
@@ -557,4 +557,17 @@ fn error(kind: ErrorKind, message: impl Into<String>) -> Reply {
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GatewayConfig;
+
+    #[test]
+    fn a_config_file_may_use_the_old_name_of_max_invocations() {
+        let old: GatewayConfig = toml::from_str("max_instances = 8").unwrap();
+        let new: GatewayConfig = toml::from_str("max_invocations = 8").unwrap();
+        assert_eq!((old.max_invocations, new.max_invocations), (8, 8));
+        assert!(toml::from_str::<GatewayConfig>("max_invocation = 8").is_err(), "unknown keys are refused");
+    }
 }

@@ -53,7 +53,6 @@ impl Store {
         Ok(store)
     }
 
-
     fn bundles(&self) -> PathBuf {
         self.root.join("bundles")
     }
