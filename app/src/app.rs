@@ -384,3 +384,20 @@ fn start_models(launcher: &Launcher, bundle: &Bundle, deployment: &Deployment) -
     }
     Ok(slots)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_the_bundle_ships_broken_is_its_fault_a_missing_runtime_is_not() {
+        let model =
+            |error: ModelError| StartError::Model { app: "a".into(), source: Box::new(LaunchError::Model(error)) };
+        let invalid = ModelError::Invalid { model: "m".into(), path: "m.onnx".into(), detail: "garbage".into() };
+        assert!(model(invalid).is_bundle_fault());
+        assert!(!model(ModelError::Library { detail: "not found".into() }).is_bundle_fault());
+        let deployment = StartError::Deployment { app: "a".into(), detail: "no such variant".into() };
+        assert!(!deployment.is_bundle_fault());
+        assert!(StartError::Bundle(InvalidBundle("bad".into())).is_bundle_fault());
+    }
+}
