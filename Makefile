@@ -54,6 +54,7 @@ bench: build $(WASMTIME)
 	$(CARGO) bench -p jig-runtime --bench runtime
 	$(CARGO) bench -p jig --bench gateway
 	$(CARGO) bench -p jig-model-host --bench model
+	$(CARGO) bench -p jig --bench tensor_path
 
 clean:
 	$(CARGO) clean
