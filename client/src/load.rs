@@ -52,7 +52,7 @@ pub struct Target {
     pub addr: SocketAddr,
     /// The request's method.
     pub method: Method,
-    /// The request's path, with any prefix.
+    /// The request's path, including the prefix the gateway is mounted at, if any.
     pub path: String,
     /// The request's body.
     pub body: Bytes,
@@ -228,11 +228,11 @@ pub struct OpenLoopSummary {
     pub violation_rate: f64,
     /// 2xx answers per second of the run.
     pub throughput_rps: f64,
-    /// Median latency of the 2xx answers, ms.
+    /// Median latency of all requests, answered or failed, ms.
     pub p50_ms: f64,
-    /// 95th percentile latency of the 2xx answers, ms.
+    /// 95th percentile latency of all requests, answered or failed, ms.
     pub p95_ms: f64,
-    /// 99th percentile latency of the 2xx answers, ms.
+    /// 99th percentile latency of all requests, answered or failed, ms.
     pub p99_ms: f64,
 }
 

@@ -82,7 +82,8 @@ pub struct Manifest {
     pub manifest_version: u32,
     /// The app's name: letters, digits, `-` and `_`, at most 64.
     pub name: String,
-    /// The latency and accuracy objectives; without them the app is served but not planned.
+    /// The latency and accuracy objectives; without them the app is not planned and each slot runs its most
+    /// accurate variant.
     #[serde(default)]
     pub slo: Option<Slo>,
     /// Limits of the whole app.

@@ -21,7 +21,7 @@ pub struct Assignment {
     pub segment: usize,
     /// b, the maximum batch size, requests.
     pub batch: u32,
-    /// M(t,v,s,b).
+    /// M(t,v,s,b): instances of this variant, segment type and batch size.
     pub instances: u32,
     /// x: req/s routed to these instances together; at most `instances` × H(t,v,s,b).
     pub rate_rps: f64,
@@ -41,11 +41,11 @@ pub struct Evaluation {
     pub path_latency_ms: Vec<f64>,
     /// A_p (11), in accuracy units.
     pub path_accuracy: Vec<f64>,
-    /// A_obj (12).
+    /// A_obj (12): the end-to-end accuracy, normalised so that the best variants score 1.
     pub accuracy: f64,
-    /// Σ Ŝ(t) (7)–(8).
+    /// Σ Ŝ(t) (7)–(8): the slices (GPU slices or CPU cores) the instances take.
     pub slices: u32,
-    /// (14).
+    /// Objective (14): α·A_obj − β·slices.
     pub objective: f64,
     /// Every constraint the plan breaks, in words; empty when feasible.
     pub violations: Vec<String>,

@@ -114,9 +114,9 @@ pub struct Plan {
     pub accuracy_bound: f64,
     /// Σ s_k·M_k: the slices (GPU slices and CPU cores) the plan's instances take.
     pub slices_used: u32,
-    /// S_avail.
+    /// S_avail: GPU slices (or CPU cores) available in all.
     pub slices_available: u32,
-    /// Objective (14) on the exact accuracy.
+    /// Objective (14), α·A_obj − β·slices, on the exact accuracy.
     pub objective: f64,
     /// Where the instances run: GPUs with MIG start slots, CPU hosts with core ranges.
     pub placement: Placement,

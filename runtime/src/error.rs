@@ -107,7 +107,7 @@ pub enum InvokeError {
         function: String,
         /// The trap wasmtime raised.
         trap: String,
-        /// The end of the guest's standard error, where a panic message lands.
+        /// The last 2 KiB of the guest's standard error, where a panic message lands.
         stderr: String,
     },
 
@@ -185,7 +185,7 @@ fn stderr_suffix(stderr: &str) -> String {
 /// An error the glue returned; mirrors `error` in `sdk/wit/function.wit`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FunctionError {
-    /// The glue refused its input; the message says why.
+    /// The payload or configuration is unusable; the caller must fix it.
     #[error("invalid input: {0}")]
     InvalidInput(String),
     /// A model call (`infer`) failed.

@@ -27,22 +27,23 @@ pub struct InferRequest {
 /// Why an `infer` call failed; mirrors `infer-error` in `sdk/wit/function.wit`, which the guest receives.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InferError {
-    /// The function has no such slot.
+    /// The function has no model slot of this name.
     #[error("unknown model slot: {0}")]
     UnknownSlot(String),
-    /// The inputs do not fit the model's declared inputs.
+    /// The tensors do not fit the model: wrong count, dtype, shape or data length.
     #[error("invalid model input: {0}")]
     InvalidInput(String),
     /// The request's deadline passed before the model answered.
     #[error("deadline exceeded: {0}")]
     DeadlineExceeded(String),
-    /// The slot's instances could not take the call.
+    /// The model is overloaded and shed the call (no instance could take it); retrying later may succeed.
     #[error("overloaded: {0}")]
     Overloaded(String),
-    /// An instance dropped the call early: it could no longer make its deadline.
+    /// An instance dropped the call early: it could no longer meet the request's deadline, or it waited too
+    /// long for a batch. Retrying is useless.
     #[error("dropped: {0}")]
     Dropped(String),
-    /// The model failed to run.
+    /// The model failed while running (or its instance failed to start or has stopped).
     #[error("model failed: {0}")]
     Failed(String),
 }

@@ -93,7 +93,7 @@ pub struct BinReport {
     pub slices: u32,
     /// False when no plan met the predicted demand and the plan for the largest serviceable demand ran.
     pub replanned: bool,
-    /// Seconds the re-plan took.
+    /// Seconds spent planning the bin (about 0 under `fixed_demand`, whose plan is made once before the trace).
     pub solve_s: f64,
     /// Root requests simulated.
     pub requests: u64,
@@ -118,7 +118,7 @@ pub struct Simulation {
     pub app: String,
     /// The configuration space, e.g. `A+S+T`.
     pub features: String,
-    /// S_avail.
+    /// S_avail: GPU slices (or CPU cores) the plans could use.
     pub slices_available: u32,
     /// Each bin's outcome, in trace order.
     pub bins: Vec<BinReport>,
@@ -423,9 +423,9 @@ pub struct BinRun {
     pub units: f64,
     /// Sink requests late or dropped.
     pub violations: f64,
-    /// Sink requests served, and the sum of their normalised accuracies.
+    /// Sink requests served.
     pub served: u64,
-    /// See `served`.
+    /// Sum of the normalised accuracies of the `served` sink requests (1 for the best variants).
     pub accuracy_sum: f64,
     /// End-to-end latencies of root requests served in full, sorted, ms.
     pub latencies_ms: Vec<f64>,
