@@ -29,6 +29,12 @@ pub fn parse_config(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>
         .collect()
 }
 
+/// `name` (a task or port name from a guest or a gateway) as a file-name stem that cannot leave its directory:
+/// letters, digits, `-` and `_` kept, anything else `_`.
+pub fn safe_stem(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
 /// Write `bytes` to `path`; an error names the file.
 pub fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))

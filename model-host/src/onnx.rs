@@ -333,8 +333,7 @@ impl<'a> TensorView<'a> {
 
     /// A view of `data` as a `dtype` tensor of `shape`; `None` unless `data` holds exactly that many elements.
     pub fn new(dtype: DType, shape: &'a [u64], data: &'a [u8]) -> Option<TensorView<'a>> {
-        let len = shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(usize::try_from(d).ok()?))?;
-        (len == data.len()).then_some(TensorView { dtype, shape, data })
+        (dtype.bytes_for(shape)? == data.len()).then_some(TensorView { dtype, shape, data })
     }
 }
 

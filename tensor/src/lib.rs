@@ -44,6 +44,11 @@ impl DType {
             DType::F64 | DType::I64 => 8,
         }
     }
+
+    /// Bytes a tensor of this type and `shape` holds; `None` when that overflows `usize`.
+    pub fn bytes_for(self, shape: &[u64]) -> Option<usize> {
+        shape.iter().try_fold(self.size(), |n, &d| n.checked_mul(usize::try_from(d).ok()?))
+    }
 }
 
 /// A dense, row-major tensor of little-endian elements. Construction checks that the bytes match the shape, so
@@ -89,10 +94,7 @@ impl Tensor {
     /// exactly product(shape) valid elements.
     pub fn new(dtype: DType, shape: Vec<u64>, data: impl Into<Bytes>) -> Result<Self, TensorError> {
         let data = data.into();
-        let expected = shape
-            .iter()
-            .try_fold(dtype.size(), |n, &d| n.checked_mul(usize::try_from(d).ok()?))
-            .ok_or_else(|| TensorError::TooLarge { shape: shape.clone() })?;
+        let expected = dtype.bytes_for(&shape).ok_or_else(|| TensorError::TooLarge { shape: shape.clone() })?;
         if data.len() != expected {
             return Err(TensorError::LengthMismatch { dtype, shape, expected, actual: data.len() });
         }

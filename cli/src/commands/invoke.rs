@@ -83,12 +83,8 @@ fn invoke(args: InvokeCommand) -> anyhow::Result<ExitCode> {
                     d if d.starts_with(b"\x89PNG") => "png",
                     _ => "bin",
                 };
-                // The task name comes from the gateway: keep it to characters that cannot leave `dir`.
-                let task: String = part
-                    .task
-                    .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
-                    .collect();
+                // The task name comes from the gateway.
+                let task = crate::input::safe_stem(&part.task);
                 let path = dir.join(format!("{i}-{task}.{ext}"));
                 std::fs::write(&path, &data).with_context(|| format!("cannot write {}", path.display()))?;
                 println!("[{i}] {from}: {meta}{} written to {}", bytes(data.len() as u64), path.display());

@@ -21,7 +21,7 @@ use jig_model_host::segment::Segment;
 use jig_runtime::{FunctionLimits, FunctionOptions, Outcome, Runtime, RuntimeConfig};
 use jig_sdk::Envelope;
 
-use crate::input::{parse_config, read_input, write_file};
+use crate::input::{parse_config, read_input, safe_stem, write_file};
 
 /// Invoke a glue function (a .wasm component) once and print its output and emitted payloads.
 #[derive(clap::Args)]
@@ -145,12 +145,8 @@ fn report(name: &str, outcome: &Outcome, elapsed: Duration, args: &RunCommand) -
         eprintln!("  emit[{i}] -> {}: {what}", emission.port);
         if let Some(dir) = &args.emit_dir {
             // An envelope is written as its metadata and its body; a PNG body gets its extension.
-            // The port name comes from the guest: keep it to characters that cannot leave `dir`.
-            let port: String = emission
-                .port
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
-                .collect();
+            // The port name comes from the guest.
+            let port = safe_stem(&emission.port);
             let stem = dir.join(format!("{port}-{i}"));
             match &envelope {
                 Some((meta, body)) => {
