@@ -187,7 +187,8 @@ impl Launcher {
         // The instance's own thread, pinned, loads the model, so that a CPU session's threads inherit the
         // pinning; the typed error of a failed load comes back beside the instance's message.
         let failed: Arc<Mutex<Option<LaunchError>>> = Arc::default();
-        let config = InstanceConfig { cores: placement.cores.clone(), ..config };
+        // `Instance::start` pins its thread to `config.cores`, so the load need not pin it again.
+        let config = InstanceConfig { cores: placement.cores.take(), ..config };
         let load_failed = failed.clone();
         Instance::start(config, move || {
             launcher.load(&instance, &name, &path, &placement).map_err(|e| {
