@@ -5,7 +5,7 @@ WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
 GUESTS := echo crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
-.PHONY: demo test setup functions examples paper-apps build bench clean
+.PHONY: demo test test-gpu setup functions examples paper-apps build bench clean
 
 setup:
 	@scripts/setup.sh
@@ -44,6 +44,11 @@ demo: build examples
 # package's own integration tests (cli/tests/).
 test: functions
 	$(CARGO) test --workspace
+
+# GPU serving end to end (not part of `make test`): needs an NVIDIA GPU and ONNX Runtime's CUDA build; see
+# scripts/test_gpu.sh.
+test-gpu: build examples
+	@scripts/test_gpu.sh
 
 # The gateway benchmark compares with `wasmtime serve` from crates.io (a long build, once).
 WASMTIME := .jig/tools/bin/wasmtime

@@ -93,6 +93,38 @@ pub struct AppStatus {
     pub replans: u32,
 }
 
+/// `GET /v1/devices`: what the gateway's model instances may use, and what no app holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineStatus {
+    /// CPU cores model instances may use, as the machine numbers them.
+    pub cores: Vec<u32>,
+    /// Those no app's instances are pinned to.
+    pub free_cores: Vec<u32>,
+    /// GPUs model instances may use.
+    pub gpus: Vec<GpuStatus>,
+}
+
+/// One GPU the gateway may use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuStatus {
+    /// Its index, as `nvidia-smi` numbers it (`mps:INDEX:…`, `mig:INDEX:…`).
+    pub index: u32,
+    /// The product name.
+    pub name: String,
+    /// `GPU-…`.
+    pub uuid: String,
+    /// Total memory, MiB.
+    pub memory_mib: u64,
+    /// Whether MIG mode is on: its MIG instances serve `mig:` segments, and it offers no `mps:` shares.
+    pub mig_enabled: bool,
+    /// Its MIG instances' profiles, in `nvidia-smi -L`'s order.
+    pub mig_instances: Vec<String>,
+    /// Percent of its SMs no app's `mps:` share holds (0 in MIG mode).
+    pub free_mps_percent: u32,
+    /// Its MIG instances no app holds, as `PROFILE#N` (the Nth of that profile, from 0).
+    pub free_mig_instances: Vec<String>,
+}
+
 /// The model instances serving an app, and how they were chosen.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Deployment {
@@ -123,10 +155,36 @@ pub struct PlannedInstances {
     pub rate_rps: f64,
     /// The profiled p95 latency of a full batch, milliseconds; 0 when not planned.
     pub latency_ms: f64,
-    /// For each instance, the CPU cores the plan places it on (indices into the cores the gateway may use);
-    /// empty when not placed, and the instance is not pinned.
+    /// Where each instance runs on the gateway's machine; empty when they are not placed (the default
+    /// deployment's CPU instances, unpinned).
     #[serde(default)]
-    pub cores: Vec<Vec<u32>>,
+    pub places: Vec<InstancePlace>,
+}
+
+/// Where one model instance runs on the gateway's machine: cores it is pinned to, or its GPU.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstancePlace {
+    /// The CPU cores it is pinned to (the machine's core numbers), for `cpu:` segments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cores: Vec<u32>,
+    /// Its GPU, as `nvidia-smi` numbers it, for `mps:` and `mig:` segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    /// For `mig:` segments: which of the GPU's existing MIG instances of the segment's profile (0 for the
+    /// first, in `nvidia-smi -L`'s order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_instance: Option<u32>,
+}
+
+impl InstancePlace {
+    /// The segment as this place pins it, from the planner's segment type: `mps:50` on GPU 1 is `mps:1:50`,
+    /// `mig:3g.40gb:2` on GPU 0 is `mig:0:3g.40gb:2`; CPU segments are unchanged.
+    pub fn segment(&self, segment_type: &str) -> String {
+        match (self.gpu, segment_type.split_once(':')) {
+            (Some(gpu), Some((kind, rest))) => format!("{kind}:{gpu}:{rest}"),
+            _ => segment_type.to_string(),
+        }
+    }
 }
 
 impl PlannedInstances {
@@ -246,7 +304,7 @@ mod tests {
             count: 1,
             rate_rps,
             latency_ms: 0.0,
-            cores: Vec::new(),
+            places: Vec::new(),
         };
         let a = Deployment {
             source: "planned".into(),
@@ -257,5 +315,13 @@ mod tests {
         let b = Deployment { instances: vec![planned("b", 5.0), planned("a", 3.0)], ..a.clone() };
         assert!(a.same_instances(&b));
         assert_eq!(a.instances[0].cpu_cores(), Some(2));
+    }
+
+    #[test]
+    fn a_place_pins_a_gpu_segment_type_to_its_gpu() {
+        let on = |gpu| InstancePlace { gpu, ..InstancePlace::default() };
+        assert_eq!(on(Some(1)).segment("mps:50"), "mps:1:50");
+        assert_eq!(on(Some(0)).segment("mig:3g.40gb:2"), "mig:0:3g.40gb:2");
+        assert_eq!(on(None).segment("cpu:4"), "cpu:4");
     }
 }

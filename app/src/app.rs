@@ -342,12 +342,11 @@ impl App {
     }
 }
 
-/// Start the deployment's instances, each on its planned segment and cores.
+/// Start the deployment's instances, each in its planned place: pinned to its cores, or in a worker bound to
+/// its GPU share or MIG instance (one worker for each of a `mig:…:K` instance's K processes).
 fn start_models(launcher: &Launcher, bundle: &Bundle, deployment: &Deployment) -> Result<ModelSlots, StartError> {
     let app = &bundle.manifest.name;
     let refused = |detail: String| StartError::Deployment { app: app.clone(), detail };
-    // The plan's core indices, as cores of this machine.
-    let machine = &launcher.devices().cpu_cores;
     let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
     for planned in &deployment.instances {
         let variant = bundle.manifest.variants.iter().find(|v| v.slot == planned.slot && v.name == planned.variant);
@@ -357,25 +356,34 @@ fn start_models(launcher: &Launcher, bundle: &Bundle, deployment: &Deployment) -
                 planned.variant, planned.slot
             ))
         })?;
-        let segment: Segment = planned
-            .segment
-            .parse()
-            .map_err(|e| refused(format!("the plan names segment `{}`: {e}", planned.segment)))?;
         for i in 0..planned.count {
-            let mut config =
-                InstanceConfig::new(format!("{app}/{}/{}@{}#{i}", planned.slot, planned.variant, planned.segment));
-            // Requests are dropped early against their own deadlines (which a caller may set beyond the SLO).
-            config.policy = BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE);
-            let cores = planned.cores.get(i as usize).and_then(|planned_cores| {
-                let cores: Option<Vec<usize>> =
-                    planned_cores.iter().map(|&c| machine.get(c as usize).copied()).collect();
-                cores.filter(|c| !c.is_empty())
-            });
-            let placement = Placement { segment, cores, nth: i as usize };
-            let instance = launcher
-                .start_instance(config, &variant.name, &bundle.model_path(variant), placement)
-                .map_err(|source| StartError::Model { app: app.clone(), source: Box::new(source) })?;
-            by_slot.entry(planned.slot.as_str()).or_default().push((Arc::new(instance), planned.rate_rps));
+            let place = planned.places.get(i as usize).cloned().unwrap_or_default();
+            let name = place.segment(&planned.segment);
+            let segment: Segment =
+                name.parse().map_err(|e| refused(format!("the plan places an instance on `{name}`: {e}")))?;
+            let processes = match segment {
+                Segment::Mig { mps, .. } => u32::from(mps),
+                _ => 1,
+            };
+            for process in 0..processes {
+                let label = if processes > 1 { format!("{i}.{process}") } else { i.to_string() };
+                let mut config =
+                    InstanceConfig::new(format!("{app}/{}/{}@{name}#{label}", planned.slot, planned.variant));
+                // Requests are dropped early against their own deadlines (which a caller may set beyond the SLO).
+                config.policy = BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE);
+                let cores = place.cores.iter().map(|&c| c as usize).collect::<Vec<_>>();
+                let placement = Placement {
+                    segment,
+                    cores: (!cores.is_empty()).then_some(cores),
+                    nth: place.mig_instance.unwrap_or(0) as usize,
+                };
+                let instance = launcher
+                    .start_instance(config, &variant.name, &bundle.model_path(variant), placement)
+                    .map_err(|source| StartError::Model { app: app.clone(), source: Box::new(source) })?;
+                // A `mig:…:K` instance's rate is that of its K processes together.
+                let rate = planned.rate_rps / f64::from(processes);
+                by_slot.entry(planned.slot.as_str()).or_default().push((Arc::new(instance), rate));
+            }
         }
     }
     let mut slots = ModelSlots::new();

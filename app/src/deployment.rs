@@ -1,19 +1,27 @@
 //! How an app's model slots are served: which variants, on which segments, with which batch sizes, how many
-//! instances — chosen by the planner from the bundle's profile table and the app's demand.
+//! instances, and where each runs — chosen by the planner from the bundle's profile table, the app's demand
+//! and the machine's [`Capacity`].
 //!
 //! The planner sees the app's graph through its model tasks: every task that names a `slot` in the manifest
 //! is a planner task with that slot's variants, and an edge joins two model tasks when glue-only tasks (crop,
-//! select) lead from one to the other. Segments are the CPU core sets the profile table measured that fit on
-//! this machine, and the slices available are its cores. Without a profile table, or when the planner finds
-//! no plan, each slot gets one instance of its most accurate variant, and the deployment says why.
+//! select) lead from one to the other. Segments are the profiled ones this machine offers: `cpu:N` up to its
+//! free cores, `mps:PERCENT` shares of GPUs without MIG, `mig:PROFILE:K` where a free MIG instance of the
+//! profile exists (jig never creates MIG instances). Cores and GPU slices are budgeted separately, and the
+//! planner's cost counts a core like a GPU slice. Each planned instance is then given its own cores, GPU
+//! share or MIG instance, so that no two apps hold the same. Without a profile table, or when the planner
+//! finds no plan, each slot gets one unpinned instance of its most accurate variant, and the deployment says
+//! why.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-pub use jig_api::{Deployment, PlannedInstances};
+pub use jig_api::{Deployment, InstancePlace, PlannedInstances};
 
-use jig_planner::placement::Device;
-use jig_planner::spec::{AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentSpec, TaskSpec, VariantSpec};
+use jig_model_host::device::Devices;
+use jig_model_host::segment::MigProfile;
+use jig_planner::spec::{
+    AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentKind, SegmentSpec, TaskSpec, VariantSpec,
+};
 use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions};
 
 use jig_manifest::{Bundle, Variant};
@@ -48,37 +56,173 @@ pub enum PlanningError {
     #[error("no task names a `slot`; give each task that runs a model its slot")]
     NoModelTasks,
     /// The profile table measured no segment this machine offers.
-    #[error("profiles.csv measures no CPU segment of at most {cores} cores")]
+    #[error("profiles.csv measures no segment this machine offers (free: {free}); profile one with `jig profile`")]
     NoSegments {
-        /// The cores available.
-        cores: u32,
+        /// What the machine has free.
+        free: String,
+    },
+    /// The plan needs more of a segment than the machine has free (a GPU share that does not fit, MIG
+    /// instances that do not exist).
+    #[error("the plan needs {needed} instance(s) on `{segment}`, but this machine has room for {placed}{hint}")]
+    DoesNotFit {
+        /// The segment type.
+        segment: String,
+        /// Instances the plan asks for.
+        needed: u32,
+        /// Instances that found a place.
+        placed: u32,
+        /// What would make room, if anything.
+        hint: String,
     },
     /// The planner found no plan.
     #[error(transparent)]
     Planner(#[from] PlanError),
 }
 
-/// Plan `bundle` for `demand_windows` (recent req/s at the entry, oldest first) on `cores` CPU cores; without
-/// a profile table, or when the planner finds no plan, each slot's [`fallback`].
-pub fn plan(bundle: &Bundle, demand_windows: &[f64], cores: u32) -> Deployment {
-    if bundle.manifest.variants.is_empty() {
-        return fallback(bundle, cores, "no model slots");
+/// What a deployment may use: the cores and GPUs the gateway is given, less what other apps hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capacity {
+    /// Free CPU cores, as the machine numbers them.
+    pub cores: Vec<u32>,
+    /// GPUs with what is free on each.
+    pub gpus: Vec<GpuCapacity>,
+}
+
+/// What is free on one GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuCapacity {
+    /// The GPU's index, as `nvidia-smi` numbers it.
+    pub index: u32,
+    /// Percent of its SMs free for `mps:` shares; 0 on a GPU in MIG mode, whose MIG instances serve instead.
+    pub mps_percent: u32,
+    /// Its existing MIG instances that no app holds: the profile and the instance's position among the
+    /// GPU's instances of that profile.
+    pub mig: Vec<(MigProfile, u32)>,
+}
+
+impl Capacity {
+    /// The first `cores` of `devices`' CPU cores and the GPUs listed in `gpus` (all of them when `None`).
+    pub fn of(devices: &Devices, cores: u32, gpus: Option<&[u32]>) -> Capacity {
+        let gpus = devices
+            .gpus
+            .iter()
+            .filter(|g| gpus.is_none_or(|allowed| allowed.contains(&g.index)))
+            .map(|g| {
+                let mut seen: HashMap<MigProfile, u32> = HashMap::new();
+                let mig = g
+                    .mig_instances
+                    .iter()
+                    .filter_map(|m| m.profile())
+                    .map(|profile| {
+                        let nth = seen.entry(profile).or_default();
+                        *nth += 1;
+                        (profile, *nth - 1)
+                    })
+                    .collect();
+                GpuCapacity { index: g.index, mps_percent: if g.mig_enabled { 0 } else { 100 }, mig }
+            })
+            .collect();
+        Capacity { cores: devices.cpu_cores.iter().take(cores as usize).map(|&c| c as u32).collect(), gpus }
     }
-    let Some(profiles) = bundle.profiles_path() else {
-        return fallback(bundle, cores, "default: no profiles.csv in the bundle (run `jig profile`)");
-    };
-    match plan_with_profiles(bundle, &profiles, demand_windows, cores) {
-        Ok(deployment) => deployment,
-        Err(e) => {
-            tracing::warn!(app = %bundle.manifest.name, "planning failed: {e}");
-            fallback(bundle, cores, &format!("default: the planner found no plan: {e}"))
+
+    /// Cores `0..cores` and no GPU.
+    pub fn cpu_only(cores: u32) -> Capacity {
+        Capacity { cores: (0..cores).collect(), gpus: Vec::new() }
+    }
+
+    /// What is left once `deployment`'s placed instances hold their cores, GPU shares and MIG instances.
+    pub fn without(mut self, deployment: &Deployment) -> Capacity {
+        for planned in &deployment.instances {
+            let kind = SegmentKind::parse(&planned.segment).ok();
+            for place in &planned.places {
+                self.cores.retain(|c| !place.cores.contains(c));
+                let Some(gpu) = self.gpus.iter_mut().find(|g| Some(g.index) == place.gpu) else { continue };
+                match kind {
+                    Some(SegmentKind::Mps { percent }) => {
+                        gpu.mps_percent = gpu.mps_percent.saturating_sub(percent.into());
+                    }
+                    Some(SegmentKind::Mig { profile, .. }) => {
+                        gpu.mig.retain(|&(p, nth)| (p, Some(nth)) != (profile, place.mig_instance));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self
+    }
+
+    /// Whether an instance of `segment` would find room.
+    fn offers(&self, segment: &SegmentKind) -> bool {
+        self.clone().take(segment).is_some()
+    }
+
+    /// GPU slices free in all: an MPS share's part of seven, rounded down, and the slices of free MIG
+    /// instances.
+    fn gpu_slices(&self) -> u32 {
+        let mig = |g: &GpuCapacity| g.mig.iter().map(|(p, _)| p.effective_slices()).sum::<u32>();
+        self.gpus.iter().map(|g| g.mps_percent * 7 / 100 + mig(g)).sum()
+    }
+
+    /// Hold room for one instance of `segment`: the first free cores, the first GPU with the share free,
+    /// the first free MIG instance of the profile.
+    fn take(&mut self, segment: &SegmentKind) -> Option<InstancePlace> {
+        match *segment {
+            SegmentKind::Cpu { cores } => {
+                let cores = cores as usize;
+                (self.cores.len() >= cores)
+                    .then(|| InstancePlace { cores: self.cores.drain(..cores).collect(), ..InstancePlace::default() })
+            }
+            SegmentKind::Mps { percent } => {
+                let gpu = self.gpus.iter_mut().find(|g| g.mps_percent >= u32::from(percent))?;
+                gpu.mps_percent -= u32::from(percent);
+                Some(InstancePlace { gpu: Some(gpu.index), ..InstancePlace::default() })
+            }
+            SegmentKind::Mig { profile, .. } => self.gpus.iter_mut().find_map(|g| {
+                let i = g.mig.iter().position(|&(p, _)| p == profile)?;
+                let (_, nth) = g.mig.remove(i);
+                Some(InstancePlace { gpu: Some(g.index), mig_instance: Some(nth), ..InstancePlace::default() })
+            }),
         }
     }
 }
 
-/// Each slot's most accurate variant (the first declared among equals), one instance on `cores` cores,
-/// batching up to 8 requests that arrive while it is busy.
-pub fn fallback(bundle: &Bundle, cores: u32, why: &str) -> Deployment {
+impl std::fmt::Display for Capacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} cores", self.cores.len())?;
+        for g in &self.gpus {
+            write!(f, ", GPU {}: ", g.index)?;
+            if g.mig.is_empty() {
+                write!(f, "{}% for MPS shares", g.mps_percent)?;
+            } else {
+                let mig: Vec<String> = g.mig.iter().map(|(p, _)| p.to_string()).collect();
+                write!(f, "MIG {}", mig.join(" "))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Plan `bundle` for `demand_windows` (recent req/s at the entry, oldest first) within `capacity`; without
+/// a profile table, or when the planner finds no plan, each slot's [`fallback`].
+pub fn plan(bundle: &Bundle, demand_windows: &[f64], capacity: &Capacity) -> Deployment {
+    if bundle.manifest.variants.is_empty() {
+        return fallback(bundle, capacity, "no model slots");
+    }
+    let Some(profiles) = bundle.profiles_path() else {
+        return fallback(bundle, capacity, "default: no profiles.csv in the bundle (run `jig profile`)");
+    };
+    match plan_with_profiles(bundle, &profiles, demand_windows, capacity) {
+        Ok(deployment) => deployment,
+        Err(e) => {
+            tracing::warn!(app = %bundle.manifest.name, "planning failed: {e}");
+            fallback(bundle, capacity, &format!("default: the planner found no plan: {e}"))
+        }
+    }
+}
+
+/// Each slot's most accurate variant (the first declared among equals), one instance on the free cores
+/// (at least one), unpinned and holding none of them, batching up to 8 requests that arrive while it is busy.
+pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
     let mut best: Vec<&Variant> = Vec::new();
     for v in &bundle.manifest.variants {
         match best.iter_mut().find(|b| b.slot == v.slot) {
@@ -87,6 +231,7 @@ pub fn fallback(bundle: &Bundle, cores: u32, why: &str) -> Deployment {
             None => best.push(v),
         }
     }
+    let cores = capacity.cores.len().max(1);
     Deployment {
         source: why.into(),
         demand_rps: None,
@@ -101,7 +246,7 @@ pub fn fallback(bundle: &Bundle, cores: u32, why: &str) -> Deployment {
                 count: 1,
                 rate_rps: 1.0,
                 latency_ms: 0.0,
-                cores: Vec::new(),
+                places: Vec::new(),
             })
             .collect(),
     }
@@ -112,8 +257,13 @@ fn model_tasks(bundle: &Bundle) -> Vec<(&str, &str)> {
     bundle.manifest.tasks.iter().filter_map(|t| Some((t.name.as_str(), t.slot.as_deref()?))).collect()
 }
 
-/// The planning problem of `bundle` with its profile table, for `demand_windows` on `cores` CPU cores.
-pub fn problem(bundle: &Bundle, profiles: &Path, demand_windows: &[f64], cores: u32) -> Result<Problem, PlanningError> {
+/// The planning problem of `bundle` with its profile table, for `demand_windows` within `capacity`.
+pub fn problem(
+    bundle: &Bundle,
+    profiles: &Path,
+    demand_windows: &[f64],
+    capacity: &Capacity,
+) -> Result<Problem, PlanningError> {
     let m = &bundle.manifest;
     let text = std::fs::read_to_string(profiles)
         .map_err(|source| PlanningError::Read { path: profiles.to_owned(), source })?;
@@ -145,15 +295,18 @@ pub fn problem(bundle: &Bundle, profiles: &Path, demand_windows: &[f64], cores: 
     let mut segments: Vec<String> = rows
         .iter()
         .filter(|r| model_tasks.iter().any(|&(_, slot)| slot == r.slot))
-        .filter(|r| r.segment.strip_prefix("cpu:").and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n <= cores))
-        .map(|r| r.segment.clone())
+        .filter_map(|r| SegmentKind::parse(&r.segment).ok())
+        .filter(|kind| capacity.offers(kind))
+        .map(|kind| kind.name())
         .collect();
     segments.sort();
     segments.dedup();
     if segments.is_empty() {
-        return Err(PlanningError::NoSegments { cores });
+        return Err(PlanningError::NoSegments { free: capacity.to_string() });
     }
     let demand = if demand_windows.is_empty() { vec![m.demand.rps] } else { demand_windows.to_vec() };
+    let cores = capacity.cores.len() as u32;
+    let gpu_slices = capacity.gpu_slices();
     let spec = PlanSpec {
         app: AppSpec {
             name: m.name.clone(),
@@ -164,7 +317,12 @@ pub fn problem(bundle: &Bundle, profiles: &Path, demand_windows: &[f64], cores: 
             paths: None,
         },
         segments: segments.into_iter().map(|name| SegmentSpec { name, slices: None }).collect(),
-        resources: Resources { slices: cores, cores_per_host: Some(cores) },
+        resources: Resources {
+            slices: cores + gpu_slices,
+            cores_per_host: Some(cores.max(1)),
+            cpu_cores: Some(cores),
+            gpu_slices: Some(gpu_slices),
+        },
         demand: DemandSpec { windows: demand, slack: None },
         objective: Objective::default(),
         batch_sizes: None,
@@ -176,29 +334,32 @@ fn plan_with_profiles(
     bundle: &Bundle,
     profiles: &Path,
     demand_windows: &[f64],
-    cores: u32,
+    capacity: &Capacity,
 ) -> Result<Deployment, PlanningError> {
-    let problem = problem(bundle, profiles, demand_windows, cores)?;
+    let problem = problem(bundle, profiles, demand_windows, capacity)?;
     let model_tasks = model_tasks(bundle);
     let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, ..SolveOptions::default() };
     let plan = jig_planner::plan(&problem, Features::ALL, &options)?;
 
     let slot_of: HashMap<&str, &str> = model_tasks.iter().copied().collect();
+    let mut free = capacity.clone();
     let mut instances = Vec::new();
     for task in &plan.tasks {
         for e in &task.entries {
-            // The placement labels each instance `task/variant/bBATCH#i`.
-            let label = format!("{}/{}/b{}#", task.task, e.variant, e.batch);
-            let cores: Vec<Vec<u32>> = plan
-                .placement
-                .instances
-                .iter()
-                .filter(|p| p.label.starts_with(&label) && p.segment == e.segment)
-                .filter_map(|p| match p.device {
-                    Device::Cpu { host: 0, first_core, cores } => Some((first_core..first_core + cores).collect()),
-                    _ => None,
-                })
-                .collect();
+            let kind = SegmentKind::parse(&e.segment).map_err(PlanError::from)?;
+            let places: Vec<InstancePlace> = (0..e.instances).map_while(|_| free.take(&kind)).collect();
+            if places.len() < e.instances as usize {
+                let hint = match kind {
+                    SegmentKind::Mig { .. } => "; create the MIG instances it needs (see `jig plan --mig-config`)",
+                    _ => "",
+                };
+                return Err(PlanningError::DoesNotFit {
+                    segment: e.segment.clone(),
+                    needed: e.instances,
+                    placed: places.len() as u32,
+                    hint: hint.into(),
+                });
+            }
             instances.push(PlannedInstances {
                 slot: slot_of[task.task.as_str()].to_string(),
                 variant: e.variant.clone(),
@@ -207,14 +368,13 @@ fn plan_with_profiles(
                 count: e.instances,
                 rate_rps: e.rate_rps / e.instances.max(1) as f64,
                 latency_ms: e.latency_ms,
-                // Pinned only when every instance was placed.
-                cores: if cores.len() == e.instances as usize { cores } else { Vec::new() },
+                places,
             });
         }
     }
     // Slots no task names are served as by default.
     let planned: Vec<&str> = model_tasks.iter().map(|&(_, slot)| slot).collect();
-    let rest = fallback(bundle, cores, "");
+    let rest = fallback(bundle, &free, "");
     instances.extend(rest.instances.into_iter().filter(|i| !planned.contains(&i.slot.as_str())));
     Ok(Deployment {
         source: format!("planned from profiles.csv ({}, {:.2} s)", plan.solve.status, plan.solve.seconds),
@@ -251,4 +411,120 @@ fn model_edges(bundle: &Bundle) -> Vec<EdgeSpec> {
         }
     }
     edges
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two H100s as `nvidia-smi` lists them: GPU 0 in MIG mode with two 3g.40gb instances and a 1g.10gb, GPU 1
+    /// whole; and 8 cores.
+    fn machine() -> Devices {
+        Devices::from_nvidia_smi(
+            (0..8).collect(),
+            "0, NVIDIA H100 80GB HBM3, GPU-aaaa, 81559, Enabled\n1, NVIDIA H100 80GB HBM3, GPU-bbbb, 81559, Disabled\n",
+            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\n  MIG 3g.40gb Device 0: (UUID: MIG-0)\n  \
+             MIG 3g.40gb Device 1: (UUID: MIG-1)\n  MIG 1g.10gb Device 2: (UUID: MIG-2)\n\
+             GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb)\n",
+        )
+    }
+
+    /// A one-task bundle whose slot `det` has variant `det` profiled on `rows` (segment, batch, p95, req/s).
+    fn bundle(dir: &Path, rows: &[(&str, u32, f64, f64)]) -> Bundle {
+        std::fs::write(
+            dir.join("jig.toml"),
+            "name = \"signs\"\n[slo]\nlatency_ms = 400\n[demand]\nrps = 30\n\
+             [[tasks]]\nname = \"detect\"\nglue = \"d.wasm\"\nslot = \"det\"\n\
+             [[variants]]\nslot = \"det\"\nname = \"det\"\nmodel = \"det.onnx\"\naccuracy = 1.0\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("d.wasm"), b"").unwrap();
+        std::fs::write(dir.join("det.onnx"), b"").unwrap();
+        let mut csv = String::from("slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n");
+        for (segment, batch, p95, rps) in rows {
+            csv.push_str(&format!("det,det,{segment},{batch},{p95},{p95},{rps},test\n"));
+        }
+        std::fs::write(dir.join("profiles.csv"), csv).unwrap();
+        Bundle::open(dir).unwrap()
+    }
+
+    fn places(d: &Deployment) -> Vec<(String, InstancePlace)> {
+        d.instances.iter().flat_map(|i| i.places.iter().map(|p| (i.segment.clone(), p.clone()))).collect()
+    }
+
+    #[test]
+    fn capacity_offers_cores_whole_gpus_and_existing_mig_instances() {
+        let capacity = Capacity::of(&machine(), 6, None);
+        assert_eq!(capacity.cores, vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(capacity.to_string(), "6 cores, GPU 0: MIG 3g.40gb 3g.40gb 1g.10gb, GPU 1: 100% for MPS shares");
+        assert!(capacity.offers(&SegmentKind::parse("mps:0:60").unwrap()));
+        assert!(capacity.offers(&SegmentKind::parse("mig:0:3g.40gb:2").unwrap()));
+        assert!(!capacity.offers(&SegmentKind::parse("mig:0:2g.20gb:1").unwrap()), "no such instance exists");
+        assert!(!capacity.offers(&SegmentKind::parse("cpu:7").unwrap()));
+        // 7 slices of GPU 1, and 4 + 4 + 2 of GPU 0's instances (1g.10gb blocks two memory slots).
+        assert_eq!(capacity.gpu_slices(), 7 + 4 + 4 + 1);
+        let only_gpu_1 = Capacity::of(&machine(), 6, Some(&[1]));
+        assert_eq!(only_gpu_1.gpus.len(), 1);
+        assert!(Capacity::of(&machine(), 6, Some(&[])).gpus.is_empty());
+    }
+
+    #[test]
+    fn gpu_rows_are_planned_and_placed_on_the_gpu_that_has_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0), ("mps:0:50", 4, 40.0, 100.0)]);
+        let d = plan(&bundle, &[], &Capacity::of(&machine(), 8, None));
+        assert!(d.source.starts_with("planned"), "{}", d.source);
+        let placed = places(&d);
+        assert_eq!(placed.len(), 1, "{d:?}");
+        assert_eq!(placed[0].0, "mps:50");
+        assert_eq!(placed[0].1.gpu, Some(1), "GPU 0 is in MIG mode");
+        assert_eq!(placed[0].1.segment(&placed[0].0), "mps:1:50");
+    }
+
+    #[test]
+    fn without_a_gpu_the_same_bundle_plans_on_cores() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0), ("mps:0:50", 4, 40.0, 100.0)]);
+        let d = plan(&bundle, &[], &Capacity::cpu_only(8));
+        let placed = places(&d);
+        assert_eq!(placed.len(), 4, "31.5 req/s at 10 req/s an instance: {d:?}");
+        let mut cores: Vec<u32> = placed.iter().flat_map(|(_, p)| p.cores.clone()).collect();
+        cores.sort();
+        assert_eq!(cores, (0..8).collect::<Vec<_>>(), "each instance has cores of its own");
+    }
+
+    #[test]
+    fn a_bundle_profiled_only_on_gpus_says_what_the_machine_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle(dir.path(), &[("mps:0:50", 4, 40.0, 100.0)]);
+        let error = problem(&bundle, &bundle.profiles_path().unwrap(), &[], &Capacity::cpu_only(4)).unwrap_err();
+        assert!(matches!(error, PlanningError::NoSegments { .. }));
+        assert!(error.to_string().contains("measures no segment this machine offers (free: 4 cores)"), "{error}");
+        let d = plan(&bundle, &[], &Capacity::cpu_only(4));
+        assert!(d.source.contains("measures no segment"), "{}", d.source);
+        assert!(d.instances[0].places.is_empty() && d.instances[0].segment == "cpu:4", "{d:?}");
+    }
+
+    #[test]
+    fn a_second_app_plans_within_what_the_first_left_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0), ("mig:0:3g.40gb:1", 4, 40.0, 40.0)]);
+        let all = Capacity::of(&machine(), 8, Some(&[0]));
+        let first = plan(&bundle, &[], &all);
+        let free = all.clone().without(&first);
+        let second = plan(&bundle, &[], &free);
+        let (a, b) = (places(&first), places(&second));
+        assert!(!a.is_empty() && !b.is_empty(), "{first:?}\n{second:?}");
+        for (_, p) in &a {
+            for (_, q) in &b {
+                assert!(p.cores.iter().all(|c| !q.cores.contains(c)), "core handed out twice: {p:?} {q:?}");
+                if p.gpu.is_some() && p.mig_instance.is_some() {
+                    assert_ne!((p.gpu, p.mig_instance), (q.gpu, q.mig_instance), "MIG instance handed out twice");
+                }
+            }
+        }
+        // Both 3g.40gb instances are taken between them, or cores make up the rest.
+        let left = free.without(&second);
+        assert!(left.cores.len() + left.gpus[0].mig.len() < all.cores.len() + all.gpus[0].mig.len());
+    }
 }

@@ -137,7 +137,7 @@ impl Gateway {
         let current = app.deployment.clone();
         let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<App>> {
             let bundle = gateway.store.bundle(&hash)?;
-            let deployment = jig_app::deployment::plan(&bundle, &rates, gateway.config.cores);
+            let deployment = jig_app::deployment::plan(&bundle, &rates, &gateway.free_capacity(Some(&name)));
             gateway.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().planned_for =
                 deployment.demand_rps;
             if deployment.same_instances(&current) {

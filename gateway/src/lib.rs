@@ -30,8 +30,12 @@ use hyper::{Method, Request, Response, StatusCode};
 use jig_sdk::Envelope;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
-use jig_api::{AppList, AppStatus, Deleted, ErrorBody, ErrorKind, InvokeResponse, OutputPart};
+use jig_api::{
+    AppList, AppStatus, Deleted, ErrorBody, ErrorKind, GpuStatus, InvokeResponse, MachineStatus, OutputPart,
+};
+use jig_app::deployment::Capacity;
 use jig_app::{App, AppError, StartError};
 use jig_model_host::launch::Launcher;
 use jig_runtime::{FunctionError, InferError, InvokeError, Runtime, RuntimeConfig};
@@ -60,9 +64,11 @@ pub struct GatewayConfig {
     pub max_request_mib: u64,
     /// Largest bundle upload (packed, and unpacked), MiB.
     pub max_bundle_mib: u64,
-    /// CPU cores model instances may use: the planner's budget, and the intra-op threads of an instance
-    /// when a bundle has no profiles to plan from.
+    /// CPU cores model instances may use (the first this many of the machine's): the planner's budget, and
+    /// the intra-op threads of an instance when a bundle has no profiles to plan from.
     pub cores: u32,
+    /// GPUs model instances may use, by `nvidia-smi` index; all of them when absent, none when empty.
+    pub gpus: Option<Vec<u32>>,
     /// Glue invocations running at once across all apps (each holds a WebAssembly instance of the pool).
     #[serde(alias = "max_instances")]
     pub max_invocations: u32,
@@ -71,6 +77,11 @@ pub struct GatewayConfig {
     /// Re-plan when the predicted demand moves by more than this fraction of what the deployment was
     /// planned for.
     pub replan_threshold: f64,
+    /// Seconds a client has to send a request's headers, and the longest a kept-alive connection may sit idle
+    /// between requests; then the gateway closes it.
+    pub header_timeout_s: f64,
+    /// Connections open at once; further clients wait in the listen backlog until one closes.
+    pub max_connections: u32,
 }
 
 impl Default for GatewayConfig {
@@ -83,9 +94,12 @@ impl Default for GatewayConfig {
             max_request_mib: 64,
             max_bundle_mib: 1024,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            gpus: None,
             max_invocations: 256,
             demand_window_s: 300.0,
             replan_threshold: 0.2,
+            header_timeout_s: 10.0,
+            max_connections: 1024,
         }
     }
 }
@@ -120,7 +134,7 @@ pub struct Gateway {
     /// Deploys, deletes and re-plans one at a time, so the store's garbage collection never races an upload.
     control: tokio::sync::Mutex<()>,
     /// Bundle uploads being received at once (each is buffered whole).
-    uploads: tokio::sync::Semaphore,
+    uploads: Semaphore,
     /// Each app's demand, by name (see [`controller`]).
     demand: std::sync::Mutex<HashMap<String, controller::DemandWindows>>,
 }
@@ -151,7 +165,7 @@ impl Gateway {
             store,
             apps,
             control: tokio::sync::Mutex::new(()),
-            uploads: tokio::sync::Semaphore::new(2),
+            uploads: Semaphore::new(2),
             demand: Default::default(),
         });
         for record in gateway.store.apps_list()? {
@@ -175,13 +189,23 @@ impl Gateway {
         let name = record.name.clone();
         tokio::task::spawn_blocking(move || {
             let bundle = self.store.bundle(&record.bundle)?;
-            let deployment = jig_app::deployment::plan(&bundle, &record.demand_windows, self.config.cores);
+            let capacity = self.free_capacity(Some(&record.name));
+            let deployment = jig_app::deployment::plan(&bundle, &record.demand_windows, &capacity);
             let app =
                 App::start(&self.runtime, &self.launcher, &bundle, &record.bundle, record.deployed_at, deployment)?;
             Ok(Arc::new(app))
         })
         .await
         .unwrap_or_else(|e| Err(StartError::Deployment { app: name, detail: format!("starting it panicked: {e}") }))
+    }
+
+    /// The gateway's cores and GPUs less what every app but `except` holds: what app `except` may plan
+    /// within.
+    fn free_capacity(&self, except: Option<&str>) -> Capacity {
+        let devices = self.launcher.devices();
+        let all = Capacity::of(devices, self.config.cores, self.config.gpus.as_deref());
+        let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
+        apps.values().filter(|a| Some(a.name.as_str()) != except).fold(all, |free, app| free.without(&app.deployment))
     }
 
     fn app(&self, name: &str) -> Option<Arc<App>> {
@@ -193,7 +217,17 @@ impl Gateway {
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = std::pin::pin!(shutdown);
+        // A client holds one connection permit while its connection is open, so that slow or idle clients
+        // cannot take every socket; the header timeout below ends the slow and the idle ones.
+        let connections = Arc::new(Semaphore::new(self.config.max_connections.max(1) as usize));
+        let header_timeout = Duration::from_secs_f64(self.config.header_timeout_s.clamp(0.1, 3600.0));
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
         loop {
+            let permit = tokio::select! {
+                permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+                () = &mut shutdown => break,
+            };
             let (stream, _) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(accepted) => accepted,
@@ -211,13 +245,13 @@ impl Gateway {
                 let gateway = gateway.clone();
                 async move { Ok::<_, Infallible>(gateway.handle(request).await) }
             });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             let connection = graceful.watch(connection);
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
                     tracing::debug!("connection ended: {e}");
                 }
+                drop(permit);
             });
         }
         if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown()).await.is_err() {
@@ -243,6 +277,10 @@ impl Gateway {
                 let app = app.to_string();
                 self.invoke(&app, request).await
             }
+            (&Method::GET, ["v1", "devices"]) => match refuse_unauthorized(&request, self.config.token.as_deref()) {
+                Some(reply) => reply,
+                None => json(StatusCode::OK, &self.machine()),
+            },
             (_, ["v1", "apps", ..]) => {
                 if let Some(reply) = refuse_unauthorized(&request, self.config.token.as_deref()) {
                     return reply;
@@ -260,7 +298,10 @@ impl Gateway {
             }
             _ => error(
                 ErrorKind::NotFound,
-                format!("no route {method} {}; see /v1/apps, /v1/apps/APP/invoke, /metrics", request.uri().path()),
+                format!(
+                    "no route {method} {}; see /v1/apps, /v1/apps/APP/invoke, /v1/devices, /metrics",
+                    request.uri().path()
+                ),
             ),
         }
     }
@@ -351,6 +392,34 @@ impl Gateway {
             reply.headers_mut().insert("server-timing", value);
         }
         reply
+    }
+
+    /// The devices model instances may use, and what no app holds.
+    fn machine(&self) -> MachineStatus {
+        let devices = self.launcher.devices();
+        let all = Capacity::of(devices, self.config.cores, self.config.gpus.as_deref());
+        let free = self.free_capacity(None);
+        let gpus = all
+            .gpus
+            .iter()
+            .filter_map(|g| devices.gpus.iter().find(|d| d.index == g.index))
+            .map(|gpu| {
+                let free = free.gpus.iter().find(|f| f.index == gpu.index);
+                GpuStatus {
+                    index: gpu.index,
+                    name: gpu.name.clone(),
+                    uuid: gpu.uuid.clone(),
+                    memory_mib: gpu.memory_mib,
+                    mig_enabled: gpu.mig_enabled,
+                    mig_instances: gpu.mig_instances.iter().filter_map(|m| m.profile.clone()).collect(),
+                    free_mps_percent: free.map_or(0, |f| f.mps_percent),
+                    free_mig_instances: free
+                        .map(|f| f.mig.iter().map(|(profile, nth)| format!("{profile}#{nth}")).collect())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        MachineStatus { cores: all.cores, free_cores: free.cores, gpus }
     }
 
     fn list(&self) -> Reply {

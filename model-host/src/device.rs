@@ -58,6 +58,15 @@ impl Devices {
         Devices { cpu_cores: cpu_cores(), gpus: discover_gpus() }
     }
 
+    /// The machine that `nvidia-smi`'s GPU query (`--query-gpu=index,name,uuid,memory.total,mig.mode.current
+    /// --format=csv,noheader,nounits`) and listing (`-L`) describe, with `cpu_cores`: how a test or a tool
+    /// describes a machine from recorded listings.
+    pub fn from_nvidia_smi(cpu_cores: Vec<usize>, query: &str, list: &str) -> Devices {
+        let mut gpus = parse_gpu_query(query);
+        attach_mig_instances(&mut gpus, list);
+        Devices { cpu_cores, gpus }
+    }
+
     /// The environment of a worker process on GPU segment `segment`: the device it sees
     /// (`CUDA_VISIBLE_DEVICES`: the GPU's UUID, or a `MIG-…` UUID for a MIG instance) and, when it shares that
     /// device through MPS, its active-thread percentage and the pipe directory of the device's own MPS
@@ -200,13 +209,18 @@ fn discover_gpus() -> Vec<Gpu> {
     if gpus.iter().any(|g| g.mig_enabled)
         && let Some(list) = nvidia_smi(&["-L"])
     {
-        for (index, instance) in parse_mig_list(&list) {
-            if let Some(gpu) = gpus.iter_mut().find(|g| g.index == index) {
-                gpu.mig_instances.push(instance);
-            }
-        }
+        attach_mig_instances(&mut gpus, &list);
     }
     gpus
+}
+
+/// Give each GPU in MIG mode the MIG instances `nvidia-smi -L`'s `list` shows on it.
+fn attach_mig_instances(gpus: &mut [Gpu], list: &str) {
+    for (index, instance) in parse_mig_list(list) {
+        if let Some(gpu) = gpus.iter_mut().find(|g| g.index == index && g.mig_enabled) {
+            gpu.mig_instances.push(instance);
+        }
+    }
 }
 
 /// What the CUDA driver says of one device it can see.
@@ -326,13 +340,12 @@ mod tests {
 
     #[test]
     fn gpu_segments_bind_to_their_device_and_share() {
-        let mut gpus = parse_gpu_query("0, H100, GPU-5e3c, 81559, Enabled\n");
-        gpus[0].mig_instances =
-            parse_mig_list("GPU 0: H100 (UUID: GPU-5e3c)\n  MIG 3g.40gb Device 0: (UUID: MIG-aaaa)\n")
-                .into_iter()
-                .map(|(_, m)| m)
-                .collect();
-        let devices = Devices { cpu_cores: vec![0], gpus };
+        let devices = Devices::from_nvidia_smi(
+            vec![0],
+            "0, H100, GPU-5e3c, 81559, Enabled\n",
+            "GPU 0: H100 (UUID: GPU-5e3c)\n  MIG 3g.40gb Device 0: (UUID: MIG-aaaa)\n",
+        );
+        assert_eq!(devices.gpus[0].mig_instances.len(), 1);
         let env = devices.binding(&"mig:0:3g.40gb:2".parse().unwrap(), 0).unwrap();
         assert!(env.contains(&("CUDA_VISIBLE_DEVICES".into(), "MIG-aaaa".into())));
         assert!(env.contains(&("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "50".into())));

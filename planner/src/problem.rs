@@ -31,6 +31,10 @@ pub struct Problem {
     pub slo_accuracy: f64,
     /// S_avail: GPU slices (or CPU cores) available in all.
     pub slices: u32,
+    /// At most this many cores in all `cpu:` segments ([`Resources::cpu_cores`](crate::spec::Resources)).
+    pub cpu_cores: Option<u32>,
+    /// At most this many slices in all GPU segments ([`Resources::gpu_slices`](crate::spec::Resources)).
+    pub gpu_slices: Option<u32>,
     /// Cores of one CPU host: where `cpu:N` instances are placed, and what counts as a whole device without S.
     pub cores_per_host: u32,
     /// α, β of objective (14).
@@ -348,6 +352,8 @@ impl Problem {
             slo_latency_ms: spec.app.slo_latency_ms,
             slo_accuracy: spec.app.slo_accuracy,
             slices: spec.resources.slices,
+            cpu_cores: spec.resources.cpu_cores,
+            gpu_slices: spec.resources.gpu_slices,
             cores_per_host: spec.resources.cores_per_host.unwrap_or(16).max(1),
             objective: spec.objective,
             demand_rps,

@@ -224,6 +224,13 @@ pub struct Resources {
     /// Cores of one CPU host, for placing `cpu:N` segments; 16 when absent.
     #[serde(default)]
     pub cores_per_host: Option<u32>,
+    /// At most this many CPU cores in all `cpu:` segments, when a machine offers both kinds (`slices` then
+    /// bounds cores and GPU slices together, and the cost counts a core like a GPU slice).
+    #[serde(default)]
+    pub cpu_cores: Option<u32>,
+    /// At most this many slices in all GPU (`mig:` and `mps:`) segments.
+    #[serde(default)]
+    pub gpu_slices: Option<u32>,
 }
 
 /// Demand R at the app's roots: either a rate, or recent windows to predict from.

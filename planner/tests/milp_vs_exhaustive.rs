@@ -178,7 +178,12 @@ impl Case {
                 paths: None,
             },
             segments: segments.iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
-            resources: Resources { slices: if nt == 3 { 5 } else { 6 }, cores_per_host: None },
+            resources: Resources {
+                slices: if nt == 3 { 5 } else { 6 },
+                cores_per_host: None,
+                cpu_cores: None,
+                gpu_slices: None,
+            },
             demand: DemandSpec { windows: vec![self.demand], slack: Some(0.0) },
             objective: Objective { alpha: 1.0, beta: self.beta },
             batch_sizes: None,

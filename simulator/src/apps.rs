@@ -190,7 +190,7 @@ impl PaperApp {
                 ),
             },
             segments: analytic::segment_kinds().iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
-            resources: Resources { slices, cores_per_host: None },
+            resources: Resources { slices, cores_per_host: None, cpu_cores: None, gpu_slices: None },
             demand: DemandSpec { windows: vec![demand_rps], slack: None },
             objective: Objective::default(),
             batch_sizes: None,

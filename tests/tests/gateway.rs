@@ -376,9 +376,13 @@ classifier,accurate,cpu:2,1,50,60,18,test
 
 /// The probe with two variants in slot `classifier` and the table above.
 fn planned_bundle(dir: &Path, latency_ms: u64) {
+    named_planned_bundle(dir, "planned", latency_ms)
+}
+
+fn named_planned_bundle(dir: &Path, name: &str, latency_ms: u64) {
     let manifest = format!(
         r#"
-name = "planned"
+name = "{name}"
 [slo]
 latency_ms = {latency_ms}
 accuracy = 0.5
@@ -437,10 +441,57 @@ fn deploy_plans_the_variants_that_meet_the_latency_slo() {
         // Each instance is placed on (and pinned to) as many cores as its segment has.
         let instance = &status["deployment"]["instances"][0];
         let cores_per_instance: u64 = instance["segment"].as_str().unwrap()["cpu:".len()..].parse().unwrap();
-        let cores = instance["cores"].as_array().unwrap();
-        assert_eq!(cores.len() as u64, instance["count"].as_u64().unwrap(), "{status}");
-        assert!(cores.iter().all(|c| c.as_array().unwrap().len() as u64 == cores_per_instance), "{status}");
+        let places = instance["places"].as_array().unwrap();
+        assert_eq!(places.len() as u64, instance["count"].as_u64().unwrap(), "{status}");
+        assert!(places.iter().all(|p| p["cores"].as_array().unwrap().len() as u64 == cores_per_instance), "{status}");
     }
+}
+
+/// The cores every instance of a deployed app's status is pinned to.
+fn pinned_cores(status: &serde_json::Value) -> Vec<u64> {
+    let instances = status["deployment"]["instances"].as_array().unwrap();
+    let places = instances.iter().flat_map(|i| i["places"].as_array().unwrap());
+    places.flat_map(|p| p["cores"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap())).collect()
+}
+
+#[test]
+fn two_apps_never_hold_the_same_core_and_a_third_runs_unpinned() {
+    let state = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(state.path(), &["--cores", "2", "--gpus", "none"]);
+    let mut held = Vec::new();
+    for name in ["first", "second"] {
+        let dir = tempfile::tempdir().unwrap();
+        named_planned_bundle(dir.path(), name, 1000);
+        let deployed = deploy(&gateway, dir.path(), &["--json"]);
+        assert_ok(&deployed);
+        let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
+        let cores = pinned_cores(&status);
+        assert_eq!(cores.len(), 1, "1 req/s needs one `cpu:1` instance: {status}");
+        assert!(!held.contains(&cores[0]), "core {} handed out twice: {status}", cores[0]);
+        held.extend(cores);
+    }
+    let machine = gateway.http("GET", "/v1/devices", &[], b"").json();
+    assert_eq!(machine["free_cores"], serde_json::json!([]), "{machine}");
+    assert_eq!(machine["cores"].as_array().unwrap().len(), 2, "{machine}");
+
+    // Nothing is left to plan on: the default deployment, unpinned, says why.
+    let dir = tempfile::tempdir().unwrap();
+    named_planned_bundle(dir.path(), "third", 1000);
+    let deployed = deploy(&gateway, dir.path(), &["--json"]);
+    assert_ok(&deployed);
+    let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
+    assert!(status["deployment"]["source"].as_str().unwrap().contains("free: 0 cores"), "{status}");
+    assert!(pinned_cores(&status).is_empty(), "{status}");
+    let reply = gateway.http("POST", "/v1/apps/third/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+
+    // Deleting an app frees its core for the next plan.
+    assert_ok(&gateway.jig("delete").arg("first").output().unwrap());
+    let machine = gateway.http("GET", "/v1/devices", &[], b"").json();
+    assert_eq!(machine["free_cores"].as_array().unwrap().len(), 1, "{machine}");
+    let status = gateway.jig("status").output().unwrap();
+    assert_ok(&status);
+    assert!(String::from_utf8_lossy(&status.stdout).contains("cores      1 of 2 free"), "{status:?}");
 }
 
 #[test]
@@ -516,4 +567,24 @@ fn oversized_uploads_truncated_bodies_and_vanishing_clients_leave_the_gateway_se
 
     let echo = gateway.http("POST", "/v1/apps/probe/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
     assert_eq!(echo.status, 200, "{}", echo.text());
+}
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_cut_off_and_frees_its_connection() {
+    use std::io::{Read, Write};
+    let scratch = tempfile::tempdir().unwrap();
+    // One connection at a time: while the slow client holds it, nobody else is served.
+    let gateway = start_with_config(scratch.path(), "header_timeout_s = 1.0\nmax_connections = 1\n");
+    let mut slow = std::net::TcpStream::connect(&gateway.addr).unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+
+    // Served once the slow client's header timeout closes its connection; without it, no answer comes.
+    let reply = gateway.http("GET", "/healthz", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+
+    slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = Vec::new();
+    let read = slow.read_to_end(&mut rest);
+    assert!(read.is_ok(), "the slow client's connection should be closed, not left open: {read:?}");
 }

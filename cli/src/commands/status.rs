@@ -1,27 +1,71 @@
-//! `jig status APP`: a deployed app's tasks, bundle, deployment and demand.
+//! `jig status APP`: a deployed app's tasks, bundle, deployment and demand; `jig status`: the gateway's
+//! devices, and what the apps leave free.
 
 use std::process::ExitCode;
 
 use bytes::Bytes;
 use hyper::Method;
-use jig_api::AppStatus;
+use jig_api::{AppStatus, MachineStatus};
 
 use crate::gateway::{GatewayArgs, app_name, call, failed, print_body};
 
-/// Show a deployed app: its tasks, bundle and deployment (instances per model slot).
+/// Show a deployed app: its tasks, bundle and deployment (instances per model slot, and where each runs);
+/// without an app, the devices the gateway's model instances may use and what no app holds.
 #[derive(clap::Args, Debug)]
 pub struct StatusCommand {
     /// The app.
-    app: String,
+    app: Option<String>,
     #[command(flatten)]
     target: GatewayArgs,
 }
 
 impl StatusCommand {
-    /// Show the app.
+    /// Show the app, or the machine.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        status(&self.app, self.target)
+        match &self.app {
+            Some(app) => status(app, self.target),
+            None => machine(self.target),
+        }
     }
+}
+
+/// Show the gateway's devices and what is free.
+fn machine(target: GatewayArgs) -> anyhow::Result<ExitCode> {
+    match call(&target, Method::GET, "/v1/devices", &[], Bytes::new())? {
+        Err(failure) => Ok(failed(failure)),
+        Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
+        Ok(answer) => {
+            let m: MachineStatus = answer.parse()?;
+            println!("cores      {} of {} free {}", m.free_cores.len(), m.cores.len(), ranges(&m.free_cores));
+            if m.gpus.is_empty() {
+                println!("gpus       none (CPU segments only)");
+            }
+            for g in &m.gpus {
+                println!("gpu {}      {} ({}, {} MiB)", g.index, g.name, g.uuid, g.memory_mib);
+                if g.mig_enabled {
+                    println!("  MIG      {}; free: {}", g.mig_instances.join(" "), g.free_mig_instances.join(" "));
+                } else {
+                    println!("  MPS      {}% free", g.free_mps_percent);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `0-3,6`: core numbers as ranges.
+fn ranges(cores: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cores.len() {
+        let mut j = i;
+        while j + 1 < cores.len() && cores[j + 1] == cores[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i { format!("{}-{}", cores[i], cores[j]) } else { cores[i].to_string() });
+        i = j + 1;
+    }
+    if out.is_empty() { String::new() } else { format!("({})", out.join(",")) }
 }
 
 /// Show `app` as the gateway at `target` has it (also `jig plan APP`).
@@ -63,7 +107,32 @@ pub fn print_status(status: &AppStatus) {
     }
     for i in &deployment.instances {
         let latency = if i.latency_ms > 0.0 { format!(", p95 {:.0} ms a batch", i.latency_ms) } else { String::new() };
-        println!("    {} × {}/{} on {} (batch ≤ {}{latency})", i.count, i.slot, i.variant, i.segment, i.max_batch);
+        let places: Vec<String> = i.places.iter().map(|p| place(p)).collect();
+        let at = if places.is_empty() { String::new() } else { format!(" at {}", places.join("; ")) };
+        println!("    {} × {}/{} on {} (batch ≤ {}{latency}){at}", i.count, i.slot, i.variant, i.segment, i.max_batch);
     }
     print_demand();
+}
+
+/// Where one instance runs: `cores 0-1`, `GPU 1`, `GPU 0 MIG #1`.
+fn place(p: &jig_api::InstancePlace) -> String {
+    match (p.gpu, p.mig_instance) {
+        (Some(gpu), Some(nth)) => format!("GPU {gpu} MIG #{nth}"),
+        (Some(gpu), None) => format!("GPU {gpu}"),
+        _ => format!("cores {}", ranges(&p.cores).trim_matches(|c| c == '(' || c == ')')),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_numbers_print_as_ranges() {
+        assert_eq!(ranges(&[0, 1, 2, 3, 6, 8, 9]), "(0-3,6,8-9)");
+        assert_eq!(ranges(&[]), "");
+        let on = jig_api::InstancePlace { gpu: Some(0), mig_instance: Some(1), ..Default::default() };
+        assert_eq!(place(&on), "GPU 0 MIG #1");
+        assert_eq!(place(&jig_api::InstancePlace { cores: vec![4, 5], ..Default::default() }), "cores 4-5");
+    }
 }

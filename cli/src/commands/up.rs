@@ -26,6 +26,23 @@ pub struct UpCommand {
     /// CPU cores model instances may use (default: all).
     #[arg(long)]
     cores: Option<u32>,
+    /// GPUs model instances may use, by `nvidia-smi` index, e.g. `0,1`; `none` for CPU only (default: all).
+    #[arg(long, value_parser = parse_gpus)]
+    gpus: Option<GpuList>,
+}
+
+/// `--gpus`: a list of GPU indices, possibly empty.
+#[derive(Debug, Clone)]
+struct GpuList(Vec<u32>);
+
+fn parse_gpus(text: &str) -> Result<GpuList, String> {
+    if text == "none" {
+        return Ok(GpuList(Vec::new()));
+    }
+    let gpus = text.split(',').map(|g| g.trim().parse::<u32>());
+    gpus.collect::<Result<_, _>>()
+        .map(GpuList)
+        .map_err(|_| format!("`{text}`: give GPU indices as `nvidia-smi` numbers them, e.g. `0,1`, or `none`"))
 }
 
 impl UpCommand {
@@ -55,6 +72,9 @@ fn serve(args: UpCommand) -> anyhow::Result<ExitCode> {
     }
     if let Some(cores) = args.cores {
         config.cores = cores;
+    }
+    if let Some(GpuList(gpus)) = args.gpus {
+        config.gpus = Some(gpus);
     }
     if config.token.is_none() && !config.listen.ip().is_loopback() {
         tracing::warn!("listening on {} with no token: anyone who can reach it can deploy code", config.listen);

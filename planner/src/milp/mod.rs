@@ -14,7 +14,7 @@ use crate::baselines::{StaticBudgets, admits};
 use crate::error::PlanError;
 use crate::evaluate::Assignment;
 use crate::problem::Problem;
-use crate::spec::Features;
+use crate::spec::{Features, SegmentKind};
 
 /// Slices up to which a problem counts as small for HiGHS's heuristics (see `solve_relaxed`).
 const SMALL_INSTANCE_SLICES: u32 = 64;
@@ -283,6 +283,18 @@ pub(crate) fn solve_relaxed(
     }
     // (7)–(8), and Appendix B's per-task slice budgets without T.
     model.add_constraint(constraint!(slices <= f64::from(problem.slices)));
+    // A machine with both kinds bounds its cores and its GPU slices each.
+    for (cpu, cap) in [(true, problem.cpu_cores), (false, problem.gpu_slices)] {
+        let Some(cap) = cap else { continue };
+        let mut kind_slices = Expression::default();
+        for (c, var) in cands.iter().zip(&v) {
+            let segment = &problem.segments[problem.configs[c.config].segment];
+            if matches!(segment.kind, SegmentKind::Cpu { .. }) == cpu {
+                kind_slices.add_mul(segment.slices, var.m);
+            }
+        }
+        model.add_constraint(constraint!(kind_slices <= f64::from(cap)));
+    }
     if let Some(b) = &budgets {
         for t in 0..n {
             let mut task_slices = Expression::default();

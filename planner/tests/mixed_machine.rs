@@ -1,0 +1,59 @@
+//! A machine with CPU cores and a GPU: each kind within its own budget (`cpu_cores`, `gpu_slices`).
+
+use jig_planner::profile::from_csv;
+use jig_planner::{Features, Plan, PlanError, PlanSpec, Problem, SolveOptions, plan};
+
+const PROFILE: &str = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
+detect,det,cpu:2,1,40,50,10,test
+detect,det,mps:0:50,4,30,40,100,test
+";
+
+fn plan_on(resources: &str) -> Result<Plan, PlanError> {
+    let spec = format!(
+        r#"
+[app]
+name = "signs"
+slo_latency_ms = 400
+slo_accuracy = 0.9
+tasks = [{{ name = "detect", variants = [{{ name = "det", accuracy = 1.0 }}] }}]
+
+[[segments]]
+name = "cpu:2"
+
+[[segments]]
+name = "mps:50"
+
+[resources]
+{resources}
+
+[demand]
+windows = [30]
+"#
+    );
+    let problem = Problem::new(&PlanSpec::from_toml(&spec)?, &from_csv(PROFILE)?, "test")?;
+    plan(&problem, Features::ALL, &SolveOptions::default())
+}
+
+/// (segment, instances) of every entry.
+fn entries(plan: &Plan) -> Vec<(String, u32)> {
+    plan.tasks.iter().flat_map(|t| &t.entries).map(|e| (e.segment.clone(), e.instances)).collect()
+}
+
+#[test]
+fn the_cheaper_gpu_share_is_chosen_when_both_kinds_are_free() {
+    let plan = plan_on("slices = 20\ncpu_cores = 16\ngpu_slices = 7").unwrap();
+    assert_eq!(entries(&plan), vec![("mps:50".to_string(), 1)], "{}", plan.to_text());
+}
+
+#[test]
+fn without_gpu_slices_the_cores_serve_within_their_budget() {
+    let plan = plan_on("slices = 20\ncpu_cores = 8\ngpu_slices = 0").unwrap();
+    // 31.5 req/s at 10 req/s an instance: four `cpu:2` instances, 8 cores.
+    assert_eq!(entries(&plan), vec![("cpu:2".to_string(), 4)], "{}", plan.to_text());
+}
+
+#[test]
+fn too_few_cores_and_no_gpu_find_no_plan() {
+    let error = plan_on("slices = 20\ncpu_cores = 2\ngpu_slices = 0").unwrap_err();
+    assert!(matches!(error, PlanError::Infeasible(_)), "{error}");
+}
