@@ -56,10 +56,12 @@ pub enum PlanningError {
     #[error("no task names a `slot`; give each task that runs a model its slot")]
     NoModelTasks,
     /// The profile table measured no segment this machine offers.
-    #[error("profiles.csv measures no segment this machine offers (free: {free}); profile one with `jig profile`")]
+    #[error("profiles.csv measures no segment this machine offers (free: {free}); {hint}")]
     NoSegments {
         /// What the machine has free.
         free: String,
+        /// What to do: profile a segment it offers, or create the MIG instances the table measures.
+        hint: String,
     },
     /// The plan needs more of a segment than the machine has free (a GPU share that does not fit, MIG
     /// instances that do not exist).
@@ -292,17 +294,28 @@ pub fn problem(
                 .collect(),
         })
         .collect();
-    let mut segments: Vec<String> = rows
+    let (segments, mut missing): (Vec<SegmentKind>, Vec<SegmentKind>) = rows
         .iter()
         .filter(|r| model_tasks.iter().any(|&(_, slot)| slot == r.slot))
         .filter_map(|r| SegmentKind::parse(&r.segment).ok())
-        .filter(|kind| capacity.offers(kind))
-        .map(|kind| kind.name())
-        .collect();
+        .partition(|kind| capacity.offers(kind));
+    let mut segments: Vec<String> = segments.iter().map(SegmentKind::name).collect();
     segments.sort();
     segments.dedup();
     if segments.is_empty() {
-        return Err(PlanningError::NoSegments { free: capacity.to_string() });
+        missing.retain(|kind| matches!(kind, SegmentKind::Mig { .. }));
+        let mut missing: Vec<String> = missing.iter().map(SegmentKind::name).collect();
+        missing.sort();
+        missing.dedup();
+        let hint = if missing.is_empty() {
+            "profile one with `jig profile --segment`".to_string()
+        } else {
+            format!(
+                "it measures {}, whose MIG instances are missing or held: create them with nvidia-mig-parted                  (`jig plan BUNDLE --mig-config FILE` writes a layout)",
+                missing.join(", ")
+            )
+        };
+        return Err(PlanningError::NoSegments { free: capacity.to_string(), hint });
     }
     let demand = if demand_windows.is_empty() { vec![m.demand.rps] } else { demand_windows.to_vec() };
     let cores = capacity.cores.len() as u32;
@@ -503,6 +516,10 @@ mod tests {
         let d = plan(&bundle, &[], &Capacity::cpu_only(4));
         assert!(d.source.contains("measures no segment"), "{}", d.source);
         assert!(d.instances[0].places.is_empty() && d.instances[0].segment == "cpu:4", "{d:?}");
+
+        let mig = self::bundle(dir.path(), &[("mig:0:3g.40gb:2", 4, 40.0, 100.0)]);
+        let error = problem(&mig, &mig.profiles_path().unwrap(), &[], &Capacity::cpu_only(4)).unwrap_err();
+        assert!(error.to_string().contains("it measures mig:3g.40gb:2, whose MIG instances are missing"), "{error}");
     }
 
     #[test]
