@@ -303,17 +303,20 @@ pub fn problem(
     segments.sort();
     segments.dedup();
     if segments.is_empty() {
-        missing.retain(|kind| matches!(kind, SegmentKind::Mig { .. }));
+        let mig = missing.iter().any(|kind| matches!(kind, SegmentKind::Mig { .. }));
         let mut missing: Vec<String> = missing.iter().map(SegmentKind::name).collect();
         missing.sort();
         missing.dedup();
+        let measured = missing.join(", ");
         let hint = if missing.is_empty() {
             "profile one with `jig profile --segment`".to_string()
-        } else {
+        } else if mig {
             format!(
-                "it measures {}, whose MIG instances are missing or held: create them with nvidia-mig-parted                  (`jig plan BUNDLE --mig-config FILE` writes a layout)",
-                missing.join(", ")
+                "it measures {measured}; MIG instances must exist before they serve: create them with \
+                 nvidia-mig-parted (`jig plan BUNDLE --mig-config FILE` writes a layout)"
             )
+        } else {
+            format!("it measures {measured}; give the gateway those devices (`jig up --gpus`) or free them")
         };
         return Err(PlanningError::NoSegments { free: capacity.to_string(), hint });
     }
@@ -513,13 +516,14 @@ mod tests {
         let error = problem(&bundle, &bundle.profiles_path().unwrap(), &[], &Capacity::cpu_only(4)).unwrap_err();
         assert!(matches!(error, PlanningError::NoSegments { .. }));
         assert!(error.to_string().contains("measures no segment this machine offers (free: 4 cores)"), "{error}");
+        assert!(error.to_string().contains("it measures mps:50;"), "the message names the segment: {error}");
         let d = plan(&bundle, &[], &Capacity::cpu_only(4));
         assert!(d.source.contains("measures no segment"), "{}", d.source);
         assert!(d.instances[0].places.is_empty() && d.instances[0].segment == "cpu:4", "{d:?}");
 
         let mig = self::bundle(dir.path(), &[("mig:0:3g.40gb:2", 4, 40.0, 100.0)]);
         let error = problem(&mig, &mig.profiles_path().unwrap(), &[], &Capacity::cpu_only(4)).unwrap_err();
-        assert!(error.to_string().contains("it measures mig:3g.40gb:2, whose MIG instances are missing"), "{error}");
+        assert!(error.to_string().contains("it measures mig:3g.40gb:2; MIG instances must exist"), "{error}");
     }
 
     #[test]
