@@ -294,7 +294,7 @@ pub fn problem(
                 .collect(),
         })
         .collect();
-    let (segments, mut missing): (Vec<SegmentKind>, Vec<SegmentKind>) = rows
+    let (segments, missing): (Vec<SegmentKind>, Vec<SegmentKind>) = rows
         .iter()
         .filter(|r| model_tasks.iter().any(|&(_, slot)| slot == r.slot))
         .filter_map(|r| SegmentKind::parse(&r.segment).ok())

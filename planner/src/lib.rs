@@ -17,6 +17,7 @@
 //! * [`placement`]: greedy MIG bin-packing with start-slot rules, and CPU core ranges.
 //! * [`plan`](mod@plan): solve → re-check → place → report, and the output [`Plan`].
 //! * [`max_demand`]: the Figure 3 bisection: the largest demand a configuration can serve.
+//! * [`mig_parted`]: a placement's MIG layout as an `nvidia-mig-parted` config, and the instances a machine lacks.
 //!
 //! The paper's applications, demand traces and the discrete-event simulation of plans live in `jig-sim`; the
 //! `jig plan` command in the `jig` binary.
@@ -140,6 +141,7 @@ pub mod error;
 pub mod evaluate;
 pub mod exhaustive;
 pub mod max_demand;
+pub mod mig_parted;
 pub mod milp;
 pub mod placement;
 pub mod plan;

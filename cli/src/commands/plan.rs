@@ -6,20 +6,23 @@
 //! jig plan APP                                               a deployed app's plan, from the gateway
 //! jig plan --app traffic [--slices 28] [--demand 100] [--features all|unopt|A+S|…] [--each]
 //! jig plan --max-demand [--app traffic|social|ar|all] [--slices 840]   the paper's Figure 3
+//! jig plan … --mig-config FILE                               also write the plan's MIG layout (nvidia-mig-parted)
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::bail;
-use jig_planner::max_demand;
+use anyhow::{Context, bail};
+use jig_planner::mig_parted::{config_name, mig_parted_config};
 use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
 use jig_planner::spec::Features;
+use jig_planner::{Plan, max_demand};
 use jig_sim::apps::PaperApp;
 
 use crate::commands::status::status;
 use crate::gateway::GatewayArgs;
+use crate::input::write_file;
 use crate::problem::{Source, paper_problem, parse_features};
 
 /// Plan a function graph: variants, segments, batch sizes and instance counts that meet its latency and
@@ -59,6 +62,12 @@ pub struct PlanCommand {
     /// Print plans as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write the plan's MIG layout per GPU to FILE, as an `nvidia-mig-parted` config named `jig-APP`
+    /// (GPUs the plan shares through MPS get MIG disabled). jig changes no MIG settings itself: apply it with
+    /// `sudo nvidia-mig-parted apply -f FILE -c jig-APP`, or through the GPU operator's MIG manager (the
+    /// file's header says how). One plan only: not with --each, --max-demand or a deployed app.
+    #[arg(long, value_name = "FILE")]
+    pub mig_config: Option<PathBuf>,
 }
 
 impl PlanCommand {
@@ -67,6 +76,9 @@ impl PlanCommand {
         if !self.max_demand
             && let Source::Deployed(app) = self.source()?
         {
+            if self.mig_config.is_some() {
+                bail!("--mig-config needs a plan made here: give the app's bundle directory instead of `{app}`");
+            }
             return status(&app, GatewayArgs::from_env(self.json));
         }
         print!("{}", self.plan()?);
@@ -98,6 +110,9 @@ impl PlanCommand {
         {
             bail!("--demand must be a non-negative rate");
         }
+        if self.mig_config.is_some() && (self.each || self.max_demand) {
+            bail!("--mig-config writes one plan's MIG layout: drop --each and --max-demand");
+        }
         Ok(())
     }
 }
@@ -109,7 +124,11 @@ fn plan_problem(args: &PlanCommand, problem: &Problem) -> anyhow::Result<String>
     let mut out = String::new();
     let mut plans = Vec::new();
     for f in spaces {
-        match jig_planner::plan(problem, f, &options) {
+        let planned = jig_planner::plan(problem, f, &options);
+        if let (Ok(plan), Some(file)) = (&planned, &args.mig_config) {
+            write_mig_config(plan, file)?;
+        }
+        match planned {
             Ok(plan) if args.json => plans.push(serde_json::to_value(&plan)?),
             Ok(plan) => out.push_str(&plan.to_text()),
             Err(e) if args.each => out.push_str(&format!("[{f}] {e}\n")),
@@ -120,6 +139,16 @@ fn plan_problem(args: &PlanCommand, problem: &Problem) -> anyhow::Result<String>
         out = serde_json::to_string_pretty(&plans)?;
     }
     Ok(out)
+}
+
+/// Write `plan`'s MIG layout to `file` and say on stderr (stdout may be JSON) where, and how to apply it.
+fn write_mig_config(plan: &Plan, file: &Path) -> anyhow::Result<()> {
+    let name = config_name(&plan.app);
+    let yaml = mig_parted_config(&plan.placement, &name).context("--mig-config")?;
+    write_file(file, yaml.as_bytes())?;
+    let f = file.display();
+    eprintln!("wrote the plan's MIG layout to {f}; apply it with: sudo nvidia-mig-parted apply -f {f} -c {name}");
+    Ok(())
 }
 
 fn run_max_demand(args: &PlanCommand) -> anyhow::Result<String> {
@@ -165,6 +194,20 @@ mod tests {
         assert!(cli(&["--app", "nope"]).unwrap_err().to_string().contains("unknown app"));
         assert!(cli(&["--app", "ar", "--features", "X"]).unwrap_err().to_string().contains("unknown feature"));
         assert!(cli(&[]).is_err());
+    }
+
+    #[test]
+    fn mig_config_writes_one_plans_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mig.yaml");
+        let path = file.to_str().unwrap();
+        let out = cli(&["--app", "traffic", "--demand", "20", "--mig-config", path]).unwrap();
+        assert!(out.contains("placement:"), "{out}");
+        let yaml = std::fs::read_to_string(&file).unwrap();
+        assert!(yaml.contains("version: v1\nmig-configs:\n  \"jig-traffic-analysis\":\n"), "{yaml}");
+        assert!(yaml.contains("mig-enabled: true"), "{yaml}");
+        let each = cli(&["--app", "traffic", "--each", "--mig-config", path]).unwrap_err();
+        assert!(each.to_string().contains("--mig-config"), "{each}");
     }
 
     /// `cargo test -p jig --release --bin jig -- --ignored --nocapture`

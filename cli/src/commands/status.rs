@@ -107,7 +107,7 @@ pub fn print_status(status: &AppStatus) {
     }
     for i in &deployment.instances {
         let latency = if i.latency_ms > 0.0 { format!(", p95 {:.0} ms a batch", i.latency_ms) } else { String::new() };
-        let places: Vec<String> = i.places.iter().map(|p| place(p)).collect();
+        let places: Vec<String> = i.places.iter().map(place).collect();
         let at = if places.is_empty() { String::new() } else { format!(" at {}", places.join("; ")) };
         println!("    {} × {}/{} on {} (batch ≤ {}{latency}){at}", i.count, i.slot, i.variant, i.segment, i.max_batch);
     }
