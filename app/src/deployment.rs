@@ -19,6 +19,7 @@ pub use jig_api::{Deployment, InstancePlace, PlannedInstances};
 
 use jig_model_host::device::Devices;
 use jig_model_host::segment::MigProfile;
+use jig_planner::mig_parted::{config_name, mig_parted_config, missing_instances};
 use jig_planner::spec::{
     AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentKind, SegmentSpec, TaskSpec, VariantSpec,
 };
@@ -366,14 +367,14 @@ fn plan_with_profiles(
             let places: Vec<InstancePlace> = (0..e.instances).map_while(|_| free.take(&kind)).collect();
             if places.len() < e.instances as usize {
                 let hint = match kind {
-                    SegmentKind::Mig { .. } => "; create the MIG instances it needs (see `jig plan --mig-config`)",
-                    _ => "",
+                    SegmentKind::Mig { .. } => mig_layout_hint(&bundle.manifest.name, &plan, capacity),
+                    _ => String::new(),
                 };
                 return Err(PlanningError::DoesNotFit {
                     segment: e.segment.clone(),
                     needed: e.instances,
                     placed: places.len() as u32,
-                    hint: hint.into(),
+                    hint,
                 });
             }
             instances.push(PlannedInstances {
@@ -398,6 +399,21 @@ fn plan_with_profiles(
         accuracy: Some(plan.accuracy),
         instances,
     })
+}
+
+/// Which MIG instances `plan` needs that the machine lacks, and the `nvidia-mig-parted` config that would
+/// provide them (the plan's GPUs numbered from 0, as the machine's).
+fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
+    let present: Vec<(u32, String)> =
+        capacity.gpus.iter().flat_map(|g| g.mig.iter().map(move |(p, _)| (g.index, p.to_string()))).collect();
+    let missing: Vec<String> = missing_instances(&plan.placement, &present).iter().map(|m| m.to_string()).collect();
+    match mig_parted_config(&plan.placement, &config_name(app)) {
+        Ok(yaml) => format!(
+            "; {}. This nvidia-mig-parted config provides the layout (`jig plan --mig-config` writes it):\n{yaml}",
+            missing.join("; ")
+        ),
+        Err(_) => format!("; {}", missing.join("; ")),
+    }
 }
 
 /// Edges between model tasks: `a → b` when a path of glue edges leads from `a` to `b` through tasks without a
@@ -524,6 +540,19 @@ mod tests {
         let mig = self::bundle(dir.path(), &[("mig:0:3g.40gb:2", 4, 40.0, 100.0)]);
         let error = problem(&mig, &mig.profiles_path().unwrap(), &[], &Capacity::cpu_only(4)).unwrap_err();
         assert!(error.to_string().contains("it measures mig:3g.40gb:2; MIG instances must exist"), "{error}");
+    }
+
+    #[test]
+    fn a_plan_needing_more_mig_instances_than_exist_says_which_and_gives_the_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        // 31.5 req/s at 20 req/s an instance: two 1g.10gb instances, where GPU 0 has one.
+        let bundle = bundle(dir.path(), &[("mig:0:1g.10gb:1", 4, 40.0, 20.0)]);
+        let capacity = Capacity::of(&machine(), 8, Some(&[0]));
+        let error = plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity).unwrap_err();
+        let text = error.to_string();
+        assert!(matches!(error, PlanningError::DoesNotFit { needed: 2, placed: 1, .. }), "{text}");
+        assert!(text.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{text}");
+        assert!(text.contains("\"1g.10gb\": 2"), "the config provides both: {text}");
     }
 
     #[test]
