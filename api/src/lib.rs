@@ -134,6 +134,10 @@ pub struct Deployment {
     pub demand_rps: Option<f64>,
     /// End-to-end accuracy as a fraction of the best, if planned.
     pub accuracy: Option<f64>,
+    /// The most requests per second at the entry its instances serve, by their profiles, if planned: the
+    /// gateway admits about as many requests at once as this rate completes within the latency SLO.
+    #[serde(default)]
+    pub capacity_rps: Option<f64>,
     /// Instances by variant and segment.
     pub instances: Vec<PlannedInstances>,
 }
@@ -155,6 +159,14 @@ pub struct PlannedInstances {
     pub rate_rps: f64,
     /// The profiled p95 latency of a full batch, milliseconds; 0 when not planned.
     pub latency_ms: f64,
+    /// L̂ of the slot's task: how long an idle instance waits for a fuller batch, milliseconds (§3.3); 0 when
+    /// not planned (a batch starts at once).
+    #[serde(default)]
+    pub wait_ms: f64,
+    /// The least time a request still needs here (this batch and the fastest later tasks), milliseconds: a
+    /// request with less left before its deadline is dropped at once; 0 when not planned.
+    #[serde(default)]
+    pub drop_budget_ms: f64,
     /// Where each instance runs on the gateway's machine; empty when they are not placed (the default
     /// deployment's CPU instances, unpinned).
     #[serde(default)]
@@ -304,12 +316,15 @@ mod tests {
             count: 1,
             rate_rps,
             latency_ms: 0.0,
+            wait_ms: 0.0,
+            drop_budget_ms: 0.0,
             places: Vec::new(),
         };
         let a = Deployment {
             source: "planned".into(),
             demand_rps: None,
             accuracy: None,
+            capacity_rps: None,
             instances: vec![planned("a", 1.0), planned("b", 2.0)],
         };
         let b = Deployment { instances: vec![planned("b", 5.0), planned("a", 3.0)], ..a.clone() };

@@ -60,7 +60,16 @@ pub struct App {
     entry: usize,
     max_inflight: u32,
     inflight: Arc<Semaphore>,
+    /// For a planned deployment: the requests its capacity completes within the SLO (Little's law), and
+    /// their permits; more at once are refused at admission rather than served late.
+    admission: Option<(u32, Arc<Semaphore>)>,
     models: Arc<ModelSlots>,
+}
+
+/// A request admitted by [`App::admit`], counted against the app's limits while it lives.
+pub struct Admitted {
+    _inflight: tokio::sync::OwnedSemaphorePermit,
+    _planned: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// One part of an app's response.
@@ -143,6 +152,19 @@ pub enum AppError {
         /// Its `limits.max_inflight`.
         limit: u32,
     },
+    /// The app has as many requests in progress as its deployment's capacity completes within the SLO.
+    #[error(
+        "app `{app}` is at its planned capacity ({capacity_rps:.1} req/s, {limit} requests in progress); retry \
+         later: the controller re-plans for the demand"
+    )]
+    OverCapacity {
+        /// The app.
+        app: String,
+        /// The deployment's capacity, req/s.
+        capacity_rps: f64,
+        /// Requests it admits at once.
+        limit: u32,
+    },
     /// A task's invocation failed.
     #[error("app `{app}`: {source}")]
     Task {
@@ -220,17 +242,23 @@ impl App {
         let entry = bundle.entry().map(|t| index[t.name.as_str()]).ok_or_else(|| {
             InvalidBundle(format!("app `{app}` declares no tasks; add a [[tasks]] entry with its glue"))
         })?;
+        let slo = m.slo.map(|s| Duration::from_millis(s.latency_ms));
+        let admission = deployment.capacity_rps.zip(slo).map(|(rps, slo)| {
+            let limit = (rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
+            (limit, Arc::new(Semaphore::new(limit as usize)))
+        });
         Ok(App {
             name: app,
             bundle: hash.to_string(),
             deployed_at,
-            slo_latency: m.slo.map(|s| Duration::from_millis(s.latency_ms)),
+            slo_latency: slo,
             deployment,
             replans: 0,
             tasks,
             entry,
             max_inflight: m.limits.max_inflight,
             inflight: Arc::new(Semaphore::new(m.limits.max_inflight as usize)),
+            admission,
             models,
         })
     }
@@ -253,19 +281,32 @@ impl App {
         arrived + timeout.or(self.slo_latency).unwrap_or(DEFAULT_DEADLINE)
     }
 
-    /// Admit one more request, or refuse it when `limits.max_inflight` are in progress. The permit is held
-    /// for the request's life: take it before reading the request's body, so the limit bounds memory too.
-    pub fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, AppError> {
-        self.inflight
+    /// Admit one more request, or refuse it when `limits.max_inflight` are in progress, or when a planned
+    /// deployment already holds as many as its capacity completes within the SLO. Hold the permit for the
+    /// request's life: take it before reading the request's body, so the limits bound memory too.
+    pub fn admit(&self) -> Result<Admitted, AppError> {
+        let inflight = self
+            .inflight
             .clone()
             .try_acquire_owned()
-            .map_err(|_| AppError::Busy { app: self.name.clone(), limit: self.max_inflight })
+            .map_err(|_| AppError::Busy { app: self.name.clone(), limit: self.max_inflight })?;
+        let planned = match &self.admission {
+            None => None,
+            Some((limit, permits)) => {
+                Some(permits.clone().try_acquire_owned().map_err(|_| AppError::OverCapacity {
+                    app: self.name.clone(),
+                    capacity_rps: self.deployment.capacity_rps.unwrap_or(0.0),
+                    limit: *limit,
+                })?)
+            }
+        };
+        Ok(Admitted { _inflight: inflight, _planned: planned })
     }
 
     /// Run the graph on `payload` by `deadline`, for a request [admitted](App::admit).
     pub async fn invoke(
         &self,
-        _admitted: &tokio::sync::OwnedSemaphorePermit,
+        _admitted: &Admitted,
         payload: Vec<u8>,
         deadline: Instant,
         observer: &impl TaskObserver,
@@ -369,8 +410,14 @@ fn start_models(launcher: &Launcher, bundle: &Bundle, deployment: &Deployment) -
                 let label = if processes > 1 { format!("{i}.{process}") } else { i.to_string() };
                 let mut config =
                     InstanceConfig::new(format!("{app}/{}/{}@{name}#{label}", planned.slot, planned.variant));
-                // Requests are dropped early against their own deadlines (which a caller may set beyond the SLO).
-                config.policy = BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE);
+                // As planned (§3.3): wait up to L̂ for a fuller batch, drop what can no longer make its deadline.
+                // Unplanned instances start batches at once and drop only what is past its deadline.
+                let ms = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1000.0);
+                config.policy = if planned.wait_ms > 0.0 {
+                    BatchPolicy::planned(planned.max_batch.into(), ms(planned.wait_ms), ms(planned.drop_budget_ms))
+                } else {
+                    BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
+                };
                 let cores = place.cores.iter().map(|&c| c as usize).collect::<Vec<_>>();
                 let placement = Placement {
                     segment,

@@ -239,6 +239,7 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
         source: why.into(),
         demand_rps: None,
         accuracy: None,
+        capacity_rps: None,
         instances: best
             .into_iter()
             .map(|v| PlannedInstances {
@@ -249,6 +250,8 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
                 count: 1,
                 rate_rps: 1.0,
                 latency_ms: 0.0,
+                wait_ms: 0.0,
+                drop_budget_ms: 0.0,
                 places: Vec::new(),
             })
             .collect(),
@@ -385,6 +388,8 @@ fn plan_with_profiles(
                 count: e.instances,
                 rate_rps: e.rate_rps / e.instances.max(1) as f64,
                 latency_ms: e.latency_ms,
+                wait_ms: task.latency_ms,
+                drop_budget_ms: plan.drop_budget_ms(&task.task).unwrap_or(0.0),
                 places,
             });
         }
@@ -397,8 +402,21 @@ fn plan_with_profiles(
         source: format!("planned from profiles.csv ({}, {:.2} s)", plan.solve.status, plan.solve.seconds),
         demand_rps: Some(plan.demand_rps),
         accuracy: Some(plan.accuracy),
+        capacity_rps: Some(capacity_rps(&plan)),
         instances,
     })
+}
+
+/// The entry rate the plan's instances serve at most: the planned demand scaled by the task with the least
+/// head-room (its instances' profiled throughput over its planned demand).
+fn capacity_rps(plan: &jig_planner::Plan) -> f64 {
+    let headroom = plan
+        .tasks
+        .iter()
+        .filter(|t| t.demand_rps > 0.0)
+        .map(|t| t.entries.iter().map(|e| e.throughput_rps * f64::from(e.instances)).sum::<f64>() / t.demand_rps)
+        .fold(f64::INFINITY, f64::min);
+    if headroom.is_finite() { plan.demand_rps * headroom } else { 0.0 }
 }
 
 /// Which MIG instances `plan` needs that the machine lacks, and the `nvidia-mig-parted` config that would
@@ -520,6 +538,7 @@ mod tests {
         let d = plan(&bundle, &[], &Capacity::cpu_only(8));
         let placed = places(&d);
         assert_eq!(placed.len(), 4, "31.5 req/s at 10 req/s an instance: {d:?}");
+        assert_eq!(d.capacity_rps, Some(40.0), "four instances of 10 req/s");
         let mut cores: Vec<u32> = placed.iter().flat_map(|(_, p)| p.cores.clone()).collect();
         cores.sort();
         assert_eq!(cores, (0..8).collect::<Vec<_>>(), "each instance has cores of its own");

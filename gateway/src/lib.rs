@@ -388,6 +388,10 @@ impl Gateway {
         if matches!(code, 429 | 503 | 504) {
             self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(app.to_string()).or_default().violated();
         }
+        if matches!(code, 429 | 503) {
+            // Refused for load: a second is about how long the controller's next look or a queue takes.
+            reply.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         if let Ok(value) = HeaderValue::from_str(&format!("total;dur={:.3}", elapsed.as_secs_f64() * 1e3)) {
             reply.headers_mut().insert("server-timing", value);
         }
@@ -530,6 +534,7 @@ impl Gateway {
 fn classify(e: &AppError, deadline: Instant) -> ErrorKind {
     match e {
         AppError::Busy { .. } => ErrorKind::Busy,
+        AppError::OverCapacity { .. } => ErrorKind::Overloaded,
         AppError::Queued { .. } if Instant::now() >= deadline => ErrorKind::Deadline,
         AppError::Queued { .. } => ErrorKind::Overloaded,
         AppError::Panicked { .. } => ErrorKind::Internal,

@@ -189,6 +189,25 @@ pub struct SolveInfo {
 }
 
 impl Plan {
+    /// The early-drop budget of a request at `task` (§3.3), ms: the time it still needs at the least, which is
+    /// this task's slowest planned batch latency followed, on the slowest path on from it, by the fastest
+    /// planned instance type of every later task, run without waiting for a batch. A request with less time
+    /// left before its deadline cannot make it and is dropped at once. `None` for a task the plan lacks.
+    pub fn drop_budget_ms(&self, task: &str) -> Option<f64> {
+        let own = self.tasks.iter().find(|t| t.task == task)?.latency_ms;
+        let fastest = |name: &str| {
+            let entries = self.tasks.iter().find(|t| t.task == name).map(|t| t.entries.as_slice()).unwrap_or(&[]);
+            entries.iter().map(|e| e.latency_ms).fold(f64::INFINITY, f64::min).min(1e12)
+        };
+        let after = self
+            .paths
+            .iter()
+            .filter_map(|p| p.tasks.iter().position(|t| t == task).map(|i| &p.tasks[i + 1..]))
+            .map(|rest| rest.iter().map(|t| fastest(t)).sum::<f64>())
+            .fold(0.0, f64::max);
+        Some(own + after)
+    }
+
     /// A human-readable summary.
     pub fn to_text(&self) -> String {
         let mut s = String::new();

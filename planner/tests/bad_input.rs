@@ -192,3 +192,13 @@ fn mps_shares_plan_and_place_as_gpu_shares() {
         assert!(used <= 100, "GPU {gpu} shared {used}%: {}", plan.to_text());
     }
 }
+
+#[test]
+fn each_task_drops_what_cannot_finish_even_on_the_fastest_later_instances() {
+    let plan = plan(&problem(SPEC).unwrap(), Features::ALL, &SolveOptions::default()).unwrap();
+    let task = |name: &str| plan.tasks.iter().find(|t| t.task == name).unwrap();
+    let fastest_classify = task("classify").entries.iter().map(|e| e.latency_ms).fold(f64::INFINITY, f64::min);
+    assert_eq!(plan.drop_budget_ms("classify"), Some(task("classify").latency_ms), "the last task: its own");
+    assert_eq!(plan.drop_budget_ms("detect"), Some(task("detect").latency_ms + fastest_classify));
+    assert_eq!(plan.drop_budget_ms("nothing"), None);
+}

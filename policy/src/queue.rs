@@ -92,6 +92,19 @@ impl BatchPolicy {
         BatchPolicy { max_batch, max_wait: Duration::ZERO, staleness: deadline, min_service: Duration::ZERO }
     }
 
+    /// How a planned instance batches and drops (§3.3): up to `max_batch` rows; when idle, the first request
+    /// waits up to the task's `wait` bound L̂ for company; a request is dropped as soon as `min_service` (its
+    /// task's drop budget, `jig_planner::Plan::drop_budget_ms`: this batch and the fastest later tasks) no longer
+    /// fits before its deadline, and as stale once it has waited beyond the 2·L̂ the plan budgets for the task
+    /// (at least 20 ms beyond L̂, the paper's staleness, so that scheduling jitter is not a drop).
+    pub fn planned(max_batch: u64, wait: Duration, min_service: Duration) -> Self {
+        BatchPolicy { max_batch, max_wait: wait, staleness: wait.max(Self::MIN_STALENESS), min_service }
+    }
+
+    /// The least a planned request may wait beyond its wait bound before it is stale: 20 ms, JigsawServe's
+    /// staleness (§4.4) for SLOs of 650–700 ms.
+    pub const MIN_STALENESS: Duration = Duration::from_millis(20);
+
     /// Whether a request arriving at `now` with `deadline` must be dropped at once.
     pub fn refuse<T: Time>(&self, now: T, deadline: T) -> Option<DropReason> {
         let left = deadline.since(now);
@@ -293,5 +306,13 @@ mod tests {
         assert_eq!(q.take_batch::<Duration>().iter().map(|j| j.id).collect::<Vec<_>>(), vec![4]);
         assert!(policy().refuse(ms(0), ms(9)).is_some());
         assert!(policy().refuse(ms(0), ms(10)).is_none());
+    }
+
+    #[test]
+    fn a_planned_instance_is_stale_past_twice_its_wait_bound_and_at_least_20_ms_past_it() {
+        let long = BatchPolicy::planned(8, ms(100), ms(150));
+        assert_eq!((long.max_wait, long.max_wait + long.staleness, long.min_service), (ms(100), ms(200), ms(150)));
+        let short = BatchPolicy::planned(8, ms(2), ms(3));
+        assert_eq!(short.max_wait + short.staleness, ms(22));
     }
 }

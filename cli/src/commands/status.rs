@@ -103,10 +103,18 @@ pub fn print_status(status: &AppStatus) {
     let deployment = &status.deployment;
     println!("  deployment {}", deployment.source);
     if let (Some(rps), Some(accuracy)) = (deployment.demand_rps, deployment.accuracy) {
-        println!("    for {rps:.1} req/s, accuracy {:.1}% of the best", accuracy * 100.0);
+        let capacity = deployment.capacity_rps.map(|c| format!(" (serves up to {c:.1})")).unwrap_or_default();
+        println!("    for {rps:.1} req/s{capacity}, accuracy {:.1}% of the best", accuracy * 100.0);
     }
     for i in &deployment.instances {
-        let latency = if i.latency_ms > 0.0 { format!(", p95 {:.0} ms a batch", i.latency_ms) } else { String::new() };
+        let latency = if i.latency_ms > 0.0 {
+            format!(
+                ", p95 {:.0} ms a batch, waits ≤ {:.0} ms, drops under {:.0} ms left",
+                i.latency_ms, i.wait_ms, i.drop_budget_ms
+            )
+        } else {
+            String::new()
+        };
         let places: Vec<String> = i.places.iter().map(place).collect();
         let at = if places.is_empty() { String::new() } else { format!(" at {}", places.join("; ")) };
         println!("    {} × {}/{} on {} (batch ≤ {}{latency}){at}", i.count, i.slot, i.variant, i.segment, i.max_batch);
