@@ -588,3 +588,38 @@ fn a_client_that_never_finishes_its_headers_is_cut_off_and_frees_its_connection(
     let read = slow.read_to_end(&mut rest);
     assert!(read.is_ok(), "the slow client's connection should be closed, not left open: {read:?}");
 }
+
+#[test]
+fn a_planned_app_admits_what_its_capacity_serves_within_the_slo_and_refuses_the_rest_at_once() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    named_planned_bundle(dir.path(), "small", 1000);
+    // Every variant serves 2 req/s: one instance serves the 1 req/s planned for, and holds 2 requests
+    // (2 req/s × 1 s) in progress.
+    let slow = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
+classifier,fast,cpu:1,1,400,450,2,test
+classifier,accurate,cpu:1,1,400,450,2,test
+";
+    std::fs::write(dir.path().join("profiles.csv"), slow).unwrap();
+    let gateway = Gateway::start(state.path(), &["--cores", "1"]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let status = gateway.http("GET", "/v1/apps/small", &[], b"").json();
+    assert_eq!(status["deployment"]["capacity_rps"].as_f64(), Some(2.0), "{status}");
+
+    // Six requests at once that each hold their place until their deadline.
+    let replies: Vec<jig_tests::Reply> = std::thread::scope(|s| {
+        let spin =
+            || gateway.http("POST", "/v1/apps/small/invoke", &[("jig-timeout-ms", "1500")], br#"{"op": "spin"}"#);
+        let running: Vec<_> = (0..6).map(|_| s.spawn(spin)).collect();
+        running.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let mut codes: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    codes.sort();
+    assert_eq!(codes, [503, 503, 503, 503, 504, 504], "two admitted (late), four refused");
+    for refused in replies.iter().filter(|r| r.status == 503) {
+        assert_eq!(refused.error().kind, ErrorKind::Overloaded);
+        assert_eq!(refused.header("retry-after"), Some("1"));
+        assert!(refused.text().contains("planned capacity"), "{}", refused.text());
+    }
+    let echo = gateway.http("POST", "/v1/apps/small/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
+    assert_eq!(echo.status, 200, "served again once the others ended: {}", echo.text());
+}
