@@ -200,23 +200,27 @@ impl Launcher {
         .map_err(|e| failed.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or(LaunchError::Instance(e)))
     }
 
-    /// Load the model `name` at `path` on `placement` and call `f` with it, on a thread of its own (pinned,
-    /// for CPU cores) that runs every batch `f` runs: how `jig profile` measures a model as it will serve.
+    /// Load the model `name` at `path` on `placement`, once for each of the segment's
+    /// [processes](Segment::processes) (K workers on one MIG instance for `mig:…:K`), and call `f` with them,
+    /// on a thread of its own (pinned, for CPU cores): how `jig profile` measures a model as it will serve.
     pub fn run_on<R: Send + 'static>(
         &self,
         label: &str,
         name: &str,
         path: &Path,
         placement: &Placement,
-        f: impl FnOnce(&dyn Executor) -> R + Send + 'static,
+        f: impl FnOnce(&[&dyn Executor]) -> R + Send + 'static,
     ) -> Result<R, LaunchError> {
         self.check(placement)?;
         let (launcher, label, name, path, placement) =
             (self.clone(), label.to_string(), name.to_string(), path.to_owned(), placement.clone());
         let panicked = LaunchError::Panicked(label.clone());
         std::thread::spawn(move || -> Result<R, LaunchError> {
-            let loaded = launcher.load(&label, &name, &path, &placement)?;
-            Ok(f(&loaded))
+            let loaded = (0..placement.segment.processes())
+                .map(|k| launcher.load(&format!("{label}#{k}"), &name, &path, &placement))
+                .collect::<Result<Vec<Loaded>, _>>()?;
+            let executors: Vec<&dyn Executor> = loaded.iter().map(|l| l as &dyn Executor).collect();
+            Ok(f(&executors))
         })
         .join()
         .map_err(|_| panicked)?

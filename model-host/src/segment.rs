@@ -58,6 +58,15 @@ impl Segment {
         }
     }
 
+    /// How many processes serve one instance of this segment together: K of `mig:GPU:PROFILE:K` (the MIG
+    /// instance's MPS processes, which the planner and the profiler take as one unit), else 1.
+    pub fn processes(&self) -> u32 {
+        match *self {
+            Segment::Mig { mps, .. } => u32::from(mps),
+            _ => 1,
+        }
+    }
+
     /// The MPS active-thread percentage a process on this segment runs with, if any.
     pub fn mps_percentage(&self) -> Option<u8> {
         match *self {
@@ -145,6 +154,7 @@ mod tests {
         let mig: Segment = "mig:0:3g.40gb:2".parse().unwrap();
         assert_eq!(mig.memory(), Some(20_000_000_000));
         assert_eq!(mig.mps_percentage(), Some(50));
+        assert_eq!((mig.processes(), "mps:0:50".parse::<Segment>().unwrap().processes()), (2, 1));
         assert!(mig.is_gpu() && !"cpu:1".parse::<Segment>().unwrap().is_gpu());
     }
 

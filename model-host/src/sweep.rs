@@ -1,5 +1,10 @@
 //! The profiler's measurement: latency and throughput of one model on one segment for batch sizes 1, 2, 4, …
 //! (`jig profile` drives it over a bundle's variants and segments and writes the table the planner reads).
+//!
+//! A point measures one instance of the segment as the planner counts it. For `mig:GPU:PROFILE:K` that is the
+//! MIG instance with its K MPS processes serving together: K workers run their batches at the same time, the
+//! latencies are those of all K (interference included), and the throughput is theirs together. Every other
+//! segment is one process.
 
 use std::time::{Duration, Instant};
 
@@ -58,44 +63,40 @@ pub enum Stop {
     },
 }
 
-/// Measure model `name` on batches of doubling size, run by `executor` (a model in this process, or a worker
-/// process on a GPU segment); `progress` sees each point as it is measured. A failure at batch 1 is an error;
-/// a failure at a larger batch (memory running out) ends the sweep there.
+/// Measure model `name` on batches of doubling size, run by `executors` together (one, or the K processes of
+/// a `mig:…:K` instance; each a model in this process or a worker process on a GPU segment), each on a thread
+/// of its own, their timed runs started together; `progress` sees each point as it is measured. A failure at
+/// batch 1 is an error; a failure at a larger batch (memory running out) ends the sweep there.
 pub fn sweep(
-    executor: &dyn Executor,
+    executors: &[&dyn Executor],
     name: &str,
     samples: &[SampleInput],
     settings: &Settings,
     mut progress: impl FnMut(&Point),
 ) -> Result<(Vec<Point>, Option<Stop>), BoxError> {
+    let Some(first) = executors.first() else { return Err("no executor to measure".into()) };
     let mut points = Vec::new();
     let mut batch = 1u32;
     // A model with an input that has no batch dimension is served one request per batch (see `instance`).
-    let max_batch =
-        if executor.inputs().iter().all(crate::onnx::TensorSpec::batchable) { settings.max_batch } else { 1 };
+    let max_batch = if first.inputs().iter().all(crate::onnx::TensorSpec::batchable) { settings.max_batch } else { 1 };
     while batch <= max_batch.max(1) {
-        let inputs = sample_inputs(name, executor.inputs(), samples, u64::from(batch))?;
-        let measured = (0..settings.warmup).try_for_each(|_| executor.execute(&inputs).map(drop)).and_then(|()| {
-            let mut times: Vec<Duration> = Vec::with_capacity(settings.runs);
-            for _ in 0..settings.runs.max(1) {
-                let started = Instant::now();
-                executor.execute(&inputs)?;
-                times.push(started.elapsed());
-            }
-            Ok(times)
-        });
-        let mut times = match measured {
+        let inputs = sample_inputs(name, first.inputs(), samples, u64::from(batch))?;
+        let measured = measure_together(executors, &inputs, settings);
+        let times = match measured {
             Ok(times) => times,
             Err(e) if batch == 1 => return Err(e),
             Err(e) => return Ok((points, Some(Stop::Failed { batch, detail: e.to_string() }))),
         };
-        times.sort();
-        let total: Duration = times.iter().sum();
+        let mut all: Vec<Duration> = times.iter().flatten().copied().collect();
+        all.sort();
+        // Rows per second of each process, batches back to back, added up.
+        let throughput =
+            times.iter().map(|t| f64::from(batch) * t.len() as f64 / t.iter().sum::<Duration>().as_secs_f64()).sum();
         let point = Point {
             batch,
-            p50: times[times.len() / 2],
-            p95: times[((times.len() * 95).div_ceil(100)).saturating_sub(1)],
-            throughput: f64::from(batch) * times.len() as f64 / total.as_secs_f64(),
+            p50: all[all.len() / 2],
+            p95: all[((all.len() * 95).div_ceil(100)).saturating_sub(1)],
+            throughput,
         };
         progress(&point);
         let p95 = point.p95;
@@ -106,6 +107,38 @@ pub fn sweep(
         batch *= 2;
     }
     Ok((points, None))
+}
+
+/// Each executor's timed batch latencies on `inputs`: warm-up runs, then `runs` timed ones, every executor on
+/// a thread of its own and the timed runs started together.
+fn measure_together(
+    executors: &[&dyn Executor],
+    inputs: &[Tensor],
+    settings: &Settings,
+) -> Result<Vec<Vec<Duration>>, BoxError> {
+    let start = std::sync::Barrier::new(executors.len());
+    std::thread::scope(|scope| {
+        let running: Vec<_> = executors
+            .iter()
+            .map(|executor| {
+                let start = &start;
+                scope.spawn(move || -> Result<Vec<Duration>, BoxError> {
+                    let warm = (0..settings.warmup).try_for_each(|_| executor.execute(inputs).map(drop));
+                    // Every thread reaches the barrier, failed or not, so that none waits forever.
+                    start.wait();
+                    warm?;
+                    let mut times = Vec::with_capacity(settings.runs.max(1));
+                    for _ in 0..settings.runs.max(1) {
+                        let started = Instant::now();
+                        executor.execute(inputs)?;
+                        times.push(started.elapsed());
+                    }
+                    Ok(times)
+                })
+            })
+            .collect();
+        running.into_iter().map(|r| r.join().unwrap_or_else(|_| Err("a measuring thread panicked".into()))).collect()
+    })
 }
 
 /// What to feed one input when profiling; the defaults make a tensor of shape 1 in every dynamic dimension,
@@ -203,6 +236,48 @@ mod tests {
         assert_eq!(inputs[1].data(), [40i64.to_le_bytes(), 40i64.to_le_bytes()].concat());
         let scales: Vec<f32> = inputs[2].data().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(scales, [0.667, 1.0, 0.8]);
+    }
+
+    /// Runs a batch in a fixed time, or fails.
+    struct Sleeper {
+        inputs: Vec<TensorSpec>,
+        per_batch: Duration,
+        fail: bool,
+    }
+
+    impl Executor for Sleeper {
+        fn inputs(&self) -> &[TensorSpec] {
+            &self.inputs
+        }
+        fn execute(&self, _inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
+            std::thread::sleep(self.per_batch);
+            if self.fail { Err("out of memory".into()) } else { Ok(Vec::new()) }
+        }
+    }
+
+    fn sleeper(ms: u64, fail: bool) -> Sleeper {
+        Sleeper { inputs: vec![spec("x", DType::F32, &[None])], per_batch: Duration::from_millis(ms), fail }
+    }
+
+    #[test]
+    fn processes_measured_together_add_their_throughput_and_share_their_latencies() {
+        let settings = Settings { max_batch: 2, warmup: 1, runs: 5, max_latency: Duration::from_secs(10) };
+        let (one, two) = (sleeper(20, false), sleeper(20, false));
+        let (alone, _) = sweep(&[&one], "m", &[], &settings, |_| {}).unwrap();
+        let (together, _) = sweep(&[&one, &two], "m", &[], &settings, |_| {}).unwrap();
+        assert_eq!(together.len(), 2, "batches 1 and 2");
+        // Sleeping processes do not slow each other: two serve about twice the rows of one.
+        let ratio = together[0].throughput / alone[0].throughput;
+        assert!((1.5..2.5).contains(&ratio), "{ratio}: {together:?} against {alone:?}");
+        assert!(together[0].p50 >= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_process_that_fails_fails_the_point_without_hanging_the_others() {
+        let settings = Settings { max_batch: 1, warmup: 1, runs: 3, max_latency: Duration::from_secs(10) };
+        let (ok, failing) = (sleeper(1, false), sleeper(1, true));
+        let e = sweep(&[&ok, &failing], "m", &[], &settings, |_| {}).unwrap_err();
+        assert!(e.to_string().contains("out of memory"), "{e}");
     }
 
     #[test]

@@ -103,8 +103,9 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
             let (settings, name, placement) = (settings.clone(), variant.name.clone(), placement(*segment));
             let sweep_name = name.clone();
             let (points, stop) = launcher
-                .run_on(&label, &name, &bundle.model_path(variant), &placement, move |executor| {
-                    sweep::sweep(executor, &sweep_name, &samples(executor.inputs()), &settings, report)
+                .run_on(&label, &name, &bundle.model_path(variant), &placement, move |executors| {
+                    let samples = samples(executors.first().map_or(&[][..], |e| e.inputs()));
+                    sweep::sweep(executors, &sweep_name, &samples, &settings, report)
                 })?
                 .map_err(|e| anyhow::anyhow!("profiling {label}: {e}"))?;
             let device = launcher.device_name(&placement);
