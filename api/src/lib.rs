@@ -91,6 +91,35 @@ pub struct AppStatus {
     pub predicted_rps: Option<f64>,
     /// Times the controller re-planned since the app was deployed or the gateway started.
     pub replans: u32,
+    /// Each edge between model tasks with its factor as observed since the app was deployed (or the gateway
+    /// started).
+    #[serde(default)]
+    pub observed_factors: Vec<ObservedFactor>,
+}
+
+/// A multiplicative factor the app observed: invocations of task `to` per invocation of task `from`, where a
+/// path of glue-only tasks leads from model task `from` to model task `to`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedFactor {
+    /// The upstream model task.
+    pub from: String,
+    /// The downstream model task.
+    pub to: String,
+    /// Invocations of `to` per invocation of `from`; `None` before `from` ran.
+    pub factor: Option<f64>,
+    /// Invocations of `from` it rests on.
+    pub samples: u64,
+}
+
+/// The multiplicative factor a deployment was planned with on one edge between model tasks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedFactor {
+    /// The upstream model task.
+    pub from: String,
+    /// The downstream model task.
+    pub to: String,
+    /// Requests `to` gets per request of `from`, as planned (the largest among `from`'s variants).
+    pub factor: f64,
 }
 
 /// `GET /v1/devices`: what the gateway's model instances may use, and what no app holds.
@@ -138,6 +167,9 @@ pub struct Deployment {
     /// gateway admits about as many requests at once as this rate completes within the latency SLO.
     #[serde(default)]
     pub capacity_rps: Option<f64>,
+    /// The factors it was planned with, on every edge between model tasks; empty when not planned.
+    #[serde(default)]
+    pub factors: Vec<PlannedFactor>,
     /// Instances by variant and segment.
     pub instances: Vec<PlannedInstances>,
 }
@@ -325,6 +357,7 @@ mod tests {
             demand_rps: None,
             accuracy: None,
             capacity_rps: None,
+            factors: Vec::new(),
             instances: vec![planned("a", 1.0), planned("b", 2.0)],
         };
         let b = Deployment { instances: vec![planned("b", 5.0), planned("a", 3.0)], ..a.clone() };

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -23,8 +24,9 @@ use jig_model_host::pool::Pool;
 use jig_model_host::segment::Segment;
 use jig_runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, LoadError, Outcome, Runtime};
 
-use crate::deployment::Deployment;
+use crate::deployment::{Deployment, model_edges};
 use crate::slots::ModelSlots;
+use jig_api::ObservedFactor;
 
 /// The deadline of an invocation that names none, for an app without a latency SLO.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
@@ -64,6 +66,10 @@ pub struct App {
     /// their permits; more at once are refused at admission rather than served late.
     admission: Option<(u32, Arc<Semaphore>)>,
     models: Arc<ModelSlots>,
+    /// Invocations of each task, in manifest order, since the app was deployed (carried across re-plans).
+    invocations: Arc<Vec<AtomicU64>>,
+    /// Edges between model tasks (`from` → `to`, as task indices): where factors are observed.
+    model_edges: Vec<(usize, usize)>,
 }
 
 /// A request admitted by [`App::admit`], counted against the app's limits while it lives.
@@ -247,6 +253,7 @@ impl App {
             let limit = (rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
             (limit, Arc::new(Semaphore::new(limit as usize)))
         });
+        let model_edges = model_edges(bundle).iter().map(|e| (index[e.from.as_str()], index[e.to.as_str()])).collect();
         Ok(App {
             name: app,
             bundle: hash.to_string(),
@@ -260,6 +267,8 @@ impl App {
             inflight: Arc::new(Semaphore::new(m.limits.max_inflight as usize)),
             admission,
             models,
+            invocations: Arc::new(m.tasks.iter().map(|_| AtomicU64::new(0)).collect()),
+            model_edges,
         })
     }
 
@@ -268,6 +277,28 @@ impl App {
         let mut names: Vec<&str> = vec![&self.tasks[self.entry].name];
         names.extend(self.tasks.iter().enumerate().filter(|(i, _)| *i != self.entry).map(|(_, t)| &*t.name));
         names
+    }
+
+    /// Go on counting where `previous`, a copy of the same bundle (before a re-plan), left off.
+    pub fn continue_counts(&mut self, previous: &App) {
+        if previous.bundle == self.bundle {
+            self.invocations = previous.invocations.clone();
+        }
+    }
+
+    /// The factor observed on each edge between model tasks: invocations of the downstream task per
+    /// invocation of the upstream one (a task reached from two model tasks counts for both).
+    pub fn observed_factors(&self) -> Vec<ObservedFactor> {
+        let count = |t: usize| self.invocations[t].load(Ordering::Relaxed);
+        self.model_edges
+            .iter()
+            .map(|&(from, to)| ObservedFactor {
+                from: self.tasks[from].name.to_string(),
+                to: self.tasks[to].name.to_string(),
+                factor: (count(from) > 0).then(|| count(to) as f64 / count(from) as f64),
+                samples: count(from),
+            })
+            .collect()
     }
 
     /// The model slots and their instances.
@@ -359,6 +390,7 @@ impl App {
         deadline: Instant,
         observer: &impl TaskObserver,
     ) {
+        self.invocations[task].fetch_add(1, Ordering::Relaxed);
         let (t, app, observer) = (self.tasks[task].clone(), self.name.clone(), observer.clone());
         running.spawn(async move {
             let started = Instant::now();

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-pub use jig_api::{Deployment, InstancePlace, PlannedInstances};
+pub use jig_api::{Deployment, InstancePlace, ObservedFactor, PlannedFactor, PlannedInstances};
 
 use jig_model_host::device::Devices;
 use jig_model_host::segment::MigProfile;
@@ -29,6 +29,9 @@ use jig_manifest::{Bundle, Variant};
 
 /// The planner's time limit when deploying: the best plan found by then is used.
 const PLAN_TIME_LIMIT_S: f64 = 10.0;
+
+/// Invocations of an edge's upstream task before its observed factor replaces the manifest's.
+pub const MIN_FACTOR_SAMPLES: u64 = 20;
 
 /// Why a bundle could not be planned; a deployment then falls back to [`fallback`] and says why.
 #[derive(Debug, thiserror::Error)]
@@ -205,16 +208,17 @@ impl std::fmt::Display for Capacity {
     }
 }
 
-/// Plan `bundle` for `demand_windows` (recent req/s at the entry, oldest first) within `capacity`; without
-/// a profile table, or when the planner finds no plan, each slot's [`fallback`].
-pub fn plan(bundle: &Bundle, demand_windows: &[f64], capacity: &Capacity) -> Deployment {
+/// Plan `bundle` for `demand_windows` (recent req/s at the entry, oldest first) within `capacity`, with the
+/// `observed` factors that rest on at least [`MIN_FACTOR_SAMPLES`] invocations in place of the manifest's;
+/// without a profile table, or when the planner finds no plan, each slot's [`fallback`].
+pub fn plan(bundle: &Bundle, demand_windows: &[f64], capacity: &Capacity, observed: &[ObservedFactor]) -> Deployment {
     if bundle.manifest.variants.is_empty() {
         return fallback(bundle, capacity, "no model slots");
     }
     let Some(profiles) = bundle.profiles_path() else {
         return fallback(bundle, capacity, "default: no profiles.csv in the bundle (run `jig profile`)");
     };
-    match plan_with_profiles(bundle, &profiles, demand_windows, capacity) {
+    match plan_with_profiles(bundle, &profiles, demand_windows, capacity, observed) {
         Ok(deployment) => deployment,
         Err(e) => {
             tracing::warn!(app = %bundle.manifest.name, "planning failed: {e}");
@@ -240,6 +244,7 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
         demand_rps: None,
         accuracy: None,
         capacity_rps: None,
+        factors: Vec::new(),
         instances: best
             .into_iter()
             .map(|v| PlannedInstances {
@@ -263,12 +268,33 @@ fn model_tasks(bundle: &Bundle) -> Vec<(&str, &str)> {
     bundle.manifest.tasks.iter().filter_map(|t| Some((t.name.as_str(), t.slot.as_deref()?))).collect()
 }
 
-/// The planning problem of `bundle` with its profile table, for `demand_windows` within `capacity`.
+/// The factor of each edge between model tasks that planning uses: the observed one when it rests on enough
+/// invocations, else the largest the upstream task's variants declare (1 when none does).
+pub fn planned_factors(bundle: &Bundle, observed: &[ObservedFactor]) -> Vec<PlannedFactor> {
+    let m = &bundle.manifest;
+    model_edges(bundle)
+        .into_iter()
+        .map(|e| {
+            let seen = observed.iter().find(|o| o.from == e.from && o.to == e.to && o.samples >= MIN_FACTOR_SAMPLES);
+            let declared = || {
+                let slot = m.tasks.iter().find(|t| t.name == e.from).and_then(|t| t.slot.as_deref());
+                let variants = m.variants.iter().filter(|v| Some(v.slot.as_str()) == slot);
+                variants.filter_map(|v| v.factors.get(&e.to).copied()).reduce(f64::max).unwrap_or(1.0)
+            };
+            let factor = seen.and_then(|o| o.factor).unwrap_or_else(declared);
+            PlannedFactor { from: e.from, to: e.to, factor }
+        })
+        .collect()
+}
+
+/// The planning problem of `bundle` with its profile table, for `demand_windows` within `capacity`, with the
+/// `observed` factors that rest on enough invocations in place of the manifest's.
 pub fn problem(
     bundle: &Bundle,
     profiles: &Path,
     demand_windows: &[f64],
     capacity: &Capacity,
+    observed: &[ObservedFactor],
 ) -> Result<Problem, PlanningError> {
     let m = &bundle.manifest;
     let text = std::fs::read_to_string(profiles)
@@ -290,10 +316,14 @@ pub fn problem(
                 .variants
                 .iter()
                 .filter(|v| v.slot == slot)
-                .map(|v| VariantSpec {
-                    name: v.name.clone(),
-                    accuracy: v.accuracy.unwrap_or(1.0),
-                    factors: v.factors.clone(),
+                .map(|v| {
+                    let mut factors = v.factors.clone();
+                    for o in observed.iter().filter(|o| o.from == task && o.samples >= MIN_FACTOR_SAMPLES) {
+                        if let Some(f) = o.factor {
+                            factors.insert(o.to.clone(), f);
+                        }
+                    }
+                    VariantSpec { name: v.name.clone(), accuracy: v.accuracy.unwrap_or(1.0), factors }
                 })
                 .collect(),
         })
@@ -355,8 +385,9 @@ fn plan_with_profiles(
     profiles: &Path,
     demand_windows: &[f64],
     capacity: &Capacity,
+    observed: &[ObservedFactor],
 ) -> Result<Deployment, PlanningError> {
-    let problem = problem(bundle, profiles, demand_windows, capacity)?;
+    let problem = problem(bundle, profiles, demand_windows, capacity, observed)?;
     let model_tasks = model_tasks(bundle);
     let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, ..SolveOptions::default() };
     let plan = jig_planner::plan(&problem, Features::ALL, &options)?;
@@ -403,6 +434,7 @@ fn plan_with_profiles(
         demand_rps: Some(plan.demand_rps),
         accuracy: Some(plan.accuracy),
         capacity_rps: Some(capacity_rps(&plan)),
+        factors: planned_factors(bundle, observed),
         instances,
     })
 }
@@ -436,7 +468,7 @@ fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> 
 
 /// Edges between model tasks: `a → b` when a path of glue edges leads from `a` to `b` through tasks without a
 /// slot only.
-fn model_edges(bundle: &Bundle) -> Vec<EdgeSpec> {
+pub(crate) fn model_edges(bundle: &Bundle) -> Vec<EdgeSpec> {
     let m = &bundle.manifest;
     let slotted: HashMap<&str, bool> = m.tasks.iter().map(|t| (t.name.as_str(), t.slot.is_some())).collect();
     let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -522,7 +554,7 @@ mod tests {
     fn gpu_rows_are_planned_and_placed_on_the_gpu_that_has_room() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0), ("mps:0:50", 4, 40.0, 100.0)]);
-        let d = plan(&bundle, &[], &Capacity::of(&machine(), 8, None));
+        let d = plan(&bundle, &[], &Capacity::of(&machine(), 8, None), &[]);
         assert!(d.source.starts_with("planned"), "{}", d.source);
         let placed = places(&d);
         assert_eq!(placed.len(), 1, "{d:?}");
@@ -535,7 +567,7 @@ mod tests {
     fn without_a_gpu_the_same_bundle_plans_on_cores() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0), ("mps:0:50", 4, 40.0, 100.0)]);
-        let d = plan(&bundle, &[], &Capacity::cpu_only(8));
+        let d = plan(&bundle, &[], &Capacity::cpu_only(8), &[]);
         let placed = places(&d);
         assert_eq!(placed.len(), 4, "31.5 req/s at 10 req/s an instance: {d:?}");
         assert_eq!(d.capacity_rps, Some(40.0), "four instances of 10 req/s");
@@ -548,16 +580,16 @@ mod tests {
     fn a_bundle_profiled_only_on_gpus_says_what_the_machine_lacks() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("mps:0:50", 4, 40.0, 100.0)]);
-        let error = problem(&bundle, &bundle.profiles_path().unwrap(), &[], &Capacity::cpu_only(4)).unwrap_err();
+        let error = problem(&bundle, &bundle.profiles_path().unwrap(), &[], &Capacity::cpu_only(4), &[]).unwrap_err();
         assert!(matches!(error, PlanningError::NoSegments { .. }));
         assert!(error.to_string().contains("measures no segment this machine offers (free: 4 cores)"), "{error}");
         assert!(error.to_string().contains("it measures mps:50;"), "the message names the segment: {error}");
-        let d = plan(&bundle, &[], &Capacity::cpu_only(4));
+        let d = plan(&bundle, &[], &Capacity::cpu_only(4), &[]);
         assert!(d.source.contains("measures no segment"), "{}", d.source);
         assert!(d.instances[0].places.is_empty() && d.instances[0].segment == "cpu:4", "{d:?}");
 
         let mig = self::bundle(dir.path(), &[("mig:0:3g.40gb:2", 4, 40.0, 100.0)]);
-        let error = problem(&mig, &mig.profiles_path().unwrap(), &[], &Capacity::cpu_only(4)).unwrap_err();
+        let error = problem(&mig, &mig.profiles_path().unwrap(), &[], &Capacity::cpu_only(4), &[]).unwrap_err();
         assert!(error.to_string().contains("it measures mig:3g.40gb:2; MIG instances must exist"), "{error}");
     }
 
@@ -567,7 +599,7 @@ mod tests {
         // 31.5 req/s at 20 req/s an instance: two 1g.10gb instances, where GPU 0 has one.
         let bundle = bundle(dir.path(), &[("mig:0:1g.10gb:1", 4, 40.0, 20.0)]);
         let capacity = Capacity::of(&machine(), 8, Some(&[0]));
-        let error = plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity).unwrap_err();
+        let error = plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &[]).unwrap_err();
         let text = error.to_string();
         assert!(matches!(error, PlanningError::DoesNotFit { needed: 2, placed: 1, .. }), "{text}");
         assert!(text.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{text}");
@@ -575,13 +607,57 @@ mod tests {
     }
 
     #[test]
+    fn an_observed_factor_replaces_the_declared_one_once_it_rests_on_enough_invocations() {
+        let dir = tempfile::tempdir().unwrap();
+        // det → crop (glue only) → rec: one edge between model tasks.
+        let manifest = r#"
+name = "signs"
+[[tasks]]
+name = "det"
+glue = "g.wasm"
+slot = "det"
+[[tasks]]
+name = "crop"
+glue = "g.wasm"
+[[tasks]]
+name = "rec"
+glue = "g.wasm"
+slot = "rec"
+[[edges]]
+from = "det.boxes"
+to = "crop"
+[[edges]]
+from = "crop.lines"
+to = "rec"
+[[variants]]
+slot = "det"
+name = "det"
+model = "m.onnx"
+factors = { rec = 2.0 }
+[[variants]]
+slot = "rec"
+name = "rec"
+model = "m.onnx"
+"#;
+        std::fs::write(dir.path().join("jig.toml"), manifest).unwrap();
+        std::fs::write(dir.path().join("g.wasm"), b"").unwrap();
+        std::fs::write(dir.path().join("m.onnx"), b"").unwrap();
+        let bundle = Bundle::open(dir.path()).unwrap();
+        let seen = |samples| vec![ObservedFactor { from: "det".into(), to: "rec".into(), factor: Some(3.5), samples }];
+        let factor = |observed: &[ObservedFactor]| planned_factors(&bundle, observed)[0].factor;
+        assert_eq!(factor(&[]), 2.0, "declared: through the glue-only crop task");
+        assert_eq!(factor(&seen(MIN_FACTOR_SAMPLES - 1)), 2.0, "too few invocations");
+        assert_eq!(factor(&seen(MIN_FACTOR_SAMPLES)), 3.5);
+    }
+
+    #[test]
     fn a_second_app_plans_within_what_the_first_left_free() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0), ("mig:0:3g.40gb:1", 4, 40.0, 40.0)]);
         let all = Capacity::of(&machine(), 8, Some(&[0]));
-        let first = plan(&bundle, &[], &all);
+        let first = plan(&bundle, &[], &all, &[]);
         let free = all.clone().without(&first);
-        let second = plan(&bundle, &[], &free);
+        let second = plan(&bundle, &[], &free, &[]);
         let (a, b) = (places(&first), places(&second));
         assert!(!a.is_empty() && !b.is_empty(), "{first:?}\n{second:?}");
         for (_, p) in &a {

@@ -127,6 +127,6 @@ fn bundle_problem(
     let cores = cores.unwrap_or(devices.cpu_cores.len() as u32);
     let capacity = jig_app::deployment::Capacity::of(&devices, cores, None);
     let demand = demand.unwrap_or(bundle.manifest.demand.rps);
-    jig_app::deployment::problem(&bundle, &profiles, &[demand], &capacity)
+    jig_app::deployment::problem(&bundle, &profiles, &[demand], &capacity, &[])
         .map_err(|e| anyhow::anyhow!("app `{}`: {e}", bundle.manifest.name))
 }

@@ -5,7 +5,10 @@
 //! window's actual length). The predicted demand is the mean of the last five rates × (1 + 5% slack)
 //! (`jig_planner::spec::DemandSpec::predict`). A re-plan runs when
 //! the prediction differs from the demand the current deployment was planned for by more than
-//! `replan_threshold` (relative), or when more than 1% of the window's requests violated their SLO. A new
+//! `replan_threshold` (relative), when more than 1% of the window's requests violated their SLO, or when a
+//! multiplicative factor observed on an edge between model tasks (over at least
+//! [`MIN_FACTOR_SAMPLES`](jig_app::deployment::MIN_FACTOR_SAMPLES) invocations) moved by more than
+//! `replan_threshold` from the one planned with; a re-plan plans with the observed factors. A new
 //! deployment different from the running one is applied by starting a new copy of the app (glue loaded,
 //! instances started) and swapping it in: requests running on the old copy finish there, so none is lost.
 //! Apps without a profile table have nothing to re-plan.
@@ -18,6 +21,7 @@ use jig_planner::spec::DemandSpec;
 
 use super::Gateway;
 use jig_app::App;
+use jig_app::deployment::{MIN_FACTOR_SAMPLES, ObservedFactor, PlannedFactor};
 
 /// Violations above this share of a window's requests trigger a re-plan.
 const VIOLATION_SHARE: f64 = 0.01;
@@ -34,12 +38,15 @@ pub struct DemandWindows {
     /// The demand of the last plan, when it is newer than the running deployment's (a re-plan that changed
     /// nothing but the demand).
     planned_for: Option<f64>,
+    /// The factors of the last plan, likewise.
+    planned_factors: Option<Vec<PlannedFactor>>,
 }
 
 impl DemandWindows {
     /// A new deploy: its deployment was planned for the demand it says.
     pub fn deployed(&mut self) {
         self.planned_for = None;
+        self.planned_factors = None;
     }
 
     /// Start from stored rates (after a restart).
@@ -89,6 +96,18 @@ impl DemandWindows {
     }
 }
 
+/// Whether a factor `observed` over enough invocations differs from the one `planned` by more than `threshold`
+/// of it.
+fn factors_drifted(observed: &[ObservedFactor], planned: &[PlannedFactor], threshold: f64) -> bool {
+    observed.iter().filter(|o| o.samples >= MIN_FACTOR_SAMPLES).any(|o| {
+        let planned = planned.iter().find(|p| p.from == o.from && p.to == o.to);
+        match (o.factor, planned) {
+            (Some(seen), Some(p)) => (seen - p.factor).abs() > threshold * p.factor.max(0.1),
+            _ => false,
+        }
+    })
+}
+
 impl Gateway {
     /// Close demand windows and re-plan, forever.
     pub(super) async fn control(self: Arc<Self>) {
@@ -110,8 +129,10 @@ impl Gateway {
                         let windows = demand.entry(app.name.clone()).or_default();
                         windows.close(length);
                         let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
-                        windows
-                            .should_replan(planned_for, self.config.replan_threshold)
+                        let threshold = self.config.replan_threshold;
+                        let planned_factors = windows.planned_factors.as_ref().unwrap_or(&app.deployment.factors);
+                        let drifted = factors_drifted(&app.observed_factors(), planned_factors, threshold);
+                        (windows.should_replan(planned_for, threshold) || drifted)
                             .then(|| (app.clone(), windows.rates()))
                     })
                     .collect()
@@ -135,11 +156,17 @@ impl Gateway {
         let gateway = self.clone();
         let (name, hash, deployed_at) = (app.name.clone(), app.bundle.clone(), app.deployed_at);
         let current = app.deployment.clone();
+        let observed = app.observed_factors();
         let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<App>> {
             let bundle = gateway.store.bundle(&hash)?;
-            let deployment = jig_app::deployment::plan(&bundle, &rates, &gateway.free_capacity(Some(&name)));
-            gateway.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().planned_for =
-                deployment.demand_rps;
+            let capacity = gateway.free_capacity(Some(&name));
+            let deployment = jig_app::deployment::plan(&bundle, &rates, &capacity, &observed);
+            {
+                let mut demand = gateway.demand.lock().unwrap_or_else(|p| p.into_inner());
+                let windows = demand.entry(name.clone()).or_default();
+                windows.planned_for = deployment.demand_rps;
+                windows.planned_factors = Some(deployment.factors.clone());
+            }
             if deployment.same_instances(&current) {
                 return Ok(None);
             }
@@ -156,6 +183,7 @@ impl Gateway {
             Some(new) if apps.get(&app.name).is_some_and(|a| Arc::ptr_eq(a, app)) => {
                 let mut new = new;
                 new.replans = app.replans + 1;
+                new.continue_counts(app);
                 apps.insert(app.name.clone(), Arc::new(new));
             }
             _ => {}
@@ -167,6 +195,17 @@ impl Gateway {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_factor_observed_often_enough_that_moved_past_the_threshold_is_a_drift() {
+        let planned = [PlannedFactor { from: "det".into(), to: "rec".into(), factor: 1.0 }];
+        let seen = |factor: f64, samples: u64| {
+            [ObservedFactor { from: "det".into(), to: "rec".into(), factor: Some(factor), samples }]
+        };
+        assert!(factors_drifted(&seen(3.2, 50), &planned, 0.2));
+        assert!(!factors_drifted(&seen(1.1, 50), &planned, 0.2), "within the threshold");
+        assert!(!factors_drifted(&seen(3.2, 5), &planned, 0.2), "too few invocations to tell");
+    }
 
     #[test]
     fn prediction_is_the_mean_of_the_last_five_windows_with_slack() {

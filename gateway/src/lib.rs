@@ -190,7 +190,8 @@ impl Gateway {
         tokio::task::spawn_blocking(move || {
             let bundle = self.store.bundle(&record.bundle)?;
             let capacity = self.free_capacity(Some(&record.name));
-            let deployment = jig_app::deployment::plan(&bundle, &record.demand_windows, &capacity);
+            // A restart observes factors afresh; a new deploy plans with the manifest's.
+            let deployment = jig_app::deployment::plan(&bundle, &record.demand_windows, &capacity, &[]);
             let app =
                 App::start(&self.runtime, &self.launcher, &bundle, &record.bundle, record.deployed_at, deployment)?;
             Ok(Arc::new(app))
@@ -526,6 +527,7 @@ impl Gateway {
             tasks: app.task_names().into_iter().map(str::to_owned).collect(),
             slo_latency_ms: app.slo_latency.map(|d| d.as_millis() as u64),
             deployment: app.deployment.clone(),
+            observed_factors: app.observed_factors(),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! | `jig_instance_requests_total` … | app, slot, instance | per model instance: requests, batches, rows, drops, failures |
 //! | `jig_instance_busy_seconds_total` | app, slot, instance | time spent running batches: its rate is the segment's use |
 //! | `jig_instance_queue_depth` | app, slot, instance | requests waiting for a batch |
+//! | `jig_edge_factor` | app, from, to | observed invocations of model task `to` per invocation of `from` |
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -54,6 +55,13 @@ struct InstanceLabels {
     app: String,
     slot: String,
     instance: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EdgeLabels {
+    app: String,
+    from: String,
+    to: String,
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -220,6 +228,20 @@ impl prometheus_client::collector::Collector for InstanceCollector {
         )?;
         for (labels, instance) in &rows {
             ConstGauge::new(instance.stats().queued.load(Relaxed) as i64).encode(family.encode_family(labels)?)?;
+        }
+        let factor = ConstGauge::new(0.0f64);
+        let mut family = encoder.encode_descriptor(
+            "edge_factor",
+            "Invocations of the downstream model task per invocation of the upstream one, as observed",
+            None,
+            factor.metric_type(),
+        )?;
+        for app in apps.values() {
+            for observed in app.observed_factors() {
+                let Some(value) = observed.factor else { continue };
+                let labels = EdgeLabels { app: app.name.clone(), from: observed.from, to: observed.to };
+                ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+            }
         }
         Ok(())
     }

@@ -623,3 +623,53 @@ classifier,accurate,cpu:1,1,400,450,2,test
     let echo = gateway.http("POST", "/v1/apps/small/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
     assert_eq!(echo.status, 200, "served again once the others ended: {}", echo.text());
 }
+
+#[test]
+fn the_factor_between_model_tasks_is_observed_and_exported() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let manifest = r#"
+name = "fan"
+[[tasks]]
+name = "first"
+glue = "glue/probe.wasm"
+slot = "a"
+
+[[tasks]]
+name = "second"
+glue = "glue/echo.wasm"
+slot = "b"
+
+[[edges]]
+from = "first.out"
+to = "second"
+
+[[variants]]
+slot = "a"
+name = "mlp-a"
+model = "models/mlp.onnx"
+
+[[variants]]
+slot = "b"
+name = "mlp-b"
+model = "models/mlp.onnx"
+"#;
+    let files = [
+        ("glue/probe.wasm", component("jig_probe")),
+        ("glue/echo.wasm", component("echo")),
+        ("models/mlp.onnx", model("mlp")),
+    ];
+    bundle(dir.path(), manifest, &files.iter().map(|(n, p)| (*n, p.as_path())).collect::<Vec<_>>());
+    let gateway = Gateway::start(state.path(), &[]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    for count in [2, 3, 4] {
+        let body = format!(r#"{{"op": "emit", "port": "out", "count": {count}, "bytes": 4}}"#);
+        let reply = gateway.http("POST", "/v1/apps/fan/invoke", &[], body.as_bytes());
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    let status = gateway.http("GET", "/v1/apps/fan", &[], b"").json();
+    let observed = &status["observed_factors"][0];
+    assert_eq!((observed["from"].as_str(), observed["to"].as_str()), (Some("first"), Some("second")), "{status}");
+    assert_eq!((observed["factor"].as_f64(), observed["samples"].as_u64()), (Some(3.0), Some(3)), "{status}");
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains(r#"jig_edge_factor{app="fan",from="first",to="second"} 3.0"#), "{metrics}");
+}

@@ -119,6 +119,14 @@ pub fn print_status(status: &AppStatus) {
         let at = if places.is_empty() { String::new() } else { format!(" at {}", places.join("; ")) };
         println!("    {} × {}/{} on {} (batch ≤ {}{latency}){at}", i.count, i.slot, i.variant, i.segment, i.max_batch);
     }
+    for f in &deployment.factors {
+        let observed = status.observed_factors.iter().find(|o| o.from == f.from && o.to == f.to);
+        let seen = match observed.and_then(|o| o.factor.map(|v| (v, o.samples))) {
+            Some((v, n)) => format!(", observed {v:.2} over {n} invocations"),
+            None => String::new(),
+        };
+        println!("  factor     {} → {}: planned {:.2}{seen}", f.from, f.to, f.factor);
+    }
     print_demand();
 }
 
