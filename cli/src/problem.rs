@@ -112,7 +112,7 @@ pub fn paper_problem(app: PaperApp, profiles: Option<&Path>, slices: u32, demand
 }
 
 /// The planning problem of the bundle in `dir` as a deployment sees it: its profile table (or `profiles`),
-/// `cores` CPU cores (default: this machine's) and this machine's GPUs and `demand` req/s (default: the manifest's).
+/// `cores` CPU cores (default: this machine's; more than it has plans a larger one) and this machine's GPUs and `demand` req/s (default: the manifest's).
 fn bundle_problem(
     dir: &Path,
     profiles: Option<&Path>,
@@ -124,8 +124,11 @@ fn bundle_problem(
         format!("{}: no profiles.csv to plan with; run `jig profile {}` first", dir.display(), dir.display())
     })?;
     let devices = jig_model_host::device::Devices::discover();
-    let cores = cores.unwrap_or(devices.cpu_cores.len() as u32);
-    let capacity = jig_app::deployment::Capacity::of(&devices, cores, None);
+    let mut capacity = jig_app::deployment::Capacity::of(&devices, devices.cpu_cores.len() as u32, None);
+    // --slices asks "what if the machine had N cores", so it may exceed the cores this one has.
+    if let Some(n) = cores {
+        capacity.cores = (0..n).collect();
+    }
     let demand = demand.unwrap_or(bundle.manifest.demand.rps);
     jig_app::deployment::problem(&bundle, &profiles, &[demand], &capacity, &[])
         .map_err(|e| anyhow::anyhow!("app `{}`: {e}", bundle.manifest.name))
