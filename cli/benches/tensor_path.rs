@@ -6,8 +6,10 @@
 //!   allocated by ONNX Runtime, as a hand-written program would run it;
 //! * **in process**: `Instance::infer` of one request of `b` rows on a CPU segment, as a deployment serves it:
 //!   queue, batcher, ONNX Runtime, outputs back as `Tensor`s;
-//! * **worker**: `Worker::run` of the same batch in a `jig worker` process over its shared region, as GPU
-//!   segments are served (here on the CPU).
+//! * **worker**: `Worker::run` of the same batch in a `jig worker` process, as GPU segments are served (here on
+//!   the CPU), with the batch already in the worker's shared memory, where the batcher stacks requests;
+//! * **worker, copy in**: the same with the batch in ordinary memory, copied in by `Worker::run` (a batch of
+//!   one request, which the batcher does not restack).
 //!
 //! and the ratio bare / path (≥ 0.9 is the target: the path costs at most 10% more than ONNX Runtime itself).
 //! Models: a one-node `Add` on 3×640×640 images (the most bytes per unit of work: 4.9 MB a row each way), and
@@ -103,17 +105,29 @@ fn in_process(name: &str, inputs: &[Tensor], b: u64, threads: u32) -> Duration {
     })
 }
 
-fn worker(name: &str, inputs: &[Tensor], threads: usize) -> Duration {
+/// The worker's time with the batch in its shared memory, and with the batch copied in.
+fn worker(name: &str, inputs: &[Tensor], threads: usize) -> (Duration, Duration) {
     let options = SessionOptions { threads, ..SessionOptions::default() };
     let spec = WorkerSpec::new(env!("CARGO_BIN_EXE_jig"), format!("{name}@worker"), name, model_path(name), options);
     let worker = Worker::start(WorkerSpec { args: vec!["worker".into()], ..spec }).unwrap();
-    measure(|| {
-        let started = Instant::now();
-        let outputs = worker.run(inputs).unwrap();
-        let elapsed = started.elapsed();
-        drop(outputs);
-        elapsed
-    })
+    let shared: Vec<Tensor> = inputs
+        .iter()
+        .map(|t| {
+            let mut buffer = worker.buffer(t.data().len()).unwrap();
+            buffer.as_mut_slice().copy_from_slice(t.data());
+            Tensor::new(t.dtype(), t.shape().to_vec(), buffer.freeze()).unwrap()
+        })
+        .collect();
+    let mut time = |batch: &[Tensor]| {
+        measure(|| {
+            let started = Instant::now();
+            let outputs = worker.run(batch).unwrap();
+            let elapsed = started.elapsed();
+            drop(outputs);
+            elapsed
+        })
+    };
+    (time(&shared), time(inputs))
 }
 
 fn list(var: &str) -> Option<Vec<String>> {
@@ -132,8 +146,8 @@ fn main() {
     let batches: Option<Vec<u64>> = list("BENCH_BATCHES").map(|b| b.iter().filter_map(|b| b.parse().ok()).collect());
     println!("tensor path vs bare ONNX Runtime, {threads} intra-op threads; median ms per batch, ratio bare/path");
     println!(
-        "{:<10} {:>5} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
-        "model", "batch", "MB each", "bare", "in proc", "worker", "in proc", "worker"
+        "{:<10} {:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "model", "batch", "MB each", "bare", "in proc", "worker", "+copy in", "in proc", "worker", "+copy in"
     );
     for name in &models {
         let (item, default_batches): (&[u64], &[u64]) = match name.as_str() {
@@ -149,15 +163,17 @@ fn main() {
             let mb = inputs.iter().map(|t| t.data().len()).sum::<usize>() as f64 / 1e6;
             let reference = bare(name, &inputs, threads);
             let local = in_process(name, &inputs, b, threads as u32);
-            let remote = worker(name, &inputs, threads);
+            let (remote, copied) = worker(name, &inputs, threads);
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             println!(
-                "{name:<10} {b:>5} {mb:>10.1} {:>10.2} {:>10.2} {:>10.2} {:>8.2} {:>8.2}",
+                "{name:<10} {b:>5} {mb:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2} {:>8.2}",
                 ms(reference),
                 ms(local),
                 ms(remote),
+                ms(copied),
                 ms(reference) / ms(local),
-                ms(reference) / ms(remote)
+                ms(reference) / ms(remote),
+                ms(reference) / ms(copied)
             );
         }
     }

@@ -59,14 +59,41 @@ fn runs_a_model_with_exact_results() {
     assert_eq!(out[0].shape(), &[2, 4]);
     assert_eq!(f32s(&out[0]), want);
 
-    // Batches larger than the initial region grow it on both sides, and smaller ones still work after.
-    for rows in [100_000, 3, 250_000, 1] {
+    // Large and small batches, each shape first seen (outputs placed after the run) and then repeated (written
+    // in place), with earlier outputs still held while later batches reuse the pool's other regions.
+    let mut held = Vec::new();
+    for rows in [100_000, 3, 250_000, 1, 250_000, 3] {
         let (inputs, want) = mixed_batch(rows);
         let out = worker.run(&inputs).unwrap();
         assert_eq!(out[0].shape(), &[rows as u64, 4]);
         assert_eq!(f32s(&out[0]), want, "{rows} rows");
+        held.push((out, want));
+    }
+    for (out, want) in &held {
+        assert_eq!(&f32s(&out[0]), want, "an output keeps its bytes while others are written");
     }
     assert_eq!(worker.restarts(), 0);
+}
+
+#[test]
+fn inputs_in_the_workers_memory_are_read_in_place_and_outputs_outlive_the_worker() {
+    let worker = start("cpu-0/mixed", "mixed");
+    let (inputs, want) = mixed_batch(1000);
+    let shared: Vec<Tensor> = inputs
+        .iter()
+        .map(|t| {
+            let mut buffer = worker.buffer(t.data().len()).expect("a live worker lends memory");
+            buffer.as_mut_slice().copy_from_slice(t.data());
+            Tensor::new(t.dtype(), t.shape().to_vec(), buffer.freeze()).unwrap()
+        })
+        .collect();
+    let first = worker.run(&shared).unwrap();
+    let second = worker.run(&shared).unwrap();
+    assert_eq!(f32s(&first[0]), want);
+    assert_eq!(f32s(&second[0]), want);
+    assert_ne!(first[0].data().as_ptr(), second[0].data().as_ptr(), "each batch's outputs have their own memory");
+    drop(worker);
+    assert_eq!(f32s(&second[0]), want, "outputs stay readable after the worker is gone");
 }
 
 #[test]

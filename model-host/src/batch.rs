@@ -1,5 +1,6 @@
 //! Stacking requests' tensors into one batch along the first dimension, and splitting the outputs back.
 
+use crate::worker::SharedBuffer;
 use crate::{Tensor, TensorError};
 
 /// What must match for two requests to share a batch: per input, the dtype and every dimension but the first.
@@ -12,8 +13,13 @@ pub fn rows(inputs: &[Tensor]) -> u64 {
     inputs.first().and_then(|t| t.shape().first().copied()).unwrap_or(1)
 }
 
-/// Concatenate the requests' inputs along dimension 0. All requests must have equal [`batch_key`]s.
-pub fn stack(requests: &[&[Tensor]]) -> Result<Vec<Tensor>, TensorError> {
+/// Concatenate the requests' inputs along dimension 0, each into memory from `buffer` where it gives some (an
+/// executor's shared region), else into a new allocation. All requests must have equal [`batch_key`]s. A
+/// single request's inputs are used as they are.
+pub fn stack(
+    requests: &[&[Tensor]],
+    buffer: impl Fn(usize) -> Option<SharedBuffer>,
+) -> Result<Vec<Tensor>, TensorError> {
     let Some(first) = requests.first() else { return Ok(Vec::new()) };
     if requests.len() == 1 {
         return Ok(first.to_vec());
@@ -24,10 +30,24 @@ pub fn stack(requests: &[&[Tensor]]) -> Result<Vec<Tensor>, TensorError> {
             let rows: u64 = parts.iter().map(|t| t.shape()[0]).sum();
             let mut shape = parts[0].shape().to_vec();
             shape[0] = rows;
-            let mut data = Vec::with_capacity(parts.iter().map(|t| t.data().len()).sum());
-            for t in &parts {
-                data.extend_from_slice(t.data());
-            }
+            let len = parts.iter().map(|t| t.data().len()).sum();
+            let data = match buffer(len) {
+                Some(mut shared) => {
+                    let mut at = 0;
+                    for t in &parts {
+                        shared.as_mut_slice()[at..at + t.data().len()].copy_from_slice(t.data());
+                        at += t.data().len();
+                    }
+                    shared.freeze()
+                }
+                None => {
+                    let mut data = Vec::with_capacity(len);
+                    for t in &parts {
+                        data.extend_from_slice(t.data());
+                    }
+                    data.into()
+                }
+            };
             Tensor::new(parts[0].dtype(), shape, data)
         })
         .collect()
@@ -78,7 +98,7 @@ mod tests {
         let a = vec![t(vec![1, 2], &[1.0, 2.0])];
         let b = vec![t(vec![2, 2], &[3.0, 4.0, 5.0, 6.0])];
         assert_eq!(batch_key(&a), batch_key(&b));
-        let stacked = stack(&[&a, &b]).unwrap();
+        let stacked = stack(&[&a, &b], |_| None).unwrap();
         assert_eq!(stacked[0].shape(), &[3, 2]);
         let back = split(stacked, &[rows(&a), rows(&b)]).unwrap();
         assert_eq!(back, vec![a, b]);

@@ -27,6 +27,11 @@ pub trait Executor: Send + Sync {
     fn inputs(&self) -> &[TensorSpec];
     /// Run one batch.
     fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError>;
+    /// Memory for `len` bytes of a batch's input that it reads with no copy (a worker's shared region), for
+    /// the batcher to stack requests into; `None`: any memory will do.
+    fn buffer(&self, _len: usize) -> Option<crate::worker::SharedBuffer> {
+        None
+    }
 }
 
 impl Executor for Model {
@@ -308,7 +313,7 @@ impl<E: Executor> Batcher<E> {
         let started = Instant::now();
         let result = {
             let inputs: Vec<&[Tensor]> = batch.iter().map(|j| j.inputs.as_slice()).collect();
-            batch::stack(&inputs)
+            batch::stack(&inputs, |len| self.executor.buffer(len))
                 .map_err(|e: TensorError| e.to_string())
                 .and_then(|stacked| self.executor.execute(&stacked).map_err(|e| e.to_string()))
                 .and_then(|outputs| batch::split(outputs, &rows))

@@ -118,6 +118,9 @@ impl Executor for Loaded {
     fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
         self.executor.execute(inputs)
     }
+    fn buffer(&self, len: usize) -> Option<crate::worker::SharedBuffer> {
+        self.executor.buffer(len)
+    }
 }
 
 impl Launcher {

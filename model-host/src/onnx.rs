@@ -290,6 +290,89 @@ impl Model {
         let outputs = session.run(values.as_slice()).map_err(|e| failed(e.to_string()))?;
         outputs.into_iter().map(|(_, v)| from_ort(&self.name, v)).collect()
     }
+
+    /// [`Model::run_views`] with ONNX Runtime writing each output into `places` (one per declared output, in
+    /// order), such as a worker's shared region: no allocation and no copy out. Per output, `None` when it was
+    /// written in place, else the output where ONNX Runtime put it (its shape differs from its place's).
+    pub fn run_into(
+        &self,
+        inputs: &[TensorView<'_>],
+        places: &mut [TensorViewMut<'_>],
+    ) -> Result<Vec<Option<Tensor>>, ModelError> {
+        check_parts(&self.name, &self.inputs, inputs.iter().map(|v| (v.dtype, v.shape)))?;
+        let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
+        if places.len() != self.outputs.len() {
+            return Err(failed(format!("{} places for {} outputs", places.len(), self.outputs.len())));
+        }
+        let values = inputs
+            .iter()
+            .map(ort_input)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| failed(format!("cannot create an input tensor: {e}")))?;
+        let mut selector = ort::session::OutputSelector::default();
+        let mut addresses = Vec::with_capacity(places.len());
+        for (spec, place) in self.outputs.iter().zip(places.iter_mut()) {
+            addresses.push(place.data.as_ptr());
+            if place.dtype == spec.dtype && !place.data.is_empty() {
+                // SAFETY: `place` borrows its bytes for longer than this call, and the value (with the run
+                // options and outputs that hold it) is dropped before the call returns.
+                let value = unsafe { value_over(place) }.map_err(|e| failed(format!("cannot bind an output: {e}")))?;
+                selector = selector.preallocate(spec.name.as_str(), value);
+            }
+        }
+        let options = ort::session::RunOptions::new()
+            .map_err(|e| failed(format!("run options: {e}")))?
+            .with_outputs(selector);
+        let written = {
+            let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            session.run_with_options(values.as_slice(), &options).ok().map(|outputs| {
+                outputs
+                    .into_iter()
+                    .zip(&addresses)
+                    .map(|((_, value), &address)| {
+                        let tensor = from_ort(&self.name, value)?;
+                        Ok((tensor.data().as_ptr() != address || tensor.is_empty()).then_some(tensor))
+                    })
+                    .collect()
+            })
+        };
+        // ONNX Runtime refuses a bound output whose shape is not the one it computes: run unbound.
+        written.unwrap_or_else(|| Ok(self.run_views(inputs)?.into_iter().map(Some).collect()))
+    }
+}
+
+/// An ONNX Runtime tensor over `place`'s bytes, which a run writes in place.
+///
+/// # Safety
+/// The bytes must stay alive, and nothing else may touch them, until the value and every clone of it is dropped.
+unsafe fn value_over(place: &mut TensorViewMut<'_>) -> Result<ort::value::DynValue, String> {
+    use ort::AsPointer;
+    let api = ort::api();
+    let shape: Vec<i64> = place.shape.iter().map(|&d| d as i64).collect();
+    let info = ort::memory::MemoryInfo::default();
+    let mut value = std::ptr::null_mut();
+    // SAFETY: the pointer and length describe `place`'s bytes, which hold exactly `shape`'s elements of the
+    // dtype (a `TensorViewMut` is checked when built); ONNX Runtime does not take ownership of them.
+    let status = unsafe {
+        (api.CreateTensorWithDataAsOrtValue)(
+            info.ptr(),
+            place.data.as_mut_ptr().cast(),
+            place.data.len(),
+            shape.as_ptr(),
+            shape.len(),
+            element_of(place.dtype).into(),
+            &mut value,
+        )
+    };
+    if !status.0.is_null() {
+        // SAFETY: a non-null status is an error ONNX Runtime allocated; its message lives until it is released.
+        let message = unsafe { std::ffi::CStr::from_ptr((api.GetErrorMessage)(status.0)) }.to_string_lossy().into_owned();
+        unsafe { (api.ReleaseStatus)(status.0) };
+        return Err(message);
+    }
+    let value = std::ptr::NonNull::new(value).ok_or("ONNX Runtime returned no tensor")?;
+    // SAFETY: a tensor value just created, owned by nobody else; releasing it leaves the bytes alone.
+    Ok(unsafe { ort::value::DynValue::from_ptr(value, Some(&ort::memory::Allocator::default())) })
 }
 
 /// Check `inputs` against `specs` (see [`Model::check`]).
@@ -334,6 +417,21 @@ impl<'a> TensorView<'a> {
     /// A view of `data` as a `dtype` tensor of `shape`; `None` unless `data` holds exactly that many elements.
     pub fn new(dtype: DType, shape: &'a [u64], data: &'a [u8]) -> Option<TensorView<'a>> {
         (dtype.bytes_for(shape)? == data.len()).then_some(TensorView { dtype, shape, data })
+    }
+}
+
+/// A tensor's parts with its bytes borrowed mutably: where [`Model::run_into`] writes an output.
+#[derive(Debug)]
+pub struct TensorViewMut<'a> {
+    dtype: DType,
+    shape: &'a [u64],
+    data: &'a mut [u8],
+}
+
+impl<'a> TensorViewMut<'a> {
+    /// `data` as a `dtype` tensor of `shape`; `None` unless `data` holds exactly that many elements.
+    pub fn new(dtype: DType, shape: &'a [u64], data: &'a mut [u8]) -> Option<TensorViewMut<'a>> {
+        (dtype.bytes_for(shape)? == data.len()).then_some(TensorViewMut { dtype, shape, data })
     }
 }
 

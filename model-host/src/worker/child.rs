@@ -1,14 +1,15 @@
 //! The worker's side of [`crate::worker`]: the process `jig worker --socket PATH` runs, serving one model for
 //! its parent over the socket and the shared region.
 
+use std::collections::HashMap;
 use std::io::{self, BufReader};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use super::ALIGN;
-use super::protocol::{Reply, Request, Slot, read_frame, write_frame};
+use super::protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
 use super::shm::Shm;
-use crate::onnx::{Model, TensorView};
+use crate::Tensor;
+use crate::onnx::{Model, TensorView, TensorViewMut};
 
 /// The worker's side: connect to the parent's socket at `socket`, load the model the first message names,
 /// and serve batches until the parent closes the socket (then return `Ok`). A model that fails to load is
@@ -20,32 +21,49 @@ pub fn serve(socket: &Path) -> io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut buf = Vec::new();
     let mut out = Vec::new();
-    let (model, mut shm) = match read_frame::<Request>(&mut reader, &mut buf) {
-        Ok(Some(Request::Load { model_name, model_path, options, shm_path, shm_size })) => {
-            let loaded = Shm::open(&shm_path, shm_size)
-                .map_err(|e| format!("cannot open the shared region {}: {e}", shm_path.display()))
-                .and_then(|shm| Ok((Model::load(&model_name, &model_path, &options).map_err(|e| e.to_string())?, shm)));
-            match loaded {
-                Ok(loaded) => loaded,
-                Err(error) => return write_frame(&stream, &mut out, &Reply::LoadFailed { error }).or_else(gone),
+    let model = match read_frame::<Request>(&mut reader, &mut buf) {
+        Ok(Some(Request::Load { model_name, model_path, options })) => {
+            match Model::load(&model_name, &model_path, &options) {
+                Ok(model) => model,
+                Err(e) => {
+                    let error = e.to_string();
+                    return write_frame(&stream, &mut out, &Reply::LoadFailed { error }).or_else(gone);
+                }
             }
         }
-        Ok(Some(Request::Run { .. })) => {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "the parent sent Run before Load"));
-        }
+        Ok(Some(_)) => return Err(io::Error::new(io::ErrorKind::InvalidData, "the parent sent a batch before Load")),
         Ok(None) => return Ok(()),
         Err(e) => return gone(e),
     };
     let loaded = Reply::Loaded { inputs: model.inputs().to_vec(), outputs: model.outputs().to_vec() };
     write_frame(&stream, &mut out, &loaded).or_else(gone)?;
+    let mut regions = Mapped::default();
+    // Outputs of a run answered `Sized`, until the parent places them.
+    let mut unplaced: Option<(u64, Vec<Tensor>)> = None;
     loop {
         let reply = match read_frame::<Request>(&mut reader, &mut buf) {
-            Ok(Some(Request::Run { id, shm_size, inputs, output_offset })) => {
-                match run_batch(&model, &mut shm, shm_size, &inputs, output_offset) {
-                    Ok(outputs) => Reply::Done { id, shm_size: shm.len() as u64, outputs },
+            Ok(Some(Request::Run { id, open, close, inputs, outputs })) => {
+                unplaced = None;
+                let ran = regions.update(&open, &close).and_then(|()| regions.run(&model, &inputs, outputs.as_deref()));
+                match ran {
+                    Ok(None) => Reply::Done { id },
+                    Ok(Some(outputs)) => {
+                        let sizes = outputs.iter().map(|t| (t.dtype(), t.shape().to_vec())).collect();
+                        unplaced = Some((id, outputs));
+                        Reply::Sized { id, outputs: sizes }
+                    }
                     Err(error) => Reply::Failed { id, error },
                 }
             }
+            Ok(Some(Request::Place { id, open, outputs })) => match unplaced.take() {
+                Some((ran, tensors)) if ran == id => {
+                    match regions.update(&open, &[]).and_then(|()| regions.place(&tensors, &outputs)) {
+                        Ok(()) => Reply::Done { id },
+                        Err(error) => Reply::Failed { id, error },
+                    }
+                }
+                _ => return Err(io::Error::new(io::ErrorKind::InvalidData, "Place for a run with no outputs held")),
+            },
             Ok(Some(Request::Load { .. })) => {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "the parent sent a second Load"));
             }
@@ -64,43 +82,91 @@ fn gone(e: io::Error) -> io::Result<()> {
     }
 }
 
-fn run_batch(
-    model: &Model,
-    shm: &mut Shm,
-    shm_size: u64,
-    inputs: &[Slot],
-    output_offset: u64,
-) -> Result<Vec<Slot>, String> {
-    shm.remap(shm_size).map_err(|e| format!("shared region: {e}"))?;
-    let region = shm.bytes();
-    // ONNX Runtime reads the inputs where the parent wrote them.
-    let views = inputs
-        .iter()
-        .map(|slot| {
-            let range = slot
-                .range(region.len())
-                .ok_or_else(|| format!("input {slot:?} lies outside the {}-byte shared region", region.len()))?;
-            TensorView::new(slot.dtype, &slot.shape, &region[range])
-                .ok_or_else(|| format!("input {slot:?} does not hold its shape's elements"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let outputs = model.run_views(&views).map_err(|e| e.to_string())?;
-    drop(views);
+/// The parent's regions as this process maps them.
+#[derive(Default)]
+struct Mapped {
+    regions: HashMap<u64, Shm>,
+}
 
-    let mut at = usize::try_from(output_offset).map_err(|_| "output offset out of range".to_string())?;
-    let mut slots = Vec::with_capacity(outputs.len());
-    let mut placed = Vec::with_capacity(outputs.len());
-    for tensor in &outputs {
-        at = at.next_multiple_of(ALIGN);
-        placed.push(at);
-        at = at.checked_add(tensor.data().len()).ok_or("outputs too large")?;
+impl Mapped {
+    fn update(&mut self, open: &[Region], close: &[u64]) -> Result<(), String> {
+        for id in close {
+            self.regions.remove(id);
+        }
+        for region in open {
+            let shm = Shm::open(&region.path, region.size)
+                .map_err(|e| format!("cannot open the shared region {}: {e}", region.path.display()))?;
+            self.regions.insert(region.id, shm);
+        }
+        Ok(())
     }
-    shm.ensure(at).map_err(|e| format!("cannot make room for the outputs: {e}"))?;
-    let region = shm.bytes_mut();
-    for (tensor, start) in outputs.into_iter().zip(placed) {
-        let (dtype, shape, data) = tensor.into_parts();
-        region[start..start + data.len()].copy_from_slice(&data);
-        slots.push(Slot { dtype, shape, offset: start as u64, len: data.len() as u64 });
+
+    /// The bytes of `slot`, as a raw range: inputs and outputs lie in different regions, borrowed together.
+    fn bytes(&mut self, slot: &Slot, what: &str) -> Result<*mut [u8], String> {
+        let shm = self.regions.get_mut(&slot.region).ok_or_else(|| format!("{what} lies in unknown region {}", slot.region))?;
+        let range = slot.range(shm.len()).ok_or_else(|| format!("{what} {slot:?} lies outside its {}-byte region", shm.len()))?;
+        Ok(&mut shm.bytes_mut()[range] as *mut [u8])
     }
-    Ok(slots)
+
+    /// Run the model on the inputs where they lie. With `places`, it writes the outputs there and answers
+    /// `None`; else (or when they do not fit) it answers the outputs, to be placed.
+    fn run(&mut self, model: &Model, inputs: &[Slot], places: Option<&[Slot]>) -> Result<Option<Vec<Tensor>>, String> {
+        let input_bytes = inputs.iter().map(|s| self.bytes(s, "an input")).collect::<Result<Vec<_>, _>>()?;
+        let place_bytes = places.unwrap_or(&[]).iter().map(|s| self.bytes(s, "an output")).collect::<Result<Vec<_>, _>>()?;
+        // SAFETY: each pointer is a range of a mapping that lives in `self.regions` for this whole call. The
+        // parent gives every output its own region, apart from the inputs', so the shared and the mutable
+        // borrows below do not overlap; and the parent touches none of them until this run is answered.
+        let views = inputs
+            .iter()
+            .zip(&input_bytes)
+            .map(|(slot, &bytes)| {
+                TensorView::new(slot.dtype, &slot.shape, unsafe { &*bytes })
+                    .ok_or_else(|| format!("input {slot:?} does not hold its shape's elements"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(places) = places else {
+            return model.run_views(&views).map(Some).map_err(|e| e.to_string());
+        };
+        let mut targets = places
+            .iter()
+            .zip(&place_bytes)
+            .map(|(slot, &bytes)| {
+                TensorViewMut::new(slot.dtype, &slot.shape, unsafe { &mut *bytes })
+                    .ok_or_else(|| format!("output place {slot:?} does not hold its shape's elements"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let written = model.run_into(&views, &mut targets).map_err(|e| e.to_string())?;
+        if written.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        // Some output came out another shape than the parent expected: every output goes back to be placed.
+        let outputs = written
+            .into_iter()
+            .zip(places)
+            .zip(&place_bytes)
+            .map(|((tensor, slot), &bytes)| match tensor {
+                Some(tensor) => Ok(tensor),
+                // SAFETY: as above; the run is over, so this only reads what it wrote.
+                None => Tensor::new(slot.dtype, slot.shape.clone(), unsafe { (*bytes).to_vec() }).map_err(|e| e.to_string()),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(outputs))
+    }
+
+    /// Copy `outputs` to where the parent placed them.
+    fn place(&mut self, outputs: &[Tensor], places: &[Slot]) -> Result<(), String> {
+        if outputs.len() != places.len() {
+            return Err(format!("{} places for {} outputs", places.len(), outputs.len()));
+        }
+        for (tensor, slot) in outputs.iter().zip(places) {
+            let bytes = self.bytes(slot, "an output")?;
+            // SAFETY: a range of a live mapping, borrowed alone.
+            let bytes = unsafe { &mut *bytes };
+            if bytes.len() != tensor.data().len() {
+                return Err(format!("output place {slot:?} is not the output's {} bytes", tensor.data().len()));
+            }
+            bytes.copy_from_slice(tensor.data());
+        }
+        Ok(())
+    }
 }

@@ -14,11 +14,14 @@
 //! declared inputs and outputs, or by `LoadFailed`; then `Run` answered by `Done` or `Failed`, one request in
 //! flight at a time, because the caller already serialises batches per instance.
 //!
-//! **Shared memory.** Tensor bytes never cross the socket. The parent creates one tmpfs file per worker
-//! process ([`shm`]), both sides map it, and the parent unlinks it as soon as the worker has it open. The
-//! parent writes inputs at the front, the worker writes outputs after them, and each `Run`/`Done` carries the
-//! region's size: whichever side needs more room grows the file and the other remaps. A batch therefore costs
-//! two small frames and one copy each way.
+//! **Shared memory.** Tensor bytes never cross the socket: they lie in regions ([`shm`]), tmpfs files the
+//! parent creates and lends, one tensor to a region, from a pool ([`regions`]); the worker maps each region
+//! the first time a message names it, and the parent then unlinks it. A batch whose inputs already lie in
+//! regions ([`Worker::buffer`]: the batcher stacks requests straight into one) is read by ONNX Runtime where it
+//! lies; others are copied in once. ONNX Runtime writes the outputs into regions the parent lends for them
+//! (it learns their shapes from the first batch of each input shape, which takes one more round trip), and
+//! they come back as views of those regions, returned to the pool when dropped. So a warm batch costs two
+//! small frames and no copy.
 //!
 //! **Faults.** The socket is the liveness signal: the kernel closes it when the worker dies, however it dies,
 //! so a run in flight sees end-of-stream at once and fails with [`WorkerError::Died`] carrying the exit status
@@ -28,13 +31,15 @@
 //! panics; the parent treats a worker that sends one as broken and replaces it. A model error inside a healthy
 //! worker is just a `Failed` answer.
 
-mod buffers;
 mod child;
 mod protocol;
+mod regions;
 mod shm;
 
 pub use child::serve;
+pub use regions::SharedBuffer;
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{self, BufReader};
 use std::os::unix::fs::DirBuilderExt;
@@ -46,16 +51,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::Tensor;
 use crate::onnx::{self, ModelError, SessionOptions, TensorSpec};
-use protocol::{Reply, Request, Slot, read_frame, write_frame};
-use shm::Shm;
+use crate::{DType, Tensor};
+use protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
+use regions::Regions;
 
-/// Tensors start on this boundary in the shared region, so the worker's reads are aligned for any dtype.
-const ALIGN: usize = 64;
-
-/// The region a new worker starts with; it grows to the largest batch seen.
-const INITIAL_SHM: usize = 1 << 20;
+/// Input shapes whose output shapes a worker remembers; past this many, it forgets them all.
+const REMEMBERED_SHAPES: usize = 64;
 
 /// How to start a worker and what it runs.
 #[derive(Debug, Clone)]
@@ -295,8 +297,15 @@ impl Worker {
         self.inner.restarts.load(Ordering::SeqCst)
     }
 
-    /// Run one batch (inputs in declared order) and return the outputs in declared order. Blocks; batches on
-    /// one worker run one at a time.
+    /// Memory for `len` bytes of a batch's input that the worker reads where it lies, with no copy (`None`
+    /// while the process is being replaced, or when no shared memory is left: any memory then does).
+    pub fn buffer(&self, len: usize) -> Option<SharedBuffer> {
+        let slot = self.inner.lock();
+        slot.as_ref()?.regions.take(len).ok()
+    }
+
+    /// Run one batch (inputs in declared order) and return the outputs in declared order, as views of shared
+    /// regions. Blocks; batches on one worker run one at a time.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, WorkerError> {
         let inner = &self.inner;
         onnx::check_inputs(&inner.spec.model_name, &inner.inputs, inputs)
@@ -412,11 +421,12 @@ struct Process {
     child: Child,
     stream: UnixStream,
     reader: BufReader<UnixStream>,
-    shm: Shm,
     buf: Vec<u8>,
     next_id: u64,
-    /// Where outputs are copied out of the shared region.
-    outputs: Arc<buffers::Buffers>,
+    /// The regions this process maps.
+    regions: Arc<Regions>,
+    /// Output types and shapes by input shapes, learnt from the batches run.
+    shapes: HashMap<Vec<Vec<u64>>, Vec<(DType, Vec<u64>)>>,
 }
 
 impl Process {
@@ -464,18 +474,6 @@ impl Process {
         drop(rendezvous);
 
         // From here on `process` owns the child, so every early return kills it.
-        let shm = Shm::create(INITIAL_SHM).map_err(|e| WorkerError::Memory {
-            instance: spec.instance.clone(),
-            model: spec.model_name.clone(),
-            detail: e.to_string(),
-        });
-        let shm = match shm {
-            Ok(shm) => shm,
-            Err(e) => {
-                kill(&mut child);
-                return Err(e);
-            }
-        };
         let reader = match stream.try_clone() {
             Ok(r) => BufReader::new(r),
             Err(e) => {
@@ -483,7 +481,15 @@ impl Process {
                 return Err(spawn_err(e.to_string()));
             }
         };
-        let mut process = Process { child, stream, reader, shm, buf: Vec::new(), next_id: 0, outputs: Arc::default() };
+        let mut process = Process {
+            child,
+            stream,
+            reader,
+            buf: Vec::new(),
+            next_id: 0,
+            regions: Arc::default(),
+            shapes: HashMap::new(),
+        };
         let load_err = |detail: String| WorkerError::Load {
             instance: spec.instance.clone(),
             model: spec.model_name.clone(),
@@ -493,14 +499,11 @@ impl Process {
             model_name: spec.model_name.clone(),
             model_path: spec.model_path.clone(),
             options: spec.options.clone(),
-            shm_path: process.shm.path().expect("a new region has a name").to_path_buf(),
-            shm_size: process.shm.len() as u64,
         };
         let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         let reply = write_frame(&process.stream, &mut process.buf, &load)
             .and_then(|()| process.stream.set_read_timeout(Some(remaining)))
             .and_then(|()| read_frame::<Reply>(&mut process.reader, &mut process.buf));
-        process.shm.unlink();
         match reply {
             Ok(Some(Reply::Loaded { inputs, outputs })) => {
                 process.stream.set_read_timeout(None).map_err(|e| spawn_err(e.to_string()))?;
@@ -529,60 +532,94 @@ impl Process {
     }
 
     fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Fault> {
+        // Inputs already in a region are read where they lie; others are copied into one, held until answered.
+        let mut copied = Vec::new();
         let mut slots = Vec::with_capacity(inputs.len());
-        let mut end = 0usize;
         for tensor in inputs {
-            let offset = end.next_multiple_of(ALIGN);
-            end = offset + tensor.data().len();
-            slots.push((offset, end));
+            let (region, offset) = match self.regions.locate(tensor.data()) {
+                Some(found) => found,
+                None => {
+                    let mut buffer = self.regions.take(tensor.data().len()).map_err(Fault::Memory)?;
+                    buffer.as_mut_slice().copy_from_slice(tensor.data());
+                    let region = buffer.region();
+                    copied.push(buffer);
+                    (region, 0)
+                }
+            };
+            slots.push(Slot {
+                region,
+                dtype: tensor.dtype(),
+                shape: tensor.shape().to_vec(),
+                offset: offset as u64,
+                len: tensor.data().len() as u64,
+            });
         }
-        let output_offset = end.next_multiple_of(ALIGN);
-        self.shm.ensure(output_offset.max(1)).map_err(Fault::Memory)?;
-        let region = self.shm.bytes_mut();
-        for (tensor, &(start, end)) in inputs.iter().zip(&slots) {
-            region[start..end].copy_from_slice(tensor.data());
-        }
+        let key: Vec<Vec<u64>> = inputs.iter().map(|t| t.shape().to_vec()).collect();
+        let mut places = match self.shapes.get(&key) {
+            Some(shapes) => Some(self.places(shapes)?),
+            None => None,
+        };
         self.next_id += 1;
         let id = self.next_id;
-        let request = Request::Run {
-            id,
-            shm_size: self.shm.len() as u64,
-            inputs: inputs
-                .iter()
-                .zip(&slots)
-                .map(|(t, &(start, end))| Slot {
-                    dtype: t.dtype(),
-                    shape: t.shape().to_vec(),
-                    offset: start as u64,
-                    len: (end - start) as u64,
+        let (open, close) = self.regions.changes();
+        let outputs = places.as_ref().map(|p| p.iter().map(|(slot, _)| slot.clone()).collect());
+        let mut reply = self.ask(&Request::Run { id, open, close, inputs: slots, outputs }, id)?;
+        if let Reply::Sized { outputs: shapes, .. } = reply {
+            if self.shapes.len() >= REMEMBERED_SHAPES {
+                self.shapes.clear();
+            }
+            self.shapes.insert(key, shapes.clone());
+            let placed = self.places(&shapes)?;
+            let (open, _) = self.regions.changes();
+            let outputs = placed.iter().map(|(slot, _)| slot.clone()).collect();
+            places = Some(placed);
+            reply = self.ask(&Request::Place { id, open, outputs }, id)?;
+        }
+        drop(copied);
+        match (reply, places) {
+            (Reply::Done { .. }, Some(places)) => places
+                .into_iter()
+                .map(|(slot, buffer)| {
+                    Tensor::new(slot.dtype, slot.shape, buffer.freeze())
+                        .map_err(|e| Fault::Protocol(format!("malformed output: {e}")))
                 })
                 .collect(),
-            output_offset: output_offset as u64,
-        };
-        write_frame(&self.stream, &mut self.buf, &request).map_err(Fault::Died)?;
-        let reply = match read_frame::<Reply>(&mut self.reader, &mut self.buf) {
-            Ok(Some(reply)) => reply,
-            Ok(None) => return Err(Fault::Died(io::ErrorKind::UnexpectedEof.into())),
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => return Err(Fault::Protocol(e.to_string())),
-            Err(e) => return Err(Fault::Died(e)),
-        };
-        match reply {
-            Reply::Done { id: got, shm_size, outputs } if got == id => {
-                self.shm.remap(shm_size).map_err(|e| Fault::Protocol(e.to_string()))?;
-                let region = self.shm.bytes();
-                outputs
-                    .into_iter()
-                    .map(|slot| {
-                        let range = slot.range(region.len()).ok_or_else(|| {
-                            Fault::Protocol(format!("output {slot:?} lies outside the {}-byte region", region.len()))
-                        })?;
-                        Tensor::new(slot.dtype, slot.shape, self.outputs.copy(&region[range]))
-                            .map_err(|e| Fault::Protocol(format!("malformed output: {e}")))
-                    })
-                    .collect()
-            }
-            Reply::Failed { id: got, error } if got == id => Err(Fault::Failed(error)),
-            other => Err(Fault::Protocol(format!("it answered {} to request {id}", kind(&other)))),
+            (Reply::Failed { error, .. }, _) => Err(Fault::Failed(error)),
+            (other, _) => Err(Fault::Protocol(format!("it answered {} to request {id}", kind(&other)))),
+        }
+    }
+
+    /// A region for each output of these types and shapes.
+    fn places(&self, shapes: &[(DType, Vec<u64>)]) -> Result<Vec<(Slot, SharedBuffer)>, Fault> {
+        shapes
+            .iter()
+            .map(|(dtype, shape)| {
+                let len = dtype
+                    .bytes_for(shape)
+                    .ok_or_else(|| Fault::Protocol(format!("an output of shape {shape:?} overflows memory")))?;
+                let buffer = self.regions.take(len).map_err(Fault::Memory)?;
+                let slot =
+                    Slot { region: buffer.region(), dtype: *dtype, shape: shape.clone(), offset: 0, len: len as u64 };
+                Ok((slot, buffer))
+            })
+            .collect()
+    }
+
+    /// Send `request` and read the answer to `id`; the regions it announced are unlinked once answered.
+    fn ask(&mut self, request: &Request, id: u64) -> Result<Reply, Fault> {
+        let sent = write_frame(&self.stream, &mut self.buf, request);
+        let answer = sent.and_then(|()| read_frame::<Reply>(&mut self.reader, &mut self.buf));
+        if let Request::Run { open, .. } | Request::Place { open, .. } = request {
+            unlink(open);
+        }
+        match answer {
+            Ok(Some(
+                reply @ (Reply::Done { id: got } | Reply::Sized { id: got, .. } | Reply::Failed { id: got, .. }),
+            )) if got == id => Ok(reply),
+            Ok(Some(other)) => Err(Fault::Protocol(format!("it answered {} to request {id}", kind(&other)))),
+            Ok(None) => Err(Fault::Died(io::ErrorKind::UnexpectedEof.into())),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => Err(Fault::Protocol(e.to_string())),
+            Err(e) => Err(Fault::Died(e)),
         }
     }
 
@@ -638,7 +675,15 @@ fn kind(reply: &Reply) -> &'static str {
         Reply::Loaded { .. } => "Loaded",
         Reply::LoadFailed { .. } => "LoadFailed",
         Reply::Done { .. } => "Done",
+        Reply::Sized { .. } => "Sized",
         Reply::Failed { .. } => "Failed",
+    }
+}
+
+/// Remove the names of regions the worker has opened (or, if it died, never will): the mappings keep them.
+fn unlink(regions: &[Region]) {
+    for region in regions {
+        let _ = std::fs::remove_file(&region.path);
     }
 }
 
@@ -714,5 +759,8 @@ impl crate::instance::Executor for Worker {
     }
     fn execute(&self, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>, crate::instance::BoxError> {
         Ok(self.run(inputs)?)
+    }
+    fn buffer(&self, len: usize) -> Option<SharedBuffer> {
+        Worker::buffer(self, len)
     }
 }

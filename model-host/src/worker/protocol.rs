@@ -1,7 +1,7 @@
 //! Control messages between a parent and its worker, and their framing on the socket.
 //!
 //! A frame is a little-endian `u32` body length followed by the bincode-2 (standard configuration) encoding of
-//! a [`Request`] or a [`Reply`]. Frames carry only descriptors: tensor bytes live in the shared region.
+//! a [`Request`] or a [`Reply`]. Frames carry only descriptors: tensor bytes live in shared regions.
 
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
@@ -21,7 +21,7 @@ pub const MAX_FRAME: usize = 16 << 20;
 /// Parent to worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Request {
-    /// The first message: open the shared region and load the model. Answered by `Loaded` or `LoadFailed`.
+    /// The first message: load the model. Answered by `Loaded` or `LoadFailed`.
     Load {
         /// The model's name, for errors.
         model_name: String,
@@ -29,22 +29,29 @@ pub enum Request {
         model_path: PathBuf,
         /// How to build the session.
         options: SessionOptions,
-        /// The shared region's file, unlinked by the parent once the worker has answered.
-        shm_path: PathBuf,
-        /// The region's size, in bytes.
-        shm_size: u64,
     },
-    /// Run one batch whose inputs are at `inputs` in the region, writing outputs from `output_offset` on.
-    /// `shm_size` is the region's current size: the parent may have grown it since the last message.
+    /// Run one batch whose inputs lie in shared regions. Answered by `Done` when `outputs` gives where to
+    /// write them, by `Sized` when it does not (or they did not fit), or by `Failed`.
     Run {
         /// Numbers the request; the answer carries it back.
         id: u64,
-        /// The region's size, in bytes.
-        shm_size: u64,
+        /// Regions to map first: new since the last message, unlinked by the parent once this is answered.
+        open: Vec<Region>,
+        /// Regions the parent has let go of, to unmap.
+        close: Vec<u64>,
         /// The inputs, in the model's declared order.
         inputs: Vec<Slot>,
-        /// The byte offset in the region from which the worker writes outputs, past the inputs.
-        output_offset: u64,
+        /// Where to write the outputs, in declared order, when the parent knows their shapes.
+        outputs: Option<Vec<Slot>>,
+    },
+    /// Where to write the outputs of the run that was answered `Sized`. Answered by `Done` or `Failed`.
+    Place {
+        /// The `id` of that run.
+        id: u64,
+        /// Regions to map first, as in `Run`.
+        open: Vec<Region>,
+        /// Where each output goes, in declared order.
+        outputs: Vec<Slot>,
     },
 }
 
@@ -58,39 +65,53 @@ pub enum Reply {
         /// The model's declared outputs.
         outputs: Vec<TensorSpec>,
     },
-    /// The region could not be opened or the model could not be loaded; the worker then exits.
+    /// The model could not be loaded; the worker then exits.
     LoadFailed {
         /// What went wrong; the parent reports it as [`super::WorkerError::Load`].
         error: String,
     },
-    /// The batch ran; its outputs are in the region.
-    /// `shm_size` is the region's size after the worker wrote the outputs (it grows the region when they do not
-    /// fit), so the parent knows to remap before reading them.
+    /// The outputs are where the parent said.
     Done {
         /// The `id` of the `Run` it answers.
         id: u64,
-        /// The region's size, in bytes.
-        shm_size: u64,
-        /// The outputs, in the model's declared order.
-        outputs: Vec<Slot>,
+    },
+    /// The batch ran and its outputs have these types and shapes; the worker holds them until `Place`.
+    Sized {
+        /// The `id` of the `Run` it answers.
+        id: u64,
+        /// Each output's element type and shape, in declared order.
+        outputs: Vec<(DType, Vec<u64>)>,
     },
     /// The batch failed; the worker serves the next one.
     Failed {
-        /// The `id` of the `Run` it answers.
+        /// The `id` of the request it answers.
         id: u64,
-        /// The model's error, or why the inputs or outputs did not fit the region.
+        /// The model's error, or why the inputs or outputs did not fit their regions.
         error: String,
     },
 }
 
-/// Where one tensor lies in the shared region.
+/// A shared region, as the worker opens it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Region {
+    /// How slots name it.
+    pub id: u64,
+    /// Its file, while it still has a name.
+    pub path: PathBuf,
+    /// Its size, in bytes.
+    pub size: u64,
+}
+
+/// Where one tensor lies in a shared region.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Slot {
+    /// The region it lies in.
+    pub region: u64,
     /// The element type.
     pub dtype: DType,
     /// The tensor's shape.
     pub shape: Vec<u64>,
-    /// Where its bytes start in the region, in bytes; both sides align it to 64.
+    /// Where its bytes start in the region.
     pub offset: u64,
     /// Its size, in bytes.
     pub len: u64,
@@ -179,9 +200,10 @@ mod tests {
         let mut buf = Vec::new();
         let run = Request::Run {
             id: 7,
-            shm_size: 4096,
-            inputs: vec![Slot { dtype: DType::I64, shape: vec![2, 4], offset: 64, len: 64 }],
-            output_offset: 128,
+            open: vec![Region { id: 1, path: "/dev/shm/x".into(), size: 4096 }],
+            close: vec![],
+            inputs: vec![Slot { region: 1, dtype: DType::I64, shape: vec![2, 4], offset: 64, len: 64 }],
+            outputs: None,
         };
         write_frame(&a, &mut buf, &run).unwrap();
         let got: Request = read_frame(&mut b, &mut buf).unwrap().unwrap();
@@ -202,7 +224,7 @@ mod tests {
 
     #[test]
     fn slots_out_of_bounds_have_no_range() {
-        let slot = |offset, len| Slot { dtype: DType::U8, shape: vec![len], offset, len };
+        let slot = |offset, len| Slot { region: 0, dtype: DType::U8, shape: vec![len], offset, len };
         assert_eq!(slot(8, 8).range(16), Some(8..16));
         assert_eq!(slot(8, 9).range(16), None);
         assert_eq!(slot(u64::MAX, 2).range(16), None);

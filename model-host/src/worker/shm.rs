@@ -1,8 +1,8 @@
-//! The shared region a parent and its worker exchange tensor bytes through.
+//! A region of memory a parent and its worker both map: tensor bytes live here and never cross the socket.
 //!
 //! A file in `/dev/shm` (tmpfs, so the bytes never touch a disk), created by the parent, opened by path by the
 //! worker, and unlinked by the parent once the worker has it open, so that nothing is left behind however the
-//! two processes end. Either side may grow it; it never shrinks, so a mapping is always within the file.
+//! two processes end. A region keeps its size: each side maps it once, so views of it stay valid.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -13,12 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::{MmapMut, MmapOptions};
 
-/// Growth is rounded to this, so a batch a little larger than the last does not remap both sides.
+/// Sizes are rounded up to this.
 const GRANULE: usize = 1 << 16;
 
 #[derive(Debug)]
 pub struct Shm {
-    file: File,
     map: MmapMut,
     /// The name while it is still linked; `None` once unlinked.
     path: Option<PathBuf>,
@@ -42,7 +41,7 @@ impl Shm {
             }
         };
         let map = map(&file, size)?;
-        Ok(Shm { file, map, path: Some(path) })
+        Ok(Shm { map, path: Some(path) })
     }
 
     /// The parent's region at `path`, mapped at `size` bytes (worker side).
@@ -50,7 +49,7 @@ impl Shm {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         let size = checked_size(&file, size)?;
         let map = map(&file, size)?;
-        Ok(Shm { file, map, path: None })
+        Ok(Shm { map, path: None })
     }
 
     /// Remove the name; the mappings and open descriptors keep the memory alive.
@@ -75,29 +74,9 @@ impl Shm {
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.map
     }
-
-    /// Make the region at least `need` bytes, growing the file (for both sides) and this side's mapping.
-    pub fn ensure(&mut self, need: usize) -> io::Result<()> {
-        if need <= self.len() { Ok(()) } else { self.grow(need.max(self.len().saturating_mul(2))) }
-    }
-
-    fn grow(&mut self, size: usize) -> io::Result<()> {
-        let size = reserve(&self.file, size)?;
-        self.map = map(&self.file, size)?;
-        Ok(())
-    }
-
-    /// Map `size` bytes of the file after the other side grew it (a smaller size keeps the larger mapping).
-    pub fn remap(&mut self, size: u64) -> io::Result<()> {
-        let size = checked_size(&self.file, size)?;
-        if size > self.map.len() {
-            self.map = map(&self.file, size)?;
-        }
-        Ok(())
-    }
 }
 
-/// Grow `file` to `size` rounded up to the granule, returning the new size.
+/// Make `file` `size` bytes, rounded up to the granule, returning the new size.
 fn reserve(file: &File, size: usize) -> io::Result<usize> {
     let size = size.div_ceil(GRANULE).checked_mul(GRANULE).ok_or(io::ErrorKind::OutOfMemory)?;
     let len = libc::off_t::try_from(size).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
@@ -128,10 +107,10 @@ fn checked_size(file: &File, size: u64) -> io::Result<usize> {
 }
 
 fn map(file: &File, size: usize) -> io::Result<MmapMut> {
-    // SAFETY: the file is never truncated below a size either side has mapped (it only grows), so the mapping
-    // stays backed. The two processes take turns on it (one request in flight), so neither reads bytes the
-    // other is writing.
-    unsafe { MmapOptions::new().len(size).map_mut(file) }
+    // SAFETY: the file is never truncated, so the mapping stays backed. The two processes take turns on a
+    // region (the parent writes inputs before a request, the worker writes outputs before its answer), so
+    // neither reads bytes the other is writing. Populated now, so a batch does not fault in pages.
+    unsafe { MmapOptions::new().len(size).populate().map_mut(file) }
 }
 
 impl Drop for Shm {
@@ -145,7 +124,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn both_sides_see_writes_and_growth_and_the_name_goes_away() {
+    fn both_sides_see_writes_and_the_name_goes_away() {
         let mut parent = Shm::create(10).unwrap();
         assert_eq!(parent.len(), GRANULE);
         let path = parent.path().unwrap().to_path_buf();
@@ -155,13 +134,15 @@ mod tests {
 
         parent.bytes_mut()[5] = 42;
         assert_eq!(worker.bytes()[5], 42);
+        worker.bytes_mut()[GRANULE - 1] = 7;
+        assert_eq!(parent.bytes()[GRANULE - 1], 7);
+        assert!(Shm::open(&path, 1).is_err(), "the name is gone");
+    }
 
-        worker.ensure(GRANULE * 3 + 1).unwrap();
-        assert_eq!(worker.len(), GRANULE * 4);
-        worker.bytes_mut()[GRANULE * 3] = 7;
-        parent.remap(worker.len() as u64).unwrap();
-        assert_eq!(parent.bytes()[GRANULE * 3], 7);
-        assert_eq!(parent.bytes()[5], 42);
-        assert!(parent.remap(GRANULE as u64 * 100).is_err(), "a size beyond the file is refused");
+    #[test]
+    fn a_size_beyond_the_file_is_refused() {
+        let parent = Shm::create(10).unwrap();
+        let err = Shm::open(parent.path().unwrap(), GRANULE as u64 * 100).unwrap_err();
+        assert!(err.to_string().contains("not the"), "{err}");
     }
 }
