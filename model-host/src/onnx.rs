@@ -126,6 +126,38 @@ pub fn cuda_library_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// Why the CUDA provider did not load, and what installs it: the CPU build of ONNX Runtime lacks the provider
+/// library; the CUDA build lacks a CUDA or cuDNN library when ONNX Runtime's error names one.
+fn cuda_unavailable(error: &str) -> String {
+    let install = format!(
+        "install the CUDA build with `python3 -m pip install --target .jig/python onnxruntime-gpu=={ORT_VERSION}` \
+         (its CUDA 12/13 and cuDNN 9 libraries come with `onnxruntime-gpu[cuda,cudnn]`, or from the system's CUDA \
+         toolkit on LD_LIBRARY_PATH), or point JIG_ORT_LIB at a CUDA build's libonnxruntime.so"
+    );
+    let library = library_path().map(|p| p.display().to_string()).unwrap_or_else(|_| "?".into());
+    let provider = Path::new(&library).with_file_name("libonnxruntime_providers_cuda.so");
+    if !provider.is_file() {
+        return format!(
+            "the CUDA execution provider is unavailable: the ONNX Runtime at {library} is a CPU build (no {} beside \
+             it); {install}",
+            provider.display()
+        );
+    }
+    match missing_library(error) {
+        Some(lib) => format!(
+            "the CUDA execution provider is unavailable: {lib} is missing (searched {}); {install}",
+            std::env::var("LD_LIBRARY_PATH").unwrap_or_default()
+        ),
+        _ => format!("the CUDA execution provider is unavailable ({error}); {install}"),
+    }
+}
+
+/// The library a dynamic loader's error says it did not find ("LIB: cannot open shared object file").
+fn missing_library(error: &str) -> Option<&str> {
+    let (before, _) = error.split_once("cannot open shared object")?;
+    before.split(|c: char| c.is_whitespace() || c == ':' || c == '\'' || c == '"').rfind(|w| w.contains(".so"))
+}
+
 /// The process's ONNX Runtime environment, loaded on first use.
 pub fn environment() -> Result<&'static ort::environment::Environment, ModelError> {
     static ENV: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
@@ -228,11 +260,9 @@ impl Model {
             if let Some(limit) = memory_limit {
                 cuda = cuda.with_memory_limit(limit);
             }
-            builder =
-                builder.with_execution_providers([cuda.build().error_on_failure()]).map_err(|e| ModelError::Run {
-                    model: name.into(),
-                    detail: format!("the CUDA execution provider is unavailable ({e}); install onnxruntime-gpu"),
-                })?;
+            builder = builder
+                .with_execution_providers([cuda.build().error_on_failure()])
+                .map_err(|e| ModelError::Run { model: name.into(), detail: cuda_unavailable(&e.to_string()) })?;
         }
         let session = builder.commit_from_memory(bytes).map_err(|e| invalid(e.to_string()))?;
         let specs = |io: &'static str, outlets: &[ort::value::Outlet]| -> Result<Vec<TensorSpec>, ModelError> {
@@ -567,4 +597,20 @@ fn from_ort(model: &str, value: ort::value::DynValue) -> Result<Tensor, ModelErr
     let data = tensor.data_ptr().cast::<u8>();
     let bytes = jig_tensor::Bytes::from_owner(OrtBytes { _value: tensor, data, len });
     Tensor::new(dtype, shape, bytes).map_err(|e| failed(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_cuda_provider_says_what_to_install() {
+        // The CPU wheel `make setup` installs has no CUDA provider library beside it.
+        let detail = cuda_unavailable("Failed to load libonnxruntime_providers_cuda.so");
+        assert!(detail.contains("is a CPU build") && detail.contains("onnxruntime-gpu==1.31.1"), "{detail}");
+        let loader = "Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.13: \
+                      cannot open shared object file: No such file or directory";
+        assert_eq!(missing_library(loader), Some("libcublasLt.so.13"));
+        assert_eq!(missing_library("CUDA failure 100: no CUDA-capable device is detected"), None);
+    }
 }
