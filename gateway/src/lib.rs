@@ -267,6 +267,7 @@ impl Gateway {
         match (&method, path.as_slice()) {
             (&Method::GET, ["healthz"]) => text(StatusCode::OK, "ok\n"),
             (&Method::GET, ["metrics"]) => {
+                self.metrics.machine(&self.machine());
                 let mut reply = text(StatusCode::OK, self.metrics.encode());
                 reply.headers_mut().insert(
                     header::CONTENT_TYPE,

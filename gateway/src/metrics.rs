@@ -13,6 +13,9 @@
 //! | `jig_instance_busy_seconds_total` | app, slot, instance | time spent running batches: its rate is the segment's use |
 //! | `jig_instance_queue_depth` | app, slot, instance | requests waiting for a batch |
 //! | `jig_edge_factor` | app, from, to | observed invocations of model task `to` per invocation of `from` |
+//! | `jig_cpu_cores` | state | cores the gateway may give instances: `free`, or `held` by an app's instances |
+//! | `jig_gpu_mps_free_percent` | gpu | percent of a GPU's SMs no app's `mps:` share holds |
+//! | `jig_gpu_mig_instances` | gpu, state | a GPU's MIG instances, `free` or `held` |
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -64,6 +67,22 @@ struct EdgeLabels {
     to: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GpuLabels {
+    gpu: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GpuStateLabels {
+    gpu: u32,
+    state: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -85,6 +104,9 @@ pub struct Metrics {
     in_flight: Family<AppLabels, Gauge>,
     task_invocations: Family<OutcomeLabels, Counter>,
     task_duration: HistogramFamily<TaskLabels>,
+    cpu_cores: Family<StateLabels, Gauge>,
+    gpu_mps_free: Family<GpuLabels, Gauge>,
+    gpu_mig_instances: Family<GpuStateLabels, Gauge>,
 }
 
 impl Metrics {
@@ -108,6 +130,12 @@ impl Metrics {
         registry.register("early_drops", "Invocations a model instance dropped early", early_drops.clone());
         registry.register("requests_in_flight", "Invocations in progress", in_flight.clone());
         registry.register("task_invocations", "Glue invocations by outcome", task_invocations.clone());
+        let cpu_cores = Family::<StateLabels, Gauge>::default();
+        let gpu_mps_free = Family::<GpuLabels, Gauge>::default();
+        let gpu_mig_instances = Family::<GpuStateLabels, Gauge>::default();
+        registry.register("cpu_cores", "Cores the gateway may give model instances, free or held", cpu_cores.clone());
+        registry.register("gpu_mps_free_percent", "Percent of a GPU's SMs no MPS share holds", gpu_mps_free.clone());
+        registry.register("gpu_mig_instances", "A GPU's MIG instances, free or held", gpu_mig_instances.clone());
         registry.register("task_duration_seconds", "Glue invocation latency", task_duration.clone());
         registry.register_collector(Box::new(InstanceCollector { apps }));
         Metrics {
@@ -119,6 +147,23 @@ impl Metrics {
             in_flight,
             task_invocations,
             task_duration,
+            cpu_cores,
+            gpu_mps_free,
+            gpu_mig_instances,
+        }
+    }
+
+    /// Record what the machine offers and what apps hold, as of this scrape.
+    pub fn machine(&self, machine: &jig_api::MachineStatus) {
+        let free = machine.free_cores.len() as i64;
+        self.cpu_cores.get_or_create(&StateLabels { state: "free" }).set(free);
+        self.cpu_cores.get_or_create(&StateLabels { state: "held" }).set(machine.cores.len() as i64 - free);
+        for gpu in &machine.gpus {
+            self.gpu_mps_free.get_or_create(&GpuLabels { gpu: gpu.index }).set(gpu.free_mps_percent.into());
+            let free = gpu.free_mig_instances.len() as i64;
+            let held = gpu.mig_instances.len() as i64 - free;
+            self.gpu_mig_instances.get_or_create(&GpuStateLabels { gpu: gpu.index, state: "free" }).set(free);
+            self.gpu_mig_instances.get_or_create(&GpuStateLabels { gpu: gpu.index, state: "held" }).set(held);
         }
     }
 

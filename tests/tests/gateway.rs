@@ -489,6 +489,9 @@ fn two_apps_never_hold_the_same_core_and_a_third_runs_unpinned() {
     assert_ok(&gateway.jig("delete").arg("first").output().unwrap());
     let machine = gateway.http("GET", "/v1/devices", &[], b"").json();
     assert_eq!(machine["free_cores"].as_array().unwrap().len(), 1, "{machine}");
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains("jig_cpu_cores{state=\"free\"} 1\n"), "{metrics}");
+    assert!(metrics.contains("jig_cpu_cores{state=\"held\"} 1\n"), "{metrics}");
     let status = gateway.jig("status").output().unwrap();
     assert_ok(&status);
     assert!(String::from_utf8_lossy(&status.stdout).contains("cores      1 of 2 free"), "{status:?}");
