@@ -95,6 +95,29 @@ pub struct AppStatus {
     /// started).
     #[serde(default)]
     pub observed_factors: Vec<ObservedFactor>,
+    /// Each planned group of instances with the batch latencies it observed since it started.
+    #[serde(default)]
+    pub observed_latencies: Vec<ObservedLatency>,
+}
+
+/// The batch latency the instances of one variant on one segment type observed, at the batch size they ran
+/// most often, beside the profile table's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedLatency {
+    /// The model slot.
+    pub slot: String,
+    /// The variant.
+    pub variant: String,
+    /// The segment type, as the profile table names it (`cpu:2`).
+    pub segment: String,
+    /// Rows per batch.
+    pub batch: u32,
+    /// Batches of that size it rests on.
+    pub batches: u64,
+    /// p95 of the last (up to) 100 of them, ms.
+    pub p95_ms: f64,
+    /// The profile table's p95 for that variant, segment and batch, ms, where it has the row.
+    pub profiled_ms: Option<f64>,
 }
 
 /// A multiplicative factor the app observed: invocations of task `to` per invocation of task `from`, where a
@@ -170,6 +193,9 @@ pub struct Deployment {
     /// The factors it was planned with, on every edge between model tasks; empty when not planned.
     #[serde(default)]
     pub factors: Vec<PlannedFactor>,
+    /// The observed latencies it refined its profile rows with (see `jig_app::deployment::refine`).
+    #[serde(default)]
+    pub refined: Vec<ObservedLatency>,
     /// Instances by variant and segment.
     pub instances: Vec<PlannedInstances>,
 }
@@ -358,6 +384,7 @@ mod tests {
             accuracy: None,
             capacity_rps: None,
             factors: Vec::new(),
+            refined: Vec::new(),
             instances: vec![planned("a", 1.0), planned("b", 2.0)],
         };
         let b = Deployment { instances: vec![planned("b", 5.0), planned("a", 3.0)], ..a.clone() };

@@ -24,9 +24,9 @@ use jig_model_host::pool::Pool;
 use jig_model_host::segment::Segment;
 use jig_runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, LoadError, Outcome, Runtime};
 
-use crate::deployment::{Deployment, model_edges};
+use crate::deployment::{Deployment, Observations, latest_latencies, model_edges};
 use crate::slots::ModelSlots;
-use jig_api::ObservedFactor;
+use jig_api::{ObservedFactor, ObservedLatency};
 
 /// The deadline of an invocation that names none, for an app without a latency SLO.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
@@ -70,6 +70,18 @@ pub struct App {
     invocations: Arc<Vec<AtomicU64>>,
     /// Edges between model tasks (`from` → `to`, as task indices): where factors are observed.
     model_edges: Vec<(usize, usize)>,
+    /// Each planned group of instances, with its profile rows' p95 latency by batch size.
+    groups: Vec<Group>,
+}
+
+/// The instances of one variant on one segment type, and what the profile table says of them.
+struct Group {
+    slot: String,
+    variant: String,
+    segment: String,
+    instances: Vec<Arc<Instance>>,
+    /// The profile's p95 latency (ms) by batch size.
+    profiled_ms: HashMap<u32, f64>,
 }
 
 /// A request admitted by [`App::admit`], counted against the app's limits while it lives.
@@ -213,7 +225,8 @@ impl App {
     ) -> Result<App, StartError> {
         let m = &bundle.manifest;
         let app = m.name.clone();
-        let models = Arc::new(start_models(launcher, bundle, &deployment)?);
+        let (models, groups) = start_models(launcher, bundle, &deployment)?;
+        let models = Arc::new(models);
         let index: HashMap<&str, usize> = m.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
         let mut tasks = Vec::with_capacity(m.tasks.len());
         for task in &m.tasks {
@@ -269,6 +282,7 @@ impl App {
             models,
             invocations: Arc::new(m.tasks.iter().map(|_| AtomicU64::new(0)).collect()),
             model_edges,
+            groups,
         })
     }
 
@@ -299,6 +313,46 @@ impl App {
                 samples: count(from),
             })
             .collect()
+    }
+
+    /// Each planned group of instances with the batch latency it observed, at the batch size it ran most
+    /// (none before its first batch): p95 of the last (up to) 100 batches of that size over all its instances.
+    pub fn observed_latencies(&self) -> Vec<ObservedLatency> {
+        self.groups
+            .iter()
+            .filter_map(|g| {
+                let mut by_rows: HashMap<u64, (u64, Vec<f64>)> = HashMap::new();
+                for instance in &g.instances {
+                    for b in instance.stats().batch_latencies() {
+                        let entry = by_rows.entry(b.rows).or_default();
+                        entry.0 += b.batches;
+                        entry.1.extend(b.recent_ms);
+                    }
+                }
+                let (rows, (batches, mut ms)) = by_rows.into_iter().max_by_key(|(rows, (n, _))| (*n, *rows))?;
+                ms.sort_by(f64::total_cmp);
+                let p95 = ms[((ms.len() as f64 * 0.95).ceil() as usize).clamp(1, ms.len()) - 1];
+                let batch = u32::try_from(rows).unwrap_or(u32::MAX);
+                Some(ObservedLatency {
+                    slot: g.slot.clone(),
+                    variant: g.variant.clone(),
+                    segment: g.segment.clone(),
+                    batch,
+                    batches,
+                    p95_ms: p95,
+                    profiled_ms: g.profiled_ms.get(&batch).copied(),
+                })
+            })
+            .collect()
+    }
+
+    /// What the next plan should take into account: the factors observed, and the latencies observed where
+    /// they rest on enough batches, else those this deployment was refined with.
+    pub fn observations(&self) -> Observations {
+        Observations {
+            factors: self.observed_factors(),
+            latencies: latest_latencies(&self.deployment.refined, &self.observed_latencies()),
+        }
     }
 
     /// The model slots and their instances.
@@ -417,11 +471,29 @@ impl App {
 
 /// Start the deployment's instances, each in its planned place: pinned to its cores, or in a worker bound to
 /// its GPU share or MIG instance (one worker for each of a `mig:…:K` instance's K processes).
-fn start_models(launcher: &Launcher, bundle: &Bundle, deployment: &Deployment) -> Result<ModelSlots, StartError> {
+fn start_models(
+    launcher: &Launcher,
+    bundle: &Bundle,
+    deployment: &Deployment,
+) -> Result<(ModelSlots, Vec<Group>), StartError> {
     let app = &bundle.manifest.name;
     let refused = |detail: String| StartError::Deployment { app: app.clone(), detail };
+    // The profile table, for what observed latencies are compared with; a bundle without one compares none.
+    let profiles = bundle.profiles_path().and_then(|p| crate::deployment::read_profiles(&p).ok()).unwrap_or_default();
     let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
+    let mut groups = Vec::new();
     for planned in &deployment.instances {
+        let mut group = Group {
+            slot: planned.slot.clone(),
+            variant: planned.variant.clone(),
+            segment: planned.segment.clone(),
+            instances: Vec::new(),
+            profiled_ms: profiles
+                .iter()
+                .filter(|r| r.slot == planned.slot && r.variant == planned.variant && r.segment == planned.segment)
+                .map(|r| (r.batch, r.p95_ms))
+                .collect(),
+        };
         let variant = bundle.manifest.variants.iter().find(|v| v.slot == planned.slot && v.name == planned.variant);
         let variant = variant.ok_or_else(|| {
             refused(format!(
@@ -461,15 +533,18 @@ fn start_models(launcher: &Launcher, bundle: &Bundle, deployment: &Deployment) -
                     .map_err(|source| StartError::Model { app: app.clone(), source: Box::new(source) })?;
                 // A `mig:…:K` instance's rate is that of its K processes together.
                 let rate = planned.rate_rps / f64::from(processes);
-                by_slot.entry(planned.slot.as_str()).or_default().push((Arc::new(instance), rate));
+                let instance = Arc::new(instance);
+                group.instances.push(instance.clone());
+                by_slot.entry(planned.slot.as_str()).or_default().push((instance, rate));
             }
         }
+        groups.push(group);
     }
     let mut slots = ModelSlots::new();
     for (slot, instances) in by_slot {
         slots.insert(slot, Arc::new(Pool::new(instances)));
     }
-    Ok(slots)
+    Ok((slots, groups))
 }
 
 #[cfg(test)]

@@ -11,15 +11,20 @@
 //! share or MIG instance, so that no two apps hold the same. Without a profile table, or when the planner
 //! finds no plan, each slot gets one unpinned instance of its most accurate variant, and the deployment says
 //! why.
+//!
+//! A running app's observations refine what the next plan assumes (JigsawServe §3.1): the multiplicative
+//! factor of each edge once its upstream task ran [`MIN_FACTOR_SAMPLES`] times, and each planned group's
+//! batch latency once it ran [`MIN_LATENCY_SAMPLES`] batches of one size (see [`refine`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-pub use jig_api::{Deployment, InstancePlace, ObservedFactor, PlannedFactor, PlannedInstances};
+pub use jig_api::{Deployment, InstancePlace, ObservedFactor, ObservedLatency, PlannedFactor, PlannedInstances};
 
 use jig_model_host::device::Devices;
 use jig_model_host::segment::MigProfile;
 use jig_planner::mig_parted::{config_name, mig_parted_config, missing_instances};
+use jig_planner::profile::ProfileRow;
 use jig_planner::spec::{
     AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentKind, SegmentSpec, TaskSpec, VariantSpec,
 };
@@ -32,6 +37,80 @@ const PLAN_TIME_LIMIT_S: f64 = 10.0;
 
 /// Invocations of an edge's upstream task before its observed factor replaces the manifest's.
 pub const MIN_FACTOR_SAMPLES: u64 = 20;
+
+/// Batches of one size a planned group must run before its observed latency refines its profile rows.
+pub const MIN_LATENCY_SAMPLES: u64 = 20;
+
+/// How far refinement may move a profile row from what `jig profile` measured: at most this factor either
+/// way, so that a few slow batches (a noisy neighbour, a cold cache) cannot make a plan forget its profile.
+pub const MAX_REFINEMENT: f64 = 2.0;
+
+/// What a running app observed, for its next plan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observations {
+    /// The factor on each edge between model tasks.
+    pub factors: Vec<ObservedFactor>,
+    /// Each planned group's batch latency; those of earlier deployments where this one has too few batches.
+    pub latencies: Vec<ObservedLatency>,
+}
+
+/// The scale an observation applies to its variant's profile rows on its segment: observed p95 over profiled
+/// p95, within [`MAX_REFINEMENT`] either way; `None` before [`MIN_LATENCY_SAMPLES`] batches or without a row.
+pub fn refinement(observed: &ObservedLatency) -> Option<f64> {
+    let profiled = observed.profiled_ms.filter(|&p| p > 0.0)?;
+    (observed.batches >= MIN_LATENCY_SAMPLES && observed.p95_ms > 0.0)
+        .then(|| (observed.p95_ms / profiled).clamp(1.0 / MAX_REFINEMENT, MAX_REFINEMENT))
+}
+
+/// Refine profile `rows` with `observed` latencies: every row of an observed variant on its segment, at every
+/// batch size, has its latencies multiplied and its throughput divided by the observation's [`refinement`].
+/// Returns the observations used.
+pub fn refine(rows: &mut [ProfileRow], observed: &[ObservedLatency]) -> Vec<ObservedLatency> {
+    let mut used = Vec::new();
+    for o in observed {
+        let Some(scale) = refinement(o) else { continue };
+        let mut matched = false;
+        for row in rows.iter_mut().filter(|r| r.slot == o.slot && r.variant == o.variant && r.segment == o.segment) {
+            row.p50_ms *= scale;
+            row.p95_ms *= scale;
+            row.throughput_rps /= scale;
+            matched = true;
+        }
+        if matched {
+            used.push(o.clone());
+        }
+    }
+    used
+}
+
+/// The latencies to plan with: each of `fresh` that is enough to refine with, else the one `previous` (the
+/// running deployment's [`Deployment::refined`]) used for the same variant and segment.
+pub fn latest_latencies(previous: &[ObservedLatency], fresh: &[ObservedLatency]) -> Vec<ObservedLatency> {
+    let same = |a: &ObservedLatency, b: &ObservedLatency| {
+        (&a.slot, &a.variant, &a.segment) == (&b.slot, &b.variant, &b.segment)
+    };
+    let mut latest: Vec<ObservedLatency> = fresh.iter().filter(|o| refinement(o).is_some()).cloned().collect();
+    for p in previous {
+        if !latest.iter().any(|o| same(o, p)) {
+            latest.push(p.clone());
+        }
+    }
+    latest
+}
+
+/// Whether a `fresh` observation refines its rows by more than `threshold` (relative) beyond what the last
+/// plan `refined` them with (1 where it refined nothing): a reason to re-plan.
+pub fn latencies_drifted(refined: &[ObservedLatency], fresh: &[ObservedLatency], threshold: f64) -> bool {
+    fresh.iter().any(|o| {
+        let Some(scale) = refinement(o) else { return false };
+        let planned = refined
+            .iter()
+            .find(|r| (&r.slot, &r.variant, &r.segment) == (&o.slot, &o.variant, &o.segment))
+            .and_then(refinement)
+            .unwrap_or(1.0);
+        (scale / planned - 1.0).abs() > threshold
+    })
+}
 
 /// Why a bundle could not be planned; a deployment then falls back to [`fallback`] and says why.
 #[derive(Debug, thiserror::Error)]
@@ -208,10 +287,10 @@ impl std::fmt::Display for Capacity {
     }
 }
 
-/// Plan `bundle` for `demand_windows` (recent req/s at the entry, oldest first) within `capacity`, with the
-/// `observed` factors that rest on at least [`MIN_FACTOR_SAMPLES`] invocations in place of the manifest's;
-/// without a profile table, or when the planner finds no plan, each slot's [`fallback`].
-pub fn plan(bundle: &Bundle, demand_windows: &[f64], capacity: &Capacity, observed: &[ObservedFactor]) -> Deployment {
+/// Plan `bundle` for `demand_windows` (recent req/s at the entry, oldest first) within `capacity`, refined by
+/// what the running app `observed`; without a profile table, or when the planner finds no plan, each slot's
+/// [`fallback`].
+pub fn plan(bundle: &Bundle, demand_windows: &[f64], capacity: &Capacity, observed: &Observations) -> Deployment {
     if bundle.manifest.variants.is_empty() {
         return fallback(bundle, capacity, "no model slots");
     }
@@ -245,6 +324,7 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
         accuracy: None,
         capacity_rps: None,
         factors: Vec::new(),
+        refined: Vec::new(),
         instances: best
             .into_iter()
             .map(|v| PlannedInstances {
@@ -287,20 +367,24 @@ pub fn planned_factors(bundle: &Bundle, observed: &[ObservedFactor]) -> Vec<Plan
         .collect()
 }
 
-/// The planning problem of `bundle` with its profile table, for `demand_windows` within `capacity`, with the
-/// `observed` factors that rest on enough invocations in place of the manifest's.
+/// The profile table at `path`.
+pub fn read_profiles(path: &Path) -> Result<Vec<ProfileRow>, PlanningError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PlanningError::Read { path: path.to_owned(), source })?;
+    jig_planner::profile::from_csv(&text).map_err(|source| PlanningError::Profiles { path: path.to_owned(), source })
+}
+
+/// The planning problem of `bundle` with its profile table, for `demand_windows` within `capacity`, refined by
+/// what the running app `observed`. Returns the latencies it refined rows with.
 pub fn problem(
     bundle: &Bundle,
     profiles: &Path,
     demand_windows: &[f64],
     capacity: &Capacity,
-    observed: &[ObservedFactor],
-) -> Result<Problem, PlanningError> {
+    observed: &Observations,
+) -> Result<(Problem, Vec<ObservedLatency>), PlanningError> {
     let m = &bundle.manifest;
-    let text = std::fs::read_to_string(profiles)
-        .map_err(|source| PlanningError::Read { path: profiles.to_owned(), source })?;
-    let rows = jig_planner::profile::from_csv(&text)
-        .map_err(|source| PlanningError::Profiles { path: profiles.to_owned(), source })?;
+    let mut rows = read_profiles(profiles)?;
+    let refined = refine(&mut rows, &observed.latencies);
     let slo = m.slo.ok_or(PlanningError::NoSlo)?;
 
     let model_tasks = model_tasks(bundle);
@@ -318,7 +402,7 @@ pub fn problem(
                 .filter(|v| v.slot == slot)
                 .map(|v| {
                     let mut factors = v.factors.clone();
-                    for o in observed.iter().filter(|o| o.from == task && o.samples >= MIN_FACTOR_SAMPLES) {
+                    for o in observed.factors.iter().filter(|o| o.from == task && o.samples >= MIN_FACTOR_SAMPLES) {
                         if let Some(f) = o.factor {
                             factors.insert(o.to.clone(), f);
                         }
@@ -377,7 +461,11 @@ pub fn problem(
         objective: Objective::default(),
         batch_sizes: None,
     };
-    Ok(Problem::new(&spec, &rows, &profiles.display().to_string())?)
+    let source = match refined.len() {
+        0 => profiles.display().to_string(),
+        n => format!("{}, {n} refined by observed latencies", profiles.display()),
+    };
+    Ok((Problem::new(&spec, &rows, &source)?, refined))
 }
 
 fn plan_with_profiles(
@@ -385,9 +473,9 @@ fn plan_with_profiles(
     profiles: &Path,
     demand_windows: &[f64],
     capacity: &Capacity,
-    observed: &[ObservedFactor],
+    observed: &Observations,
 ) -> Result<Deployment, PlanningError> {
-    let problem = problem(bundle, profiles, demand_windows, capacity, observed)?;
+    let (problem, refined) = problem(bundle, profiles, demand_windows, capacity, observed)?;
     let model_tasks = model_tasks(bundle);
     let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, ..SolveOptions::default() };
     let plan = jig_planner::plan(&problem, Features::ALL, &options)?;
@@ -434,7 +522,8 @@ fn plan_with_profiles(
         demand_rps: Some(plan.demand_rps),
         accuracy: Some(plan.accuracy),
         capacity_rps: Some(capacity_rps(&plan)),
-        factors: planned_factors(bundle, observed),
+        factors: planned_factors(bundle, &observed.factors),
+        refined,
         instances,
     })
 }
@@ -554,7 +643,7 @@ mod tests {
     fn gpu_rows_are_planned_and_placed_on_the_gpu_that_has_room() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0), ("mps:0:50", 4, 40.0, 100.0)]);
-        let d = plan(&bundle, &[], &Capacity::of(&machine(), 8, None), &[]);
+        let d = plan(&bundle, &[], &Capacity::of(&machine(), 8, None), &Observations::default());
         assert!(d.source.starts_with("planned"), "{}", d.source);
         let placed = places(&d);
         assert_eq!(placed.len(), 1, "{d:?}");
@@ -567,7 +656,7 @@ mod tests {
     fn without_a_gpu_the_same_bundle_plans_on_cores() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0), ("mps:0:50", 4, 40.0, 100.0)]);
-        let d = plan(&bundle, &[], &Capacity::cpu_only(8), &[]);
+        let d = plan(&bundle, &[], &Capacity::cpu_only(8), &Observations::default());
         let placed = places(&d);
         assert_eq!(placed.len(), 4, "31.5 req/s at 10 req/s an instance: {d:?}");
         assert_eq!(d.capacity_rps, Some(40.0), "four instances of 10 req/s");
@@ -580,16 +669,19 @@ mod tests {
     fn a_bundle_profiled_only_on_gpus_says_what_the_machine_lacks() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("mps:0:50", 4, 40.0, 100.0)]);
-        let error = problem(&bundle, &bundle.profiles_path().unwrap(), &[], &Capacity::cpu_only(4), &[]).unwrap_err();
+        let error =
+            problem(&bundle, &bundle.profiles_path().unwrap(), &[], &Capacity::cpu_only(4), &Observations::default())
+                .unwrap_err();
         assert!(matches!(error, PlanningError::NoSegments { .. }));
         assert!(error.to_string().contains("measures no segment this machine offers (free: 4 cores)"), "{error}");
         assert!(error.to_string().contains("it measures mps:50;"), "the message names the segment: {error}");
-        let d = plan(&bundle, &[], &Capacity::cpu_only(4), &[]);
+        let d = plan(&bundle, &[], &Capacity::cpu_only(4), &Observations::default());
         assert!(d.source.contains("measures no segment"), "{}", d.source);
         assert!(d.instances[0].places.is_empty() && d.instances[0].segment == "cpu:4", "{d:?}");
 
         let mig = self::bundle(dir.path(), &[("mig:0:3g.40gb:2", 4, 40.0, 100.0)]);
-        let error = problem(&mig, &mig.profiles_path().unwrap(), &[], &Capacity::cpu_only(4), &[]).unwrap_err();
+        let error = problem(&mig, &mig.profiles_path().unwrap(), &[], &Capacity::cpu_only(4), &Observations::default())
+            .unwrap_err();
         assert!(error.to_string().contains("it measures mig:3g.40gb:2; MIG instances must exist"), "{error}");
     }
 
@@ -599,11 +691,78 @@ mod tests {
         // 31.5 req/s at 20 req/s an instance: two 1g.10gb instances, where GPU 0 has one.
         let bundle = bundle(dir.path(), &[("mig:0:1g.10gb:1", 4, 40.0, 20.0)]);
         let capacity = Capacity::of(&machine(), 8, Some(&[0]));
-        let error = plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &[]).unwrap_err();
+        let error =
+            plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &Observations::default())
+                .unwrap_err();
         let text = error.to_string();
         assert!(matches!(error, PlanningError::DoesNotFit { needed: 2, placed: 1, .. }), "{text}");
         assert!(text.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{text}");
         assert!(text.contains("\"1g.10gb\": 2"), "the config provides both: {text}");
+    }
+
+    fn observed(p95_ms: f64, batches: u64) -> ObservedLatency {
+        ObservedLatency {
+            slot: "det".into(),
+            variant: "det".into(),
+            segment: "cpu:2".into(),
+            batch: 1,
+            batches,
+            p95_ms,
+            profiled_ms: Some(50.0),
+        }
+    }
+
+    #[test]
+    fn observed_latencies_scale_every_row_of_their_variant_and_segment_within_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle =
+            bundle(dir.path(), &[("cpu:2", 1, 50.0, 20.0), ("cpu:2", 4, 120.0, 33.0), ("cpu:1", 1, 90.0, 11.0)]);
+        let rows = || read_profiles(&bundle.profiles_path().unwrap()).unwrap();
+        let p95 = |rows: &[ProfileRow], segment: &str, batch: u32| {
+            rows.iter().find(|r| r.segment == segment && r.batch == batch).map(|r| (r.p95_ms, r.throughput_rps))
+        };
+
+        let mut slower = rows();
+        assert_eq!(refine(&mut slower, &[observed(75.0, MIN_LATENCY_SAMPLES)]).len(), 1);
+        assert_eq!(p95(&slower, "cpu:2", 1), Some((75.0, 20.0 / 1.5)));
+        assert_eq!(p95(&slower, "cpu:2", 4), Some((180.0, 22.0)), "every batch size of the segment");
+        assert_eq!(p95(&slower, "cpu:1", 1), Some((90.0, 11.0)), "other segments keep their rows");
+
+        let mut bounded = rows();
+        refine(&mut bounded, &[observed(1000.0, 100)]);
+        assert_eq!(p95(&bounded, "cpu:2", 1), Some((100.0, 10.0)), "at most twice the profile");
+
+        let mut unchanged = rows();
+        assert!(refine(&mut unchanged, &[observed(75.0, MIN_LATENCY_SAMPLES - 1)]).is_empty(), "too few batches");
+        assert_eq!(unchanged, rows());
+
+        // A slower segment than profiled buys more instances for the same demand.
+        let planned = |latencies: Vec<ObservedLatency>| {
+            let observations = Observations { latencies, ..Observations::default() };
+            let d = plan(&bundle, &[], &Capacity::cpu_only(8), &observations);
+            (d.instances.iter().map(|i| i.count).sum::<u32>(), d.refined.len(), d.source)
+        };
+        let (before, _, _) = planned(Vec::new());
+        let (after, refined, source) = planned(vec![observed(100.0, 40)]);
+        assert!(after > before, "{before} instances before, {after} after");
+        assert_eq!(refined, 1);
+        assert!(source.starts_with("planned"), "{source}");
+    }
+
+    #[test]
+    fn latencies_carry_over_re_plans_and_drift_counts_beyond_the_last_refinement() {
+        let fresh_enough = [observed(75.0, 30)];
+        let too_few = [observed(500.0, 3)];
+        let earlier = [observed(60.0, 50)];
+        assert_eq!(latest_latencies(&[], &fresh_enough), fresh_enough);
+        assert_eq!(latest_latencies(&earlier, &too_few), earlier, "kept until enough");
+        assert_eq!(latest_latencies(&earlier, &fresh_enough), fresh_enough);
+
+        assert!(latencies_drifted(&[], &fresh_enough, 0.2), "1.5× the profile, planned with 1×");
+        assert!(!latencies_drifted(&[observed(70.0, 20)], &fresh_enough, 0.2), "1.5 against 1.4");
+        assert!(!latencies_drifted(&[], &too_few, 0.2), "too few batches to tell");
+        let clamped = observed(400.0, 30);
+        assert!(!latencies_drifted(&[observed(300.0, 30)], &[clamped], 0.2), "both at the bound: nothing to gain");
     }
 
     #[test]
@@ -655,9 +814,9 @@ model = "m.onnx"
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0), ("mig:0:3g.40gb:1", 4, 40.0, 40.0)]);
         let all = Capacity::of(&machine(), 8, Some(&[0]));
-        let first = plan(&bundle, &[], &all, &[]);
+        let first = plan(&bundle, &[], &all, &Observations::default());
         let free = all.clone().without(&first);
-        let second = plan(&bundle, &[], &free, &[]);
+        let second = plan(&bundle, &[], &free, &Observations::default());
         let (a, b) = (places(&first), places(&second));
         assert!(!a.is_empty() && !b.is_empty(), "{first:?}\n{second:?}");
         for (_, p) in &a {

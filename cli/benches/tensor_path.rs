@@ -118,7 +118,7 @@ fn worker(name: &str, inputs: &[Tensor], threads: usize) -> (Duration, Duration)
             Tensor::new(t.dtype(), t.shape().to_vec(), buffer.freeze()).unwrap()
         })
         .collect();
-    let mut time = |batch: &[Tensor]| {
+    let time = |batch: &[Tensor]| {
         measure(|| {
             let started = Instant::now();
             let outputs = worker.run(batch).unwrap();

@@ -130,6 +130,7 @@ fn bundle_problem(
         capacity.cores = (0..n).collect();
     }
     let demand = demand.unwrap_or(bundle.manifest.demand.rps);
-    jig_app::deployment::problem(&bundle, &profiles, &[demand], &capacity, &[])
+    jig_app::deployment::problem(&bundle, &profiles, &[demand], &capacity, &Default::default())
+        .map(|(problem, _)| problem)
         .map_err(|e| anyhow::anyhow!("app `{}`: {e}", bundle.manifest.name))
 }

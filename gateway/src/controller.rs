@@ -8,7 +8,10 @@
 //! `replan_threshold` (relative), when more than 1% of the window's requests violated their SLO, or when a
 //! multiplicative factor observed on an edge between model tasks (over at least
 //! [`MIN_FACTOR_SAMPLES`](jig_app::deployment::MIN_FACTOR_SAMPLES) invocations) moved by more than
-//! `replan_threshold` from the one planned with; a re-plan plans with the observed factors. A new
+//! `replan_threshold` from the one planned with, or when a planned group's observed batch latency (over at
+//! least [`MIN_LATENCY_SAMPLES`](jig_app::deployment::MIN_LATENCY_SAMPLES) batches of one size) refines its
+//! profile rows by more than `replan_threshold` beyond the last plan's refinement; a re-plan plans with the
+//! observed factors and the refined rows (`jig_app::deployment::refine`). A new
 //! deployment different from the running one is applied by starting a new copy of the app (glue loaded,
 //! instances started) and swapping it in: requests running on the old copy finish there, so none is lost.
 //! Apps without a profile table have nothing to re-plan.
@@ -21,7 +24,7 @@ use jig_planner::spec::DemandSpec;
 
 use super::Gateway;
 use jig_app::App;
-use jig_app::deployment::{MIN_FACTOR_SAMPLES, ObservedFactor, PlannedFactor};
+use jig_app::deployment::{MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted};
 
 /// Violations above this share of a window's requests trigger a re-plan.
 const VIOLATION_SHARE: f64 = 0.01;
@@ -40,6 +43,8 @@ pub struct DemandWindows {
     planned_for: Option<f64>,
     /// The factors of the last plan, likewise.
     planned_factors: Option<Vec<PlannedFactor>>,
+    /// The latencies the last plan refined its profile rows with, likewise.
+    planned_refined: Option<Vec<ObservedLatency>>,
 }
 
 impl DemandWindows {
@@ -47,6 +52,7 @@ impl DemandWindows {
     pub fn deployed(&mut self) {
         self.planned_for = None;
         self.planned_factors = None;
+        self.planned_refined = None;
     }
 
     /// Start from stored rates (after a restart).
@@ -131,7 +137,9 @@ impl Gateway {
                         let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
                         let threshold = self.config.replan_threshold;
                         let planned_factors = windows.planned_factors.as_ref().unwrap_or(&app.deployment.factors);
-                        let drifted = factors_drifted(&app.observed_factors(), planned_factors, threshold);
+                        let refined = windows.planned_refined.as_ref().unwrap_or(&app.deployment.refined);
+                        let drifted = factors_drifted(&app.observed_factors(), planned_factors, threshold)
+                            || latencies_drifted(refined, &app.observed_latencies(), threshold);
                         (windows.should_replan(planned_for, threshold) || drifted)
                             .then(|| (app.clone(), windows.rates()))
                     })
@@ -156,7 +164,7 @@ impl Gateway {
         let gateway = self.clone();
         let (name, hash, deployed_at) = (app.name.clone(), app.bundle.clone(), app.deployed_at);
         let current = app.deployment.clone();
-        let observed = app.observed_factors();
+        let observed = app.observations();
         let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<App>> {
             let bundle = gateway.store.bundle(&hash)?;
             let capacity = gateway.free_capacity(Some(&name));
@@ -166,6 +174,7 @@ impl Gateway {
                 let windows = demand.entry(name.clone()).or_default();
                 windows.planned_for = deployment.demand_rps;
                 windows.planned_factors = Some(deployment.factors.clone());
+                windows.planned_refined = Some(deployment.refined.clone());
             }
             if deployment.same_instances(&current) {
                 return Ok(None);

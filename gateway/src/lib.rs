@@ -191,7 +191,7 @@ impl Gateway {
             let bundle = self.store.bundle(&record.bundle)?;
             let capacity = self.free_capacity(Some(&record.name));
             // A restart observes factors afresh; a new deploy plans with the manifest's.
-            let deployment = jig_app::deployment::plan(&bundle, &record.demand_windows, &capacity, &[]);
+            let deployment = jig_app::deployment::plan(&bundle, &record.demand_windows, &capacity, &Default::default());
             let app =
                 App::start(&self.runtime, &self.launcher, &bundle, &record.bundle, record.deployed_at, deployment)?;
             Ok(Arc::new(app))
@@ -529,6 +529,7 @@ impl Gateway {
             slo_latency_ms: app.slo_latency.map(|d| d.as_millis() as u64),
             deployment: app.deployment.clone(),
             observed_factors: app.observed_factors(),
+            observed_latencies: app.observed_latencies(),
         }
     }
 }

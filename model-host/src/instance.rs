@@ -128,6 +128,50 @@ pub struct Stats {
     pub busy_ns: AtomicU64,
     /// Requests waiting for a batch now (a gauge, unlike the counters above).
     pub queued: AtomicU64,
+    /// Latencies of the batches that succeeded, by rows.
+    latencies: std::sync::Mutex<std::collections::BTreeMap<u64, Recent>>,
+}
+
+/// Batch latencies recorded at one batch size: how many, and the most recent.
+#[derive(Debug, Default, Clone)]
+struct Recent {
+    batches: u64,
+    ms: std::collections::VecDeque<f64>,
+}
+
+/// Latencies kept per batch size: enough for a p95, recent enough to follow a change.
+const RECENT_BATCHES: usize = 100;
+
+/// What an instance observed of its batches of one size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchLatency {
+    /// Rows per batch.
+    pub rows: u64,
+    /// Batches of that size that succeeded.
+    pub batches: u64,
+    /// The latency of each of the last (up to) 100, ms, oldest first.
+    pub recent_ms: Vec<f64>,
+}
+
+impl Stats {
+    fn record(&self, rows: u64, latency: std::time::Duration) {
+        let mut latencies = self.latencies.lock().unwrap_or_else(|p| p.into_inner());
+        let recent = latencies.entry(rows).or_default();
+        recent.batches += 1;
+        if recent.ms.len() == RECENT_BATCHES {
+            recent.ms.pop_front();
+        }
+        recent.ms.push_back(latency.as_secs_f64() * 1e3);
+    }
+
+    /// The latencies observed, per batch size.
+    pub fn batch_latencies(&self) -> Vec<BatchLatency> {
+        let latencies = self.latencies.lock().unwrap_or_else(|p| p.into_inner());
+        latencies
+            .iter()
+            .map(|(&rows, r)| BatchLatency { rows, batches: r.batches, recent_ms: r.ms.iter().copied().collect() })
+            .collect()
+    }
 }
 
 struct Job {
@@ -318,9 +362,11 @@ impl<E: Executor> Batcher<E> {
                 .and_then(|stacked| self.executor.execute(&stacked).map_err(|e| e.to_string()))
                 .and_then(|outputs| batch::split(outputs, &rows))
         };
-        self.stats.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let elapsed = started.elapsed();
+        self.stats.busy_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
         match result {
             Ok(per_request) => {
+                self.stats.record(rows.iter().sum(), elapsed);
                 for (job, outputs) in batch.into_iter().zip(per_request) {
                     let _ = job.reply.send(Ok(outputs));
                 }

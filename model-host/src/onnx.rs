@@ -350,9 +350,8 @@ impl Model {
                 selector = selector.preallocate(spec.name.as_str(), value);
             }
         }
-        let options = ort::session::RunOptions::new()
-            .map_err(|e| failed(format!("run options: {e}")))?
-            .with_outputs(selector);
+        let options =
+            ort::session::RunOptions::new().map_err(|e| failed(format!("run options: {e}")))?.with_outputs(selector);
         let written = {
             let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
             session.run_with_options(values.as_slice(), &options).ok().map(|outputs| {
@@ -396,7 +395,8 @@ unsafe fn value_over(place: &mut TensorViewMut<'_>) -> Result<ort::value::DynVal
     };
     if !status.0.is_null() {
         // SAFETY: a non-null status is an error ONNX Runtime allocated; its message lives until it is released.
-        let message = unsafe { std::ffi::CStr::from_ptr((api.GetErrorMessage)(status.0)) }.to_string_lossy().into_owned();
+        let message =
+            unsafe { std::ffi::CStr::from_ptr((api.GetErrorMessage)(status.0)) }.to_string_lossy().into_owned();
         unsafe { (api.ReleaseStatus)(status.0) };
         return Err(message);
     }

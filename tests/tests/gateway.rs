@@ -167,6 +167,20 @@ fn a_model_slot_is_served_and_reported_in_metrics() {
     let cores = instance["segment"].as_str().unwrap().strip_prefix("cpu:").unwrap().parse::<u64>().unwrap();
     assert_eq!(report["cores_used"].as_u64(), Some(cores * instance["count"].as_u64().unwrap()), "{report}");
     assert!(report["accuracy_drop"].is_null(), "not planned, so no accuracy to report: {report}");
+
+    // The instances' batch latencies are observed: at the batch size they ran most, beside no profile row
+    // (the bundle has no profile table).
+    let status = gateway.http("GET", "/v1/apps/classify", &[], b"").json();
+    let observed = &status["observed_latencies"][0];
+    assert_eq!(
+        (observed["slot"].as_str(), observed["variant"].as_str()),
+        (Some("classifier"), Some("mlp")),
+        "{status}"
+    );
+    assert!(observed["batches"].as_u64().unwrap() >= 1 && observed["p95_ms"].as_f64().unwrap() > 0.0, "{status}");
+    assert!(observed["profiled_ms"].is_null(), "{status}");
+    let text = gateway.jig("status").arg("classify").output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("latency    classifier/mlp on cpu:"), "{text:?}");
 }
 
 #[test]

@@ -127,6 +127,20 @@ pub fn print_status(status: &AppStatus) {
         };
         println!("  factor     {} → {}: planned {:.2}{seen}", f.from, f.to, f.factor);
     }
+    for o in &status.observed_latencies {
+        let profiled = o.profiled_ms.map(|p| format!("profiled {p:.1} ms, ")).unwrap_or_default();
+        let refined = deployment
+            .refined
+            .iter()
+            .find(|r| (&r.slot, &r.variant, &r.segment) == (&o.slot, &o.variant, &o.segment))
+            .and_then(jig_app::deployment::refinement)
+            .map(|scale| format!("; planned with its rows × {scale:.2}"))
+            .unwrap_or_default();
+        println!(
+            "  latency    {}/{} on {} batch {}: {profiled}observed p95 {:.1} ms over {} batches{refined}",
+            o.slot, o.variant, o.segment, o.batch, o.p95_ms, o.batches
+        );
+    }
     print_demand();
 }
 

@@ -103,8 +103,13 @@ impl Mapped {
 
     /// The bytes of `slot`, as a raw range: inputs and outputs lie in different regions, borrowed together.
     fn bytes(&mut self, slot: &Slot, what: &str) -> Result<*mut [u8], String> {
-        let shm = self.regions.get_mut(&slot.region).ok_or_else(|| format!("{what} lies in unknown region {}", slot.region))?;
-        let range = slot.range(shm.len()).ok_or_else(|| format!("{what} {slot:?} lies outside its {}-byte region", shm.len()))?;
+        let shm = self
+            .regions
+            .get_mut(&slot.region)
+            .ok_or_else(|| format!("{what} lies in unknown region {}", slot.region))?;
+        let range = slot
+            .range(shm.len())
+            .ok_or_else(|| format!("{what} {slot:?} lies outside its {}-byte region", shm.len()))?;
         Ok(&mut shm.bytes_mut()[range] as *mut [u8])
     }
 
@@ -112,7 +117,8 @@ impl Mapped {
     /// `None`; else (or when they do not fit) it answers the outputs, to be placed.
     fn run(&mut self, model: &Model, inputs: &[Slot], places: Option<&[Slot]>) -> Result<Option<Vec<Tensor>>, String> {
         let input_bytes = inputs.iter().map(|s| self.bytes(s, "an input")).collect::<Result<Vec<_>, _>>()?;
-        let place_bytes = places.unwrap_or(&[]).iter().map(|s| self.bytes(s, "an output")).collect::<Result<Vec<_>, _>>()?;
+        let place_bytes =
+            places.unwrap_or(&[]).iter().map(|s| self.bytes(s, "an output")).collect::<Result<Vec<_>, _>>()?;
         // SAFETY: each pointer is a range of a mapping that lives in `self.regions` for this whole call. The
         // parent gives every output its own region, apart from the inputs', so the shared and the mutable
         // borrows below do not overlap; and the parent touches none of them until this run is answered.
@@ -147,7 +153,9 @@ impl Mapped {
             .map(|((tensor, slot), &bytes)| match tensor {
                 Some(tensor) => Ok(tensor),
                 // SAFETY: as above; the run is over, so this only reads what it wrote.
-                None => Tensor::new(slot.dtype, slot.shape.clone(), unsafe { (*bytes).to_vec() }).map_err(|e| e.to_string()),
+                None => {
+                    Tensor::new(slot.dtype, slot.shape.clone(), unsafe { (*bytes).to_vec() }).map_err(|e| e.to_string())
+                }
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(outputs))

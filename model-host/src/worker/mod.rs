@@ -59,6 +59,9 @@ use regions::Regions;
 /// Input shapes whose output shapes a worker remembers; past this many, it forgets them all.
 const REMEMBERED_SHAPES: usize = 64;
 
+/// Output element types and shapes, by the input shapes of the batch that produced them.
+type OutputShapes = HashMap<Vec<Vec<u64>>, Vec<(DType, Vec<u64>)>>;
+
 /// How to start a worker and what it runs.
 #[derive(Debug, Clone)]
 pub struct WorkerSpec {
@@ -426,7 +429,7 @@ struct Process {
     /// The regions this process maps.
     regions: Arc<Regions>,
     /// Output types and shapes by input shapes, learnt from the batches run.
-    shapes: HashMap<Vec<Vec<u64>>, Vec<(DType, Vec<u64>)>>,
+    shapes: OutputShapes,
 }
 
 impl Process {
