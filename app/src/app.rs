@@ -346,12 +346,14 @@ impl App {
             .collect()
     }
 
-    /// What the next plan should take into account: the factors observed, and the latencies observed where
-    /// they rest on enough batches, else those this deployment was refined with.
+    /// What the next plan should take into account: the factors observed, the latencies observed where they
+    /// rest on enough batches (else those this deployment was refined with), and this deployment, if planned,
+    /// for the solver to start from.
     pub fn observations(&self) -> Observations {
         Observations {
             factors: self.observed_factors(),
             latencies: latest_latencies(&self.deployment.refined, &self.observed_latencies()),
+            current: self.deployment.demand_rps.is_some().then(|| self.deployment.clone()),
         }
     }
 

@@ -23,6 +23,7 @@ pub use jig_api::{Deployment, InstancePlace, ObservedFactor, ObservedLatency, Pl
 
 use jig_model_host::device::Devices;
 use jig_model_host::segment::MigProfile;
+use jig_planner::evaluate::Assignment;
 use jig_planner::mig_parted::{config_name, mig_parted_config, missing_instances};
 use jig_planner::profile::ProfileRow;
 use jig_planner::spec::{
@@ -52,6 +53,8 @@ pub struct Observations {
     pub factors: Vec<ObservedFactor>,
     /// Each planned group's batch latency; those of earlier deployments where this one has too few batches.
     pub latencies: Vec<ObservedLatency>,
+    /// The deployment running now: a re-plan's search starts from it (`jig_planner::solve_from`).
+    pub current: Option<Deployment>,
 }
 
 /// The scale an observation applies to its variant's profile rows on its segment: observed p95 over profiled
@@ -478,7 +481,8 @@ fn plan_with_profiles(
     let (problem, refined) = problem(bundle, profiles, demand_windows, capacity, observed)?;
     let model_tasks = model_tasks(bundle);
     let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, ..SolveOptions::default() };
-    let plan = jig_planner::plan(&problem, Features::ALL, &options)?;
+    let previous = observed.current.as_ref().map(|d| assignments(&problem, &model_tasks, d)).unwrap_or_default();
+    let plan = jig_planner::plan_from(&problem, Features::ALL, &options, &previous)?;
 
     let slot_of: HashMap<&str, &str> = model_tasks.iter().copied().collect();
     let mut free = capacity.clone();
@@ -526,6 +530,29 @@ fn plan_with_profiles(
         refined,
         instances,
     })
+}
+
+/// `deployment`'s planned instances as assignments of `problem` (whose tasks are `model_tasks`), leaving out
+/// any it does not know (a variant or segment since removed, a default instance).
+fn assignments(problem: &Problem, model_tasks: &[(&str, &str)], deployment: &Deployment) -> Vec<Assignment> {
+    deployment
+        .instances
+        .iter()
+        .filter_map(|i| {
+            let (task_name, _) = model_tasks.iter().find(|(_, slot)| *slot == i.slot)?;
+            let task = problem.tasks.iter().position(|t| t.name == *task_name)?;
+            let variant = problem.tasks[task].variants.iter().position(|v| v.name == i.variant)?;
+            let segment = problem.segments.iter().position(|s| s.name == i.segment)?;
+            Some(Assignment {
+                task,
+                variant,
+                segment,
+                batch: i.max_batch,
+                instances: i.count,
+                rate_rps: i.rate_rps * f64::from(i.count),
+            })
+        })
+        .collect()
 }
 
 /// The entry rate the plan's instances serve at most: the planned demand scaled by the task with the least

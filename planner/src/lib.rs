@@ -150,7 +150,7 @@ pub mod profile;
 pub mod spec;
 
 pub use error::{ParseError, PlanError};
-pub use milp::{SolveOptions, solve};
-pub use plan::{Plan, plan};
+pub use milp::{SolveOptions, solve, solve_from};
+pub use plan::{Plan, plan, plan_from};
 pub use problem::Problem;
 pub use spec::{Features, PlanSpec};

@@ -36,7 +36,7 @@ pub fn max_demand(
     let mut timed_out = false;
     let mut feasible = |r: f64| -> Result<Option<u32>, PlanError> {
         let p = problem.clone().with_demand(r, problem.slices);
-        match solve_relaxed(&p, features, &options, Relax::default()) {
+        match solve_relaxed(&p, features, &options, Relax::default(), &[]) {
             Ok(s) => Ok(Some(s.assignments.iter().map(|a| a.instances * p.segments[a.segment].slices).sum())),
             Err(PlanError::Infeasible(_)) => Ok(None),
             Err(PlanError::TimeLimit(_)) => {

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use crate::error::PlanError;
-use crate::evaluate::evaluate;
-use crate::milp::{SolveOptions, solve};
+use crate::evaluate::{Assignment, evaluate};
+use crate::milp::{SolveOptions, solve_from};
 use crate::placement::{Item, Placement, place};
 use crate::problem::Problem;
 use crate::spec::Features;
@@ -13,7 +13,18 @@ use serde::Serialize;
 
 /// Plan `problem` in configuration space `features`.
 pub fn plan(problem: &Problem, features: Features, options: &SolveOptions) -> Result<Plan, PlanError> {
-    let solved = solve(problem, features, options)?;
+    plan_from(problem, features, options, &[])
+}
+
+/// [`plan`], with the solver starting from `previous`, the assignments of a plan at another demand
+/// ([`crate::solve_from`]).
+pub fn plan_from(
+    problem: &Problem,
+    features: Features,
+    options: &SolveOptions,
+    previous: &[Assignment],
+) -> Result<Plan, PlanError> {
+    let solved = solve_from(problem, features, options, previous)?;
     let eval = evaluate(problem, &solved.assignments);
     if !eval.is_feasible() {
         // The formulation is conservative, so this is a bug, not bad input: say so rather than hand out the plan.

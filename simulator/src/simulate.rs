@@ -39,7 +39,7 @@ use crate::trace::Trace;
 use jig_planner::error::PlanError;
 use jig_planner::evaluate::Assignment;
 use jig_planner::max_demand::max_demand;
-use jig_planner::milp::{SolveOptions, solve};
+use jig_planner::milp::{SolveOptions, solve, solve_from};
 use jig_planner::problem::Problem;
 use jig_planner::spec::{DemandSpec, Features, SegmentKind};
 
@@ -182,7 +182,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
     let mut latencies: Vec<(f64, f64)> = Vec::new();
     let mut observed: Vec<f64> = Vec::new();
     let slo_s = problem.slo_latency_ms / 1000.0;
-    let mut replanner = Replanner { problem, options, largest: None };
+    let mut replanner = Replanner { problem, options, largest: None, last: Vec::new() };
     let fixed = options.fixed_demand.map(|demand| replanner.plan(demand)).transpose()?;
     for (i, &rate) in trace.rates.iter().enumerate() {
         let started = std::time::Instant::now();
@@ -379,6 +379,8 @@ struct Replanner<'a> {
     problem: &'a Problem,
     options: &'a SimOptions,
     largest: Option<(Vec<Assignment>, f64)>,
+    /// The last plan that met its demand: the next solve starts from it, as the controller's re-plans do.
+    last: Vec<Assignment>,
 }
 
 impl Replanner<'_> {
@@ -386,8 +388,11 @@ impl Replanner<'_> {
     fn plan(&mut self, demand: f64) -> Result<(Vec<Assignment>, f64, bool), PlanError> {
         let (problem, options) = (self.problem, self.options);
         let at = |demand: f64| problem.clone().with_demand(demand, problem.slices);
-        match solve(&at(demand), options.features, &options.solve) {
-            Ok(solved) => Ok((solved.assignments, demand, true)),
+        match solve_from(&at(demand), options.features, &options.solve, &self.last) {
+            Ok(solved) => {
+                self.last.clone_from(&solved.assignments);
+                Ok((solved.assignments, demand, true))
+            }
             Err(PlanError::Infeasible(_) | PlanError::TimeLimit(_)) => {
                 if self.largest.is_none() {
                     let max = max_demand(problem, options.features, 0.01, options.solve.time_limit_s)?.demand_rps;

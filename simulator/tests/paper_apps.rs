@@ -29,3 +29,36 @@ fn every_space_either_plans_feasibly_or_says_why() {
         }
     }
 }
+
+#[test]
+fn a_re_plan_from_the_last_plan_has_a_plan_when_its_search_is_cut_short() {
+    use jig_planner::solve_from;
+    for app in PaperApp::ALL {
+        let base = app.problem(28, 1.0).unwrap();
+        let first = solve(&base.clone().with_demand(100.0, 28), Features::ALL, &SolveOptions::default()).unwrap();
+        let grown = base.with_demand(110.0, 28);
+        // Too short a search to prove anything: the previous plan, scaled up to the new demand, is the answer
+        // at worst.
+        let hurried = SolveOptions { time_limit_s: 0.05, ..SolveOptions::default() };
+        let warm = solve_from(&grown, Features::ALL, &hurried, &first.assignments)
+            .unwrap_or_else(|e| panic!("{}: {e}", app.name()));
+        assert!(evaluate(&grown, &warm.assignments).is_feasible(), "{}", app.name());
+        let slices = |s: &[jig_planner::evaluate::Assignment]| {
+            s.iter().map(|a| a.instances * grown.segments[a.segment].slices).sum::<u32>()
+        };
+        let scaled_up: u32 = first
+            .assignments
+            .iter()
+            .map(|a| {
+                let h = grown
+                    .configs
+                    .iter()
+                    .find(|c| (c.task, c.variant, c.segment, c.batch) == (a.task, a.variant, a.segment, a.batch))
+                    .unwrap()
+                    .throughput_rps;
+                ((a.rate_rps * 1.1 / h) - 1e-9).ceil().max(1.0) as u32 * grown.segments[a.segment].slices
+            })
+            .sum();
+        assert!(slices(&warm.assignments) <= scaled_up, "{}: no worse than where it started", app.name());
+    }
+}

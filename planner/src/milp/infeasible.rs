@@ -103,7 +103,7 @@ pub fn explain(problem: &Problem, features: Features, options: &SolveOptions) ->
             problem.demand_rps, problem.slices
         );
     }
-    let relaxed = solve_relaxed(problem, features, options, Relax { accuracy: true });
+    let relaxed = solve_relaxed(problem, features, options, Relax { accuracy: true }, &[]);
     if features.accuracy_scaling && relaxed.is_ok() {
         return format!(
             "the accuracy SLO of {} cannot be met within {} slices at {:.1} req/s (less accurate variants would fit)",

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use good_lp::solvers::highs::highs;
 use good_lp::{
-    Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable, constraint,
-    variable,
+    Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable,
+    WithInitialSolution, constraint, variable,
 };
 
 use crate::baselines::{StaticBudgets, admits};
@@ -160,10 +160,74 @@ pub(crate) struct Relax {
 
 /// Solve the MILP for `problem` in the configuration space `features`.
 pub fn solve(problem: &Problem, features: Features, options: &SolveOptions) -> Result<Solved, PlanError> {
-    match solve_relaxed(problem, features, options, Relax::default()) {
+    solve_from(problem, features, options, &[])
+}
+
+/// [`solve`], starting from `previous`, the assignments of a plan of the same problem at another demand (a
+/// re-plan): its instance types, their rates scaled to this demand and their counts to serve them, are
+/// HiGHS's first incumbent, so its search only has to improve on them. A start that cannot be feasible here
+/// (a type pruned away, more slices than there are) is left out.
+pub fn solve_from(
+    problem: &Problem,
+    features: Features,
+    options: &SolveOptions,
+    previous: &[Assignment],
+) -> Result<Solved, PlanError> {
+    match solve_relaxed(problem, features, options, Relax::default(), previous) {
         Err(PlanError::Infeasible(_)) => Err(PlanError::Infeasible(infeasible::explain(problem, features, options))),
         other => other,
     }
+}
+
+/// Values of the variables for `previous` scaled to `problem`'s demand, or `None` where that cannot be a
+/// feasible start.
+fn warm_start(
+    problem: &Problem,
+    cands: &[Candidate],
+    v: &[Vars],
+    latency: &[Variable],
+    loss_vars: &[Option<Variable>],
+    previous: &[Assignment],
+) -> Option<Vec<(Variable, f64)>> {
+    let root_rate: f64 = previous.iter().filter(|a| problem.is_root(a.task)).map(|a| a.rate_rps).sum();
+    if root_rate <= 0.0 {
+        return None;
+    }
+    let scale = problem.demand_rps / root_rate;
+    let n = problem.tasks.len();
+    let (mut task_latency, mut task_loss) = (vec![0.0f64; n], vec![0.0f64; n]);
+    let (mut slices, mut cpu, mut gpu) = (0.0, 0.0, 0.0);
+    let mut values = Vec::with_capacity(3 * previous.len() + 2 * n);
+    for a in previous {
+        let i = cands.iter().position(|c| {
+            let cfg = &problem.configs[c.config];
+            (cfg.task, cfg.variant, cfg.segment, cfg.batch) == (a.task, a.variant, a.segment, a.batch)
+        })?;
+        let cfg = &problem.configs[cands[i].config];
+        let x = a.rate_rps * scale;
+        let m = (x / cfg.throughput_rps - 1e-9).ceil().max(1.0);
+        if m > f64::from(cands[i].bound) {
+            return None;
+        }
+        values.extend([(v[i].m, m), (v[i].n, 1.0), (v[i].x, x)]);
+        let segment = &problem.segments[cfg.segment];
+        let used = m * f64::from(segment.slices);
+        slices += used;
+        if matches!(segment.kind, SegmentKind::Cpu { .. }) {
+            cpu += used
+        } else {
+            gpu += used
+        }
+        task_latency[cfg.task] = task_latency[cfg.task].max(cfg.latency_ms);
+        task_loss[cfg.task] = task_loss[cfg.task].max(1.0 - problem.tasks[cfg.task].normalised_accuracy(cfg.variant));
+    }
+    let fits = |used: f64, cap: Option<u32>| cap.is_none_or(|cap| used <= f64::from(cap));
+    if !fits(slices, Some(problem.slices)) || !fits(cpu, problem.cpu_cores) || !fits(gpu, problem.gpu_slices) {
+        return None;
+    }
+    values.extend(latency.iter().zip(&task_latency).map(|(&var, &ms)| (var, ms)));
+    values.extend(loss_vars.iter().zip(&task_loss).filter_map(|(var, &lost)| Some(((*var)?, lost))));
+    Some(values)
 }
 
 pub(crate) fn solve_relaxed(
@@ -171,6 +235,7 @@ pub(crate) fn solve_relaxed(
     features: Features,
     options: &SolveOptions,
     relax: Relax,
+    previous: &[Assignment],
 ) -> Result<Solved, PlanError> {
     let started = Instant::now();
     let n = problem.tasks.len();
@@ -233,7 +298,9 @@ pub(crate) fn solve_relaxed(
         .maximise(objective)
         .using(highs)
         .set_time_limit(options.time_limit_s)
-        .set_option("output_flag", false)
+        // `JIG_HIGHS_LOG=1` prints HiGHS's log, to see where a slow solve spends its time.
+        .set_option("output_flag", std::env::var_os("JIG_HIGHS_LOG").is_some())
+        .set_option("log_to_console", std::env::var_os("JIG_HIGHS_LOG").is_some())
         .set_option("random_seed", options.random_seed as i32)
         // HiGHS's root reduced-cost heuristic (a sub-MIP over the columns the root LP prices near zero) finds
         // the plans that end the search at hundreds of slices, but on a few dozen it costs more than it saves:
@@ -242,6 +309,9 @@ pub(crate) fn solve_relaxed(
         .set_mip_rel_gap(options.mip_rel_gap as f32)
         .and_then(|m| m.set_mip_abs_gap((options.abs_gap_slices * problem.objective.beta) as f32))
         .map_err(|e| PlanError::Solver(e.to_string()))?;
+    if let Some(start) = warm_start(problem, &cands, &v, &latency, &loss_vars, previous) {
+        model = model.with_initial_solution(start);
+    }
 
     // (1), (2), capacity of (6).
     let mut served: Vec<Expression> = vec![Expression::default(); n];
