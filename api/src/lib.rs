@@ -225,6 +225,10 @@ pub struct PlannedInstances {
     /// request with less left before its deadline is dropped at once; 0 when not planned.
     #[serde(default)]
     pub drop_budget_ms: f64,
+    /// How long a request may wait here before it is dropped as stale, milliseconds: the task's share of the
+    /// latency SLO; 0 when not planned.
+    #[serde(default)]
+    pub stale_ms: f64,
     /// Where each instance runs on the gateway's machine; empty when they are not placed (the default
     /// deployment's CPU instances, unpinned).
     #[serde(default)]
@@ -376,6 +380,7 @@ mod tests {
             latency_ms: 0.0,
             wait_ms: 0.0,
             drop_budget_ms: 0.0,
+            stale_ms: 0.0,
             places: Vec::new(),
         };
         let a = Deployment {

@@ -520,7 +520,13 @@ fn start_models(
                 // Unplanned instances start batches at once and drop only what is past its deadline.
                 let ms = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1000.0);
                 config.policy = if planned.wait_ms > 0.0 {
-                    BatchPolicy::planned(planned.max_batch.into(), ms(planned.wait_ms), ms(planned.drop_budget_ms))
+                    let stale = if planned.stale_ms > 0.0 { planned.stale_ms } else { 2.0 * planned.wait_ms };
+                    BatchPolicy::planned(
+                        planned.max_batch.into(),
+                        ms(planned.wait_ms),
+                        ms(planned.drop_budget_ms),
+                        ms(stale),
+                    )
                 } else {
                     BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
                 };

@@ -340,6 +340,7 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
                 latency_ms: 0.0,
                 wait_ms: 0.0,
                 drop_budget_ms: 0.0,
+                stale_ms: 0.0,
                 places: Vec::new(),
             })
             .collect(),
@@ -513,6 +514,7 @@ fn plan_with_profiles(
                 latency_ms: e.latency_ms,
                 wait_ms: task.latency_ms,
                 drop_budget_ms: plan.drop_budget_ms(&task.task).unwrap_or(0.0),
+                stale_ms: plan.stale_after_ms(&task.task).unwrap_or(2.0 * task.latency_ms),
                 places,
             });
         }

@@ -88,6 +88,7 @@ pub fn plan_from(
         app: problem.app.clone(),
         features: features.to_string(),
         demand_rps: problem.demand_rps,
+        slo_latency_ms: problem.slo_latency_ms,
         tasks,
         paths,
         accuracy: eval.accuracy,
@@ -115,6 +116,8 @@ pub struct Plan {
     pub features: String,
     /// R, the demand at the roots (req/s).
     pub demand_rps: f64,
+    /// SLO_l: the latency bound on every path, ms.
+    pub slo_latency_ms: f64,
     /// Each task's demand, latency, accuracy and instances, in the spec's task order.
     pub tasks: Vec<TaskPlan>,
     /// Each path's latency and accuracy, in the order of [`Problem::paths`].
@@ -217,6 +220,20 @@ impl Plan {
             .map(|rest| rest.iter().map(|t| fastest(t)).sum::<f64>())
             .fold(0.0, f64::max);
         Some(own + after)
+    }
+
+    /// How long a request may wait at `task` before it is stale (§3.3), ms: the task's share of the latency
+    /// SLO on the tightest path through it, in proportion to the 2·L̂ the plan budgets each task of that path
+    /// (the SLO split as Appendix B splits it). A plan that takes the whole SLO gives each task its 2·L̂; one
+    /// with slack spreads the slack over its tasks, so that a request is not dropped while it can still make its
+    /// deadline. `None` for a task the plan lacks or no path takes.
+    pub fn stale_after_ms(&self, task: &str) -> Option<f64> {
+        let own = 2.0 * self.tasks.iter().find(|t| t.task == task)?.latency_ms;
+        self.paths
+            .iter()
+            .filter(|p| p.tasks.iter().any(|t| t == task) && p.latency_ms > 0.0)
+            .map(|p| self.slo_latency_ms * own / p.latency_ms)
+            .reduce(f64::min)
     }
 
     /// A human-readable summary.

@@ -202,3 +202,17 @@ fn each_task_drops_what_cannot_finish_even_on_the_fastest_later_instances() {
     assert_eq!(plan.drop_budget_ms("detect"), Some(task("detect").latency_ms + fastest_classify));
     assert_eq!(plan.drop_budget_ms("nothing"), None);
 }
+
+#[test]
+fn each_task_may_wait_its_share_of_the_slo_before_it_is_stale() {
+    let plan = plan(&problem(SPEC).unwrap(), Features::ALL, &SolveOptions::default()).unwrap();
+    let task = |name: &str| plan.tasks.iter().find(|t| t.task == name).unwrap().latency_ms;
+    let path = &plan.paths[0];
+    let share = |name: &str| plan.slo_latency_ms * 2.0 * task(name) / path.latency_ms;
+    assert!((plan.stale_after_ms("detect").unwrap() - share("detect")).abs() < 1e-9);
+    assert!((plan.stale_after_ms("classify").unwrap() - share("classify")).abs() < 1e-9);
+    let shares = plan.stale_after_ms("detect").unwrap() + plan.stale_after_ms("classify").unwrap();
+    assert!((shares - plan.slo_latency_ms).abs() < 1e-6, "the shares of one path split its SLO: {shares}");
+    assert!(plan.stale_after_ms("detect").unwrap() >= 2.0 * task("detect"), "never less than the plan's 2·L̂");
+    assert_eq!(plan.stale_after_ms("nothing"), None);
+}

@@ -95,10 +95,12 @@ impl BatchPolicy {
     /// How a planned instance batches and drops (§3.3): up to `max_batch` rows; when idle, the first request
     /// waits up to the task's `wait` bound L̂ for company; a request is dropped as soon as `min_service` (its
     /// task's drop budget, `jig_planner::Plan::drop_budget_ms`: this batch and the fastest later tasks) no longer
-    /// fits before its deadline, and as stale once it has waited beyond the 2·L̂ the plan budgets for the task
-    /// (at least 20 ms beyond L̂, the paper's staleness, so that scheduling jitter is not a drop).
-    pub fn planned(max_batch: u64, wait: Duration, min_service: Duration) -> Self {
-        BatchPolicy { max_batch, max_wait: wait, staleness: wait.max(Self::MIN_STALENESS), min_service }
+    /// fits before its deadline, and as stale once it has waited `stale_after` (the task's share of the SLO,
+    /// `jig_planner::Plan::stale_after_ms`), and at least 20 ms beyond L̂ (the paper's staleness, so that
+    /// scheduling jitter is not a drop).
+    pub fn planned(max_batch: u64, wait: Duration, min_service: Duration, stale_after: Duration) -> Self {
+        let staleness = stale_after.saturating_sub(wait).max(Self::MIN_STALENESS);
+        BatchPolicy { max_batch, max_wait: wait, staleness, min_service }
     }
 
     /// The least a planned request may wait beyond its wait bound before it is stale: 20 ms, JigsawServe's
@@ -309,10 +311,12 @@ mod tests {
     }
 
     #[test]
-    fn a_planned_instance_is_stale_past_twice_its_wait_bound_and_at_least_20_ms_past_it() {
-        let long = BatchPolicy::planned(8, ms(100), ms(150));
+    fn a_planned_instance_is_stale_past_its_share_of_the_slo_and_at_least_20_ms_past_its_wait_bound() {
+        let long = BatchPolicy::planned(8, ms(100), ms(150), ms(200));
         assert_eq!((long.max_wait, long.max_wait + long.staleness, long.min_service), (ms(100), ms(200), ms(150)));
-        let short = BatchPolicy::planned(8, ms(2), ms(3));
+        let slack = BatchPolicy::planned(8, ms(100), ms(150), ms(4000));
+        assert_eq!(slack.max_wait + slack.staleness, ms(4000), "a plan with slack spreads it");
+        let short = BatchPolicy::planned(8, ms(2), ms(3), ms(4));
         assert_eq!(short.max_wait + short.staleness, ms(22));
     }
 }
