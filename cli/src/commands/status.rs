@@ -109,8 +109,8 @@ pub fn print_status(status: &AppStatus) {
     for i in &deployment.instances {
         let latency = if i.latency_ms > 0.0 {
             format!(
-                ", p95 {:.0} ms a batch, waits ≤ {:.0} ms, drops under {:.0} ms left",
-                i.latency_ms, i.wait_ms, i.drop_budget_ms
+                ", p95 {:.0} ms a batch, waits ≤ {:.0} ms, drops under {:.0} ms left or after {:.0} ms waiting",
+                i.latency_ms, i.wait_ms, i.drop_budget_ms, i.stale_ms
             )
         } else {
             String::new()
