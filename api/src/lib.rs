@@ -98,6 +98,21 @@ pub struct AppStatus {
     /// Each planned group of instances with the batch latencies it observed since it started.
     #[serde(default)]
     pub observed_latencies: Vec<ObservedLatency>,
+    /// Each task's glue time since the app was deployed (or the gateway started).
+    #[serde(default)]
+    pub observed_glue: Vec<ObservedGlue>,
+}
+
+/// The time a task's glue takes per invocation, outside its `infer` calls: its own CPU time, roughly (wasm
+/// instantiation included, waits for models excluded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedGlue {
+    /// The task.
+    pub task: String,
+    /// Invocations that completed, which the mean rests on.
+    pub invocations: u64,
+    /// Mean glue time per invocation, ms.
+    pub mean_ms: f64,
 }
 
 /// The batch latency the instances of one variant on one segment type observed, at the batch size they ran
@@ -196,6 +211,9 @@ pub struct Deployment {
     /// The observed latencies it refined its profile rows with (see `jig_app::deployment::refine`).
     #[serde(default)]
     pub refined: Vec<ObservedLatency>,
+    /// The glue times it charged to its model tasks' CPU instances (see `jig_app::deployment::charge_glue`).
+    #[serde(default)]
+    pub glue: Vec<ObservedGlue>,
     /// Instances by variant and segment.
     pub instances: Vec<PlannedInstances>,
 }
@@ -390,6 +408,7 @@ mod tests {
             capacity_rps: None,
             factors: Vec::new(),
             refined: Vec::new(),
+            glue: Vec::new(),
             instances: vec![planned("a", 1.0), planned("b", 2.0)],
         };
         let b = Deployment { instances: vec![planned("b", 5.0), planned("a", 3.0)], ..a.clone() };

@@ -26,7 +26,7 @@ use jig_runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, LoadEr
 
 use crate::deployment::{Deployment, Observations, latest_latencies, model_edges};
 use crate::slots::ModelSlots;
-use jig_api::{ObservedFactor, ObservedLatency};
+use jig_api::{ObservedFactor, ObservedGlue, ObservedLatency};
 
 /// The deadline of an invocation that names none, for an app without a latency SLO.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
@@ -68,6 +68,8 @@ pub struct App {
     models: Arc<ModelSlots>,
     /// Invocations of each task, in manifest order, since the app was deployed (carried across re-plans).
     invocations: Arc<Vec<AtomicU64>>,
+    /// Each task's completed invocations and their glue time (outside `infer`), nanoseconds, likewise.
+    glue: Arc<Vec<(AtomicU64, AtomicU64)>>,
     /// Edges between model tasks (`from` → `to`, as task indices): where factors are observed.
     model_edges: Vec<(usize, usize)>,
     /// Each planned group of instances, with its profile rows' p95 latency by batch size.
@@ -281,6 +283,7 @@ impl App {
             admission,
             models,
             invocations: Arc::new(m.tasks.iter().map(|_| AtomicU64::new(0)).collect()),
+            glue: Arc::new(m.tasks.iter().map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect()),
             model_edges,
             groups,
         })
@@ -297,6 +300,7 @@ impl App {
     pub fn continue_counts(&mut self, previous: &App) {
         if previous.bundle == self.bundle {
             self.invocations = previous.invocations.clone();
+            self.glue = previous.glue.clone();
         }
     }
 
@@ -346,6 +350,22 @@ impl App {
             .collect()
     }
 
+    /// Each task's mean glue time per completed invocation (none before its first).
+    pub fn observed_glue(&self) -> Vec<ObservedGlue> {
+        self.tasks
+            .iter()
+            .zip(self.glue.iter())
+            .filter_map(|(task, (runs, ns))| {
+                let runs = runs.load(Ordering::Relaxed);
+                (runs > 0).then(|| ObservedGlue {
+                    task: task.name.to_string(),
+                    invocations: runs,
+                    mean_ms: ns.load(Ordering::Relaxed) as f64 / runs as f64 / 1e6,
+                })
+            })
+            .collect()
+    }
+
     /// What the next plan should take into account: the factors observed, the latencies observed where they
     /// rest on enough batches (else those this deployment was refined with), and this deployment, if planned,
     /// for the solver to start from.
@@ -353,6 +373,7 @@ impl App {
         Observations {
             factors: self.observed_factors(),
             latencies: latest_latencies(&self.deployment.refined, &self.observed_latencies()),
+            glue: self.observed_glue(),
             current: self.deployment.demand_rps.is_some().then(|| self.deployment.clone()),
         }
     }
@@ -448,6 +469,7 @@ impl App {
     ) {
         self.invocations[task].fetch_add(1, Ordering::Relaxed);
         let (t, app, observer) = (self.tasks[task].clone(), self.name.clone(), observer.clone());
+        let glue = self.glue.clone();
         running.spawn(async move {
             let started = Instant::now();
             let permit = match tokio::time::timeout_at(deadline.into(), t.permits.clone().acquire_owned()).await {
@@ -458,8 +480,14 @@ impl App {
                     return (task, key, Err(error));
                 }
             };
+            let running = Instant::now();
             let result = t.function.invoke(&payload, Some(deadline)).await;
             drop(permit);
+            if let Ok(outcome) = &result {
+                let (runs, ns) = &glue[task];
+                runs.fetch_add(1, Ordering::Relaxed);
+                ns.fetch_add(running.elapsed().saturating_sub(outcome.in_models).as_nanos() as u64, Ordering::Relaxed);
+            }
             let outcome = match &result {
                 Ok(_) => "ok",
                 Err(InvokeError::DeadlineExceeded { .. }) => "deadline",

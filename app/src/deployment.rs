@@ -13,13 +13,16 @@
 //! why.
 //!
 //! A running app's observations refine what the next plan assumes (JigsawServe §3.1): the multiplicative
-//! factor of each edge once its upstream task ran [`MIN_FACTOR_SAMPLES`] times, and each planned group's
-//! batch latency once it ran [`MIN_LATENCY_SAMPLES`] batches of one size (see [`refine`]).
+//! factor of each edge once its upstream task ran [`MIN_FACTOR_SAMPLES`] times, each planned group's batch
+//! latency once it ran [`MIN_LATENCY_SAMPLES`] batches of one size (see [`refine`]), and each model task's
+//! glue time once it ran [`MIN_FACTOR_SAMPLES`] times (see [`charge_glue`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-pub use jig_api::{Deployment, InstancePlace, ObservedFactor, ObservedLatency, PlannedFactor, PlannedInstances};
+pub use jig_api::{
+    Deployment, InstancePlace, ObservedFactor, ObservedGlue, ObservedLatency, PlannedFactor, PlannedInstances,
+};
 
 use jig_model_host::device::Devices;
 use jig_model_host::segment::MigProfile;
@@ -53,8 +56,33 @@ pub struct Observations {
     pub factors: Vec<ObservedFactor>,
     /// Each planned group's batch latency; those of earlier deployments where this one has too few batches.
     pub latencies: Vec<ObservedLatency>,
+    /// Each task's glue time per invocation.
+    pub glue: Vec<ObservedGlue>,
     /// The deployment running now: a re-plan's search starts from it (`jig_planner::solve_from`).
     pub current: Option<Deployment>,
+}
+
+/// Charge each model task's observed glue time to its rows on CPU segments, where the glue runs on the cores
+/// the instances hold: a batch of b rows takes b × the glue's mean time longer, and each row costs the
+/// glue's time more (1/H + g). GPU rows are left alone: their glue runs on cores no instance holds. Only glue
+/// that rests on [`MIN_FACTOR_SAMPLES`] invocations counts. Returns the glue times charged.
+pub fn charge_glue(rows: &mut [ProfileRow], model_tasks: &[(&str, &str)], glue: &[ObservedGlue]) -> Vec<ObservedGlue> {
+    let mut charged = Vec::new();
+    for g in glue.iter().filter(|g| g.invocations >= MIN_FACTOR_SAMPLES && g.mean_ms > 0.0) {
+        let Some(&(_, slot)) = model_tasks.iter().find(|(task, _)| *task == g.task) else { continue };
+        let mut matched = false;
+        for row in rows.iter_mut().filter(|r| r.slot == slot && r.segment.starts_with("cpu:")) {
+            let extra = f64::from(row.batch) * g.mean_ms;
+            row.p50_ms += extra;
+            row.p95_ms += extra;
+            row.throughput_rps = 1.0 / (1.0 / row.throughput_rps + g.mean_ms / 1000.0);
+            matched = true;
+        }
+        if matched {
+            charged.push(g.clone());
+        }
+    }
+    charged
 }
 
 /// The scale an observation applies to its variant's profile rows on its segment: observed p95 over profiled
@@ -328,6 +356,7 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
         capacity_rps: None,
         factors: Vec::new(),
         refined: Vec::new(),
+        glue: Vec::new(),
         instances: best
             .into_iter()
             .map(|v| PlannedInstances {
@@ -378,17 +407,18 @@ pub fn read_profiles(path: &Path) -> Result<Vec<ProfileRow>, PlanningError> {
 }
 
 /// The planning problem of `bundle` with its profile table, for `demand_windows` within `capacity`, refined by
-/// what the running app `observed`. Returns the latencies it refined rows with.
+/// what the running app `observed`. Returns what it refined the rows with.
 pub fn problem(
     bundle: &Bundle,
     profiles: &Path,
     demand_windows: &[f64],
     capacity: &Capacity,
     observed: &Observations,
-) -> Result<(Problem, Vec<ObservedLatency>), PlanningError> {
+) -> Result<(Problem, Refinements), PlanningError> {
     let m = &bundle.manifest;
     let mut rows = read_profiles(profiles)?;
     let refined = refine(&mut rows, &observed.latencies);
+    let glue = charge_glue(&mut rows, &model_tasks(bundle), &observed.glue);
     let slo = m.slo.ok_or(PlanningError::NoSlo)?;
 
     let model_tasks = model_tasks(bundle);
@@ -465,11 +495,23 @@ pub fn problem(
         objective: Objective::default(),
         batch_sizes: None,
     };
-    let source = match refined.len() {
-        0 => profiles.display().to_string(),
-        n => format!("{}, {n} refined by observed latencies", profiles.display()),
-    };
-    Ok((Problem::new(&spec, &rows, &source)?, refined))
+    let mut source = profiles.display().to_string();
+    if !refined.is_empty() {
+        source += &format!(", {} refined by observed latencies", refined.len());
+    }
+    if !glue.is_empty() {
+        source += &format!(", glue of {} charged to CPU rows", glue.len());
+    }
+    Ok((Problem::new(&spec, &rows, &source)?, Refinements { latencies: refined, glue }))
+}
+
+/// What a plan's profile rows were refined with.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Refinements {
+    /// Observed batch latencies ([`refine`]).
+    pub latencies: Vec<ObservedLatency>,
+    /// Observed glue times ([`charge_glue`]).
+    pub glue: Vec<ObservedGlue>,
 }
 
 fn plan_with_profiles(
@@ -529,7 +571,8 @@ fn plan_with_profiles(
         accuracy: Some(plan.accuracy),
         capacity_rps: Some(capacity_rps(&plan)),
         factors: planned_factors(bundle, &observed.factors),
-        refined,
+        refined: refined.latencies,
+        glue: refined.glue,
         instances,
     })
 }
@@ -776,6 +819,39 @@ mod tests {
         assert!(after > before, "{before} instances before, {after} after");
         assert_eq!(refined, 1);
         assert!(source.starts_with("planned"), "{source}");
+    }
+
+    #[test]
+    fn glue_is_charged_to_its_tasks_cpu_rows_once_it_rests_on_enough_invocations() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle =
+            bundle(dir.path(), &[("cpu:2", 1, 50.0, 20.0), ("cpu:2", 4, 120.0, 40.0), ("mps:0:50", 4, 40.0, 100.0)]);
+        let rows = || read_profiles(&bundle.profiles_path().unwrap()).unwrap();
+        let at = |rows: &[ProfileRow], segment: &str, batch: u32| {
+            rows.iter().find(|r| r.segment == segment && r.batch == batch).map(|r| (r.p95_ms, r.throughput_rps))
+        };
+        let tasks = [("detect", "det")];
+        let glue = |invocations| vec![ObservedGlue { task: "detect".into(), invocations, mean_ms: 10.0 }];
+
+        let mut charged = rows();
+        assert_eq!(charge_glue(&mut charged, &tasks, &glue(MIN_FACTOR_SAMPLES)).len(), 1);
+        assert_eq!(at(&charged, "cpu:2", 1), Some((60.0, 1.0 / (1.0 / 20.0 + 0.01))), "a row: 10 ms more");
+        assert_eq!(at(&charged, "cpu:2", 4), Some((160.0, 1.0 / (1.0 / 40.0 + 0.01))), "four rows: 40 ms more");
+        assert_eq!(at(&charged, "mps:0:50", 4), Some((40.0, 100.0)), "glue does not run on the GPU's share");
+
+        let mut unchanged = rows();
+        assert!(charge_glue(&mut unchanged, &tasks, &glue(MIN_FACTOR_SAMPLES - 1)).is_empty(), "too few runs");
+        assert_eq!(unchanged, rows());
+
+        // On cores alone, the glue's time buys more instances for the same demand, and the deployment says so.
+        let planned = |glue: Vec<ObservedGlue>| {
+            let d = plan(&bundle, &[], &Capacity::cpu_only(8), &Observations { glue, ..Observations::default() });
+            (d.instances.iter().map(|i| i.count).sum::<u32>(), d.glue)
+        };
+        let (before, _) = planned(Vec::new());
+        let (after, charged) = planned(glue(40));
+        assert!(after > before, "{before} instances before, {after} after");
+        assert_eq!(charged, glue(40));
     }
 
     #[test]

@@ -530,6 +530,7 @@ impl Gateway {
             deployment: app.deployment.clone(),
             observed_factors: app.observed_factors(),
             observed_latencies: app.observed_latencies(),
+            observed_glue: app.observed_glue(),
         }
     }
 }

@@ -131,6 +131,8 @@ pub struct Outcome {
     pub output: Vec<u8>,
     /// What it emitted, in order.
     pub emitted: Vec<Emission>,
+    /// How long its `infer` calls waited for models; the rest of the invocation is the glue's own time.
+    pub in_models: Duration,
 }
 
 /// Compiles, links and runs functions. Cheap to share behind an `Arc`; one per process is typical.
@@ -401,7 +403,7 @@ impl Function {
         state.log_stdio();
         match result {
             Err(_elapsed) => Err(self.deadline_exceeded(started, deadline)),
-            Ok(Ok(Ok(output))) => Ok(Outcome { output, emitted: state.emitted }),
+            Ok(Ok(Ok(output))) => Ok(Outcome { output, emitted: state.emitted, in_models: state.in_models }),
             Ok(Ok(Err(error))) => Err(InvokeError::Failed { function: f.name.to_string(), error: error.into() }),
             Ok(Err(e)) => Err(self.classify_failure(e, &state, started, deadline)),
         }

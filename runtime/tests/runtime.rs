@@ -64,6 +64,10 @@ impl ModelHost for TestModels {
                     tokio::time::sleep(Duration::from_secs(3600)).await;
                     unreachable!()
                 }
+                "pause" => {
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    Ok(request.inputs)
+                }
                 "voice" => {
                     let [ids, lengths, scales] = &request.inputs[..] else {
                         return Err(InferError::InvalidInput("expected 3 inputs".into()));
@@ -424,6 +428,19 @@ async fn concurrent_invocations_have_model_calls_in_flight_together() {
         assert_eq!(output, (20 * 1024).to_string().as_bytes());
     }
     assert!(models.max_in_flight.load(Ordering::SeqCst) > 1, "infer calls never overlapped");
+}
+
+#[tokio::test]
+async fn an_invocation_says_how_long_it_waited_for_models() {
+    let rt = runtime();
+    let f = rt.load("probe", &wasm("jig_probe"), options(TestModels::default())).unwrap();
+    let call = probe(json!({"op": "infer", "slot": "pause", "count": 3, "bytes": 64}));
+    let started = std::time::Instant::now();
+    let outcome = f.invoke(&call, None).await.unwrap();
+    let (elapsed, waited) = (started.elapsed(), outcome.in_models);
+    assert!(waited >= Duration::from_millis(120) && waited <= elapsed, "{waited:?} of {elapsed:?}");
+    let echo = f.invoke(&probe(json!({"op": "echo", "text": "hi"})), None).await.unwrap();
+    assert_eq!(echo.in_models, Duration::ZERO, "no model calls, no waiting");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -624,7 +624,9 @@ impl<'a> Sim<'a> {
                     .paths
                     .iter()
                     .filter_map(|p| p.tasks.iter().position(|&u| u == t).map(|i| &p.tasks[i + 1..]))
-                    .map(|rest| rest.iter().map(|&u| if fastest_ms[u].is_finite() { fastest_ms[u] } else { 0.0 }).sum::<f64>())
+                    .map(|rest| {
+                        rest.iter().map(|&u| if fastest_ms[u].is_finite() { fastest_ms[u] } else { 0.0 }).sum::<f64>()
+                    })
                     .fold(0.0, f64::max);
                 wait_ms[t] + after
             })

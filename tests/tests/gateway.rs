@@ -179,8 +179,12 @@ fn a_model_slot_is_served_and_reported_in_metrics() {
     );
     assert!(observed["batches"].as_u64().unwrap() >= 1 && observed["p95_ms"].as_f64().unwrap() > 0.0, "{status}");
     assert!(observed["profiled_ms"].is_null(), "{status}");
+    let glue = &status["observed_glue"][0];
+    assert_eq!(glue["task"].as_str(), Some("probe"), "{status}");
+    assert!(glue["invocations"].as_u64().unwrap() >= 5 && glue["mean_ms"].as_f64().unwrap() > 0.0, "{status}");
     let text = gateway.jig("status").arg("classify").output().unwrap();
-    assert!(String::from_utf8_lossy(&text.stdout).contains("latency    classifier/mlp on cpu:"), "{text:?}");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("latency    classifier/mlp on cpu:") && text.contains("glue       probe: "), "{text}");
 }
 
 #[test]

@@ -141,6 +141,20 @@ pub fn print_status(status: &AppStatus) {
             o.slot, o.variant, o.segment, o.batch, o.p95_ms, o.batches
         );
     }
+    for g in &status.observed_glue {
+        let charged = deployment
+            .glue
+            .iter()
+            .find(|c| c.task == g.task)
+            .map(|c| format!("; planned with {:.1} ms charged to each row on its CPU instances", c.mean_ms));
+        println!(
+            "  glue       {}: {:.1} ms an invocation over {}{}",
+            g.task,
+            g.mean_ms,
+            g.invocations,
+            charged.unwrap_or_default()
+        );
+    }
     print_demand();
 }
 

@@ -22,7 +22,10 @@ impl jig::function::inference::Host for InvocationState {
             tensors.push(tensor);
         }
         let request = InferRequest { function: self.function.clone(), slot, inputs: tensors, deadline: self.deadline };
-        match self.models.infer(request).await {
+        let started = std::time::Instant::now();
+        let result = self.models.infer(request).await;
+        self.in_models += started.elapsed();
+        match result {
             Ok(outputs) => Ok(outputs.into_iter().map(Into::into).collect()),
             Err(e) => Err(e.into()),
         }

@@ -41,6 +41,8 @@ pub(crate) struct InvocationState {
     log_bytes: usize,
     /// Set when the guest asked for more memory than its limit: a trap that follows is reported as such.
     pub(crate) memory_refused: bool,
+    /// Time spent in `infer` calls, waiting for models.
+    pub(crate) in_models: std::time::Duration,
     stdout: MemoryOutputPipe,
     pub(crate) stderr: MemoryOutputPipe,
     wasi: WasiCtx,
@@ -82,6 +84,7 @@ impl InvocationState {
             emitted_bytes: 0,
             log_bytes: 0,
             memory_refused: false,
+            in_models: std::time::Duration::ZERO,
             stdout,
             stderr,
             wasi,
