@@ -323,7 +323,8 @@ impl Model {
 
     /// [`Model::run_views`] with ONNX Runtime writing each output into `places` (one per declared output, in
     /// order), such as a worker's shared region: no allocation and no copy out. Per output, `None` when it was
-    /// written in place, else the output where ONNX Runtime put it (its shape differs from its place's).
+    /// written in place, else the output where ONNX Runtime put it. ONNX Runtime refuses a place whose shape
+    /// is not the output's: the run then fails, and [`Model::run_views`] is the way to run it.
     pub fn run_into(
         &self,
         inputs: &[TensorView<'_>],
@@ -352,21 +353,16 @@ impl Model {
         }
         let options =
             ort::session::RunOptions::new().map_err(|e| failed(format!("run options: {e}")))?.with_outputs(selector);
-        let written = {
-            let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-            session.run_with_options(values.as_slice(), &options).ok().map(|outputs| {
-                outputs
-                    .into_iter()
-                    .zip(&addresses)
-                    .map(|((_, value), &address)| {
-                        let tensor = from_ort(&self.name, value)?;
-                        Ok((tensor.data().as_ptr() != address || tensor.is_empty()).then_some(tensor))
-                    })
-                    .collect()
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let outputs = session.run_with_options(values.as_slice(), &options).map_err(|e| failed(e.to_string()))?;
+        outputs
+            .into_iter()
+            .zip(&addresses)
+            .map(|((_, value), &address)| {
+                let tensor = from_ort(&self.name, value)?;
+                Ok((tensor.data().as_ptr() != address || tensor.is_empty()).then_some(tensor))
             })
-        };
-        // ONNX Runtime refuses a bound output whose shape is not the one it computes: run unbound.
-        written.unwrap_or_else(|| Ok(self.run_views(inputs)?.into_iter().map(Some).collect()))
+            .collect()
     }
 }
 

@@ -26,6 +26,26 @@ fn runs_a_model_and_reports_its_signature() {
 }
 
 #[test]
+fn outputs_are_written_into_their_places_and_a_wrong_place_is_refused() {
+    use jig_model_host::onnx::{TensorView, TensorViewMut};
+    let model = load("mixed");
+    let (inputs, want) = mixed_two_rows();
+    let views: Vec<TensorView> = inputs.iter().map(TensorView::of).collect();
+    let mut place = vec![0u8; 2 * 4 * 4];
+    let shape = [2u64, 4];
+    let written = model.run_into(&views, &mut [TensorViewMut::new(DType::F32, &shape, &mut place).unwrap()]).unwrap();
+    assert!(written[0].is_none(), "written in place");
+    let got: Vec<f32> = place.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(got, want);
+
+    let mut wrong = vec![0u8; 3 * 4 * 4];
+    let shape = [3u64, 4];
+    let err = model.run_into(&views, &mut [TensorViewMut::new(DType::F32, &shape, &mut wrong).unwrap()]).unwrap_err();
+    assert!(matches!(err, ModelError::Run { .. }), "{err}");
+    assert_eq!(f32s(&model.run(&inputs).unwrap()[0]), want, "the model runs unplaced after");
+}
+
+#[test]
 fn a_real_model_runs() {
     let model = load("ppocr-rec");
     let x = Tensor::from_f32(vec![1, 3, 48, 320], &vec![0.1; 3 * 48 * 320]).unwrap();

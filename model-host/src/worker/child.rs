@@ -83,9 +83,17 @@ fn gone(e: io::Error) -> io::Result<()> {
 }
 
 /// The parent's regions as this process maps them.
-#[derive(Default)]
 struct Mapped {
     regions: HashMap<u64, Shm>,
+    /// Whether ONNX Runtime writes outputs into their places; off once a run that places them failed where
+    /// the same run unplaced succeeded (an execution provider that cannot, an output whose shape varies).
+    bind_outputs: bool,
+}
+
+impl Default for Mapped {
+    fn default() -> Self {
+        Mapped { regions: HashMap::new(), bind_outputs: true }
+    }
 }
 
 impl Mapped {
@@ -130,7 +138,7 @@ impl Mapped {
                     .ok_or_else(|| format!("input {slot:?} does not hold its shape's elements"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let Some(places) = places else {
+        let Some(places) = places.filter(|_| self.bind_outputs) else {
             return model.run_views(&views).map(Some).map_err(|e| e.to_string());
         };
         let mut targets = places
@@ -141,7 +149,16 @@ impl Mapped {
                     .ok_or_else(|| format!("output place {slot:?} does not hold its shape's elements"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let written = model.run_into(&views, &mut targets).map_err(|e| e.to_string())?;
+        let written = match model.run_into(&views, &mut targets) {
+            Ok(written) => written,
+            Err(bound) => {
+                drop(targets);
+                let outputs = model.run_views(&views).map_err(|e| e.to_string())?;
+                eprintln!("jig worker: outputs go through a copy from now on: placing them failed ({bound})");
+                self.bind_outputs = false;
+                return Ok(Some(outputs));
+            }
+        };
         if written.iter().all(Option::is_none) {
             return Ok(None);
         }
