@@ -480,13 +480,12 @@ impl App {
                     return (task, key, Err(error));
                 }
             };
-            let running = Instant::now();
             let result = t.function.invoke(&payload, Some(deadline)).await;
             drop(permit);
             if let Ok(outcome) = &result {
                 let (runs, ns) = &glue[task];
                 runs.fetch_add(1, Ordering::Relaxed);
-                ns.fetch_add(running.elapsed().saturating_sub(outcome.in_models).as_nanos() as u64, Ordering::Relaxed);
+                ns.fetch_add(outcome.glue.as_nanos() as u64, Ordering::Relaxed);
             }
             let outcome = match &result {
                 Ok(_) => "ok",

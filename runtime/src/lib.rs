@@ -131,8 +131,11 @@ pub struct Outcome {
     pub output: Vec<u8>,
     /// What it emitted, in order.
     pub emitted: Vec<Emission>,
-    /// How long its `infer` calls waited for models; the rest of the invocation is the glue's own time.
+    /// How long its `infer` calls waited for models.
     pub in_models: Duration,
+    /// The glue's own time: from instantiation to the handler's return, less `in_models` (a wait for an
+    /// instance slot is not counted).
+    pub glue: Duration,
 }
 
 /// Compiles, links and runs functions. Cheap to share behind an `Arc`; one per process is typical.
@@ -382,6 +385,7 @@ impl Function {
                 return Err(InvokeError::Instantiate { function: f.name.to_string(), detail: closed.to_string() });
             }
         };
+        let running = Instant::now();
         let state = InvocationState::new(f.name.clone(), deadline, f.models.clone(), f.config.clone(), f.limits);
         let mut store = Store::new(f.pre.engine(), state);
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
@@ -403,7 +407,12 @@ impl Function {
         state.log_stdio();
         match result {
             Err(_elapsed) => Err(self.deadline_exceeded(started, deadline)),
-            Ok(Ok(Ok(output))) => Ok(Outcome { output, emitted: state.emitted, in_models: state.in_models }),
+            Ok(Ok(Ok(output))) => Ok(Outcome {
+                output,
+                emitted: state.emitted,
+                in_models: state.in_models,
+                glue: running.elapsed().saturating_sub(state.in_models),
+            }),
             Ok(Ok(Err(error))) => Err(InvokeError::Failed { function: f.name.to_string(), error: error.into() }),
             Ok(Err(e)) => Err(self.classify_failure(e, &state, started, deadline)),
         }

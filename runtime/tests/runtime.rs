@@ -439,6 +439,7 @@ async fn an_invocation_says_how_long_it_waited_for_models() {
     let outcome = f.invoke(&call, None).await.unwrap();
     let (elapsed, waited) = (started.elapsed(), outcome.in_models);
     assert!(waited >= Duration::from_millis(120) && waited <= elapsed, "{waited:?} of {elapsed:?}");
+    assert!(outcome.glue + waited <= elapsed, "glue {:?}, waited {waited:?}, of {elapsed:?}", outcome.glue);
     let echo = f.invoke(&probe(json!({"op": "echo", "text": "hi"})), None).await.unwrap();
     assert_eq!(echo.in_models, Duration::ZERO, "no model calls, no waiting");
 }
