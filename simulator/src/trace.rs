@@ -4,10 +4,11 @@
 //! **File format**: CSV with the header `start_s,rps` and one row per bin, in order, equally spaced:
 //! the bin's start in seconds from the trace's start and its mean request rate.
 //!
-//! **Generator** ([`Trace::diurnal`]): no public trace ships in a package here, so a day is generated with the
-//! shape of the paper's Twitter trace: a night trough around 04:00, a rise through the morning with a lunch
-//! bump, the peak in the evening around 20:00, and ±4% of deterministic noise; scaled so the busiest bin is
-//! the given peak (an application's largest serviceable demand, from `jig plan --max-demand`).
+//! **Generator** ([`Trace::diurnal`]): no public trace ships in a package here, so a day is generated with a
+//! generic diurnal shape: a night trough around 04:00, a rise through the morning with a lunch bump, the peak
+//! in the evening around 20:00, and ±4% of deterministic noise; scaled so the busiest bin is the given peak
+//! (an application's largest serviceable demand, from `jig plan --max-demand`). It is not the paper's Twitter
+//! trace: the paper calls 15:00–20:00 (its timestamps 180–240) its low-demand window.
 
 use std::f64::consts::TAU;
 
