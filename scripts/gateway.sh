@@ -1,9 +1,10 @@
-# Sourced by the scripts that need a gateway: `start_gateway JIG OUT` runs `JIG up` on a free loopback port with
-# its state in OUT/state and its log in OUT/gateway.log, waits until it listens, exports JIG_GATEWAY, and stops
-# it when the script exits.
+# Sourced by the scripts that need a gateway: `start_gateway JIG OUT [ARGS...]` runs `JIG up ARGS...` on a free
+# loopback port with its state in OUT/state and its log in OUT/gateway.log, waits until it listens, exports
+# JIG_GATEWAY, and stops it when the script exits (or at `stop_gateway`).
 start_gateway() {
     local jig=$1 out=$2 url=
-    "$jig" up --listen 127.0.0.1:0 --state-dir "$out/state" >"$out/gateway.log" 2>&1 &
+    shift 2
+    "$jig" up --listen 127.0.0.1:0 --state-dir "$out/state" "$@" >"$out/gateway.log" 2>&1 &
     gateway_pid=$!
     trap 'kill $gateway_pid 2>/dev/null || true' EXIT
     for _ in $(seq 100); do
@@ -14,4 +15,9 @@ start_gateway() {
     done
     [ -n "$url" ] || { echo "the gateway did not start:"; cat "$out/gateway.log"; exit 1; }
     export JIG_GATEWAY=$url
+}
+
+stop_gateway() {
+    kill "$gateway_pid" 2>/dev/null || true
+    wait "$gateway_pid" 2>/dev/null || true
 }

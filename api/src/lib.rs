@@ -91,6 +91,9 @@ pub struct AppStatus {
     pub predicted_rps: Option<f64>,
     /// Times the controller re-planned since the app was deployed or the gateway started.
     pub replans: u32,
+    /// Why the controller's last re-plan kept the running deployment (it found no plan); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replan_kept: Option<String>,
     /// Each edge between model tasks with its factor as observed since the app was deployed (or the gateway
     /// started).
     #[serde(default)]
@@ -133,6 +136,12 @@ pub struct ObservedLatency {
     pub p95_ms: f64,
     /// The profile table's p95 for that variant, segment and batch, ms, where it has the row.
     pub profiled_ms: Option<f64>,
+    /// p50 of the same batches, ms (0 from a gateway that did not record it).
+    #[serde(default)]
+    pub p50_ms: f64,
+    /// The profile table's p50 for that row, ms.
+    #[serde(default)]
+    pub profiled_p50_ms: Option<f64>,
 }
 
 /// A multiplicative factor the app observed: invocations of task `to` per invocation of task `from`, where a
@@ -193,7 +202,7 @@ pub struct GpuStatus {
 }
 
 /// The model instances serving an app, and how they were chosen.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Deployment {
     /// `planned` (by the planner from the profile table), or why the default was used.
     pub source: String,

@@ -82,8 +82,8 @@ struct Group {
     variant: String,
     segment: String,
     instances: Vec<Arc<Instance>>,
-    /// The profile's p95 latency (ms) by batch size.
-    profiled_ms: HashMap<u32, f64>,
+    /// The profile's p50 and p95 latency (ms) by batch size.
+    profiled_ms: HashMap<u32, (f64, f64)>,
 }
 
 /// A request admitted by [`App::admit`], counted against the app's limits while it lives.
@@ -335,16 +335,19 @@ impl App {
                 }
                 let (rows, (batches, mut ms)) = by_rows.into_iter().max_by_key(|(rows, (n, _))| (*n, *rows))?;
                 ms.sort_by(f64::total_cmp);
-                let p95 = ms[((ms.len() as f64 * 0.95).ceil() as usize).clamp(1, ms.len()) - 1];
+                let quantile = |q: f64| ms[((ms.len() as f64 * q).ceil() as usize).clamp(1, ms.len()) - 1];
                 let batch = u32::try_from(rows).unwrap_or(u32::MAX);
+                let profiled = g.profiled_ms.get(&batch).copied();
                 Some(ObservedLatency {
                     slot: g.slot.clone(),
                     variant: g.variant.clone(),
                     segment: g.segment.clone(),
                     batch,
                     batches,
-                    p95_ms: p95,
-                    profiled_ms: g.profiled_ms.get(&batch).copied(),
+                    p95_ms: quantile(0.95),
+                    profiled_ms: profiled.map(|(_, p95)| p95),
+                    p50_ms: quantile(0.5),
+                    profiled_p50_ms: profiled.map(|(p50, _)| p50),
                 })
             })
             .collect()
@@ -520,7 +523,7 @@ fn start_models(
             profiled_ms: profiles
                 .iter()
                 .filter(|r| r.slot == planned.slot && r.variant == planned.variant && r.segment == planned.segment)
-                .map(|r| (r.batch, r.p95_ms))
+                .map(|r| (r.batch, (r.p50_ms, r.p95_ms)))
                 .collect(),
         };
         let variant = bundle.manifest.variants.iter().find(|v| v.slot == planned.slot && v.name == planned.variant);

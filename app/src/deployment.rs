@@ -62,6 +62,19 @@ pub struct Observations {
     pub current: Option<Deployment>,
 }
 
+impl Observations {
+    /// What a deployed app had observed when `status` (its `jig status --json`) was taken: what its controller
+    /// would re-plan with then (see `App::observations`), without the running deployment to start from.
+    pub fn from_status(status: &jig_api::AppStatus) -> Self {
+        Observations {
+            factors: status.observed_factors.clone(),
+            latencies: latest_latencies(&status.deployment.refined, &status.observed_latencies),
+            glue: status.observed_glue.clone(),
+            current: None,
+        }
+    }
+}
+
 /// Charge each model task's observed glue time to its rows on CPU segments, where the glue runs on the cores
 /// the instances hold: a batch of b rows takes b × the glue's mean time longer, and each row costs the
 /// glue's time more (1/H + g). GPU rows are left alone: their glue runs on cores no instance holds. Only glue
@@ -85,26 +98,44 @@ pub fn charge_glue(rows: &mut [ProfileRow], model_tasks: &[(&str, &str)], glue: 
     charged
 }
 
-/// The scale an observation applies to its variant's profile rows on its segment: observed p95 over profiled
-/// p95, within [`MAX_REFINEMENT`] either way; `None` before [`MIN_LATENCY_SAMPLES`] batches or without a row.
-pub fn refinement(observed: &ObservedLatency) -> Option<f64> {
+/// How an observation scales its variant's profile rows on its segment: the median (and so the throughput) by
+/// observed over profiled p50, the tail by observed over profiled p95 — a busy machine stretches the tail more
+/// than the median. Each within [`MAX_REFINEMENT`] either way.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Refinement {
+    /// The scale of p50 latencies; throughputs are divided by it.
+    pub p50: f64,
+    /// The scale of p95 latencies.
+    pub p95: f64,
+}
+
+/// The [`Refinement`] of `observed`; `None` before [`MIN_LATENCY_SAMPLES`] batches or without a profile row.
+/// An observation without a p50 (from an older gateway) scales the median as its p95.
+pub fn refinement(observed: &ObservedLatency) -> Option<Refinement> {
     let profiled = observed.profiled_ms.filter(|&p| p > 0.0)?;
-    (observed.batches >= MIN_LATENCY_SAMPLES && observed.p95_ms > 0.0)
-        .then(|| (observed.p95_ms / profiled).clamp(1.0 / MAX_REFINEMENT, MAX_REFINEMENT))
+    if observed.batches < MIN_LATENCY_SAMPLES || observed.p95_ms <= 0.0 {
+        return None;
+    }
+    let bounded = |scale: f64| scale.clamp(1.0 / MAX_REFINEMENT, MAX_REFINEMENT);
+    let p95 = bounded(observed.p95_ms / profiled);
+    let p50 = match observed.profiled_p50_ms.filter(|&p| p > 0.0) {
+        Some(profiled) if observed.p50_ms > 0.0 => bounded(observed.p50_ms / profiled),
+        _ => p95,
+    };
+    Some(Refinement { p50, p95 })
 }
 
 /// Refine profile `rows` with `observed` latencies: every row of an observed variant on its segment, at every
-/// batch size, has its latencies multiplied and its throughput divided by the observation's [`refinement`].
-/// Returns the observations used.
+/// batch size, is scaled by the observation's [`refinement`]. Returns the observations used.
 pub fn refine(rows: &mut [ProfileRow], observed: &[ObservedLatency]) -> Vec<ObservedLatency> {
     let mut used = Vec::new();
     for o in observed {
         let Some(scale) = refinement(o) else { continue };
         let mut matched = false;
         for row in rows.iter_mut().filter(|r| r.slot == o.slot && r.variant == o.variant && r.segment == o.segment) {
-            row.p50_ms *= scale;
-            row.p95_ms *= scale;
-            row.throughput_rps /= scale;
+            row.p50_ms *= scale.p50;
+            row.p95_ms = (row.p95_ms * scale.p95).max(row.p50_ms);
+            row.throughput_rps /= scale.p50;
             matched = true;
         }
         if matched {
@@ -138,8 +169,8 @@ pub fn latencies_drifted(refined: &[ObservedLatency], fresh: &[ObservedLatency],
             .iter()
             .find(|r| (&r.slot, &r.variant, &r.segment) == (&o.slot, &o.variant, &o.segment))
             .and_then(refinement)
-            .unwrap_or(1.0);
-        (scale / planned - 1.0).abs() > threshold
+            .unwrap_or(Refinement { p50: 1.0, p95: 1.0 });
+        (scale.p50 / planned.p50 - 1.0).abs() > threshold || (scale.p95 / planned.p95 - 1.0).abs() > threshold
     })
 }
 
@@ -525,7 +556,21 @@ fn plan_with_profiles(
     let model_tasks = model_tasks(bundle);
     let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, ..SolveOptions::default() };
     let previous = observed.current.as_ref().map(|d| assignments(&problem, &model_tasks, d)).unwrap_or_default();
-    let plan = jig_planner::plan_from(&problem, Features::ALL, &options, &previous)?;
+    // When nothing serves the demand, serve the most the machine can, as the paper's baselines (§5) and
+    // `jig simulate` do, and say so.
+    let (plan, short) = match jig_planner::plan_from(&problem, Features::ALL, &options, &previous) {
+        Ok(plan) => (plan, None),
+        Err(e @ (PlanError::Infeasible(_) | PlanError::TimeLimit(_))) => {
+            let max = jig_planner::max_demand::max_demand(&problem, Features::ALL, 0.01, PLAN_TIME_LIMIT_S)?;
+            if max.demand_rps <= 0.0 {
+                return Err(e.into());
+            }
+            let at_max = problem.clone().with_demand(max.demand_rps, problem.slices);
+            let plan = jig_planner::plan_from(&at_max, Features::ALL, &options, &previous)?;
+            (plan, Some((problem.demand_rps, e)))
+        }
+        Err(e) => return Err(e.into()),
+    };
 
     let slot_of: HashMap<&str, &str> = model_tasks.iter().copied().collect();
     let mut free = capacity.clone();
@@ -566,7 +611,14 @@ fn plan_with_profiles(
     let rest = fallback(bundle, &free, "");
     instances.extend(rest.instances.into_iter().filter(|i| !planned.contains(&i.slot.as_str())));
     Ok(Deployment {
-        source: format!("planned from profiles.csv ({}, {:.2} s)", plan.solve.status, plan.solve.seconds),
+        source: match short {
+            None => format!("planned from profiles.csv ({}, {:.2} s)", plan.solve.status, plan.solve.seconds),
+            Some((wanted, why)) => format!(
+                "planned from profiles.csv for {:.1} req/s, the most this machine serves, short of the {wanted:.1} \
+                 req/s predicted ({why})",
+                plan.demand_rps
+            ),
+        },
         demand_rps: Some(plan.demand_rps),
         accuracy: Some(plan.accuracy),
         capacity_rps: Some(capacity_rps(&plan)),
@@ -738,6 +790,18 @@ mod tests {
     }
 
     #[test]
+    fn a_demand_beyond_the_machine_is_planned_at_the_most_it_serves_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0)]);
+        // 4 cores hold two instances of 10 req/s; 31.5 req/s (30 and the 5% slack) is beyond them.
+        let d = plan(&bundle, &[], &Capacity::cpu_only(4), &Observations::default());
+        assert_eq!(d.instances.iter().map(|i| i.count).sum::<u32>(), 2, "{d:?}");
+        let demand = d.demand_rps.expect("a plan, not the default");
+        assert!((19.0..=20.0).contains(&demand), "planned for {demand}");
+        assert!(d.source.contains("the most this machine serves") && d.source.contains("31.5"), "{}", d.source);
+    }
+
+    #[test]
     fn a_bundle_profiled_only_on_gpus_says_what_the_machine_lacks() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("mps:0:50", 4, 40.0, 100.0)]);
@@ -781,6 +845,8 @@ mod tests {
             batches,
             p95_ms,
             profiled_ms: Some(50.0),
+            p50_ms: 0.0,
+            profiled_p50_ms: None,
         }
     }
 
@@ -803,6 +869,14 @@ mod tests {
         let mut bounded = rows();
         refine(&mut bounded, &[observed(1000.0, 100)]);
         assert_eq!(p95(&bounded, "cpu:2", 1), Some((100.0, 10.0)), "at most twice the profile");
+
+        // With its median observed too, an observation scales the median and throughput by the median's ratio
+        // and the tail by the tail's.
+        let mut split = rows();
+        refine(&mut split, &[ObservedLatency { p50_ms: 55.0, profiled_p50_ms: Some(50.0), ..observed(100.0, 40) }]);
+        let row = split.iter().find(|r| r.segment == "cpu:2" && r.batch == 1).unwrap();
+        assert!((row.p50_ms - 55.0).abs() < 1e-9 && (row.p95_ms - 100.0).abs() < 1e-9, "{row:?}");
+        assert!((row.throughput_rps - 20.0 / 1.1).abs() < 1e-9, "{row:?}");
 
         let mut unchanged = rows();
         assert!(refine(&mut unchanged, &[observed(75.0, MIN_LATENCY_SAMPLES - 1)]).is_empty(), "too few batches");

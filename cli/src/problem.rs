@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use jig_app::deployment::Observations;
 use jig_planner::problem::Problem;
 use jig_planner::profile;
 use jig_planner::spec::{Features, PlanSpec};
@@ -55,13 +56,18 @@ impl Source {
     }
 
     /// The problem, with `slices` and `demand` (req/s) overriding the source's own: a spec's, a bundle's
-    /// (this machine's cores, the manifest's demand) or a paper app's (`app_defaults`).
+    /// (this machine's cores, the manifest's demand) or a paper app's (`app_defaults`). `observed` (a bundle
+    /// only) is what a deployed app of it observed, planned with as its controller would.
     pub fn problem(
         &self,
         slices: Option<u32>,
         demand: Option<f64>,
         app_defaults: (u32, f64),
+        observed: Option<&Observations>,
     ) -> anyhow::Result<Problem> {
+        if observed.is_some() && !matches!(self, Source::Bundle { .. }) {
+            bail!("--observed plans a bundle as its deployed app saw it: give a bundle directory");
+        }
         match self {
             Source::Spec { spec, profiles } => {
                 let mut spec = PlanSpec::from_file(spec)?;
@@ -75,7 +81,9 @@ impl Source {
                     profiles.as_deref().context("a spec needs --profiles FILE.csv (the table `jig profile` writes)")?;
                 load_problem(&spec, profiles)
             }
-            Source::Bundle { dir, profiles } => bundle_problem(dir, profiles.as_deref(), slices, demand),
+            Source::Bundle { dir, profiles } => {
+                bundle_problem(dir, profiles.as_deref(), slices, demand, observed.cloned().unwrap_or_default())
+            }
             Source::Paper { app, profiles } => {
                 let (default_slices, default_demand) = app_defaults;
                 paper_problem(
@@ -112,12 +120,14 @@ pub fn paper_problem(app: PaperApp, profiles: Option<&Path>, slices: u32, demand
 }
 
 /// The planning problem of the bundle in `dir` as a deployment sees it: its profile table (or `profiles`),
-/// `cores` CPU cores (default: this machine's; more than it has plans a larger one) and this machine's GPUs and `demand` req/s (default: the manifest's).
+/// `cores` CPU cores (default: this machine's; more than it has plans a larger one) and this machine's GPUs,
+/// `demand` req/s (default: the manifest's), refined by what a deployed app `observed`.
 fn bundle_problem(
     dir: &Path,
     profiles: Option<&Path>,
     cores: Option<u32>,
     demand: Option<f64>,
+    observed: Observations,
 ) -> anyhow::Result<jig_planner::Problem> {
     let bundle = jig_manifest::Bundle::open(dir)?;
     let profiles = profiles.map(Path::to_path_buf).or_else(|| bundle.profiles_path()).with_context(|| {
@@ -130,7 +140,15 @@ fn bundle_problem(
         capacity.cores = (0..n).collect();
     }
     let demand = demand.unwrap_or(bundle.manifest.demand.rps);
-    jig_app::deployment::problem(&bundle, &profiles, &[demand], &capacity, &Default::default())
+    jig_app::deployment::problem(&bundle, &profiles, &[demand], &capacity, &observed)
         .map(|(problem, _)| problem)
         .map_err(|e| anyhow::anyhow!("app `{}`: {e}", bundle.manifest.name))
+}
+
+/// What the deployed app of `path` (its `jig status APP --json`) observed.
+pub fn read_observed(path: &Path) -> anyhow::Result<Observations> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let status: jig_api::AppStatus = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not the output of `jig status APP --json`", path.display()))?;
+    Ok(Observations::from_status(&status))
 }

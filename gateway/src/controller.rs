@@ -24,7 +24,7 @@ use jig_planner::spec::DemandSpec;
 
 use super::Gateway;
 use jig_app::App;
-use jig_app::deployment::{MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted};
+use jig_app::deployment::{Deployment, MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted};
 
 /// Violations above this share of a window's requests trigger a re-plan.
 const VIOLATION_SHARE: f64 = 0.01;
@@ -45,6 +45,8 @@ pub struct DemandWindows {
     planned_factors: Option<Vec<PlannedFactor>>,
     /// The latencies the last plan refined its profile rows with, likewise.
     planned_refined: Option<Vec<ObservedLatency>>,
+    /// Why the last re-plan kept the running deployment, when it found no plan.
+    pub kept: Option<String>,
 }
 
 impl DemandWindows {
@@ -53,6 +55,7 @@ impl DemandWindows {
         self.planned_for = None;
         self.planned_factors = None;
         self.planned_refined = None;
+        self.kept = None;
     }
 
     /// Start from stored rates (after a restart).
@@ -172,6 +175,11 @@ impl Gateway {
             {
                 let mut demand = gateway.demand.lock().unwrap_or_else(|p| p.into_inner());
                 let windows = demand.entry(name.clone()).or_default();
+                windows.kept = kept(&current, &deployment);
+                if let Some(why) = &windows.kept {
+                    tracing::warn!(app = %name, "{why}");
+                    return Ok(None);
+                }
                 windows.planned_for = deployment.demand_rps;
                 windows.planned_factors = Some(deployment.factors.clone());
                 windows.planned_refined = Some(deployment.refined.clone());
@@ -201,9 +209,28 @@ impl Gateway {
     }
 }
 
+/// Why a re-plan keeps the `current` deployment instead of `new`: `new` is the unplanned default (the planner
+/// found no plan) where `current` is planned, and serves better.
+fn kept(current: &Deployment, new: &Deployment) -> Option<String> {
+    (new.demand_rps.is_none() && current.demand_rps.is_some()).then(|| {
+        let why = new.source.strip_prefix("default: ").unwrap_or(&new.source);
+        format!("the last re-plan found no plan, so the running deployment was kept: {why}")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_re_plan_without_a_plan_keeps_a_planned_deployment_and_says_why() {
+        let planned = Deployment { source: "planned".into(), demand_rps: Some(5.0), ..Deployment::default() };
+        let default = Deployment { source: "default: the planner found no plan: x".into(), ..Deployment::default() };
+        let why = kept(&planned, &default).expect("kept");
+        assert!(why.ends_with("kept: the planner found no plan: x"), "{why}");
+        assert_eq!(kept(&planned, &planned), None, "a plan replaces a plan");
+        assert_eq!(kept(&default, &default), None, "nothing planned to keep");
+    }
 
     #[test]
     fn a_factor_observed_often_enough_that_moved_past_the_threshold_is_a_drift() {

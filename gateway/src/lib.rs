@@ -522,6 +522,7 @@ impl Gateway {
             demand_windows: windows.rates(),
             predicted_rps: windows.predicted(),
             replans: app.replans,
+            replan_kept: windows.kept.clone(),
             name: app.name.clone(),
             bundle: app.bundle.clone(),
             deployed_at: app.deployed_at,

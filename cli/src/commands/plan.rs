@@ -96,7 +96,7 @@ impl PlanCommand {
         if self.max_demand {
             return run_max_demand(self);
         }
-        let problem = self.source()?.problem(self.slices, self.demand, (28, 50.0))?;
+        let problem = self.source()?.problem(self.slices, self.demand, (28, 50.0), None)?;
         plan_problem(self, &problem)
     }
 

@@ -9,7 +9,7 @@ use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
 use jig_planner::spec::Features;
 
-use crate::problem::{Source, parse_features};
+use crate::problem::{Source, parse_features, read_observed};
 
 /// Simulate an app's plans under a day of demand, re-planning every bin (the paper's Figure 4), with the
 /// runtime's batching, early drops and routing on simulated time.
@@ -18,7 +18,7 @@ use crate::problem::{Source, parse_features};
 /// jig simulate --app traffic [--slices 840] [--features all] [--compare] [--trace day.csv | --bins 288]
 ///              [--peak RPS] [--sample 20000] [--seed 1] [--csv out.csv] [--plot out.svg] [--json]
 /// jig simulate SPEC.toml --profiles profiles.csv --trace day.csv [...]
-/// jig simulate BUNDLE_DIR --trace day.csv [--demand RPS]   (mounted by the `jig` binary)
+/// jig simulate BUNDLE_DIR --trace day.csv [--demand RPS] [--observed status.json]   (mounted by the `jig` binary)
 /// ```
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateCommand {
@@ -54,6 +54,10 @@ pub struct SimulateCommand {
     /// the models. On CPU segments it also holds the instance, whose cores the glue shares.
     #[arg(long, default_value_t = 0.0)]
     pub overhead_ms: f64,
+    /// Plan a bundle with what its deployed app observed: this file holds `jig status APP --json` (factors,
+    /// glue times and batch latencies, used as the app's controller re-plans with them).
+    #[arg(long)]
+    pub observed: Option<PathBuf>,
     /// Root requests simulated per bin (more when ten latency SLOs of the bin hold more; fewer when the bin does).
     #[arg(long, default_value_t = 20_000)]
     pub sample: usize,
@@ -85,7 +89,8 @@ impl SimulateCommand {
         let source =
             Source::resolve(target, app, profiles, false, "give a spec file, a bundle directory or --app NAME")?;
         // The plan's demand comes from the trace (or --demand), not the problem's.
-        let problem = source.problem(self.slices, None, (840, 1.0))?;
+        let observed = self.observed.as_deref().map(read_observed).transpose()?;
+        let problem = source.problem(self.slices, None, (840, 1.0), observed.as_ref())?;
         print!("{}", simulate_problem(&self, &problem)?);
         Ok(ExitCode::SUCCESS)
     }

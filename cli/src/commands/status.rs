@@ -94,6 +94,9 @@ pub fn print_status(status: &AppStatus) {
                 status.replans
             );
         }
+        if let Some(kept) = &status.replan_kept {
+            println!("  re-plan    {kept}");
+        }
     };
     println!("  bundle     {}", status.bundle);
     println!("  tasks      {}", status.tasks.join(" → "));
@@ -128,17 +131,21 @@ pub fn print_status(status: &AppStatus) {
         println!("  factor     {} → {}: planned {:.2}{seen}", f.from, f.to, f.factor);
     }
     for o in &status.observed_latencies {
-        let profiled = o.profiled_ms.map(|p| format!("profiled {p:.1} ms, ")).unwrap_or_default();
+        let profiled = match (o.profiled_p50_ms, o.profiled_ms) {
+            (Some(p50), Some(p95)) => format!("profiled p50 {p50:.1} ms, p95 {p95:.1} ms; "),
+            (None, Some(p95)) => format!("profiled p95 {p95:.1} ms; "),
+            _ => String::new(),
+        };
         let refined = deployment
             .refined
             .iter()
             .find(|r| (&r.slot, &r.variant, &r.segment) == (&o.slot, &o.variant, &o.segment))
             .and_then(jig_app::deployment::refinement)
-            .map(|scale| format!("; planned with its rows × {scale:.2}"))
+            .map(|scale| format!("; planned with its rows' p50 × {:.2}, p95 × {:.2}", scale.p50, scale.p95))
             .unwrap_or_default();
         println!(
-            "  latency    {}/{} on {} batch {}: {profiled}observed p95 {:.1} ms over {} batches{refined}",
-            o.slot, o.variant, o.segment, o.batch, o.p95_ms, o.batches
+            "  latency    {}/{} on {} batch {}: {profiled}observed p50 {:.1} ms, p95 {:.1} ms over {} batches{refined}",
+            o.slot, o.variant, o.segment, o.batch, o.p50_ms, o.p95_ms, o.batches
         );
     }
     for g in &status.observed_glue {
