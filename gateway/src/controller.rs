@@ -24,7 +24,9 @@ use jig_planner::spec::DemandSpec;
 
 use super::Gateway;
 use jig_app::App;
-use jig_app::deployment::{Deployment, MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted};
+use jig_app::deployment::{
+    Deployment, MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted,
+};
 
 /// Violations above this share of a window's requests trigger a re-plan.
 const VIOLATION_SHARE: f64 = 0.01;

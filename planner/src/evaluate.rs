@@ -133,6 +133,11 @@ pub fn evaluate(problem: &Problem, plan: &[Assignment]) -> Evaluation {
             ));
         }
     }
+    // A GPU that MIG instances priced 8 slices fill holds 7 (`jig_policy::mig::Layout::slices`).
+    let kinds = plan.iter().flat_map(|a| std::iter::repeat_n(&problem.segments[a.segment].kind, a.instances as usize));
+    let counts = crate::placement::mig_counts(kinds);
+    let priced: u32 = crate::spec::MigProfile::ALL.iter().zip(&counts).map(|(p, n)| p.effective_slices() * n).sum();
+    slices = slices.saturating_sub(priced - crate::placement::mig_slices(&counts));
     // (8)
     if slices > problem.slices {
         violations.push(format!("{slices} slices used, {} available", problem.slices));

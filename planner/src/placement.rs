@@ -6,9 +6,97 @@
 //! largest first, each to the first GPU where it fits, trying the start slots that strand least first: a
 //! 3g.40gb at slot 4 leaves 0–3 for a 4g.40gb, a 1g.20gb at slot 6 is the only small instance that uses slot 7.
 
+use std::collections::HashMap;
+
+use jig_policy::mig::{Layout, layouts};
 use serde::Serialize;
 
 use crate::spec::{MigProfile, SegmentKind};
+
+/// Instances of each MIG profile, in the order of [`MigProfile::ALL`].
+pub type MigCounts = [u32; 6];
+
+/// The MIG instances among `items`, by profile.
+pub fn mig_counts<'a>(kinds: impl IntoIterator<Item = &'a SegmentKind>) -> MigCounts {
+    let mut counts = [0; 6];
+    for kind in kinds {
+        if let SegmentKind::Mig { profile, .. } = kind {
+            counts[MigProfile::ALL.iter().position(|p| p == profile).expect("a profile")] += 1;
+        }
+    }
+    counts
+}
+
+/// How many GPUs take each layout of [`layouts`] (by index) to hold exactly `counts`: the packing that
+/// holds the fewest slices ([`Layout::slices`]), and of those the fewest GPUs. `None` when the search would
+/// be too large (thousands of instances of many profiles).
+pub fn pack_layouts(counts: &MigCounts) -> Option<Vec<(usize, u32)>> {
+    /// States the search may visit before it gives up.
+    const MAX_STATES: usize = 200_000;
+    type Best = Option<(u32, u32, usize)>; // (slices, GPUs, first layout)
+    fn best(counts: MigCounts, memo: &mut HashMap<MigCounts, Best>) -> Option<Best> {
+        if counts == [0; 6] {
+            return Some(Some((0, 0, usize::MAX)));
+        }
+        if let Some(&known) = memo.get(&counts) {
+            return Some(known);
+        }
+        if memo.len() >= MAX_STATES {
+            return None;
+        }
+        // The largest instance left must go on some GPU: try each layout that holds it and fits in what is left.
+        let largest = (0..6).rev().find(|&i| counts[i] > 0).expect("not all zero");
+        let mut found: Best = None;
+        for (index, layout) in layouts().iter().enumerate() {
+            let held: MigCounts = std::array::from_fn(|i| layout.count(MigProfile::ALL[i]));
+            if held[largest] == 0 || (0..6).any(|i| held[i] > counts[i]) {
+                continue;
+            }
+            let rest: MigCounts = std::array::from_fn(|i| counts[i] - held[i]);
+            if let Some((slices, gpus, _)) = best(rest, memo)? {
+                let candidate = (slices + layout.slices(), gpus + 1, index);
+                if found.is_none_or(|f| (candidate.0, candidate.1) < (f.0, f.1)) {
+                    found = Some(candidate);
+                }
+            }
+        }
+        memo.insert(counts, found);
+        Some(found)
+    }
+    // The best packing of each state does not depend on the call: keep them (evaluating many plans of one
+    // problem, as the exhaustive search does, meets the same states again and again).
+    thread_local! {
+        static MEMO: std::cell::RefCell<HashMap<MigCounts, Best>> = Default::default();
+    }
+    let mut packing: Vec<(usize, u32)> = Vec::new();
+    let mut counts = *counts;
+    while counts != [0; 6] {
+        let found = MEMO.with_borrow_mut(|memo| {
+            if memo.len() >= MAX_STATES {
+                memo.clear();
+            }
+            best(counts, memo)
+        });
+        let (_, _, index) = found??;
+        let layout = &layouts()[index];
+        counts = std::array::from_fn(|i| counts[i] - layout.count(MigProfile::ALL[i]));
+        match packing.iter_mut().find(|(i, _)| *i == index) {
+            Some((_, n)) => *n += 1,
+            None => packing.push((index, 1)),
+        }
+    }
+    Some(packing)
+}
+
+/// The slices `counts` MIG instances hold, packed by [`pack_layouts`]: their effective slices, less one for
+/// each GPU they fill whose instances are priced 8. Without a packing, the effective slices.
+pub fn mig_slices(counts: &MigCounts) -> u32 {
+    let priced: u32 = MigProfile::ALL.iter().zip(counts).map(|(p, n)| p.effective_slices() * n).sum();
+    let overcharged = pack_layouts(counts)
+        .map(|packing| packing.iter().map(|&(i, gpus)| layouts()[i].overcharge() * gpus).sum::<u32>())
+        .unwrap_or(0);
+    priced - overcharged
+}
 
 /// One instance to place.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,8 +206,16 @@ fn preferred_starts(p: MigProfile) -> &'static [u32] {
     }
 }
 
-/// Place `items` on as few GPUs and hosts as the greedy rule finds.
+/// Place `items` on as few GPUs and hosts as the greedy rule finds; the MIG instances on the GPUs of
+/// `layouts` first ((index into [`layouts`], GPUs) as [`pack_layouts`] or the planner chose them), each at
+/// its layout's start slot.
 pub fn place(items: &[Item], cores_per_host: u32) -> Placement {
+    let packing = pack_layouts(&mig_counts(items.iter().map(|it| &it.kind))).unwrap_or_default();
+    place_on(items, cores_per_host, &packing)
+}
+
+/// [`place`] with the MIG GPUs' layouts given.
+pub fn place_on(items: &[Item], cores_per_host: u32, packing: &[(usize, u32)]) -> Placement {
     let mut order: Vec<usize> = (0..items.len()).collect();
     let size = |k: &SegmentKind| match k {
         SegmentKind::Mig { profile, .. } => (profile.memory_slots(), profile.compute_slices()),
@@ -129,6 +225,15 @@ pub fn place(items: &[Item], cores_per_host: u32) -> Placement {
     order.sort_by_key(|&i| std::cmp::Reverse(size(&items[i].kind)));
 
     let mut gpus: Vec<Gpu> = Vec::new();
+    // The layouts' free instances: (GPU, profile, start slot).
+    let mut planned: Vec<(usize, MigProfile, u32)> = Vec::new();
+    for &(index, count) in packing {
+        let layout: &Layout = &layouts()[index];
+        for _ in 0..count {
+            planned.extend(layout.instances.iter().map(|&(p, start)| (gpus.len(), p, start)));
+            gpus.push(Gpu::default());
+        }
+    }
     // GPUs shared through MPS (percent in use), numbered after the MIG ones once packing is done.
     let mut shared: Vec<u32> = Vec::new();
     let mut hosts: Vec<u32> = Vec::new(); // cores used per host
@@ -137,7 +242,10 @@ pub fn place(items: &[Item], cores_per_host: u32) -> Placement {
     for i in order {
         devices[i] = match items[i].kind {
             SegmentKind::Mig { profile, mps } => {
-                let found = gpus.iter().enumerate().find_map(|(g, gpu)| gpu.start_for(profile).map(|s| (g, s)));
+                let slot = planned.iter().position(|&(_, p, _)| p == profile).map(|k| planned.swap_remove(k));
+                let found = slot
+                    .map(|(g, _, start)| (g, start))
+                    .or_else(|| gpus.iter().enumerate().find_map(|(g, gpu)| gpu.start_for(profile).map(|s| (g, s))));
                 let (g, start) = found.unwrap_or_else(|| {
                     gpus.push(Gpu::default());
                     (gpus.len() - 1, profile.starts()[0])

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::error::PlanError;
 use crate::evaluate::{Assignment, evaluate};
 use crate::milp::{SolveOptions, solve_from};
-use crate::placement::{Item, Placement, place};
+use crate::placement::{Item, Placement, place_on};
 use crate::problem::Problem;
 use crate::spec::Features;
 use serde::Serialize;
@@ -43,7 +43,7 @@ pub fn plan_from(
             });
         }
     }
-    let placement = place(&items, problem.cores_per_host);
+    let placement = place_on(&items, problem.cores_per_host, &solved.gpu_layouts);
     let tasks = problem
         .tasks
         .iter()

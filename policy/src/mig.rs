@@ -81,6 +81,67 @@ impl MigProfile {
     }
 }
 
+/// A valid MIG layout of one GPU: its instances, each at a valid start slot, without overlap, within the 7
+/// compute slices and at most 7 instances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// (profile, start slot) of each instance, largest profile first.
+    pub instances: Vec<(MigProfile, u32)>,
+}
+
+impl Layout {
+    /// Instances of profile `p`.
+    pub fn count(&self, p: MigProfile) -> u32 {
+        self.instances.iter().filter(|(q, _)| *q == p).count() as u32
+    }
+
+    /// Slices a GPU with this layout holds: its instances' [`MigProfile::effective_slices`], but never more
+    /// than the GPU's 7 (4g.40gb + 3g.40gb is priced 4 + 4, yet is one whole GPU).
+    pub fn slices(&self) -> u32 {
+        self.instances.iter().map(|(p, _)| p.effective_slices()).sum::<u32>().min(7)
+    }
+
+    /// What the per-instance prices charge beyond [`Layout::slices`]: 1 for a full layout whose effective
+    /// slices add up to 8, else 0.
+    pub fn overcharge(&self) -> u32 {
+        self.instances.iter().map(|(p, _)| p.effective_slices()).sum::<u32>() - self.slices()
+    }
+}
+
+/// Every valid layout of an 80 GB H100 (and A100), one per combination of profiles (77 of them; a combination
+/// that fits has one placement listed), in a fixed order.
+pub fn layouts() -> &'static [Layout] {
+    static LAYOUTS: std::sync::OnceLock<Vec<Layout>> = std::sync::OnceLock::new();
+    LAYOUTS.get_or_init(|| {
+        let mut found: Vec<Layout> = Vec::new();
+        // Add instances in the order of ALL, largest first, so each combination is reached as a sorted list.
+        fn grow(layout: &mut Vec<(MigProfile, u32)>, slots: &mut [bool; 8], compute: u32, found: &mut Vec<Layout>) {
+            for p in MigProfile::ALL.into_iter().rev() {
+                if layout.last().is_some_and(|&(q, _)| p > q) || compute + p.compute_slices() > 7 || layout.len() >= 7 {
+                    continue;
+                }
+                for &start in p.starts() {
+                    let span = start as usize..(start + p.memory_slots()) as usize;
+                    if slots[span.clone()].iter().any(|&used| used) {
+                        continue;
+                    }
+                    slots[span.clone()].iter_mut().for_each(|s| *s = true);
+                    layout.push((p, start));
+                    let profiles = |l: &[(MigProfile, u32)]| l.iter().map(|(p, _)| *p).collect::<Vec<_>>();
+                    if !found.iter().any(|f| profiles(&f.instances) == profiles(layout)) {
+                        found.push(Layout { instances: layout.clone() });
+                    }
+                    grow(layout, slots, compute + p.compute_slices(), found);
+                    layout.pop();
+                    slots[span].iter_mut().for_each(|s| *s = false);
+                }
+            }
+        }
+        grow(&mut Vec::new(), &mut [false; 8], 0, &mut found);
+        found
+    })
+}
+
 /// A name that is no H100 MIG profile; the message lists the profiles there are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownMigProfile(pub String);
@@ -118,6 +179,38 @@ mod tests {
         }
         let error = "3g.20gb".parse::<MigProfile>().unwrap_err().to_string();
         assert!(error.contains("3g.20gb") && error.contains("7g.80gb"), "{error}");
+    }
+
+    #[test]
+    fn layouts_are_every_combination_that_fits_and_are_priced_at_most_a_gpu() {
+        let all = layouts();
+        assert_eq!(all.len(), 77);
+        for l in all {
+            let mut slots = [false; 8];
+            for &(p, start) in &l.instances {
+                assert!(p.starts().contains(&start), "{l:?}");
+                for s in start..start + p.memory_slots() {
+                    assert!(!std::mem::replace(&mut slots[s as usize], true), "overlap in {l:?}");
+                }
+            }
+            assert!(l.instances.iter().map(|(p, _)| p.compute_slices()).sum::<u32>() <= 7, "{l:?}");
+            assert!(l.slices() <= 7 && l.overcharge() <= 1, "{l:?}");
+        }
+        let of = |profiles: &[MigProfile]| {
+            all.iter().find(|l| {
+                let mut mine: Vec<MigProfile> = l.instances.iter().map(|(p, _)| *p).collect();
+                mine.sort();
+                let mut want = profiles.to_vec();
+                want.sort();
+                mine == want
+            })
+        };
+        use MigProfile::*;
+        let full = of(&[G4_40, G3_40]).expect("4g + 3g fits");
+        assert_eq!((full.slices(), full.overcharge()), (7, 1));
+        assert_eq!(of(&[G2_20, G2_20, G2_20, G1_10]).map(Layout::slices), Some(7));
+        assert!(of(&[G4_40, G4_40]).is_none() && of(&[G3_40, G3_40, G1_10]).is_none());
+        assert!(of(&[G1_10; 7]).is_some() && of(&[G1_10; 8]).is_none());
     }
 
     #[test]

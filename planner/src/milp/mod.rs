@@ -13,8 +13,10 @@ use good_lp::{
 use crate::baselines::{StaticBudgets, admits};
 use crate::error::PlanError;
 use crate::evaluate::Assignment;
+use crate::placement::{mig_counts, pack_layouts};
 use crate::problem::Problem;
-use crate::spec::{Features, SegmentKind};
+use crate::spec::{Features, MigProfile, SegmentKind};
+use jig_policy::mig::layouts;
 
 /// Slices up to which a problem counts as small for HiGHS's heuristics (see `solve_relaxed`).
 const SMALL_INSTANCE_SLICES: u32 = 64;
@@ -53,6 +55,8 @@ pub struct Solved {
     pub optimal: bool,
     /// Wall-clock time of the solve, building the model included, seconds.
     pub seconds: f64,
+    /// The MIG layout of each GPU the plan uses: (index into `jig_policy::mig::layouts()`, GPUs).
+    pub gpu_layouts: Vec<(usize, u32)>,
     /// Instance types in the MILP, after pruning.
     pub instance_types: usize,
     /// Profiled instance types the configuration space admits, before pruning.
@@ -187,6 +191,7 @@ fn warm_start(
     v: &[Vars],
     latency: &[Variable],
     loss_vars: &[Option<Variable>],
+    gpu_layouts: &[(usize, Variable)],
     previous: &[Assignment],
 ) -> Option<Vec<(Variable, f64)>> {
     let root_rate: f64 = previous.iter().filter(|a| problem.is_root(a.task)).map(|a| a.rate_rps).sum();
@@ -198,6 +203,7 @@ fn warm_start(
     let (mut task_latency, mut task_loss) = (vec![0.0f64; n], vec![0.0f64; n]);
     let (mut slices, mut cpu, mut gpu) = (0.0, 0.0, 0.0);
     let mut values = Vec::with_capacity(3 * previous.len() + 2 * n);
+    let mut kinds = Vec::new();
     for a in previous {
         let i = cands.iter().position(|c| {
             let cfg = &problem.configs[c.config];
@@ -211,6 +217,7 @@ fn warm_start(
         }
         values.extend([(v[i].m, m), (v[i].n, 1.0), (v[i].x, x)]);
         let segment = &problem.segments[cfg.segment];
+        kinds.extend(std::iter::repeat_n(segment.kind, m as usize));
         let used = m * f64::from(segment.slices);
         slices += used;
         if matches!(segment.kind, SegmentKind::Cpu { .. }) {
@@ -220,6 +227,24 @@ fn warm_start(
         }
         task_latency[cfg.task] = task_latency[cfg.task].max(cfg.latency_ms);
         task_loss[cfg.task] = task_loss[cfg.task].max(1.0 - problem.tasks[cfg.task].normalised_accuracy(cfg.variant));
+    }
+    // The start's MIG instances packed onto GPUs, as the layout variables count them.
+    let counts = mig_counts(&kinds);
+    if counts != [0; 6] {
+        let packing = pack_layouts(&counts)?;
+        for &(i, y) in gpu_layouts {
+            let gpus = packing.iter().find(|&&(j, _)| j == i).map_or(0, |&(_, n)| n);
+            values.push((y, f64::from(gpus)));
+        }
+        let overcharged: u32 = packing.iter().map(|&(i, n)| layouts()[i].overcharge() * n).sum();
+        let used_gpus: u32 = packing.iter().map(|&(_, n)| n).sum();
+        if packing.iter().any(|(i, _)| !gpu_layouts.iter().any(|(j, _)| j == i))
+            || used_gpus > problem.gpu_slices.unwrap_or(problem.slices).div_ceil(7)
+        {
+            return None;
+        }
+        slices -= f64::from(overcharged);
+        gpu -= f64::from(overcharged);
     }
     let fits = |used: f64, cap: Option<u32>| cap.is_none_or(|cap| used <= f64::from(cap));
     if !fits(slices, Some(problem.slices)) || !fits(cpu, problem.cpu_cores) || !fits(gpu, problem.gpu_slices) {
@@ -258,6 +283,21 @@ pub(crate) fn solve_relaxed(
         })
         .collect();
     let latency: Vec<Variable> = (0..n).map(|_| vars.add(variable().min(0))).collect();
+    // Plans that fit: y_L GPUs take MIG layout L, over the layouts of the profiles the candidates use.
+    let profile_of = |c: &Candidate| match problem.segments[problem.configs[c.config].segment].kind {
+        SegmentKind::Mig { profile, .. } => Some(profile),
+        _ => None,
+    };
+    let profiles: Vec<MigProfile> =
+        MigProfile::ALL.into_iter().filter(|p| cands.iter().any(|c| profile_of(c) == Some(*p))).collect();
+    // Whole GPUs; a budget that is not a multiple of 7 slices has part of one more, which (8) bounds.
+    let gpus = problem.gpu_slices.unwrap_or(problem.slices).div_ceil(7);
+    let gpu_layouts: Vec<(usize, Variable)> = if profiles.is_empty() {
+        Vec::new()
+    } else {
+        let usable = |i: &usize| layouts()[*i].instances.iter().all(|(p, _)| profiles.contains(p));
+        (0..layouts().len()).filter(usable).map(|i| (i, vars.add(variable().integer().min(0).max(gpus)))).collect()
+    };
     // ε_t, the normalised accuracy loss of task t, as an expression (or a variable where demand may vanish).
     let mut loss: Vec<Expression> = vec![Expression::default(); n];
     let mut loss_vars: Vec<Option<Variable>> = vec![None; n];
@@ -288,6 +328,12 @@ pub(crate) fn solve_relaxed(
     for (c, var) in cands.iter().zip(&v) {
         slices.add_mul(problem.segments[problem.configs[c.config].segment].slices, var.m);
     }
+    // A GPU whose layout's instances are priced 8 slices holds 7.
+    let mut overcharge = Expression::default();
+    for &(i, y) in &gpu_layouts {
+        overcharge.add_mul(layouts()[i].overcharge(), y);
+    }
+    slices -= overcharge.clone();
     let objective = if options.feasibility_only {
         Expression::from(0.0)
     } else {
@@ -309,7 +355,7 @@ pub(crate) fn solve_relaxed(
         .set_mip_rel_gap(options.mip_rel_gap as f32)
         .and_then(|m| m.set_mip_abs_gap((options.abs_gap_slices * problem.objective.beta) as f32))
         .map_err(|e| PlanError::Solver(e.to_string()))?;
-    if let Some(start) = warm_start(problem, &cands, &v, &latency, &loss_vars, previous) {
+    if let Some(start) = warm_start(problem, &cands, &v, &latency, &loss_vars, &gpu_layouts, previous) {
         model = model.with_initial_solution(start);
     }
 
@@ -351,6 +397,22 @@ pub(crate) fn solve_relaxed(
         let total: Expression = p.tasks.iter().map(|&t| 2.0 * latency[t]).sum();
         model.add_constraint(constraint!(total <= problem.slo_latency_ms));
     }
+    // Each MIG profile's instances are exactly those of the GPUs' layouts, on at most the GPUs there are.
+    for &p in &profiles {
+        let mut instances = Expression::default();
+        for (_, var) in cands.iter().zip(&v).filter(|(c, _)| profile_of(c) == Some(p)) {
+            instances += var.m;
+        }
+        let mut held = Expression::default();
+        for &(i, y) in &gpu_layouts {
+            held.add_mul(layouts()[i].count(p), y);
+        }
+        model.add_constraint(constraint!(instances == held));
+    }
+    if !gpu_layouts.is_empty() {
+        let used: Expression = gpu_layouts.iter().map(|&(_, y)| y).sum();
+        model.add_constraint(constraint!(used <= gpus));
+    }
     // (7)–(8), and Appendix B's per-task slice budgets without T.
     model.add_constraint(constraint!(slices <= f64::from(problem.slices)));
     // A machine with both kinds bounds its cores and its GPU slices each.
@@ -362,6 +424,9 @@ pub(crate) fn solve_relaxed(
             if matches!(segment.kind, SegmentKind::Cpu { .. }) == cpu {
                 kind_slices.add_mul(segment.slices, var.m);
             }
+        }
+        if !cpu {
+            kind_slices -= overcharge.clone();
         }
         model.add_constraint(constraint!(kind_slices <= f64::from(cap)));
     }
@@ -386,6 +451,11 @@ pub(crate) fn solve_relaxed(
         Err(e) => return Err(PlanError::Solver(e.to_string())),
     };
     let optimal = !matches!(solution.status(), SolutionStatus::TimeLimit);
+    let gpu_layouts: Vec<(usize, u32)> = gpu_layouts
+        .iter()
+        .map(|&(i, y)| (i, solution.value(y).round().max(0.0) as u32))
+        .filter(|&(_, count)| count > 0)
+        .collect();
     let assignments = cands
         .iter()
         .zip(&v)
@@ -407,6 +477,7 @@ pub(crate) fn solve_relaxed(
     Ok(Solved {
         assignments,
         accuracy_bound: accuracy.eval_with(&solution),
+        gpu_layouts,
         optimal,
         seconds: started.elapsed().as_secs_f64(),
         instance_types: cands.len(),
