@@ -14,7 +14,8 @@
 //!   constraint by solving relaxations.
 //! * [`baselines`]: the A/S/T switches and Appendix B's static budgets.
 //! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
-//! * [`placement`]: greedy MIG bin-packing with start-slot rules, and CPU core ranges.
+//! * [`placement`]: MIG instances onto GPUs by the plan's layouts (or the cheapest packing into valid
+//!   layouts), MPS shares and CPU core ranges.
 //! * [`plan`](mod@plan): solve → re-check → place → report, and the output [`Plan`].
 //! * [`max_demand`]: the Figure 3 bisection: the largest demand a configuration can serve.
 //! * [`mig_parted`]: a placement's MIG layout as an `nvidia-mig-parted` config, and the instances a machine lacks.
@@ -83,10 +84,17 @@
 //! (6)      x_k ≤ H_k·M_k
 //! (4)(5)   Σ_{k∈t} x_k = R                          t a root
 //!          Σ_{k∈t} x_k = Σ_{t′∈P(t)} Σ_{k′∈t′} F(t′,v_k′,t)·x_k′    otherwise
-//! (7)(8)   Σ_k s_k·M_k ≤ S_avail
+//! (7)(8)   S = Σ_k s_k·M_k − Σ_L o_L·y_L ≤ S_avail
+//! (fit)    Σ_{k on profile p} M_k = Σ_L c_L(p)·y_L   ∀ MIG profile p,     Σ_L y_L ≤ ⌈S_avail/7⌉
 //! (10)–(13) 1 − Σ_t G_t·ε_t ≥ SLO_a,       ε_t = Σ_{k∈t} x_k·(1 − a_k) / R̂min(t)
-//! (14)     max α·(1 − Σ_t G_t·ε_t) − β·Σ_k s_k·M_k
+//! (14)     max α·(1 − Σ_t G_t·ε_t) − β·S
 //! ```
+//!
+//! (fit) is jig's, not the paper's: y_L ∈ ℤ≥0 counts the GPUs that take MIG layout L, one of the 77 valid
+//! layouts of an 80 GB H100 (`jig_policy::mig::layouts`, c_L(p) its instances of profile p), so the MIG
+//! instances of every plan pack onto the GPUs there are, and placement puts them where the layouts say. The
+//! paper prices an instance by the slices its memory blocks (`MigProfile::effective_slices`: 3g.40gb as 4),
+//! which prices a GPU of 4g.40gb + 3g.40gb at 8; o_L = 1 for such a layout gives the GPU back its true 7.
 //!
 //! with g_p = f_p·Π_{t∈p} A(t,v*) / A_max (so Σ_p g_p = 1 and A_obj = Σ_p g_p·Π_{t∈p} â(t), â(t) = Â(t)/A(t,v*)),
 //! G_t = Σ_{p∋t} g_p, and R̂min(t), R̂max(t) the demand at t propagated with the smallest, resp. largest,

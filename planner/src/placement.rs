@@ -1,10 +1,11 @@
-//! Greedy rule-based bin-packing of planned instances onto H100 80GB GPUs (MIG start-slot rules) and onto CPU
-//! hosts (core ranges).
+//! Packing of planned instances onto H100 80GB GPUs (MIG start-slot rules) and onto CPU hosts (core ranges).
 //!
 //! A GPU has 8 memory slots; a MIG instance occupies `[start, start + size)` and may start only at its profile's
-//! valid slots (`anchors-serving.md` §5.1), with at most 7 compute slices and 7 instances per GPU. Instances go
-//! largest first, each to the first GPU where it fits, trying the start slots that strand least first: a
-//! 3g.40gb at slot 4 leaves 0–3 for a 4g.40gb, a 1g.20gb at slot 6 is the only small instance that uses slot 7.
+//! valid slots (`anchors-serving.md` §5.1), with at most 7 compute slices and 7 instances per GPU. MIG instances
+//! go to the GPUs of a packing into valid layouts (`jig_policy::mig::layouts`): the plan's own, or the one
+//! [`pack_layouts`] finds. Anything left (and MPS shares, and core ranges) goes largest first, each to the first
+//! GPU or host where it fits, trying the start slots that strand least first: a 3g.40gb at slot 4 leaves 0–3
+//! for a 4g.40gb, a 1g.20gb at slot 6 is the only small instance that uses slot 7.
 
 use std::collections::HashMap;
 
