@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::error::PlanError;
 use crate::evaluate::{Assignment, evaluate};
 use crate::milp::{SolveOptions, solve_from};
-use crate::placement::{Item, Placement, place_on};
+use crate::placement::{Item, Placement, mig_counts, pack_layouts, place_on};
 use crate::problem::Problem;
 use crate::spec::Features;
 use serde::Serialize;
@@ -43,7 +43,10 @@ pub fn plan_from(
             });
         }
     }
-    let placement = place_on(&items, problem.cores_per_host, &solved.gpu_layouts);
+    // The solver's layouts hold the fewest slices but may spread them over more GPUs than needed (its
+    // objective does not count GPUs): the exact packing, where it is found, uses the fewest of both.
+    let packing = pack_layouts(&mig_counts(items.iter().map(|it| &it.kind)));
+    let placement = place_on(&items, problem.cores_per_host, packing.as_deref().unwrap_or(&solved.gpu_layouts));
     let tasks = problem
         .tasks
         .iter()
