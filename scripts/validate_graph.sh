@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Validate `jig simulate` against the real runtime on a graph with fan-out and re-planning (issue 17): the same
-# app and changing trace run by `jig up` (its controller re-planning as demand moves) and simulated, re-planning
-# every bin, from the bundle's profile table and what the deployed app observed.
+# app and changing trace run by `jig up` (its controller re-planning as demand moves) and simulated from the
+# bundle's profile table and what the deployed app observed, re-planning when the controller would
+# (`--replan-threshold`), from the demand windows and plan it had when the trace began.
 #
 # The app: the sign reader's two models in a three-task graph, `detect` (PP-OCRv4 detection, four variants)
 # → `recognize` (PP-OCRv4 recognition, once per line found: a sign of two lines fans out to two) → `collect`
@@ -110,6 +111,9 @@ for run in $(seq "$runs"); do
     # the time outside models and glue (HTTP, the `collect` task) shows as measured p50 less simulated p50.
     "$jig" bench validate-graph "$sign" --rate 2 --duration 20 --json >"$dir/low-measured.json"
     "$jig" status validate-graph --json >"$dir/observed.json"
+    "$jig" bench validate-graph "$sign" --trace "$out/trace.csv" --json >"$dir/measured.json"
+    "$jig" status validate-graph --json >"$dir/status.json"
+    stop_gateway
     printf 'start_s,rps\n0,2\n' >"$dir/low.csv"
     "$jig" simulate "$bundle" --observed "$dir/observed.json" --trace "$dir/low.csv" --demand 2 --seed "$run" \
         --json >"$dir/low-simulated.json" 2>/dev/null
@@ -119,11 +123,9 @@ import json, sys
 measured = json.load(open(sys.argv[1]))["p50_ms"]
 simulated = json.load(open(sys.argv[2]))[0]["p50_ms"]
 print(f"{max(0.0, measured - simulated) / 2:.2f}")' "$dir/low-measured.json" "$dir/low-simulated.json")
-    "$jig" bench validate-graph "$sign" --trace "$out/trace.csv" --json >"$dir/measured.json"
-    "$jig" status validate-graph --json >"$dir/status.json"
+    # Re-planned as the controller re-plans, from where it stood when the trace began.
     "$jig" simulate "$bundle" --observed "$dir/observed.json" --trace "$out/trace.csv" --overhead-ms "$overhead" \
-        --seed "$run" --sample 100000 --json >"$dir/simulated.json" 2>/dev/null
-    stop_gateway
+        --replan-threshold 0.2 --seed "$run" --sample 100000 --json >"$dir/simulated.json" 2>/dev/null
     python3 - "$dir" "$overhead" "$run" <<'PY'
 import json, sys
 d, overhead, run = sys.argv[1], float(sys.argv[2]), sys.argv[3]

@@ -145,10 +145,9 @@ fn bundle_problem(
         .map_err(|e| anyhow::anyhow!("app `{}`: {e}", bundle.manifest.name))
 }
 
-/// What the deployed app of `path` (its `jig status APP --json`) observed.
-pub fn read_observed(path: &Path) -> anyhow::Result<Observations> {
+/// A deployed app's state as `jig status APP --json` wrote it to `path`.
+pub fn read_status(path: &Path) -> anyhow::Result<jig_api::AppStatus> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let status: jig_api::AppStatus = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not the output of `jig status APP --json`", path.display()))?;
-    Ok(Observations::from_status(&status))
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not the output of `jig status APP --json`", path.display()))
 }

@@ -5,7 +5,8 @@
 //! window's actual length). The predicted demand is the mean of the last five rates × (1 + 5% slack)
 //! (`jig_planner::spec::DemandSpec::predict`). A re-plan runs when
 //! the prediction differs from the demand the current deployment was planned for by more than
-//! `replan_threshold` (relative), when more than 1% of the window's requests violated their SLO, or when a
+//! `replan_threshold` (relative), when more than 1% of the window's requests violated their SLO
+//! (`jig_planner::spec::Replan`, which `jig simulate --replan-threshold` follows too), or when a
 //! multiplicative factor observed on an edge between model tasks (over at least
 //! [`MIN_FACTOR_SAMPLES`](jig_app::deployment::MIN_FACTOR_SAMPLES) invocations) moved by more than
 //! `replan_threshold` from the one planned with, or when a planned group's observed batch latency (over at
@@ -20,16 +21,13 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jig_planner::spec::DemandSpec;
+use jig_planner::spec::{DemandSpec, Replan};
 
 use super::Gateway;
 use jig_app::App;
 use jig_app::deployment::{
     Deployment, MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted,
 };
-
-/// Violations above this share of a window's requests trigger a re-plan.
-const VIOLATION_SHARE: f64 = 0.01;
 
 /// One app's demand: the open window's counts and the rates of closed ones.
 #[derive(Debug, Clone, Default)]
@@ -102,8 +100,7 @@ impl DemandWindows {
     /// Whether the deployment planned for `planned_for` req/s should be re-planned.
     pub fn should_replan(&self, planned_for: f64, threshold: f64) -> bool {
         let Some(predicted) = self.predicted() else { return false };
-        let moved = (predicted - planned_for).abs() > threshold * planned_for.max(0.1);
-        moved || self.violation_share > VIOLATION_SHARE
+        Replan { threshold }.due(planned_for, predicted, self.violation_share)
     }
 }
 

@@ -264,6 +264,27 @@ impl DemandSpec {
     }
 }
 
+/// When the gateway's controller re-plans a running app: the predicted demand moved from the one planned for
+/// by more than `threshold` of it, or more than [`Replan::VIOLATION_SHARE`] of the last window's requests
+/// missed their SLO. `jig simulate --replan-threshold` follows the same rule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Replan {
+    /// The relative move of the prediction that triggers a re-plan (the gateway's `replan_threshold`).
+    pub threshold: f64,
+}
+
+impl Replan {
+    /// Violations above this share of a window's requests trigger a re-plan.
+    pub const VIOLATION_SHARE: f64 = 0.01;
+
+    /// Whether a deployment planned for `planned_for` req/s is re-planned, given the `predicted` demand and the
+    /// share of the last window's requests that violated their SLO.
+    pub fn due(&self, planned_for: f64, predicted: f64, violation_share: f64) -> bool {
+        (predicted - planned_for).abs() > self.threshold * planned_for.max(0.1)
+            || violation_share > Self::VIOLATION_SHARE
+    }
+}
+
 /// Weights of objective (14): maximise α·A_obj − β·Σ slices.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -279,6 +300,15 @@ impl Default for Objective {
     /// The paper's §4.4 weights.
     fn default() -> Self {
         Self { alpha: 1.0, beta: 0.035 }
+    }
+}
+
+impl Objective {
+    /// The paper's weights for `slices` available: its β = 0.035 maps the 28 slices of its testbed (four
+    /// H100s) onto the accuracy's range 0–1 (§4.4), so on S slices the same mapping is β = 0.035 · 28 / S.
+    pub fn scaled_to(slices: u32) -> Self {
+        let paper = Self::default();
+        Self { beta: paper.beta * 28.0 / f64::from(slices.max(1)), ..paper }
     }
 }
 

@@ -152,7 +152,8 @@ impl PaperApp {
         }
     }
 
-    /// The planning spec at `slices` and a demand of `demand_rps` (one window, so R = demand × 1.05).
+    /// The planning spec at `slices` and a demand of `demand_rps` (one window, so R = demand × 1.05), with the
+    /// paper's β scaled to the slices ([`Objective::scaled_to`]).
     pub fn spec(self, slices: u32, demand_rps: f64) -> PlanSpec {
         let (tasks, edges, paths, slo) = self.graph();
         let is_social = self == Self::SocialMedia;
@@ -192,7 +193,7 @@ impl PaperApp {
             segments: analytic::segment_kinds().iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
             resources: Resources { slices, cores_per_host: None, cpu_cores: None, gpu_slices: None },
             demand: DemandSpec { windows: vec![demand_rps], slack: None },
-            objective: Objective::default(),
+            objective: Objective::scaled_to(slices),
             batch_sizes: None,
         }
     }

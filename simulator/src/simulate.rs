@@ -1,8 +1,9 @@
 //! `jig simulate`: a discrete-event simulation of an application's plans under a demand trace, for clusters
 //! larger than any machine here (JigsawServe §4–5, Figure 4).
 //!
-//! Per bin of the trace, as the gateway's controller does: predict the demand from the last five bins
-//! ([`DemandSpec::predict`]), re-plan with the MILP, and run the bin's requests through the plan's instances.
+//! Per bin of the trace: predict the demand from the last five bins ([`DemandSpec::predict`]), re-plan with the
+//! MILP (every bin, as the paper's evaluation does, or when the gateway's controller would: [`Controller`]),
+//! and run the bin's requests through the plan's instances.
 //! Requests arrive as a Poisson process at the bin's rate; each instance batches and drops with
 //! [`jig_policy::Queue`] and each task routes with [`jig_policy::WeightedRoundRobin`] weighted by the planned
 //! rates, the same code the runtime runs. A batch of `n` rows takes a latency drawn from a log-normal whose
@@ -41,7 +42,7 @@ use jig_planner::evaluate::Assignment;
 use jig_planner::max_demand::max_demand;
 use jig_planner::milp::{SolveOptions, solve, solve_from};
 use jig_planner::problem::Problem;
-use jig_planner::spec::{DemandSpec, Features, SegmentKind};
+use jig_planner::spec::{DemandSpec, Features, Replan, SegmentKind};
 
 /// How to simulate.
 #[derive(Debug, Clone)]
@@ -56,11 +57,18 @@ pub struct SimOptions {
     /// the models. It delays the request, and on CPU segments, where the glue shares the instances' cores, it
     /// also holds the instance (a batch of n takes n × `overhead_ms` longer).
     pub overhead_ms: f64,
+    /// Time of each communication hop, ms (the paper's ~10 ms, §4.4): a request takes one hop into each task,
+    /// and its deadline is the latency SLO plus a hop for each task of the app's deepest path, as the paper adds
+    /// them to the SLO by the app's depth.
+    pub hop_ms: f64,
     /// Head-room on the predicted demand (the controller's 5%).
     pub slack: f64,
     /// Plan once, for this demand (req/s, after slack), and keep that plan for the whole trace, as a deployment
     /// that is not re-planned; `None` re-plans every bin.
     pub fixed_demand: Option<f64>,
+    /// Re-plan only when a deployed app's controller would ([`Controller`]); `None` re-plans every bin, as the
+    /// paper's evaluation does (§4.2).
+    pub controller: Option<Controller>,
     /// Seed of the arrivals and latencies.
     pub seed: u64,
 }
@@ -73,11 +81,25 @@ impl Default for SimOptions {
             solve: SolveOptions { time_limit_s: 10.0, mip_rel_gap: 0.01, ..SolveOptions::default() },
             sample_requests: 20_000,
             overhead_ms: 0.0,
+            hop_ms: 0.0,
             slack: DemandSpec::DEFAULT_SLACK,
             fixed_demand: None,
+            controller: None,
             seed: 1,
         }
     }
+}
+
+/// How a deployed app's controller re-plans, and where it stands when the trace starts: for comparing the
+/// simulator with a running deployment (`jig simulate --replan-threshold … --observed STATUS.json`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Controller {
+    /// When it re-plans.
+    pub replan: Replan,
+    /// Demand windows it measured before the trace (req/s, oldest first); each bin of the trace follows as one.
+    pub windows: Vec<f64>,
+    /// The demand the running plan was made for (after slack); `None` plans the first bin for its prediction.
+    pub planned_for: Option<f64>,
 }
 
 /// One bin's outcome.
@@ -120,6 +142,8 @@ pub struct Simulation {
     pub features: String,
     /// S_avail: GPU slices (or CPU cores) the plans could use.
     pub slices_available: u32,
+    /// β of objective (14) the plans were made with.
+    pub beta: f64,
     /// Each bin's outcome, in trace order.
     pub bins: Vec<BinReport>,
     /// p50 and p99 of the end-to-end latency over the whole trace (each bin weighted by its real number of
@@ -177,6 +201,13 @@ const OVERLOAD_SLOS: f64 = 10.0;
 
 /// Simulate `problem`'s application under `trace`, re-planning every bin.
 pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Result<Simulation, PlanError> {
+    if problem.tasks.len() > 64 {
+        return Err(PlanError::Input(format!(
+            "app `{}` has {} tasks; the simulator takes at most 64",
+            problem.app,
+            problem.tasks.len()
+        )));
+    }
     let mut bins = Vec::with_capacity(trace.rates.len());
     // Up to 1000 evenly spaced order statistics of each bin's latencies, weighted by the requests they stand for.
     let mut latencies: Vec<(f64, f64)> = Vec::new();
@@ -184,22 +215,37 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
     let slo_s = problem.slo_latency_ms / 1000.0;
     let mut replanner = Replanner { problem, options, largest: None, last: Vec::new() };
     let fixed = options.fixed_demand.map(|demand| replanner.plan(demand)).transpose()?;
+    // The plan running (under a controller) and the share of the last bin's sink requests that violated.
+    let mut running: Option<(Vec<Assignment>, f64, bool)> = None;
+    let mut violation_share = 0.0;
     for (i, &rate) in trace.rates.iter().enumerate() {
         let started = std::time::Instant::now();
-        let (assignments, planned_rps, replanned) = match &fixed {
-            Some(plan) => plan.clone(),
-            None => {
-                // Before any history, plan for the bin's own rate, as a deploy with `[demand] rps` does.
-                let windows = if observed.is_empty() { vec![rate] } else { observed.clone() };
-                replanner.plan(DemandSpec { windows, slack: Some(options.slack) }.predict()?)?
+        let before = options.controller.as_ref().map_or(&[][..], |c| &c.windows[..]);
+        // Before any history, plan for the bin's own rate, as a deploy with `[demand] rps` does.
+        let windows = if before.is_empty() && observed.is_empty() { vec![rate] } else { [before, &observed].concat() };
+        let predicted = DemandSpec { windows, slack: Some(options.slack) }.predict()?;
+        let (assignments, planned_rps, replanned) = match (&fixed, &options.controller) {
+            (Some(plan), _) => plan.clone(),
+            (None, None) => replanner.plan(predicted)?,
+            (None, Some(controller)) => {
+                let plan = match running.take() {
+                    None => replanner.plan(controller.planned_for.unwrap_or(predicted))?,
+                    Some(plan) if controller.replan.due(plan.1, predicted, violation_share) => {
+                        replanner.plan(predicted)?
+                    }
+                    Some(plan) => plan,
+                };
+                running = Some(plan.clone());
+                plan
             }
         };
         let solve_s = started.elapsed().as_secs_f64();
         let sampled = (options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE)).max(OVERLOAD_SLOS * slo_s);
         let seconds = trace.bin_s.min(sampled);
         let seed = options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64);
-        let run = run_bin(problem, &assignments, (rate, seconds), options.overhead_ms, seed);
+        let run = run_bin(problem, &assignments, (rate, seconds), (options.overhead_ms, options.hop_ms), seed);
         observed.push(if seconds > 0.0 { run.requests as f64 / seconds } else { rate });
+        violation_share = if run.units > 0.0 { run.violations / run.units } else { 0.0 };
         let slices = assignments.iter().map(|a| a.instances * problem.segments[a.segment].slices).sum();
         let kept = run.latencies_ms.len().min(1000);
         for k in 0..kept {
@@ -217,7 +263,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             sink_requests: run.units,
             violations: run.violations,
             violation_rate: if run.units > 0.0 { run.violations / run.units } else { 0.0 },
-            accuracy_drop: if run.served > 0 { 1.0 - run.accuracy_sum / run.served as f64 } else { 0.0 },
+            accuracy_drop: 1.0 - run.accuracy(problem),
             p50_ms: quantile(&run.latencies_ms, 0.50),
             p99_ms: quantile(&run.latencies_ms, 0.99),
         });
@@ -235,6 +281,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         app: problem.app.clone(),
         features: options.features.to_string(),
         slices_available: problem.slices,
+        beta: problem.objective.beta,
         bins,
         p50_ms: weighted(0.50).map_or(0.0, |l| l.0),
         p99_ms: weighted(0.99).map_or(0.0, |l| l.0),
@@ -257,9 +304,10 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
         (slices / f64::from(run.slices_available.max(1)), violations)
     };
     let mut out = format!(
-        "{} on {} slices: {} bins of {:.0} s, peak {:.1} req/s (each bin simulated for its first --sample requests, at least ten SLOs)\n\n",
+        "{} on {} slices, β {:.4}: {} bins of {:.0} s, peak {:.1} req/s (each bin simulated for its first --sample requests, at least ten SLOs)\n\n",
         first.app,
         first.slices_available,
+        first.beta,
         trace.rates.len(),
         trace.bin_s,
         trace.peak()
@@ -303,7 +351,7 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
     let paper_app = crate::apps::PaperApp::ALL.iter().any(|a| a.name() == first.app);
     if paper_app {
         out.push_str(
-            "\npaper (Figure 4, 840 slices): A+S+T uses 43.3% of the slices on average over the three apps with < 0.6% \
+            "\npaper (Figure 4, 4 H100s = 28 slices, measured traces): A+S+T uses 43.3% of the slices on average over the three apps with < 0.6% \
              violations;\nS+T and A+T exceed 10% violations and use over 2x its slices in at least one app; A+S reaches \
              6.7% violations and 33% more slices.\n",
         );
@@ -430,10 +478,31 @@ pub struct BinRun {
     pub violations: f64,
     /// Sink requests served.
     pub served: u64,
-    /// Sum of the normalised accuracies of the `served` sink requests (1 for the best variants).
-    pub accuracy_sum: f64,
+    /// Per path of the problem: the sink requests served along it and the sum of their normalised accuracies
+    /// (the product of A(t,v)/A(t,v*) along the way: 1 for the best variants).
+    pub paths: Vec<(u64, f64)>,
     /// End-to-end latencies of root requests served in full, sorted, ms.
     pub latencies_ms: Vec<f64>,
+}
+
+impl BinRun {
+    /// The normalised accuracy A_obj the bin served: each path's mean over its sink requests, weighted by the
+    /// path weights g_p (eq. 9–10), over the paths that served any; 1 when none did.
+    pub fn accuracy(&self, problem: &Problem) -> f64 {
+        let (mut sum, mut weight) = (0.0, 0.0);
+        for (path, &(served, accuracy)) in problem.paths.iter().zip(&self.paths) {
+            if served > 0 {
+                sum += path.weight * accuracy / served as f64;
+                weight += path.weight;
+            }
+        }
+        if weight > 0.0 { sum / weight } else { 1.0 }
+    }
+}
+
+/// Tasks as bits of a mask (the simulator takes apps of at most 64 tasks: [`simulate`] checks).
+fn task_bits(tasks: &[usize]) -> u64 {
+    tasks.iter().fold(0, |bits, &t| bits | 1u64.checked_shl(t as u32).unwrap_or(0))
 }
 
 /// A request queued at an instance.
@@ -444,6 +513,8 @@ struct Job {
     deadline: Duration,
     /// Product of the normalised accuracies of the variants so far.
     accuracy: f64,
+    /// The tasks it went through, one bit each: at a sink, the path it took.
+    tasks: u64,
 }
 
 impl Request<Duration> for Job {
@@ -545,6 +616,7 @@ struct Sim<'a> {
     problem: &'a Problem,
     rng: Rng,
     overhead: Duration,
+    hop: Duration,
     now: Duration,
     seq: u64,
     events: BinaryHeap<Reverse<Scheduled>>,
@@ -559,16 +631,17 @@ struct Sim<'a> {
 }
 
 /// Run `seconds` of Poisson arrivals at `rate` through the instances of `assignments`, each task taking
-/// `overhead_ms` besides its model.
+/// `overhead_ms` besides its model and each hop into a task `hop_ms` ([`SimOptions`]).
 pub fn run_bin(
     problem: &Problem,
     assignments: &[Assignment],
     (rate, seconds): (f64, f64),
-    overhead_ms: f64,
+    (overhead_ms, hop_ms): (f64, f64),
     seed: u64,
 ) -> BinRun {
     let mut sim = Sim::new(problem, assignments, seed);
     sim.overhead = Duration::from_secs_f64(overhead_ms.max(0.0) / 1000.0);
+    sim.hop = Duration::from_secs_f64(hop_ms.max(0.0) / 1000.0);
     let end = Duration::from_secs_f64(seconds.max(0.0));
     if rate > 0.0 {
         let first = Duration::from_secs_f64(sim.rng.exponential(1.0 / rate));
@@ -703,6 +776,7 @@ impl<'a> Sim<'a> {
             problem,
             rng: Rng(seed),
             overhead: Duration::ZERO,
+            hop: Duration::ZERO,
             now: Duration::ZERO,
             seq: 0,
             events: BinaryHeap::new(),
@@ -710,7 +784,7 @@ impl<'a> Sim<'a> {
             routes: routes.into_iter().map(|(ids, weights)| (ids, WeightedRoundRobin::new(weights))).collect(),
             sinks_below,
             roots: Vec::new(),
-            run: BinRun::default(),
+            run: BinRun { paths: vec![(0, 0.0); problem.paths.len()], ..BinRun::default() },
         }
     }
 
@@ -721,22 +795,25 @@ impl<'a> Sim<'a> {
 
     fn root_arrives(&mut self) {
         let root = self.roots.len();
-        let deadline = self.now + Duration::from_secs_f64(self.problem.slo_latency_ms / 1000.0);
+        let depth = self.problem.paths.iter().map(|p| p.tasks.len()).max().unwrap_or(0) as u32;
+        let deadline = self.now + Duration::from_secs_f64(self.problem.slo_latency_ms / 1000.0) + self.hop * depth;
         self.roots.push((self.now, 0, false, self.now));
         self.run.requests += 1;
-        let job = Job { root, enqueued: self.now, deadline, accuracy: 1.0 };
+        let job = Job { root, enqueued: self.now, deadline, accuracy: 1.0, tasks: 0 };
         for t in (0..self.problem.tasks.len()).filter(|&t| self.problem.is_root(t)) {
             self.roots[root].1 += 1;
             self.arrive(t, job);
         }
     }
 
-    /// A request reaches task `task`: its glue runs, then it queues for the model.
+    /// A request reaches task `task` (after its hop): its glue runs, then it queues for the model.
     fn arrive(&mut self, task: usize, job: Job) {
-        if self.overhead.is_zero() {
+        let job = Job { tasks: job.tasks | task_bits(&[task]), ..job };
+        let delay = self.hop + self.overhead;
+        if delay.is_zero() {
             self.queue(task, job);
         } else {
-            self.schedule(self.now + self.overhead, Event::Queue { task, job });
+            self.schedule(self.now + delay, Event::Queue { task, job });
         }
     }
 
@@ -816,7 +893,10 @@ impl<'a> Sim<'a> {
                 let late = self.now > job.deadline;
                 self.run.units += 1.0;
                 self.run.served += 1;
-                self.run.accuracy_sum += job.accuracy;
+                if let Some(p) = problem.paths.iter().position(|p| task_bits(&p.tasks) == job.tasks) {
+                    self.run.paths[p].0 += 1;
+                    self.run.paths[p].1 += job.accuracy;
+                }
                 if late {
                     self.run.violations += 1.0;
                 }
@@ -871,19 +951,29 @@ mod tests {
         let problem = PaperApp::TrafficAnalysis.problem(28, 200.0).unwrap();
         let options = SolveOptions::default();
         let solved = solve(&problem, Features::ALL, &options).unwrap();
-        let run = run_bin(&problem, &solved.assignments, (200.0, 20.0), 0.0, 7);
+        let run = run_bin(&problem, &solved.assignments, (200.0, 20.0), (0.0, 0.0), 7);
         assert!(run.requests > 3000, "{}", run.requests);
         assert!(run.units > run.requests as f64, "each frame leads to about 2.5 car and person requests");
         assert!(run.violations / run.units < 0.01, "{} of {}", run.violations, run.units);
         let p99 = quantile(&run.latencies_ms, 0.99);
         assert!(p99 > 0.0 && p99 <= problem.slo_latency_ms, "p99 {p99} ms");
         // Three times the demand the plan was made for: queues grow and requests miss their deadline.
-        let over = run_bin(&problem, &solved.assignments, (600.0, 20.0), 0.0, 7);
+        let over = run_bin(&problem, &solved.assignments, (600.0, 20.0), (0.0, 0.0), 7);
         // Glue time adds to every task on the way.
-        let slow = run_bin(&problem, &solved.assignments, (20.0, 20.0), 50.0, 7);
-        let fast = run_bin(&problem, &solved.assignments, (20.0, 20.0), 0.0, 7);
+        let slow = run_bin(&problem, &solved.assignments, (20.0, 20.0), (50.0, 0.0), 7);
+        let fast = run_bin(&problem, &solved.assignments, (20.0, 20.0), (0.0, 0.0), 7);
         let (p50_slow, p50_fast) = (quantile(&slow.latencies_ms, 0.5), quantile(&fast.latencies_ms, 0.5));
         assert!((p50_slow - p50_fast - 100.0).abs() < 20.0, "{p50_slow} vs {p50_fast}: two tasks × 50 ms");
+        // A hop into each task adds its time, and the deadline grows by the deepest path's hops.
+        let hops = run_bin(&problem, &solved.assignments, (20.0, 20.0), (0.0, 10.0), 7);
+        let p50_hops = quantile(&hops.latencies_ms, 0.5);
+        // (Up to 20 ms: some of it overlaps time the requests would have waited for a batch.)
+        assert!(p50_hops > p50_fast + 5.0 && p50_hops <= p50_fast + 20.5, "{p50_hops} vs {p50_fast}: two hops × 10 ms");
+        assert!(hops.violations / hops.units < 0.01, "{} of {}", hops.violations, hops.units);
+        // The accuracy served is the plan's A_obj, each path weighted by g_p.
+        let planned = jig_planner::evaluate::evaluate(&problem, &solved.assignments).accuracy;
+        assert!((run.accuracy(&problem) - planned).abs() < 0.01, "{} vs {planned}", run.accuracy(&problem));
+        assert!(run.paths.iter().filter(|p| p.0 > 0).count() >= 2, "both paths served: {:?}", run.paths);
         assert!(over.violations / over.units > 0.2, "{} of {}", over.violations, over.units);
     }
 
@@ -920,8 +1010,8 @@ mod tests {
         let problem = Problem::new(&spec, &[row("cpu:1")], "test").unwrap();
         let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 1, rate_rps: 60.0 }];
         // 10 ms of model and 10 ms of glue on one core: 60 req/s is 120% of what the core does.
-        let alone = run_bin(&problem, &plan, (60.0, 30.0), 0.0, 3);
-        let with_glue = run_bin(&problem, &plan, (60.0, 30.0), 10.0, 3);
+        let alone = run_bin(&problem, &plan, (60.0, 30.0), (0.0, 0.0), 3);
+        let with_glue = run_bin(&problem, &plan, (60.0, 30.0), (10.0, 0.0), 3);
         assert!(alone.violations / alone.units < 0.01, "{} of {}", alone.violations, alone.units);
         assert!(with_glue.violations / with_glue.units > 0.1, "{} of {}", with_glue.violations, with_glue.units);
     }
@@ -946,5 +1036,21 @@ mod tests {
         let sim = simulate(&problem, &trace, &fixed).unwrap();
         assert!(sim.bins.iter().all(|b| b.slices == sim.bins[0].slices && b.planned_rps == 52.5));
         assert!(sim.bins[7].violation_rate > 0.5, "{:?}", sim.bins[7]);
+    }
+
+    #[test]
+    fn under_a_controller_a_plan_is_kept_until_the_demand_moves_or_violations_rise() {
+        let problem = PaperApp::SocialMedia.problem(28, 1.0).unwrap();
+        let trace = Trace { bin_s: 300.0, rates: vec![50.0, 52.0, 55.0, 200.0, 200.0] };
+        let controller =
+            Controller { replan: Replan { threshold: 0.2 }, windows: vec![50.0, 50.0], planned_for: Some(60.0) };
+        let options = SimOptions { sample_requests: 2000, controller: Some(controller), ..SimOptions::default() };
+        let sim = simulate(&problem, &trace, &options).unwrap();
+        // Predictions within 20% of 60 req/s keep the plan made for the running deployment's demand.
+        assert!(sim.bins[..4].iter().all(|b| b.planned_rps == 60.0), "{:?}", sim.bins);
+        // The jump overloads bin 3; its violations (and the moved prediction) re-plan bin 4.
+        assert!(sim.bins[3].violation_rate > 0.01, "{:?}", sim.bins[3]);
+        assert!(sim.bins[4].planned_rps > 60.0 * 1.2, "{:?}", sim.bins[4]);
+        assert!(sim.bins[4].slices > sim.bins[0].slices, "{:?}", sim.bins);
     }
 }
