@@ -21,8 +21,9 @@
 //! * **violations**: requests at the sink tasks that finished after the root request's deadline (the latency
 //!   SLO), plus, for every request dropped early, the sink requests it would have led to (its variant's factors
 //!   times the plan's mean downstream factors), as §4.5 counts them, over all sink requests;
-//! * **accuracy drop**: 1 − the mean, over the sink requests served, of the product of the normalised accuracy
-//!   A(t,v)/A(t,v*) of the variants along the way;
+//! * **accuracy drop**: 1 − A_obj of what was served: per path, the mean over its sink requests served of the
+//!   product of the normalised accuracies A(t,v)/A(t,v*) of the variants along the way, weighted by the path
+//!   weights g_p (eq. 9–10);
 //! * p50 and p99 of the end-to-end latency of the root requests served in full.
 //!
 //! A bin of a large cluster holds millions of requests; each bin simulates its first `sample_requests`, but at
@@ -125,7 +126,7 @@ pub struct BinReport {
     pub violations: f64,
     /// `violations / sink_requests`.
     pub violation_rate: f64,
-    /// 1 − the mean normalised accuracy of the sink requests served.
+    /// 1 − A_obj of the sink requests served ([`BinRun::accuracy`]).
     pub accuracy_drop: f64,
     /// Median end-to-end latency of root requests served in full, ms.
     pub p50_ms: f64,

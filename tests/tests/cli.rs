@@ -241,7 +241,7 @@ fn simulate_replays_a_trace_through_plans_and_names_the_bad_line_of_a_trace() {
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("social-media on 28 slices: 4 bins of 300 s, peak 80.0 req/s"), "{stdout}");
+    assert!(stdout.contains("social-media on 28 slices, β 0.0350: 4 bins of 300 s, peak 80.0 req/s"), "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("A+S+T")), "{stdout}");
     let bins = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(bins.lines().count(), 5, "{bins}");
