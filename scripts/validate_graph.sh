@@ -111,7 +111,7 @@ for run in $(seq "$runs"); do
     # the time outside models and glue (HTTP, the `collect` task) shows as measured p50 less simulated p50.
     "$jig" bench validate-graph "$sign" --rate 2 --duration 20 --json >"$dir/low-measured.json"
     "$jig" status validate-graph --json >"$dir/observed.json"
-    "$jig" bench validate-graph "$sign" --trace "$out/trace.csv" --json >"$dir/measured.json"
+    "$jig" bench validate-graph "$sign" --trace "$out/trace.csv" --csv "$dir/requests.csv" --json >"$dir/measured.json"
     "$jig" status validate-graph --json >"$dir/status.json"
     stop_gateway
     printf 'start_s,rps\n0,2\n' >"$dir/low.csv"

@@ -4,7 +4,9 @@
 //! Per bin of the trace: predict the demand from the last five bins ([`DemandSpec::predict`]), re-plan with the
 //! MILP (every bin, as the paper's evaluation does, or when the gateway's controller would: [`Controller`]),
 //! and run the bin's requests through the plan's instances.
-//! Requests arrive as a Poisson process at the bin's rate; each instance batches and drops with
+//! Requests arrive as a Poisson process at the bin's rate and are admitted as a deployment admits them (no
+//! more at once than the plan's capacity completes within the SLO; the rest refused); each instance batches
+//! and drops with
 //! [`jig_policy::Queue`] and each task routes with [`jig_policy::WeightedRoundRobin`] weighted by the planned
 //! rates, the same code the runtime runs. A batch of `n` rows takes a latency drawn from a log-normal whose
 //! median and 95th percentile are the profile's p50 and p95 at that batch size (interpolated between profiled
@@ -628,6 +630,10 @@ struct Sim<'a> {
     sinks_below: Vec<Vec<f64>>,
     /// Per root request: arrival, jobs still in flight, whether any part was dropped or late, last finish.
     roots: Vec<(Duration, u32, bool, Duration)>,
+    /// Root requests in progress, and how many may be at once: as a deployment admits (`jig_app::App::admit`),
+    /// what the plan's capacity completes within the SLO (Little's law); more are refused at once.
+    in_progress: u32,
+    admit_limit: u32,
     run: BinRun,
 }
 
@@ -773,6 +779,23 @@ impl<'a> Sim<'a> {
                 })
                 .collect();
         }
+        // The plan's capacity at the roots: its demand scaled by the task with the least head-room (instances'
+        // profiled throughput over the rate planned for the task), as `jig_app::deployment` computes it.
+        let mut served = vec![(0.0f64, 0.0f64); n]; // (throughput of the instances, planned rate) per task
+        for a in assignments {
+            let config = problem
+                .configs
+                .iter()
+                .find(|c| (c.task, c.variant, c.segment, c.batch) == (a.task, a.variant, a.segment, a.batch));
+            served[a.task].0 += config.map_or(0.0, |c| c.throughput_rps) * f64::from(a.instances);
+            served[a.task].1 += a.rate_rps;
+        }
+        let headroom =
+            served.iter().filter(|(_, rate)| *rate > 0.0).map(|(h, rate)| h / rate).fold(f64::INFINITY, f64::min);
+        // Every request reaches every root task: the planned demand is what one of them is planned to serve.
+        let planned = (0..n).filter(|&t| problem.is_root(t)).map(|t| served[t].1).fold(0.0, f64::max);
+        let capacity = if headroom.is_finite() { planned * headroom } else { 0.0 };
+        let admit_limit = (capacity * problem.slo_latency_ms / 1000.0).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
         Sim {
             problem,
             rng: Rng(seed),
@@ -785,6 +808,8 @@ impl<'a> Sim<'a> {
             routes: routes.into_iter().map(|(ids, weights)| (ids, WeightedRoundRobin::new(weights))).collect(),
             sinks_below,
             roots: Vec::new(),
+            in_progress: 0,
+            admit_limit,
             run: BinRun { paths: vec![(0, 0.0); problem.paths.len()], ..BinRun::default() },
         }
     }
@@ -800,6 +825,17 @@ impl<'a> Sim<'a> {
         let deadline = self.now + Duration::from_secs_f64(self.problem.slo_latency_ms / 1000.0) + self.hop * depth;
         self.roots.push((self.now, 0, false, self.now));
         self.run.requests += 1;
+        if self.in_progress >= self.admit_limit {
+            // Refused at admission: a violation, counted by the sink requests it would have led to.
+            let units: f64 = (0..self.problem.tasks.len())
+                .filter(|&t| self.problem.is_root(t))
+                .map(|t| self.sinks_below[t].iter().copied().fold(0.0, f64::max))
+                .sum();
+            self.run.units += units;
+            self.run.violations += units;
+            return;
+        }
+        self.in_progress += 1;
         let job = Job { root, enqueued: self.now, deadline, accuracy: 1.0, tasks: 0 };
         for t in (0..self.problem.tasks.len()).filter(|&t| self.problem.is_root(t)) {
             self.roots[root].1 += 1;
@@ -936,8 +972,11 @@ impl<'a> Sim<'a> {
     fn finish_part(&mut self, root: usize) {
         let (arrived, in_flight, failed, last) = &mut self.roots[root];
         *in_flight -= 1;
-        if *in_flight == 0 && !*failed {
-            self.run.latencies_ms.push(last.since(*arrived).as_secs_f64() * 1000.0);
+        if *in_flight == 0 {
+            self.in_progress -= 1;
+            if !*failed {
+                self.run.latencies_ms.push(last.since(*arrived).as_secs_f64() * 1000.0);
+            }
         }
     }
 }
@@ -976,6 +1015,10 @@ mod tests {
         assert!((run.accuracy(&problem) - planned).abs() < 0.01, "{} vs {planned}", run.accuracy(&problem));
         assert!(run.paths.iter().filter(|p| p.0 > 0).count() >= 2, "both paths served: {:?}", run.paths);
         assert!(over.violations / over.units > 0.2, "{} of {}", over.violations, over.units);
+        // Admission refuses what the plan cannot serve, so the rest is still served within the SLO: at three
+        // times the demand, at least as many sink requests in time as at the demand.
+        let good = |r: &BinRun| r.units - r.violations;
+        assert!(good(&over) >= 0.9 * good(&run), "{} in time at 3×, {} at 1×", good(&over), good(&run));
     }
 
     #[test]

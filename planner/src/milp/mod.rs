@@ -2,6 +2,7 @@
 
 mod infeasible;
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use good_lp::solvers::highs::highs;
@@ -12,7 +13,7 @@ use good_lp::{
 
 use crate::baselines::{StaticBudgets, admits};
 use crate::error::PlanError;
-use crate::evaluate::Assignment;
+use crate::evaluate::{Assignment, evaluate};
 use crate::placement::{mig_counts, pack_layouts};
 use crate::problem::Problem;
 use crate::spec::{Features, MigProfile, SegmentKind};
@@ -194,7 +195,11 @@ fn warm_start(
     gpu_layouts: &[(usize, Variable)],
     previous: &[Assignment],
 ) -> Option<Vec<(Variable, f64)>> {
-    let root_rate: f64 = previous.iter().filter(|a| problem.is_root(a.task)).map(|a| a.rate_rps).sum();
+    // Every request reaches every root task: the previous demand is what one root task served.
+    let root_rate: f64 = (0..problem.tasks.len())
+        .filter(|&t| problem.is_root(t))
+        .map(|t| previous.iter().filter(|a| a.task == t).map(|a| a.rate_rps).sum::<f64>())
+        .fold(0.0, f64::max);
     if root_rate <= 0.0 {
         return None;
     }
@@ -340,6 +345,12 @@ pub(crate) fn solve_relaxed(
         problem.objective.alpha * accuracy.clone() - problem.objective.beta * slices.clone()
     };
 
+    let objective_value = objective.clone();
+    let every_variable: Vec<Variable> = (v.iter().flat_map(|x| [x.m, x.n, x.x]))
+        .chain(latency.iter().copied())
+        .chain(loss_vars.iter().flatten().copied())
+        .chain(gpu_layouts.iter().map(|&(_, y)| y))
+        .collect();
     let mut model = vars
         .maximise(objective)
         .using(highs)
@@ -355,7 +366,12 @@ pub(crate) fn solve_relaxed(
         .set_mip_rel_gap(options.mip_rel_gap as f32)
         .and_then(|m| m.set_mip_abs_gap((options.abs_gap_slices * problem.objective.beta) as f32))
         .map_err(|e| PlanError::Solver(e.to_string()))?;
+    // The start as a whole assignment (every other variable 0), to compare with what a search cut short found.
+    let mut start_values: Option<HashMap<Variable, f64>> = None;
     if let Some(start) = warm_start(problem, &cands, &v, &latency, &loss_vars, &gpu_layouts, previous) {
+        let mut values: HashMap<Variable, f64> = every_variable.iter().map(|&var| (var, 0.0)).collect();
+        values.extend(start.iter().copied());
+        start_values = Some(values);
         model = model.with_initial_solution(start);
     }
 
@@ -445,35 +461,52 @@ pub(crate) fn solve_relaxed(
     }
 
     let solution = match model.solve() {
-        Ok(s) => s,
+        Ok(s) => Some(s),
         Err(ResolutionError::Infeasible) => return Err(PlanError::Infeasible(String::new())),
+        Err(ResolutionError::Other("NoSolutionFound")) if start_values.is_some() => None,
         Err(ResolutionError::Other("NoSolutionFound")) => return Err(PlanError::TimeLimit(options.time_limit_s)),
         Err(e) => return Err(PlanError::Solver(e.to_string())),
     };
-    let optimal = !matches!(solution.status(), SolutionStatus::TimeLimit);
+    let optimal = solution.as_ref().is_some_and(|s| !matches!(s.status(), SolutionStatus::TimeLimit));
+    // A search cut short may end with less than the start it was given (under load HiGHS can stop before it
+    // reads the start): a re-plan is never worse than the running plan scaled to the demand.
+    let assignments_of = |values: &HashMap<Variable, f64>| -> Vec<Assignment> {
+        cands
+            .iter()
+            .zip(&v)
+            .filter_map(|(c, var)| {
+                let instances = values[&var.m].round().max(0.0) as u32;
+                let cfg = &problem.configs[c.config];
+                // Clamp solver round-off so the rate never exceeds what the instances serve.
+                let rate = values[&var.x].clamp(0.0, f64::from(instances) * cfg.throughput_rps);
+                (instances > 0).then_some(Assignment {
+                    task: cfg.task,
+                    variant: cfg.variant,
+                    segment: cfg.segment,
+                    batch: cfg.batch,
+                    instances,
+                    rate_rps: rate,
+                })
+            })
+            .collect()
+    };
+    let found: Option<HashMap<Variable, f64>> =
+        solution.map(|found| every_variable.iter().map(|&var| (var, found.value(var))).collect());
+    // A search cut short may end with less than the start it was given (HiGHS drops a start that breaks one
+    // of its rows, and under load may stop before it reads one): a re-plan keeps the running plan scaled to
+    // the demand when that is a plan (the independent check passes) and no worse.
+    let start = start_values.filter(|start| {
+        !optimal
+            && evaluate(problem, &assignments_of(start)).is_feasible()
+            && found.as_ref().is_none_or(|f| objective_value.eval_with(start) > objective_value.eval_with(f) + 1e-9)
+    });
+    let Some(solution) = start.or(found) else { return Err(PlanError::TimeLimit(options.time_limit_s)) };
     let gpu_layouts: Vec<(usize, u32)> = gpu_layouts
         .iter()
-        .map(|&(i, y)| (i, solution.value(y).round().max(0.0) as u32))
+        .map(|&(i, y)| (i, solution[&y].round().max(0.0) as u32))
         .filter(|&(_, count)| count > 0)
         .collect();
-    let assignments = cands
-        .iter()
-        .zip(&v)
-        .filter_map(|(c, var)| {
-            let instances = solution.value(var.m).round().max(0.0) as u32;
-            let cfg = &problem.configs[c.config];
-            // Clamp solver round-off so the rate never exceeds what the instances serve.
-            let rate = solution.value(var.x).clamp(0.0, f64::from(instances) * cfg.throughput_rps);
-            (instances > 0).then_some(Assignment {
-                task: cfg.task,
-                variant: cfg.variant,
-                segment: cfg.segment,
-                batch: cfg.batch,
-                instances,
-                rate_rps: rate,
-            })
-        })
-        .collect();
+    let assignments = assignments_of(&solution);
     Ok(Solved {
         assignments,
         accuracy_bound: accuracy.eval_with(&solution),
