@@ -57,9 +57,13 @@ pub struct SimOptions {
     /// Root requests simulated per bin at most.
     pub sample_requests: usize,
     /// Time each task spends on a request outside its model (glue, HTTP), ms: the profile tables measure only
-    /// the models. It delays the request, and on CPU segments, where the glue shares the instances' cores, it
-    /// also holds the instance (a batch of n takes n × `overhead_ms` longer).
+    /// the models. It delays the request and takes a CPU core: one no instance is running a batch on, or, when
+    /// every core is busy and the task's instance is on CPU cores, that instance's (its next batch takes longer).
     pub overhead_ms: f64,
+    /// Glue time of each task (by index into the problem's tasks) that the problem's CPU rows carry, ms
+    /// (`jig_app::deployment::charge_glue`, so that plans hold it): instances serve in the rows' time less it,
+    /// and it runs as `overhead_ms` does. Empty: none.
+    pub glue_ms: Vec<f64>,
     /// Time of each communication hop, ms (the paper's ~10 ms, §4.4): a request takes one hop into each task,
     /// and its deadline is the latency SLO plus a hop for each task of the app's deepest path, as the paper adds
     /// them to the SLO by the app's depth.
@@ -84,6 +88,7 @@ impl Default for SimOptions {
             solve: SolveOptions { time_limit_s: 10.0, mip_rel_gap: 0.01, ..SolveOptions::default() },
             sample_requests: 20_000,
             overhead_ms: 0.0,
+            glue_ms: Vec::new(),
             hop_ms: 0.0,
             slack: DemandSpec::DEFAULT_SLACK,
             fixed_demand: None,
@@ -246,7 +251,8 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         let sampled = (options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE)).max(OVERLOAD_SLOS * slo_s);
         let seconds = trace.bin_s.min(sampled);
         let seed = options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64);
-        let run = run_bin(problem, &assignments, (rate, seconds), (options.overhead_ms, options.hop_ms), seed);
+        let outside = Outside { overhead_ms: options.overhead_ms, glue_ms: &options.glue_ms, hop_ms: options.hop_ms };
+        let run = run_bin(problem, &assignments, (rate, seconds), &outside, seed);
         observed.push(if seconds > 0.0 { run.requests as f64 / seconds } else { rate });
         violation_share = if run.units > 0.0 { run.violations / run.units } else { 0.0 };
         let slices = assignments.iter().map(|a| a.instances * problem.segments[a.segment].slices).sum();
@@ -518,6 +524,8 @@ struct Job {
     accuracy: f64,
     /// The tasks it went through, one bit each: at a sink, the path it took.
     tasks: u64,
+    /// Whether its time outside the model at this task runs on a core of its own (else on a busy instance's).
+    own_core: bool,
 }
 
 impl Request<Duration> for Job {
@@ -541,6 +549,10 @@ struct Instance {
     servers: usize,
     /// A CPU segment: the machine's cores are the instances', so glue time is taken from them.
     on_cpu: bool,
+    /// The CPU cores it holds (0 on a GPU).
+    cores: u32,
+    /// Time outside the models that found no free core and runs on this instance's: its next batch takes it.
+    debt_ms: f64,
     busy: usize,
     queue: Queue<Job>,
     /// The pending wake-up for a batch that waits for company.
@@ -618,8 +630,13 @@ const Z95: f64 = 1.644_853_6;
 struct Sim<'a> {
     problem: &'a Problem,
     rng: Rng,
-    overhead: Duration,
+    /// Time outside the model at each task: overhead and glue.
+    outside_ms: Vec<f64>,
     hop: Duration,
+    /// CPU cores the machine has (a core no instance is running a batch on runs the time outside the models).
+    cores: u32,
+    /// Requests running their time outside the model on a core of their own.
+    outside_running: u32,
     now: Duration,
     seq: u64,
     events: BinaryHeap<Reverse<Scheduled>>,
@@ -637,18 +654,30 @@ struct Sim<'a> {
     run: BinRun,
 }
 
-/// Run `seconds` of Poisson arrivals at `rate` through the instances of `assignments`, each task taking
-/// `overhead_ms` besides its model and each hop into a task `hop_ms` ([`SimOptions`]).
+/// Time a request spends outside the models ([`SimOptions`]'s fields of the same names).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outside<'a> {
+    /// [`SimOptions::overhead_ms`].
+    pub overhead_ms: f64,
+    /// [`SimOptions::glue_ms`].
+    pub glue_ms: &'a [f64],
+    /// [`SimOptions::hop_ms`].
+    pub hop_ms: f64,
+}
+
+/// Run `seconds` of Poisson arrivals at `rate` through the instances of `assignments`, with the time
+/// `outside` the models.
 pub fn run_bin(
     problem: &Problem,
     assignments: &[Assignment],
     (rate, seconds): (f64, f64),
-    (overhead_ms, hop_ms): (f64, f64),
+    outside: &Outside,
     seed: u64,
 ) -> BinRun {
-    let mut sim = Sim::new(problem, assignments, seed);
-    sim.overhead = Duration::from_secs_f64(overhead_ms.max(0.0) / 1000.0);
-    sim.hop = Duration::from_secs_f64(hop_ms.max(0.0) / 1000.0);
+    let glue = |t: usize| outside.glue_ms.get(t).copied().unwrap_or(0.0).max(0.0);
+    let mut sim = Sim::new(problem, assignments, &glue, seed);
+    sim.outside_ms = (0..problem.tasks.len()).map(|t| outside.overhead_ms.max(0.0) + glue(t)).collect();
+    sim.hop = Duration::from_secs_f64(outside.hop_ms.max(0.0) / 1000.0);
     let end = Duration::from_secs_f64(seconds.max(0.0));
     if rate > 0.0 {
         let first = Duration::from_secs_f64(sim.rng.exponential(1.0 / rate));
@@ -681,7 +710,8 @@ pub fn run_bin(
 }
 
 impl<'a> Sim<'a> {
-    fn new(problem: &'a Problem, assignments: &[Assignment], seed: u64) -> Self {
+    /// `glue(t)`: the glue time task t's CPU rows carry, taken out of its CPU instances' batches.
+    fn new(problem: &'a Problem, assignments: &[Assignment], glue: &dyn Fn(usize) -> f64, seed: u64) -> Self {
         let n = problem.tasks.len();
         // As deployments batch and drop (§3.3): each task waits up to its L̂, the slowest batch latency among
         // its instance types, and drops a request once less time is left than its drop budget, L̂ and then the
@@ -729,11 +759,14 @@ impl<'a> Sim<'a> {
         let mut instances = Vec::new();
         let mut routes: Vec<(Vec<usize>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); n];
         for a in assignments {
+            let on_cpu = matches!(problem.segments[a.segment].kind, SegmentKind::Cpu { .. });
+            let carried = |batch: u32| if on_cpu { f64::from(batch) * glue(a.task) } else { 0.0 };
             let mut profile: Vec<(u32, f64, f64)> = Vec::new();
             for c in
                 problem.configs.iter().filter(|c| c.task == a.task && c.variant == a.variant && c.segment == a.segment)
             {
-                profile.push((c.batch, c.p50_ms, c.latency_ms));
+                let glue = carried(c.batch);
+                profile.push((c.batch, (c.p50_ms - glue).max(0.0), (c.latency_ms - glue).max(0.0)));
             }
             profile.sort_by_key(|p| p.0);
             let servers = match problem.segments[a.segment].kind {
@@ -750,7 +783,12 @@ impl<'a> Sim<'a> {
                     variant: a.variant,
                     profile: profile.clone(),
                     servers,
-                    on_cpu: matches!(problem.segments[a.segment].kind, SegmentKind::Cpu { .. }),
+                    on_cpu,
+                    debt_ms: 0.0,
+                    cores: match problem.segments[a.segment].kind {
+                        SegmentKind::Cpu { cores } => cores,
+                        _ => 0,
+                    },
                     busy: 0,
                     queue: Queue::new(policy),
                     timer: None,
@@ -799,8 +837,10 @@ impl<'a> Sim<'a> {
         Sim {
             problem,
             rng: Rng(seed),
-            overhead: Duration::ZERO,
+            outside_ms: vec![0.0; n],
             hop: Duration::ZERO,
+            cores: problem.cpu_cores.unwrap_or(problem.slices),
+            outside_running: 0,
             now: Duration::ZERO,
             seq: 0,
             events: BinaryHeap::new(),
@@ -836,17 +876,29 @@ impl<'a> Sim<'a> {
             return;
         }
         self.in_progress += 1;
-        let job = Job { root, enqueued: self.now, deadline, accuracy: 1.0, tasks: 0 };
+        let job = Job { root, enqueued: self.now, deadline, accuracy: 1.0, tasks: 0, own_core: false };
         for t in (0..self.problem.tasks.len()).filter(|&t| self.problem.is_root(t)) {
             self.roots[root].1 += 1;
             self.arrive(t, job);
         }
     }
 
-    /// A request reaches task `task` (after its hop): its glue runs, then it queues for the model.
+    /// A request reaches task `task` (after its hop): its glue runs, then it queues for the model. The glue takes
+    /// a core nothing runs on, or, when there is none, time from the CPU instance with the least work queued
+    /// (the OS scheduler shares a busy machine's cores; that instance's next batch takes that much longer).
     fn arrive(&mut self, task: usize, job: Job) {
-        let job = Job { tasks: job.tasks | task_bits(&[task]), ..job };
-        let delay = self.hop + self.overhead;
+        let outside_ms = self.outside_ms[task];
+        let running: u32 = self.instances.iter().filter(|i| i.busy > 0).map(|i| i.cores).sum();
+        let own_core = outside_ms > 0.0 && running + self.outside_running < self.cores;
+        if own_core {
+            self.outside_running += 1;
+        } else if let Some(shared) =
+            self.instances.iter_mut().filter(|i| i.on_cpu).min_by_key(|i| (i.queue.len(), i.busy))
+        {
+            shared.debt_ms += outside_ms;
+        }
+        let job = Job { tasks: job.tasks | task_bits(&[task]), own_core, ..job };
+        let delay = self.hop + Duration::from_secs_f64(outside_ms / 1000.0);
         if delay.is_zero() {
             self.queue(task, job);
         } else {
@@ -856,6 +908,9 @@ impl<'a> Sim<'a> {
 
     /// A request calls task `task`'s model: route it, queue it, maybe start a batch.
     fn queue(&mut self, task: usize, job: Job) {
+        if job.own_core {
+            self.outside_running -= 1;
+        }
         let job = Job { enqueued: self.now, ..job };
         let (ids, route) = &mut self.routes[task];
         let Some(pick) = route.pick() else {
@@ -893,14 +948,15 @@ impl<'a> Sim<'a> {
             if batch.is_empty() {
                 return;
             }
-            let latency = self.batch_latency(instance, batch.len());
+            let charged = std::mem::take(&mut self.instances[instance].debt_ms);
+            let latency = self.batch_latency(instance, batch.len(), charged);
             self.instances[instance].busy += 1;
             self.schedule(self.now + latency, Event::Done { instance, batch });
         }
     }
 
     /// A latency for a batch of `rows`: log-normal with the profile's p50 and p95, interpolated in the batch size.
-    fn batch_latency(&mut self, instance: usize, rows: usize) -> Duration {
+    fn batch_latency(&mut self, instance: usize, rows: usize, charged_ms: f64) -> Duration {
         let profile = &self.instances[instance].profile;
         let rows = rows as f64;
         let upper = profile.iter().position(|p| f64::from(p.0) >= rows).unwrap_or(profile.len() - 1);
@@ -913,8 +969,8 @@ impl<'a> Sim<'a> {
         };
         let sigma = if p95 > p50 && p50 > 0.0 { (p95 / p50).ln() / Z95 } else { 0.0 };
         let ms = p50 * (sigma * self.rng.normal()).exp();
-        // On CPU segments the glue runs on the instances' own cores: its time is taken from the model's.
-        let glue_ms = if self.instances[instance].on_cpu { self.overhead.as_secs_f64() * 1000.0 * rows } else { 0.0 };
+        // Time outside the model that found no free core ran on this instance's.
+        let glue_ms = if self.instances[instance].on_cpu { charged_ms } else { 0.0 };
         Duration::from_secs_f64((ms + glue_ms).max(0.0) / 1000.0)
     }
 
@@ -991,21 +1047,28 @@ mod tests {
         let problem = PaperApp::TrafficAnalysis.problem(28, 200.0).unwrap();
         let options = SolveOptions::default();
         let solved = solve(&problem, Features::ALL, &options).unwrap();
-        let run = run_bin(&problem, &solved.assignments, (200.0, 20.0), (0.0, 0.0), 7);
+        let run = run_bin(&problem, &solved.assignments, (200.0, 20.0), &Outside::default(), 7);
         assert!(run.requests > 3000, "{}", run.requests);
         assert!(run.units > run.requests as f64, "each frame leads to about 2.5 car and person requests");
         assert!(run.violations / run.units < 0.01, "{} of {}", run.violations, run.units);
         let p99 = quantile(&run.latencies_ms, 0.99);
         assert!(p99 > 0.0 && p99 <= problem.slo_latency_ms, "p99 {p99} ms");
         // Three times the demand the plan was made for: queues grow and requests miss their deadline.
-        let over = run_bin(&problem, &solved.assignments, (600.0, 20.0), (0.0, 0.0), 7);
+        let over = run_bin(&problem, &solved.assignments, (600.0, 20.0), &Outside::default(), 7);
         // Glue time adds to every task on the way.
-        let slow = run_bin(&problem, &solved.assignments, (20.0, 20.0), (50.0, 0.0), 7);
-        let fast = run_bin(&problem, &solved.assignments, (20.0, 20.0), (0.0, 0.0), 7);
+        let slow = run_bin(
+            &problem,
+            &solved.assignments,
+            (20.0, 20.0),
+            &Outside { overhead_ms: 50.0, ..Outside::default() },
+            7,
+        );
+        let fast = run_bin(&problem, &solved.assignments, (20.0, 20.0), &Outside::default(), 7);
         let (p50_slow, p50_fast) = (quantile(&slow.latencies_ms, 0.5), quantile(&fast.latencies_ms, 0.5));
         assert!((p50_slow - p50_fast - 100.0).abs() < 20.0, "{p50_slow} vs {p50_fast}: two tasks × 50 ms");
         // A hop into each task adds its time, and the deadline grows by the deepest path's hops.
-        let hops = run_bin(&problem, &solved.assignments, (20.0, 20.0), (0.0, 10.0), 7);
+        let hops =
+            run_bin(&problem, &solved.assignments, (20.0, 20.0), &Outside { hop_ms: 10.0, ..Outside::default() }, 7);
         let p50_hops = quantile(&hops.latencies_ms, 0.5);
         // (Up to 20 ms: some of it overlaps time the requests would have waited for a batch.)
         assert!(p50_hops > p50_fast + 5.0 && p50_hops <= p50_fast + 20.5, "{p50_hops} vs {p50_fast}: two hops × 10 ms");
@@ -1022,7 +1085,7 @@ mod tests {
     }
 
     #[test]
-    fn glue_on_cpu_segments_takes_the_instances_time() {
+    fn glue_takes_a_free_core_or_else_its_instances_time() {
         let spec = jig_planner::spec::PlanSpec::from_toml(
             r#"
             [app]
@@ -1035,13 +1098,14 @@ mod tests {
             [[segments]]
             name = "cpu:1"
             [resources]
-            slices = 1
+            slices = 2
             [demand]
             windows = [60]
             "#,
         )
         .unwrap();
-        let row = |segment: &str| jig_planner::profile::ProfileRow {
+        use jig_planner::profile::ProfileRow;
+        let row = |segment: &str| ProfileRow {
             slot: "t".into(),
             variant: "v".into(),
             segment: segment.into(),
@@ -1051,13 +1115,34 @@ mod tests {
             throughput_rps: 100.0,
             device: "test".into(),
         };
-        let problem = Problem::new(&spec, &[row("cpu:1")], "test").unwrap();
+        // A machine of one core, and one of two where the second runs no instance.
+        let one_core = Problem::new(&spec, &[row("cpu:1")], "test").unwrap().with_demand(60.0, 1);
+        let problem = one_core.clone().with_demand(60.0, 2);
         let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 1, rate_rps: 60.0 }];
+        let glue = Outside { overhead_ms: 10.0, ..Outside::default() };
+        let rate = |r: &BinRun| r.violations / r.units;
         // 10 ms of model and 10 ms of glue on one core: 60 req/s is 120% of what the core does.
-        let alone = run_bin(&problem, &plan, (60.0, 30.0), (0.0, 0.0), 3);
-        let with_glue = run_bin(&problem, &plan, (60.0, 30.0), (10.0, 0.0), 3);
-        assert!(alone.violations / alone.units < 0.01, "{} of {}", alone.violations, alone.units);
-        assert!(with_glue.violations / with_glue.units > 0.1, "{} of {}", with_glue.violations, with_glue.units);
+        let alone = run_bin(&one_core, &plan, (60.0, 30.0), &Outside::default(), 3);
+        let with_glue = run_bin(&one_core, &plan, (60.0, 30.0), &glue, 3);
+        assert!(rate(&alone) < 0.01, "{} of {}", alone.violations, alone.units);
+        assert!(rate(&with_glue) > 0.1, "{} of {}", with_glue.violations, with_glue.units);
+        // With a second core, the glue runs there: it delays each request but leaves the model its core.
+        let spare = run_bin(&problem, &plan, (60.0, 30.0), &glue, 3);
+        assert!(
+            rate(&spare) < 0.05 && rate(&spare) < rate(&with_glue) / 3.0,
+            "{} of {}",
+            spare.violations,
+            spare.units
+        );
+        let p50 = |r: &BinRun| quantile(&r.latencies_ms, 0.5);
+        assert!(p50(&spare) >= p50(&alone) + 9.0, "{} vs {}", p50(&spare), p50(&alone));
+        // Glue the rows carry (as plans charge it) is taken out of the model's time, and runs as glue.
+        let charged = Problem::new(&spec, &[ProfileRow { p50_ms: 20.0, p95_ms: 20.0, ..row("cpu:1") }], "test")
+            .unwrap()
+            .with_demand(60.0, 2);
+        let carried = run_bin(&charged, &plan, (60.0, 30.0), &Outside { glue_ms: &[10.0], ..Outside::default() }, 3);
+        let (r, p) = ((rate(&carried), rate(&spare)), (p50(&carried), p50(&spare)));
+        assert!((r.0 - r.1).abs() < 0.01 && (p.0 - p.1).abs() < 3.0, "violations {r:?}, p50 {p:?}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
 use jig_planner::spec::Features;
 
-use jig_app::deployment::Observations;
+use jig_app::deployment::{MIN_FACTOR_SAMPLES, Observations};
 use jig_sim::simulate::Controller;
 
 use crate::problem::{Source, parse_features, read_status};
@@ -123,7 +123,19 @@ impl SimulateCommand {
             }),
             None => None,
         };
-        print!("{}", simulate_problem(&self, &problem, controller, hop_ms)?);
+        // The glue the observed rows carry (`charge_glue`): the simulator serves without it and runs it as glue.
+        let glue_ms: Vec<f64> = problem
+            .tasks
+            .iter()
+            .map(|task| {
+                observed
+                    .iter()
+                    .flat_map(|o| &o.glue)
+                    .find(|g| g.task == task.name && g.invocations >= MIN_FACTOR_SAMPLES)
+                    .map_or(0.0, |g| g.mean_ms.max(0.0))
+            })
+            .collect();
+        print!("{}", simulate_problem(&self, &problem, controller, (hop_ms, glue_ms))?);
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -133,7 +145,7 @@ fn simulate_problem(
     args: &SimulateCommand,
     problem: &Problem,
     controller: Option<Controller>,
-    hop_ms: f64,
+    (hop_ms, glue_ms): (f64, Vec<f64>),
 ) -> anyhow::Result<String> {
     use jig_sim::simulate::{SimOptions, simulate};
     use jig_sim::trace::Trace;
@@ -190,6 +202,7 @@ fn simulate_problem(
             solve,
             sample_requests: args.sample,
             overhead_ms: args.overhead_ms,
+            glue_ms: glue_ms.clone(),
             hop_ms,
             fixed_demand: args.demand.map(|d| d * (1.0 + jig_planner::spec::DemandSpec::DEFAULT_SLACK)),
             controller: controller.clone(),
