@@ -106,10 +106,14 @@ for run in $(seq "$runs"); do
     dir=$out/run-$run
     mkdir -p "$dir"
     start_gateway "$jig" "$dir" --config "$out/gateway.toml"
+    started=$(date +%s.%N) # the controller's windows close every 20 s from here
     "$jig" deploy "$bundle" >/dev/null
     # Low load first: enough invocations that the app has observed its factor and glue times (20 each), and
     # the time outside models and glue (HTTP, the `collect` task) shows as measured p50 less simulated p50.
     "$jig" bench validate-graph "$sign" --rate 2 --duration 20 --json >"$dir/low-measured.json"
+    # Start the trace a second after a window closes, so that the controller's windows are the trace's bins,
+    # as the simulation re-plans at bin boundaries.
+    sleep "$(python3 -c 'import sys, time; print(20 - (time.time() - float(sys.argv[1])) % 20 + 1)' "$started")"
     "$jig" status validate-graph --json >"$dir/observed.json"
     "$jig" bench validate-graph "$sign" --trace "$out/trace.csv" --csv "$dir/requests.csv" --json >"$dir/measured.json"
     "$jig" status validate-graph --json >"$dir/status.json"

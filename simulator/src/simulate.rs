@@ -6,15 +6,14 @@
 //! and run the bin's requests through the plan's instances.
 //! Requests arrive as a Poisson process at the bin's rate and are admitted as a deployment admits them (no
 //! more at once than the plan's capacity completes within the SLO; the rest refused); each instance batches
-//! and drops with
-//! [`jig_policy::Queue`] and each task routes with [`jig_policy::WeightedRoundRobin`] weighted by the planned
-//! rates, the same code the runtime runs. A batch of `n` rows takes a latency drawn from a log-normal whose
-//! median and 95th percentile are the profile's p50 and p95 at that batch size (interpolated between profiled
-//! sizes); an instance on `mig:…:K` runs K batches at once. Time outside the models (`overhead_ms`: glue,
-//! HTTP) delays each request at each task and, on CPU segments, where glue and models share the cores, also
-//! lengthens the instance's batches. A finished request fans out to each successor task
-//! ⌊F⌋ or ⌈F⌉ times, F the variant's multiplicative factor
-//! (⌈F⌉ with probability F − ⌊F⌋). When no plan in the configuration space meets the predicted demand, the bin
+//! and drops with [`jig_policy::Queue`] and each task routes with [`jig_policy::WeightedRoundRobin`] weighted
+//! by the planned rates, the same code the runtime runs. A batch of `n` rows takes a latency drawn from a
+//! log-normal whose median and 95th percentile are the profile's p50 and p95 at that batch size (interpolated
+//! between profiled sizes); an instance on `mig:…:K` runs K batches at once. Time outside the models
+//! (`overhead_ms` and `glue_ms`: glue, HTTP) delays each request at each task and takes a CPU core: one
+//! nothing runs on, or, when every core is busy, the least-queued CPU instance's, whose next batch takes that
+//! much longer (the OS shares a busy machine's cores). A finished request fans out to each successor task
+//! ⌊F⌋ or ⌈F⌉ times, F the variant's multiplicative factor (⌈F⌉ with probability F − ⌊F⌋). When no plan in the configuration space meets the predicted demand, the bin
 //! runs the plan for the largest demand the space can serve, as the paper's baselines do (§5).
 //!
 //! What each bin reports:
@@ -57,8 +56,8 @@ pub struct SimOptions {
     /// Root requests simulated per bin at most.
     pub sample_requests: usize,
     /// Time each task spends on a request outside its model (glue, HTTP), ms: the profile tables measure only
-    /// the models. It delays the request and takes a CPU core: one no instance is running a batch on, or, when
-    /// every core is busy and the task's instance is on CPU cores, that instance's (its next batch takes longer).
+    /// the models. It delays the request and takes a CPU core: one nothing runs on, or, when every core is
+    /// busy, the least-queued CPU instance's (its next batch takes longer).
     pub overhead_ms: f64,
     /// Glue time of each task (by index into the problem's tasks) that the problem's CPU rows carry, ms
     /// (`jig_app::deployment::charge_glue`, so that plans hold it): instances serve in the rows' time less it,
