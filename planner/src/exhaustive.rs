@@ -50,7 +50,7 @@ pub fn search(problem: &Problem, features: Features, limit: usize) -> Option<Bes
             if best.plans > limit {
                 return false;
             }
-            score(problem, features, &demand_min, plan, &mut best);
+            score(problem, features, budgets.as_ref(), &demand_min, plan, &mut best);
             true
         });
     ok.then_some(best)
@@ -114,8 +114,16 @@ fn multisets(
     true
 }
 
-/// Route greedily, evaluate exactly and under the linear bound, and keep the best.
-fn score(problem: &Problem, features: Features, demand_min: &[f64], plan: &[Vec<(usize, u32)>], best: &mut Best) {
+/// Route greedily, evaluate exactly and under the linear bound, and keep the best of those within the static
+/// accuracy budgets (a space without T, read as the paper writes it).
+fn score(
+    problem: &Problem,
+    features: Features,
+    budgets: Option<&StaticBudgets>,
+    demand_min: &[f64],
+    plan: &[Vec<(usize, u32)>],
+    best: &mut Best,
+) {
     let n = problem.tasks.len();
     let mut demand = vec![0.0; n];
     let mut assignments = Vec::new();
@@ -148,6 +156,10 @@ fn score(problem: &Problem, features: Features, demand_min: &[f64], plan: &[Vec<
             });
         }
     }
+    let losses = linear_losses(problem, features, demand_min, &assignments);
+    if budgets.is_some_and(|b| losses.iter().zip(&b.accuracy_loss).any(|(lost, budget)| lost > &(budget + 1e-9))) {
+        return;
+    }
     let eval = evaluate(problem, &assignments);
     if !eval.is_feasible() {
         return;
@@ -167,6 +179,13 @@ fn score(problem: &Problem, features: Features, demand_min: &[f64], plan: &[Vec<
 /// The MILP's lower bound on A_obj, 1 − Σ_t G_t·ε_t, computed independently of the MILP: ε_t is the task's
 /// routed accuracy loss over its least demand, or its worst active variant's loss where demand may vanish.
 pub fn linear_accuracy(problem: &Problem, features: Features, demand_min: &[f64], plan: &[Assignment]) -> f64 {
+    let loss = linear_losses(problem, features, demand_min, plan);
+    let weight = |t: usize| problem.paths.iter().filter(|p| p.tasks.contains(&t)).map(|p| p.weight).sum::<f64>();
+    1.0 - (0..loss.len()).map(|t| weight(t) * loss[t]).sum::<f64>()
+}
+
+/// Each task's ε_t as [`linear_accuracy`] counts it.
+fn linear_losses(problem: &Problem, features: Features, demand_min: &[f64], plan: &[Assignment]) -> Vec<f64> {
     let n = problem.tasks.len();
     let mut loss = vec![0.0; n];
     for a in plan {
@@ -177,6 +196,5 @@ pub fn linear_accuracy(problem: &Problem, features: Features, demand_min: &[f64]
             loss[a.task] = f64::max(loss[a.task], lost);
         }
     }
-    let weight = |t: usize| problem.paths.iter().filter(|p| p.tasks.contains(&t)).map(|p| p.weight).sum::<f64>();
-    1.0 - (0..n).map(|t| weight(t) * loss[t]).sum::<f64>()
+    loss
 }

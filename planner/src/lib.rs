@@ -136,8 +136,11 @@
 //! (a 7g.80gb MIG instance with one process, or a whole CPU host); without T, Appendix B's static budgets:
 //! per-task slices S_t = S_avail × (expected demand with the best variants' factors ÷ the best variant's highest
 //! H × that type's slices, normalised), and per-task latency 2·ℓ_t ≤ SLO_l split along each path in the ratio of
-//! the best variant's highest L (over types whose 2·L fits SLO_l), the smallest share where a task is on several
-//! paths. The accuracy SLO stays end-to-end (Appendix B budgets only latency and resources).
+//! the best variant's highest L, the smallest share where a task is on several paths. [`Uninformed`] says how
+//! to read the rest: as the paper writes it (the default: the highest L over every type, and, accuracy
+//! budgeting being part of T, a static budget ε_t ≤ (1 − SLO_a) split along each path in the ratio of each
+//! task's largest loss), or as stronger baselines (the highest L over types whose 2·L fits SLO_l, and the
+//! accuracy SLO end-to-end, weighted by the graph, as with T).
 //!
 //! HiGHS runs with a time limit ([`SolveOptions`]); when it hits, the best plan found so far is returned and
 //! marked `time limit`. Every returned plan is re-checked by [`evaluate`] before it is handed out.
@@ -161,4 +164,4 @@ pub use error::{ParseError, PlanError};
 pub use milp::{SolveOptions, solve, solve_from};
 pub use plan::{Plan, plan, plan_from};
 pub use problem::Problem;
-pub use spec::{Features, PlanSpec};
+pub use spec::{Features, PlanSpec, Uninformed};

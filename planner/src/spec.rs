@@ -319,19 +319,52 @@ pub struct Features {
     pub accuracy_scaling: bool,
     /// S: spatial partitioning (MIG × MPS segments); otherwise whole devices only.
     pub spatial: bool,
-    /// T: task-graph-informed budgets; otherwise Appendix B's static per-task latency and slice budgets.
+    /// T: task-graph-informed budgets; otherwise static per-task budgets (Appendix B), read as `uninformed`
+    /// says.
     pub graph_budgets: bool,
+    /// How a space without T budgets its tasks; ignored with T.
+    #[serde(default)]
+    pub uninformed: Uninformed,
+}
+
+/// How a space without T (task-graph-uninformed) budgets each task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Uninformed {
+    /// The paper as written. Appendix B's slice budgets; its latency budgets, the SLO split along each path in
+    /// the ratio of each task's highest latency over every (segment, batch) of its most accurate variant; and,
+    /// as accuracy budgeting is part of T (Table 1), a static accuracy budget per task: the allowed normalised
+    /// loss 1 − SLO_a split along each path in the ratio of each task's largest loss (its least accurate
+    /// admitted variant), the smallest share where a task is on several paths.
+    #[default]
+    Paper,
+    /// Stronger baselines: the latency split counts only the types whose doubled latency fits the SLO (a batch
+    /// of 128 on the smallest segment does not set every budget), and the accuracy SLO stays end-to-end,
+    /// weighted by the graph, as with T.
+    Strong,
+}
+
+impl Uninformed {
+    /// Parse `paper` or `strong`.
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "paper" => Ok(Self::Paper),
+            "strong" => Ok(Self::Strong),
+            _ => Err(ParseError(format!("unknown budgeting `{s}` for spaces without T (expected paper or strong)"))),
+        }
+    }
 }
 
 impl Features {
     /// None of A, S, T: the paper's Unopt baseline.
-    pub const UNOPT: Self = Self { accuracy_scaling: false, spatial: false, graph_budgets: false };
+    pub const UNOPT: Self =
+        Self { accuracy_scaling: false, spatial: false, graph_budgets: false, uninformed: Uninformed::Paper };
     /// A+S+T: JigsawServe.
-    pub const ALL: Self = Self { accuracy_scaling: true, spatial: true, graph_budgets: true };
+    pub const ALL: Self =
+        Self { accuracy_scaling: true, spatial: true, graph_budgets: true, uninformed: Uninformed::Paper };
 
     /// The eight combinations, in the order of the paper's Figure 3.
     pub fn combinations() -> [Self; 8] {
-        let f = |a, s, t| Self { accuracy_scaling: a, spatial: s, graph_budgets: t };
+        let f = |a, s, t| Self { accuracy_scaling: a, spatial: s, graph_budgets: t, ..Self::UNOPT };
         [
             f(false, false, false),
             f(false, true, false),
@@ -368,6 +401,11 @@ impl Features {
         }
         Ok(f)
     }
+
+    /// The same space, its tasks budgeted as `uninformed` says when it has no T.
+    pub fn with_uninformed(self, uninformed: Uninformed) -> Self {
+        Self { uninformed, ..self }
+    }
 }
 
 impl fmt::Display for Features {
@@ -376,7 +414,11 @@ impl fmt::Display for Features {
             .into_iter()
             .filter_map(|(on, n)| on.then_some(n))
             .collect();
-        if names.is_empty() { f.write_str("Unopt") } else { f.write_str(&names.join("+")) }
+        f.write_str(if names.is_empty() { "Unopt".to_string() } else { names.join("+") }.as_str())?;
+        if !self.graph_budgets && self.uninformed == Uninformed::Strong {
+            f.write_str(" (strong)")?;
+        }
+        Ok(())
     }
 }
 

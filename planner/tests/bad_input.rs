@@ -1,7 +1,7 @@
 //! Bad input gives a clear error or an "infeasible" naming the binding constraint, never a panic.
 
 use jig_planner::profile::from_csv;
-use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions, plan};
+use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions, Uninformed, plan};
 
 const SPEC: &str = r#"
 [app]
@@ -131,8 +131,9 @@ fn a_binding_accuracy_slo_is_named() {
 
 #[test]
 fn a_static_budget_of_nothing_says_why() {
-    // Without T, Appendix B splits the SLO by each task's most accurate variant; det-l (400 ms doubled) has no
-    // type within the 300 ms SLO, so detect gets no share, though det-s would fit.
+    // Without T, Appendix B splits the SLO by each task's most accurate variant; read strongly, only by types
+    // whose doubled latency fits the SLO: det-l (400 ms doubled) has none within the 300 ms SLO, so detect gets
+    // no share, though det-s would fit. Read as written, det-l's 200 ms leaves classify 60 ms of its 100.
     let profile = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
 detect,det-s,mig:0:1g.10gb:1,1,20,25,40,test
 detect,det-l,mig:0:1g.10gb:1,1,190,200,5,test
@@ -143,7 +144,14 @@ classify,cls,mig:0:1g.10gb:1,1,45,50,60,test
         .replace("slo_accuracy = 0.9", "slo_accuracy = 0.7");
     let spec = PlanSpec::from_toml(&spec).unwrap();
     let problem = Problem::new(&spec, &from_csv(profile).unwrap(), "test").unwrap();
-    let e = plan(&problem, Features::parse("A+S").unwrap(), &SolveOptions::default()).unwrap_err().to_string();
+    let a_s = Features::parse("A+S").unwrap();
+    let e = plan(&problem, a_s, &SolveOptions::default()).unwrap_err().to_string();
+    assert!(
+        e.contains("static latency budget of task `classify` (Appendix B) is 60 ms, below twice its fastest"),
+        "{e}"
+    );
+    let strong = a_s.with_uninformed(Uninformed::Strong);
+    let e = plan(&problem, strong, &SolveOptions::default()).unwrap_err().to_string();
     assert!(
         e.contains("static latency budget of task `detect` (Appendix B) is 0 ms")
             && e.contains("most accurate variant has no instance type within the latency SLO")

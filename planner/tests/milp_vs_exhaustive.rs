@@ -265,8 +265,9 @@ proptest! {
     }
 
     #[test]
-    fn milp_matches_exhaustive_search_in_every_space(c in case(true), space in 0usize..8) {
-        check(&c, Features::combinations()[space], true)?;
+    fn milp_matches_exhaustive_search_in_every_space(c in case(true), space in 0usize..8, strong: bool) {
+        let uninformed = if strong { Uninformed::Strong } else { Uninformed::Paper };
+        check(&c, Features::combinations()[space].with_uninformed(uninformed), true)?;
     }
 
     #[test]

@@ -16,7 +16,7 @@ use anyhow::{Context, bail};
 use jig_planner::mig_parted::{config_name, mig_parted_config};
 use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
-use jig_planner::spec::Features;
+use jig_planner::spec::{Features, Uninformed};
 use jig_planner::{Plan, max_demand};
 use jig_sim::apps::PaperApp;
 
@@ -47,6 +47,11 @@ pub struct PlanCommand {
     /// Plan in each of the eight A/S/T spaces.
     #[arg(long)]
     pub each: bool,
+    /// How spaces without T budget their tasks: `paper`, Appendix B as written (latency split over every type,
+    /// and a static accuracy budget per task, accuracy budgeting being part of T), or `strong` (latency split
+    /// over the types that fit the SLO, accuracy SLO end-to-end as with T).
+    #[arg(long, default_value = "paper", value_parser = Uninformed::parse)]
+    pub uninformed: Uninformed,
     /// Override the available slices (S_avail); --app defaults to 28, --max-demand to 840.
     #[arg(long)]
     pub slices: Option<u32>,
@@ -120,6 +125,7 @@ impl PlanCommand {
 /// Plan `problem` as `args` say (spaces, time limit, JSON); returns what to print.
 fn plan_problem(args: &PlanCommand, problem: &Problem) -> anyhow::Result<String> {
     let spaces = if args.each { Features::combinations().to_vec() } else { vec![parse_features(&args.features)?] };
+    let spaces = spaces.into_iter().map(|f| f.with_uninformed(args.uninformed));
     let options = SolveOptions { time_limit_s: args.time_limit, ..SolveOptions::default() };
     let mut out = String::new();
     let mut plans = Vec::new();
@@ -160,7 +166,7 @@ fn run_max_demand(args: &PlanCommand) -> anyhow::Result<String> {
     let mut out = String::new();
     for app in apps {
         let problem = paper_problem(app, args.profiles.as_deref(), slices, 1.0)?;
-        let (_, table) = max_demand::table(&problem, 0.01, args.time_limit)?;
+        let (_, table) = max_demand::table(&problem, args.uninformed, 0.01, args.time_limit)?;
         out.push_str(&table);
         out.push('\n');
     }
@@ -192,6 +198,10 @@ mod tests {
         let each = cli(&["--app", "traffic", "--demand", "20", "--each"]).unwrap();
         assert!(each.contains("[Unopt]") || each.contains("plan for `traffic-analysis` [Unopt]"), "{each}");
         assert!(cli(&["--app", "nope"]).unwrap_err().to_string().contains("unknown app"));
+        let strong = cli(&["--app", "traffic", "--demand", "20", "--features", "A+S", "--uninformed", "strong"]);
+        assert!(strong.unwrap().contains("[A+S (strong)]"));
+        let bad = Cli::try_parse_from(["plan", "--app", "ar", "--uninformed", "loose"]).err().unwrap().to_string();
+        assert!(bad.contains("expected paper or strong"), "{bad}");
         assert!(cli(&["--app", "ar", "--features", "X"]).unwrap_err().to_string().contains("unknown feature"));
         assert!(cli(&[]).is_err());
     }

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use jig_planner::max_demand;
 use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
-use jig_planner::spec::Features;
+use jig_planner::spec::{Features, Uninformed};
 
 use jig_app::deployment::{MIN_FACTOR_SAMPLES, Observations};
 use jig_sim::simulate::Controller;
@@ -45,6 +45,11 @@ pub struct SimulateCommand {
     /// Simulate A+S+T, S+T, A+T and A+S on the same trace (the paper's Figure 4).
     #[arg(long)]
     pub compare: bool,
+    /// How spaces without T budget their tasks: `paper`, Appendix B as written (latency split over every type,
+    /// and a static accuracy budget per task, accuracy budgeting being part of T), or `strong` (latency split
+    /// over the types that fit the SLO, accuracy SLO end-to-end as with T).
+    #[arg(long, default_value = "paper", value_parser = Uninformed::parse)]
+    pub uninformed: Uninformed,
     /// Demand trace (CSV `start_s,rps`, as `jig trace` writes); a generated day when absent.
     #[arg(long)]
     pub trace: Option<PathBuf>,
@@ -166,6 +171,7 @@ fn simulate_problem(
     } else {
         vec![parse_features(&args.features)?]
     };
+    let spaces: Vec<Features> = spaces.into_iter().map(|f| f.with_uninformed(args.uninformed)).collect();
     let solve = SolveOptions { time_limit_s: args.time_limit, mip_rel_gap: 0.01, ..SolveOptions::default() };
     let servable = || -> anyhow::Result<f64> {
         let max = max_demand::max_demand(problem, Features::ALL, 0.01, args.time_limit)?.demand_rps;

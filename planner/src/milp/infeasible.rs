@@ -41,8 +41,8 @@ pub fn explain(problem: &Problem, features: Features, options: &SolveOptions) ->
     if let Some(b) = &budgets
         && let Some(t) = (0..n).find(|&t| 2.0 * fastest(t) > b.latency_ms[t])
     {
-        // Appendix B splits the SLO by each task's slowest type of its most accurate variant that fits the SLO;
-        // a task whose most accurate variant has none gets no share at all.
+        // Appendix B splits the SLO by each task's slowest type of its most accurate variant (read strongly:
+        // that fits the SLO, so a task whose most accurate variant has none gets no share at all).
         let name = &problem.tasks[t].name;
         let what = if b.latency_ms[t] <= 0.0 {
             "is 0 ms: its most accurate variant has no instance type within the latency SLO, and Appendix B splits \
@@ -104,6 +104,17 @@ pub fn explain(problem: &Problem, features: Features, options: &SolveOptions) ->
         );
     }
     let relaxed = solve_relaxed(problem, features, options, Relax { accuracy: true }, &[]);
+    let static_accuracy = budgets.as_ref().is_some_and(|b| b.accuracy_loss.iter().all(|l| l.is_finite()));
+    if features.accuracy_scaling && relaxed.is_ok() && static_accuracy {
+        return format!(
+            "the tasks cannot all stay within their static accuracy budgets (the allowed loss {:.3} split along \
+             each path, as Appendix B splits latency) within {} slices at {:.1} req/s {space}; T \
+             (task-graph-informed budgets) would lift them",
+            1.0 - problem.slo_accuracy,
+            problem.slices,
+            problem.demand_rps
+        );
+    }
     if features.accuracy_scaling && relaxed.is_ok() {
         return format!(
             "the accuracy SLO of {} cannot be met within {} slices at {:.1} req/s (less accurate variants would fit)",

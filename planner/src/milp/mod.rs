@@ -446,17 +446,26 @@ pub(crate) fn solve_relaxed(
         }
         model.add_constraint(constraint!(kind_slices <= f64::from(cap)));
     }
+    // Without T, each task within its static budgets (Appendix B): (bound, what must stay within it).
+    let mut within_budgets: Vec<(f64, Expression)> = Vec::new();
     if let Some(b) = &budgets {
         for t in 0..n {
             let mut task_slices = Expression::default();
             for (c, var) in cands.iter().zip(&v).filter(|(c, _)| problem.configs[c.config].task == t) {
                 task_slices.add_mul(problem.segments[problem.configs[c.config].segment].slices, var.m);
             }
-            model.add_constraint(constraint!(task_slices <= b.slices[t]));
+            within_budgets.push((b.slices[t], task_slices));
+            if !relax.accuracy && b.accuracy_loss[t].is_finite() {
+                within_budgets.push((b.accuracy_loss[t], loss[t].clone()));
+            }
         }
     }
-    // (9)–(13), linearised: 1 − Σ_t G_t ε_t ≥ SLO_a.
-    if !relax.accuracy {
+    for (bound, used) in &within_budgets {
+        model.add_constraint(constraint!(used.clone() <= *bound));
+    }
+    // (9)–(13), linearised: 1 − Σ_t G_t ε_t ≥ SLO_a, unless static per-task accuracy budgets stand for it.
+    let static_accuracy = budgets.as_ref().is_some_and(|b| b.accuracy_loss.iter().all(|l| l.is_finite()));
+    if !relax.accuracy && !static_accuracy {
         model.add_constraint(constraint!(accuracy.clone() >= problem.slo_accuracy));
     }
 
@@ -498,6 +507,7 @@ pub(crate) fn solve_relaxed(
     let start = start_values.filter(|start| {
         !optimal
             && evaluate(problem, &assignments_of(start)).is_feasible()
+            && within_budgets.iter().all(|(bound, used)| used.eval_with(start) <= bound + 1e-6)
             && found.as_ref().is_none_or(|f| objective_value.eval_with(start) > objective_value.eval_with(f) + 1e-9)
     });
     let Some(solution) = start.or(found) else { return Err(PlanError::TimeLimit(options.time_limit_s)) };
