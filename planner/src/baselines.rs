@@ -89,6 +89,11 @@ impl StaticBudgets {
         };
         Self { latency_ms, slices, accuracy_loss }
     }
+
+    /// Whether each task has its own accuracy budget, standing for the end-to-end accuracy SLO.
+    pub fn budgets_accuracy(&self) -> bool {
+        self.accuracy_loss.iter().all(|l| l.is_finite())
+    }
 }
 
 /// `total` split along each path in the ratio of `weight` (evenly where a path's weights are all 0), each task

@@ -104,7 +104,7 @@ pub fn explain(problem: &Problem, features: Features, options: &SolveOptions) ->
         );
     }
     let relaxed = solve_relaxed(problem, features, options, Relax { accuracy: true }, &[]);
-    let static_accuracy = budgets.as_ref().is_some_and(|b| b.accuracy_loss.iter().all(|l| l.is_finite()));
+    let static_accuracy = budgets.as_ref().is_some_and(StaticBudgets::budgets_accuracy);
     if features.accuracy_scaling && relaxed.is_ok() && static_accuracy {
         return format!(
             "the tasks cannot all stay within their static accuracy budgets (the allowed loss {:.3} split along \

@@ -464,7 +464,7 @@ pub(crate) fn solve_relaxed(
         model.add_constraint(constraint!(used.clone() <= *bound));
     }
     // (9)–(13), linearised: 1 − Σ_t G_t ε_t ≥ SLO_a, unless static per-task accuracy budgets stand for it.
-    let static_accuracy = budgets.as_ref().is_some_and(|b| b.accuracy_loss.iter().all(|l| l.is_finite()));
+    let static_accuracy = budgets.as_ref().is_some_and(StaticBudgets::budgets_accuracy);
     if !relax.accuracy && !static_accuracy {
         model.add_constraint(constraint!(accuracy.clone() >= problem.slo_accuracy));
     }
