@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use jig_app::deployment::Observations;
 use jig_planner::problem::Problem;
 use jig_planner::profile;
-use jig_planner::spec::{Features, PlanSpec};
+use jig_planner::spec::{Features, PlanSpec, SegmentKind, SegmentSpec};
 use jig_sim::apps::PaperApp;
 
 /// Where a planning problem comes from.
@@ -103,20 +103,37 @@ pub fn parse_features(s: &str) -> anyhow::Result<Features> {
     Ok(Features::parse(s)?)
 }
 
-fn load_problem(spec: &PlanSpec, profiles: &Path) -> anyhow::Result<Problem> {
+fn read_profiles(profiles: &Path) -> anyhow::Result<Vec<profile::ProfileRow>> {
     let text = std::fs::read_to_string(profiles).with_context(|| format!("cannot read {}", profiles.display()))?;
-    let rows = profile::from_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", profiles.display()))?;
-    let devices: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.device.as_str()).collect();
-    let source = format!("measured, {} ({})", profiles.display(), devices.into_iter().collect::<Vec<_>>().join(", "));
-    Ok(Problem::new(spec, &rows, &source)?)
+    profile::from_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", profiles.display()))
 }
 
-/// A paper app at `slices` and `demand`, with measured profiles when a table is given.
+fn load_problem(spec: &PlanSpec, profiles: &Path) -> anyhow::Result<Problem> {
+    problem_with(spec, &read_profiles(profiles)?, profiles)
+}
+
+fn problem_with(spec: &PlanSpec, rows: &[profile::ProfileRow], profiles: &Path) -> anyhow::Result<Problem> {
+    let devices: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.device.as_str()).collect();
+    let source = format!("measured, {} ({})", profiles.display(), devices.into_iter().collect::<Vec<_>>().join(", "));
+    Ok(Problem::new(spec, rows, &source)?)
+}
+
+/// A paper app at `slices` and `demand`, with measured profiles when a table is given: planned over the
+/// segment types the table measures (the analytic model's are MIG instances; a measured table may hold MPS
+/// shares).
 pub fn paper_problem(app: PaperApp, profiles: Option<&Path>, slices: u32, demand: f64) -> anyhow::Result<Problem> {
-    match profiles {
-        Some(path) => load_problem(&app.spec(slices, demand), path),
-        None => Ok(app.problem(slices, demand)?),
+    let Some(path) = profiles else { return Ok(app.problem(slices, demand)?) };
+    let rows = read_profiles(path)?;
+    let mut spec = app.spec(slices, demand);
+    let mut kinds: Vec<String> = Vec::new();
+    for row in &rows {
+        let kind = SegmentKind::parse(&row.segment).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if !kinds.contains(&kind.name()) {
+            kinds.push(kind.name());
+        }
     }
+    spec.segments = kinds.into_iter().map(|name| SegmentSpec { name, slices: None }).collect();
+    problem_with(&spec, &rows, path)
 }
 
 /// The planning problem of the bundle in `dir` as a deployment sees it: its profile table (or `profiles`),

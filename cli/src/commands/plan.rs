@@ -220,6 +220,16 @@ mod tests {
         assert!(each.to_string().contains("--mig-config"), "{each}");
     }
 
+    #[test]
+    fn a_paper_app_plans_over_the_segments_a_measured_table_holds() {
+        let table = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/evaluation/measured/traffic-h100-mps.csv");
+        let out = cli(&["--app", "traffic", "--demand", "2000", "--profiles", table]).unwrap();
+        assert!(out.contains("measured, ") && out.contains("mps:"), "MPS shares, as measured: {out}");
+        assert!(!out.contains("mig:"), "{out}");
+        let social = cli(&["--app", "social", "--demand", "20", "--profiles", table]).unwrap_err().to_string();
+        assert!(social.contains("classify"), "a task the table does not measure is named: {social}");
+    }
+
     /// `cargo test -p jig --release --bin jig -- --ignored --nocapture`
     #[test]
     #[ignore]
