@@ -32,7 +32,7 @@
 //! SLO by then, so a plan that cannot keep up shows its violations.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
 use jig_policy::{BatchPolicy, Queue, Request, Time as _, WeightedRoundRobin};
@@ -138,6 +138,21 @@ pub struct BinReport {
     pub p50_ms: f64,
     /// 99th percentile of the same, ms.
     pub p99_ms: f64,
+    /// The plan that ran: its instances by task, variant and segment type.
+    pub instances: Vec<Instances>,
+}
+
+/// Instances of one variant of a task on one segment type, in a bin's plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Instances {
+    /// The task.
+    pub task: String,
+    /// The model variant.
+    pub variant: String,
+    /// The segment type, e.g. `mig:1g.10gb:2`.
+    pub segment: String,
+    /// How many.
+    pub count: u32,
 }
 
 /// A simulated trace.
@@ -181,11 +196,13 @@ impl Simulation {
     /// The bins as CSV.
     pub fn to_csv(&self) -> String {
         let mut out = String::from(
-            "start_s,rate_rps,planned_rps,slices,replanned,solve_s,requests,violation_rate,accuracy_drop,p50_ms,p99_ms\n",
+            "start_s,rate_rps,planned_rps,slices,replanned,solve_s,requests,violation_rate,accuracy_drop,p50_ms,p99_ms,plan\n",
         );
         for b in &self.bins {
+            let plan: Vec<String> =
+                b.instances.iter().map(|i| format!("{}/{}/{}*{}", i.task, i.variant, i.segment, i.count)).collect();
             out.push_str(&format!(
-                "{},{:.3},{:.3},{},{},{:.3},{},{:.6},{:.6},{:.2},{:.2}\n",
+                "{},{:.3},{:.3},{},{},{:.3},{},{:.6},{:.6},{:.2},{:.2},{}\n",
                 b.start_s,
                 b.rate_rps,
                 b.planned_rps,
@@ -196,7 +213,8 @@ impl Simulation {
                 b.violation_rate,
                 b.accuracy_drop,
                 b.p50_ms,
-                b.p99_ms
+                b.p99_ms,
+                plan.join(" ")
             ));
         }
         out
@@ -274,6 +292,15 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             accuracy_drop: 1.0 - run.accuracy(problem),
             p50_ms: quantile(&run.latencies_ms, 0.50),
             p99_ms: quantile(&run.latencies_ms, 0.99),
+            instances: assignments
+                .iter()
+                .map(|a| Instances {
+                    task: problem.tasks[a.task].name.clone(),
+                    variant: problem.tasks[a.task].variants[a.variant].name.clone(),
+                    segment: problem.segments[a.segment].name.clone(),
+                    count: a.instances,
+                })
+                .collect(),
         });
     }
     latencies.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -363,6 +390,34 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
              violations;\nS+T and A+T exceed 10% violations and use over 2x its slices in at least one app; A+S reaches \
              6.7% violations and 33% more slices.\n",
         );
+    }
+    out
+}
+
+/// What a run's plans chose over the trace, as the paper's Figure 5 counts it: for each task, the share of its
+/// instances (summed over the bins) of each model variant and of each segment type, most used first.
+pub fn configurations(run: &Simulation) -> String {
+    let mut tasks: Vec<&str> = Vec::new();
+    let mut tally: BTreeMap<(&str, bool, &str), u64> = BTreeMap::new();
+    for i in run.bins.iter().flat_map(|b| &b.instances) {
+        if !tasks.contains(&i.task.as_str()) {
+            tasks.push(&i.task);
+        }
+        *tally.entry((i.task.as_str(), false, i.variant.as_str())).or_default() += u64::from(i.count);
+        *tally.entry((i.task.as_str(), true, i.segment.as_str())).or_default() += u64::from(i.count);
+    }
+    let mut out = format!("what {} chose over the trace (share of each task's instances, Figure 5):\n", run.features);
+    for task in tasks {
+        for segments in [false, true] {
+            let mut shares: Vec<(&str, u64)> =
+                tally.iter().filter(|((t, s, _), _)| *t == task && *s == segments).map(|(k, &n)| (k.2, n)).collect();
+            let total: u64 = shares.iter().map(|s| s.1).sum();
+            shares.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            let listed: Vec<String> =
+                shares.iter().map(|(name, n)| format!("{name} {:.0}%", 100.0 * *n as f64 / total as f64)).collect();
+            let what = if segments { "segments" } else { "variants" };
+            out.push_str(&format!("  {task:<10} {what:<9} {}\n", listed.join(", ")));
+        }
     }
     out
 }
@@ -1040,6 +1095,54 @@ impl<'a> Sim<'a> {
 mod tests {
     use super::*;
     use crate::apps::PaperApp;
+
+    #[test]
+    fn configurations_count_each_tasks_instances_over_the_bins() {
+        let instances = |task: &str, variant: &str, segment: &str, count| Instances {
+            task: task.into(),
+            variant: variant.into(),
+            segment: segment.into(),
+            count,
+        };
+        let bin = |plan: Vec<Instances>| BinReport {
+            start_s: 0.0,
+            rate_rps: 1.0,
+            planned_rps: 1.0,
+            slices: 0,
+            replanned: true,
+            solve_s: 0.0,
+            requests: 0,
+            sink_requests: 0.0,
+            violations: 0.0,
+            violation_rate: 0.0,
+            accuracy_drop: 0.0,
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+            instances: plan,
+        };
+        let run = Simulation {
+            app: "a".into(),
+            features: "A+S+T".into(),
+            slices_available: 28,
+            beta: 0.035,
+            bins: vec![
+                bin(vec![
+                    instances("detect", "yolov5l", "mig:1g.10gb:2", 3),
+                    instances("car", "b0", "mig:1g.10gb:1", 1),
+                ]),
+                bin(vec![instances("detect", "yolov5x", "mig:2g.20gb:1", 1)]),
+            ],
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+        };
+        let table = configurations(&run);
+        assert!(table.contains("detect     variants  yolov5l 75%, yolov5x 25%"), "{table}");
+        assert!(table.contains("detect     segments  mig:1g.10gb:2 75%, mig:2g.20gb:1 25%"), "{table}");
+        assert!(table.contains("car        variants  b0 100%"), "{table}");
+        assert!(
+            run.to_csv().lines().nth(1).unwrap().ends_with(",detect/yolov5l/mig:1g.10gb:2*3 car/b0/mig:1g.10gb:1*1")
+        );
+    }
 
     #[test]
     fn a_plan_at_its_demand_serves_within_the_slo_and_overload_violates() {

@@ -237,5 +237,10 @@ fn simulate_problem(
     if args.json {
         return Ok(serde_json::to_string_pretty(&runs)?);
     }
-    Ok(jig_sim::simulate::summary(&runs, &trace))
+    let mut out = jig_sim::simulate::summary(&runs, &trace);
+    if let Some(first) = runs.first() {
+        out.push('\n');
+        out.push_str(&jig_sim::simulate::configurations(first));
+    }
+    Ok(out)
 }
