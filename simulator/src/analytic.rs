@@ -18,8 +18,11 @@
 //!
 //! and the configuration exists only when `k · (context + weights + activations · b)` fits the instance's memory.
 //! Small instances waste less of the floor `u`, MPS hides the CPU share, larger batches amortise both: the
-//! shapes that make spatial partitioning pay in the paper. The constants are order-of-magnitude H100 figures
-//! scaled by each model's published GFLOPs; they are assumptions, not measurements.
+//! shapes that make spatial partitioning pay in the paper. One process alone measures t_fixed + w·u, t_item
+//! and w; [`crate::apps`] fits them to bare ONNX Runtime on MPS shares of an H100 for the CNNs and detectors
+//! (`docs/evaluation/measured`), and assumes them for GIT and TTS. The split of a batch's fixed time between
+//! CPU (t_fixed) and the GPU's floor (u), which only matters for several MPS processes, the MPS interference γ
+//! and the memory figures are assumptions: nothing measured co-running processes.
 
 use jig_planner::profile::ProfileRow;
 use jig_planner::spec::{MigProfile, SegmentKind};
