@@ -173,6 +173,8 @@ pub struct Simulation {
     pub p50_ms: f64,
     /// The whole trace's p99, ms (see `p50_ms`).
     pub p99_ms: f64,
+    /// Why the space serves no demand at all (it then runs no instances and refuses every request).
+    pub serves_nothing: Option<String>,
 }
 
 impl Simulation {
@@ -238,7 +240,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
     let mut latencies: Vec<(f64, f64)> = Vec::new();
     let mut observed: Vec<f64> = Vec::new();
     let slo_s = problem.slo_latency_ms / 1000.0;
-    let mut replanner = Replanner { problem, options, largest: None, last: Vec::new() };
+    let mut replanner = Replanner { problem, options, largest: None, last: Vec::new(), serves_nothing: None };
     let fixed = options.fixed_demand.map(|demand| replanner.plan(demand)).transpose()?;
     // The plan running (under a controller) and the share of the last bin's sink requests that violated.
     let mut running: Option<(Vec<Assignment>, f64, bool)> = None;
@@ -320,6 +322,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         bins,
         p50_ms: weighted(0.50).map_or(0.0, |l| l.0),
         p99_ms: weighted(0.99).map_or(0.0, |l| l.0),
+        serves_nothing: replanner.serves_nothing,
     })
 }
 
@@ -382,6 +385,11 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
             fallbacks,
             solve
         ));
+    }
+    for run in runs {
+        if let Some(why) = &run.serves_nothing {
+            out.push_str(&format!("{} serves no demand (every request refused): {why}\n", run.features));
+        }
     }
     let paper_app = crate::apps::PaperApp::ALL.iter().any(|a| a.name() == first.app);
     if paper_app {
@@ -492,6 +500,8 @@ struct Replanner<'a> {
     largest: Option<(Vec<Assignment>, f64)>,
     /// The last plan that met its demand: the next solve starts from it, as the controller's re-plans do.
     last: Vec<Assignment>,
+    /// Why the space serves no demand at all, once a fallback found that.
+    serves_nothing: Option<String>,
 }
 
 impl Replanner<'_> {
@@ -506,14 +516,15 @@ impl Replanner<'_> {
             }
             Err(PlanError::Infeasible(_) | PlanError::TimeLimit(_)) => {
                 if self.largest.is_none() {
-                    let max = max_demand(problem, options.features, 0.01, options.solve.time_limit_s)?.demand_rps;
-                    if max <= 0.0 {
-                        return Err(PlanError::Input(format!(
-                            "app `{}` cannot serve any demand in the {} configuration space",
-                            problem.app, options.features
-                        )));
-                    }
-                    self.largest = Some((solve(&at(max), options.features, &options.solve)?.assignments, max));
+                    let found = max_demand(problem, options.features, 0.01, options.solve.time_limit_s)?;
+                    let max = found.demand_rps;
+                    // A space that serves nothing runs no instances, and every request is refused.
+                    self.largest = Some(if max <= 0.0 {
+                        self.serves_nothing = Some(found.why_none.unwrap_or_else(|| "no plan at any demand".into()));
+                        (Vec::new(), 0.0)
+                    } else {
+                        (solve(&at(max), options.features, &options.solve)?.assignments, max)
+                    });
                 }
                 let (assignments, max) = self.largest.clone().expect("just set");
                 Ok((assignments, max, false))
@@ -1134,6 +1145,7 @@ mod tests {
             ],
             p50_ms: 0.0,
             p99_ms: 0.0,
+            serves_nothing: None,
         };
         let table = configurations(&run);
         assert!(table.contains("detect     variants  yolov5l 75%, yolov5x 25%"), "{table}");
@@ -1267,6 +1279,18 @@ mod tests {
         let sim = simulate(&problem, &trace, &fixed).unwrap();
         assert!(sim.bins.iter().all(|b| b.slices == sim.bins[0].slices && b.planned_rps == 52.5));
         assert!(sim.bins[7].violation_rate > 0.5, "{:?}", sim.bins[7]);
+    }
+
+    #[test]
+    fn a_space_that_serves_nothing_refuses_every_request_and_says_why() {
+        // Three tasks cannot share one slice.
+        let problem = PaperApp::ArAssistant.problem(1, 1.0).unwrap();
+        let trace = Trace { bin_s: 300.0, rates: vec![5.0, 5.0] };
+        let sim = simulate(&problem, &trace, &SimOptions { sample_requests: 100, ..SimOptions::default() }).unwrap();
+        assert!(sim.bins.iter().all(|b| b.slices == 0 && !b.replanned && b.violation_rate == 1.0), "{:?}", sim.bins);
+        let why = sim.serves_nothing.as_deref().expect("a reason");
+        assert!(why.contains("slice"), "{why}");
+        assert!(summary(&[sim], &trace).contains("A+S+T serves no demand (every request refused): "));
     }
 
     #[test]
