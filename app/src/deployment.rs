@@ -240,6 +240,8 @@ pub struct Capacity {
 pub struct GpuCapacity {
     /// The GPU's index, as `nvidia-smi` numbers it.
     pub index: u32,
+    /// Its product name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub name: String,
     /// Percent of its SMs free for `mps:` shares; 0 on a GPU in MIG mode, whose MIG instances serve instead.
     pub mps_percent: u32,
     /// Its existing MIG instances that no app holds: the profile and the instance's position among the
@@ -266,7 +268,12 @@ impl Capacity {
                         (profile, *nth - 1)
                     })
                     .collect();
-                GpuCapacity { index: g.index, mps_percent: if g.mig_enabled { 0 } else { 100 }, mig }
+                GpuCapacity {
+                    index: g.index,
+                    name: g.name.clone(),
+                    mps_percent: if g.mig_enabled { 0 } else { 100 },
+                    mig,
+                }
             })
             .collect();
         Capacity { cores: devices.cpu_cores.iter().take(cores as usize).map(|&c| c as u32).collect(), gpus }
@@ -494,10 +501,10 @@ pub fn problem(
         let hint = if missing.is_empty() {
             "profile one with `jig profile --segment`".to_string()
         } else if mig {
-            format!(
-                "it measures {measured}; MIG instances must exist before they serve: create them with \
-                 nvidia-mig-parted (`jig plan BUNDLE --mig-config FILE` writes a layout)"
-            )
+            let create = unknown_mig_gpu(capacity).unwrap_or_else(|| {
+                "create them with nvidia-mig-parted (`jig plan BUNDLE --mig-config FILE` writes a layout)".into()
+            });
+            format!("it measures {measured}; MIG instances must exist before they serve: {create}")
         } else {
             format!("it measures {measured}; give the gateway those devices (`jig up --gpus`) or free them")
         };
@@ -664,12 +671,27 @@ fn capacity_rps(plan: &jig_planner::Plan) -> f64 {
     if headroom.is_finite() { plan.demand_rps * headroom } else { 0.0 }
 }
 
+/// A GPU of the machine whose MIG profiles and layouts jig does not know, named, with what to do.
+fn unknown_mig_gpu(capacity: &Capacity) -> Option<String> {
+    let gpu = capacity.gpus.iter().find(|g| !jig_policy::mig::has_layouts(&g.name))?;
+    Some(format!(
+        "GPU {} is an {}, whose MIG profiles jig does not know (it knows {}): create the instances with \
+         `nvidia-smi mig -cgi` or the GPU operator, and profile them",
+        gpu.index,
+        gpu.name,
+        jig_policy::mig::GPUS_WITH_LAYOUTS
+    ))
+}
+
 /// Which MIG instances `plan` needs that the machine lacks, and the `nvidia-mig-parted` config that would
 /// provide them (the plan's GPUs numbered from 0, as the machine's).
 fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
     let present: Vec<(u32, String)> =
         capacity.gpus.iter().flat_map(|g| g.mig.iter().map(move |(p, _)| (g.index, p.to_string()))).collect();
     let missing: Vec<String> = missing_instances(&plan.placement, &present).iter().map(|m| m.to_string()).collect();
+    if let Some(unknown) = unknown_mig_gpu(capacity) {
+        return format!("; {}. {unknown}", missing.join("; "));
+    }
     match mig_parted_config(&plan.placement, &config_name(app)) {
         Ok(yaml) => format!(
             "; {}. This nvidia-mig-parted config provides the layout (`jig plan --mig-config` writes it):\n{yaml}",
@@ -834,6 +856,24 @@ mod tests {
         assert!(matches!(error, PlanningError::DoesNotFit { needed: 2, placed: 1, .. }), "{text}");
         assert!(text.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{text}");
         assert!(text.contains("\"1g.10gb\": 2"), "the config provides both: {text}");
+    }
+
+    #[test]
+    fn a_gpu_without_a_layout_table_is_named_with_the_ones_jig_knows() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle(dir.path(), &[("mig:0:1g.10gb:1", 4, 40.0, 20.0)]);
+        let a100_40 = Devices::from_nvidia_smi(
+            (0..8).collect(),
+            "0, NVIDIA A100-SXM4-40GB, GPU-cccc, 40960, Enabled\n",
+            "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-cccc)\n",
+        );
+        let capacity = Capacity::of(&a100_40, 8, None);
+        let error =
+            plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &Observations::default())
+                .unwrap_err()
+                .to_string();
+        assert!(error.contains("GPU 0 is an NVIDIA A100-SXM4-40GB, whose MIG profiles jig does not know"), "{error}");
+        assert!(error.contains("the 80 GB H100 and A100") && !error.contains("--mig-config"), "{error}");
     }
 
     fn observed(p95_ms: f64, batches: u64) -> ObservedLatency {

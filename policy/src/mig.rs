@@ -108,6 +108,15 @@ impl Layout {
     }
 }
 
+/// The GPU models whose MIG profiles and layouts jig knows ([`MigProfile`], [`layouts`]).
+pub const GPUS_WITH_LAYOUTS: &str = "the 80 GB H100 and A100";
+
+/// Whether jig knows the MIG profiles and layouts of the GPU `nvidia-smi` names `name` (e.g. `NVIDIA H100
+/// 80GB HBM3`): the 80 GB H100 and A100. Others (an A100 40GB, an H200, an H100 NVL) have other profiles.
+pub fn has_layouts(name: &str) -> bool {
+    (name.contains("H100") || name.contains("A100")) && name.contains("80GB")
+}
+
 /// Every valid layout of an 80 GB H100 (and A100), one per combination of profiles (77 of them; a combination
 /// that fits has one placement listed), in a fixed order.
 pub fn layouts() -> &'static [Layout] {
@@ -185,6 +194,10 @@ mod tests {
     fn layouts_are_every_combination_that_fits_and_are_priced_at_most_a_gpu() {
         let all = layouts();
         assert_eq!(all.len(), 77);
+        assert!(has_layouts("NVIDIA H100 80GB HBM3") && has_layouts("NVIDIA A100-SXM4-80GB"));
+        assert!(
+            !has_layouts("NVIDIA A100-SXM4-40GB") && !has_layouts("NVIDIA H200") && !has_layouts("NVIDIA H100 NVL")
+        );
         for l in all {
             let mut slots = [false; 8];
             for &(p, start) in &l.instances {
