@@ -351,7 +351,7 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
         trace.peak()
     );
     out.push_str(&format!(
-        "{:<8} {:>8} {:>9} {:>11} {:>9} {:>9}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8}\n",
+        "{:<13} {:>8} {:>9} {:>11} {:>9} {:>9}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8}\n",
         "space",
         "slices",
         "acc drop",
@@ -371,7 +371,7 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
         let fallbacks = run.bins.iter().filter(|b| !b.replanned).count();
         let solve = run.bins.iter().map(|b| b.solve_s).sum::<f64>() / run.bins.len().max(1) as f64;
         out.push_str(&format!(
-            "{:<8} {:>8} {:>9} {:>11} {:>9.1} {:>9.1}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8.2}\n",
+            "{:<13} {:>8} {:>9} {:>11} {:>9.1} {:>9.1}   {:>13} {:>11}   {:>14} {:>12}   {:>10} {:>8.2}\n",
             run.features,
             pct(run.mean_slices() / f64::from(run.slices_available.max(1))),
             pct(run.accuracy_drop()),
