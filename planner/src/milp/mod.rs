@@ -449,14 +449,14 @@ pub(crate) fn solve_relaxed(
     // Without T, each task within its static budgets (Appendix B): (bound, what must stay within it).
     let mut within_budgets: Vec<(f64, Expression)> = Vec::new();
     if let Some(b) = &budgets {
-        for t in 0..n {
+        for (t, task_loss) in loss.iter().enumerate() {
             let mut task_slices = Expression::default();
             for (c, var) in cands.iter().zip(&v).filter(|(c, _)| problem.configs[c.config].task == t) {
                 task_slices.add_mul(problem.segments[problem.configs[c.config].segment].slices, var.m);
             }
             within_budgets.push((b.slices[t], task_slices));
             if !relax.accuracy && b.accuracy_loss[t].is_finite() {
-                within_budgets.push((b.accuracy_loss[t], loss[t].clone()));
+                within_budgets.push((b.accuracy_loss[t], task_loss.clone()));
             }
         }
     }
