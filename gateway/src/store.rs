@@ -4,6 +4,7 @@
 //! STATE/bundles/<sha256>/   an uploaded bundle, unpacked; named by the SHA-256 of its packed bytes
 //! STATE/apps/<app>.json     a deployed app: its bundle's hash and its plan (an `AppRecord`)
 //! STATE/tmp/                uploads being unpacked
+//! STATE/lock                held locked by the one gateway using the directory; names its process
 //! ```
 //!
 //! Every write is atomic and durable: files are written under a temporary name, synced, renamed into place
@@ -32,16 +33,22 @@ pub struct AppRecord {
     pub demand_windows: Vec<f64>,
 }
 
-/// A state directory.
+/// A state directory, held by this process until the last clone is dropped.
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    /// `STATE/lock`, locked: two gateways on one directory would each clear the other's uploads and
+    /// overwrite its records.
+    _lock: std::sync::Arc<std::fs::File>,
 }
 
 impl Store {
-    /// Open (creating if needed) the state directory at `root`, clearing unfinished uploads.
+    /// Open (creating if needed) the state directory at `root`, clearing unfinished uploads. Fails when another
+    /// process holds it.
     pub fn open(root: &Path) -> anyhow::Result<Store> {
-        let store = Store { root: root.to_path_buf() };
+        std::fs::create_dir_all(root)
+            .map_err(|e| anyhow::anyhow!("cannot create the state directory {}: {e}", root.display()))?;
+        let store = Store { root: root.to_path_buf(), _lock: std::sync::Arc::new(lock(root)?) };
         for dir in [store.bundles(), store.apps(), store.tmp()] {
             std::fs::create_dir_all(&dir)
                 .map_err(|e| anyhow::anyhow!("cannot create the state directory {}: {e}", dir.display()))?;
@@ -197,6 +204,39 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// Lock `root/lock` for this process and write its pid there, or say which process holds it.
+fn lock(root: &Path) -> anyhow::Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    let path = root.join("lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {
+            file.set_len(0)?;
+            file.rewind()?;
+            write!(file, "{}", std::process::id())?;
+            Ok(file)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let who = if holder.is_empty() { "another process".to_string() } else { format!("process {holder}") };
+            anyhow::bail!(
+                "the state directory {} is in use by {who} (another jig gateway?): stop it, or give this one \
+                 another --state-dir",
+                root.display()
+            )
+        }
+        Err(std::fs::TryLockError::Error(e)) => anyhow::bail!("cannot lock {}: {e}", path.display()),
+    }
+}
+
 /// Sync a directory and every directory below it (the files in it are synced as they are written).
 fn sync_tree(dir: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
@@ -206,4 +246,23 @@ fn sync_tree(dir: &Path) -> std::io::Result<()> {
         }
     }
     sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_gateway_holds_a_state_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Store::open(dir.path()).unwrap();
+        let held = first.clone();
+        drop(first);
+        // The lock belongs to the open file, so even a second open in this process is refused.
+        let error = Store::open(dir.path()).unwrap_err().to_string();
+        assert!(error.contains(&format!("is in use by process {}", std::process::id())), "{error}");
+        assert!(error.contains("another --state-dir"), "{error}");
+        drop(held);
+        Store::open(dir.path()).expect("free once the last clone is dropped");
+    }
 }
