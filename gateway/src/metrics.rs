@@ -107,6 +107,7 @@ pub struct Metrics {
     cpu_cores: Family<StateLabels, Gauge>,
     gpu_mps_free: Family<GpuLabels, Gauge>,
     gpu_mig_instances: Family<GpuStateLabels, Gauge>,
+    apps: Apps,
 }
 
 impl Metrics {
@@ -137,7 +138,7 @@ impl Metrics {
         registry.register("gpu_mps_free_percent", "Percent of a GPU's SMs no MPS share holds", gpu_mps_free.clone());
         registry.register("gpu_mig_instances", "A GPU's MIG instances, free or held", gpu_mig_instances.clone());
         registry.register("task_duration_seconds", "Glue invocation latency", task_duration.clone());
-        registry.register_collector(Box::new(InstanceCollector { apps }));
+        registry.register_collector(Box::new(InstanceCollector { apps: apps.clone() }));
         Metrics {
             registry: Arc::new(registry),
             requests,
@@ -150,6 +151,7 @@ impl Metrics {
             cpu_cores,
             gpu_mps_free,
             gpu_mig_instances,
+            apps,
         }
     }
 
@@ -187,8 +189,16 @@ impl Metrics {
         }
     }
 
-    /// The text exposition of every metric.
+    /// The text exposition of every metric. Every deployed app's violation and early-drop counters and
+    /// in-flight gauge show from its deployment, at 0 until something happens, so that rates over them are
+    /// defined.
     pub fn encode(&self) -> String {
+        for app in self.apps.read().unwrap_or_else(|p| p.into_inner()).keys() {
+            let labels = AppLabels { app: app.clone() };
+            drop(self.slo_violations.get_or_create(&labels));
+            drop(self.early_drops.get_or_create(&labels));
+            drop(self.in_flight.get_or_create(&labels));
+        }
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);

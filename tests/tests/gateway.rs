@@ -151,6 +151,10 @@ fn a_model_slot_is_served_and_reported_in_metrics() {
     assert_eq!(result[0]["shape"], serde_json::json!([2, 16]));
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains("jig_instance_rows_total{app=\"classify\",slot=\"classifier\""), "{metrics}");
+    // Counters the README lists show at 0 before anything is dropped or late.
+    for zero in ["jig_early_drops_total{app=\"classify\"} 0", "jig_slo_violations_total{app=\"classify\"} 0"] {
+        assert!(metrics.contains(zero), "{zero} in {metrics}");
+    }
 
     // `jig bench` reports the run and what served it: the default deployment holds this machine's cores.
     let input = dir.path().join("payload.json");
