@@ -251,7 +251,9 @@ fn the_control_api_needs_the_token() {
 
     let refused = deploy(&gateway, dir.path(), &[]);
     assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs a token"));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("needs a token"), "{said}");
+    assert!(!said.contains("uploaded"), "refused before the bundle is uploaded: {said}");
     let wrong = gateway.http("GET", "/v1/apps", &[("authorization", "Bearer nope")], b"");
     assert_eq!(wrong.status, 401);
     assert!(wrong.text().contains("wrong token"));

@@ -3,11 +3,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bytes::Bytes;
 use hyper::Method;
 use jig_api::AppStatus;
 
 use crate::commands::status::print_status;
-use crate::gateway::{GatewayArgs, bytes, call_with_progress, failed, print_body};
+use crate::gateway::{GatewayArgs, bytes, call, call_with_progress, failed, print_body};
 
 #[derive(clap::Args, Debug)]
 pub struct DeployCommand {
@@ -26,6 +27,10 @@ impl DeployCommand {
 
 fn deploy(args: DeployCommand) -> anyhow::Result<ExitCode> {
     let archive = jig_manifest::pack(&args.bundle)?;
+    // Ask the gateway first whether it takes this token (or any), so a refusal comes before the upload.
+    if let Err(failure) = call(&args.target, Method::GET, "/v1/apps", &[], Bytes::new())? {
+        return Ok(failed(failure));
+    }
     let total = archive.len() as u64;
     eprintln!("deploy: packed {} ({})", args.bundle.display(), bytes(total));
     let mut last = 0u64;
