@@ -526,7 +526,15 @@ pub const MAX_ENTRIES: usize = 10_000;
 /// that are not plain files or directories, paths that leave the bundle, more than `max_bytes` in all and
 /// more than [`MAX_ENTRIES`] entries.
 pub fn unpack(archive: &[u8], dest: &Path, max_bytes: u64) -> Result<Bundle> {
-    let io = |what: &str, e: std::io::Error| invalid(format!("the uploaded bundle {what}: {e}"));
+    // The tar reader's messages may quote the input's bytes: keep them only when they are plain text.
+    let io = |what: &str, e: std::io::Error| {
+        let detail = e.to_string();
+        if detail.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
+            invalid(format!("the uploaded bundle {what}: {detail}"))
+        } else {
+            invalid(format!("the uploaded bundle {what} (send the tar archive `jig deploy` makes)"))
+        }
+    };
     std::fs::create_dir(dest).map_err(|e| io("cannot be stored", e))?;
     let mut entries = tar::Archive::new(archive);
     let mut total = 0u64;
@@ -537,7 +545,7 @@ pub fn unpack(archive: &[u8], dest: &Path, max_bytes: u64) -> Result<Bundle> {
         let mut entry = entry.map_err(|e| io("is truncated or not a tar archive", e))?;
         let path = entry.path().map_err(|e| io("has an unreadable path", e))?.into_owned();
         if !is_inside(&path) {
-            return Err(invalid(format!("the uploaded bundle holds {}, which leaves the bundle", path.display())));
+            return Err(invalid(format!("the uploaded bundle holds {path:?}, which leaves the bundle")));
         }
         let target = dest.join(&path);
         match entry.header().entry_type() {
@@ -622,6 +630,17 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let error = unpack(&archive.into_inner().unwrap(), &out.path().join("b"), 1 << 30).unwrap_err().0;
         assert!(error.contains("more than 10000 entries"), "{error}");
+    }
+
+    #[test]
+    fn an_archive_of_junk_is_refused_without_its_bytes() {
+        // A tar header block whose size field holds bytes that are not text: the tar reader quotes them.
+        let mut junk = vec![0xffu8; 1024];
+        junk[..5].copy_from_slice(b"name\0");
+        let out = tempfile::tempdir().unwrap();
+        let error = unpack(&junk, &out.path().join("b"), 1 << 20).unwrap_err().0;
+        assert!(error.starts_with("the uploaded bundle is truncated or not a tar archive"), "{error}");
+        assert!(error.chars().all(|c| c.is_ascii() && !c.is_ascii_control()), "no input bytes echoed: {error:?}");
     }
 
     #[test]
