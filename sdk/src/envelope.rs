@@ -38,19 +38,30 @@ impl<M: Serialize> Envelope<M> {
     }
 }
 
+/// What a caller whose input is not an envelope should do instead.
+const SEND_AN_ENVELOPE: &str = "this function takes a body with JSON metadata: send it with `jig invoke APP INPUT --meta JSON` (or `jig run \
+     … --meta JSON`)";
+
 impl<M: DeserializeOwned> Envelope<M> {
     /// Parse framed bytes; the body keeps the payload's allocation.
     pub fn decode(mut bytes: Vec<u8>) -> Result<Self> {
         let total = bytes.len();
-        let trailer = total
-            .checked_sub(4)
-            .ok_or_else(|| Error::invalid_input("envelope shorter than its 4-byte metadata length"))?;
+        let trailer = total.checked_sub(4).ok_or_else(|| {
+            Error::invalid_input(format!(
+                "the input is not an envelope ({total} bytes, shorter than its 4-byte metadata length); \
+                 {SEND_AN_ENVELOPE}"
+            ))
+        })?;
         let meta_len = u32::from_le_bytes(bytes[trailer..].try_into().expect("4 bytes")) as usize;
         let meta_start = trailer.checked_sub(meta_len).ok_or_else(|| {
-            Error::invalid_input(format!("envelope metadata length {meta_len} runs past the payload's {total} bytes"))
+            Error::invalid_input(format!(
+                "the input is not an envelope (its metadata length, {meta_len}, runs past its {total} bytes); \
+                 {SEND_AN_ENVELOPE}"
+            ))
         })?;
-        let meta = serde_json::from_slice(&bytes[meta_start..trailer])
-            .map_err(|e| Error::invalid_input(format!("envelope metadata: {e}")))?;
+        let meta = serde_json::from_slice(&bytes[meta_start..trailer]).map_err(|e| {
+            Error::invalid_input(format!("the input's envelope metadata is not the JSON expected: {e}"))
+        })?;
         bytes.truncate(meta_start);
         Ok(Envelope { meta, body: bytes })
     }
@@ -69,7 +80,8 @@ mod tests {
         let mut overlong = bytes.clone();
         let n = overlong.len();
         overlong[n - 4..].copy_from_slice(&1000u32.to_le_bytes());
-        assert!(Envelope::<serde_json::Value>::decode(overlong).is_err());
+        let error = Envelope::<serde_json::Value>::decode(overlong).unwrap_err().to_string();
+        assert!(error.contains("not an envelope") && error.contains("--meta JSON"), "{error}");
         assert!(Envelope::<serde_json::Value>::decode(bytes[..n - 1].to_vec()).is_err());
         assert!(Envelope::<serde_json::Value>::decode(vec![1, 0]).is_err());
         assert!(Envelope::<serde_json::Value>::decode(vec![0, 0, 0, 0]).is_err(), "empty metadata is not JSON");
