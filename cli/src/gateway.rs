@@ -21,7 +21,7 @@ pub struct GatewayArgs {
     /// The gateway's bearer token, if it has one.
     #[arg(long, env = "JIG_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
-    /// Print the gateway's JSON answer instead of a summary.
+    /// Print JSON instead of a summary: the gateway's answer, or `jig bench`'s report.
     #[arg(long, global = true)]
     pub json: bool,
 }

@@ -214,6 +214,12 @@ fn trace_writes_a_day_and_bench_names_the_bad_line_of_a_trace() {
     assert!((trace.peak() - 10.0).abs() < 0.01);
 
     let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("day.csv");
+    let output = run(jig().args(["trace", "--peak", "10", "--bins", "24", "-o"]).arg(&file), b"");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && said.contains("trace: wrote 24 bins, peak 10 req/s, to "), "{said}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), csv);
+
     let bad = dir.path().join("bad.csv");
     std::fs::write(&bad, "start_s,rps\n0,1\n300,lots\n").unwrap();
     let output = run(jig().args(["bench", "app", "input.bin", "--trace"]).arg(&bad), b"");

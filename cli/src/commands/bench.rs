@@ -12,7 +12,7 @@ use crate::gateway::{Failure, GatewayArgs, app_name, block_on, call, failed};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchCommand {
-    /// The app.
+    /// The deployed app's name, as `jig deploy` printed it.
     app: String,
     /// Request payloads (files), sent in turn.
     #[arg(required = true)]

@@ -10,7 +10,7 @@ use crate::gateway::{GatewayArgs, app_name, call, failed, print_body};
 /// Remove a deployed app.
 #[derive(clap::Args, Debug)]
 pub struct DeleteCommand {
-    /// The app.
+    /// The deployed app's name, as `jig deploy` printed it.
     app: String,
     #[command(flatten)]
     target: GatewayArgs,

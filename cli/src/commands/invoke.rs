@@ -12,7 +12,7 @@ use crate::gateway::{GatewayArgs, app_name, bytes, call, failed, print_body};
 
 #[derive(clap::Args, Debug)]
 pub struct InvokeCommand {
-    /// The app.
+    /// The deployed app's name, as `jig deploy` printed it.
     app: String,
     /// The payload: a file, or `-` (the default) for standard input.
     #[arg(default_value = "-")]

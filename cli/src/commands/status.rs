@@ -13,7 +13,7 @@ use crate::gateway::{GatewayArgs, app_name, call, failed, print_body};
 /// without an app, the devices the gateway's model instances may use and what no app holds.
 #[derive(clap::Args, Debug)]
 pub struct StatusCommand {
-    /// The app.
+    /// The deployed app's name (as `jig deploy` printed it); without it, the machine's devices.
     app: Option<String>,
     #[command(flatten)]
     target: GatewayArgs,

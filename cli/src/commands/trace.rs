@@ -34,7 +34,10 @@ fn trace(args: TraceCommand) -> anyhow::Result<ExitCode> {
     }
     let csv = jig_sim::trace::Trace::diurnal(args.peak, args.bins, args.seed).to_csv();
     match &args.output {
-        Some(path) => std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?,
+        Some(path) => {
+            std::fs::write(path, csv).with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("trace: wrote {} bins, peak {} req/s, to {}", args.bins, args.peak, path.display());
+        }
         None => print!("{csv}"),
     }
     Ok(ExitCode::SUCCESS)

@@ -11,10 +11,10 @@ use jig_gateway::{Gateway, GatewayConfig};
 
 #[derive(clap::Args, Debug)]
 pub struct UpCommand {
-    /// The gateway's settings (TOML; see `jig_gateway::GatewayConfig`); flags override it.
+    /// The gateway's settings, a TOML file (its keys are in the README's `jig up` section); flags override it.
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
-    /// Address to listen on, e.g. 127.0.0.1:8080 (port 0 picks a free port).
+    /// Address to listen on (port 0 picks a free port). Default: the config's `listen`, else 127.0.0.1:8080.
     #[arg(long)]
     listen: Option<SocketAddr>,
     /// The state directory: deployed bundles and apps. Default: $XDG_DATA_HOME/jig or ~/.local/share/jig.
