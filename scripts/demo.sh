@@ -45,4 +45,5 @@ echo
 echo "Each sign's speech is in $out/<sign>/<n>-speak.wav, the crops in $out/."
 echo "The gateway keeps the apps in $out/state: restart it with"
 echo "  $jig up --state-dir $out/state"
-echo "and invoke again without redeploying."
+echo "and invoke again without redeploying. To call it \`jig\` as the README does:"
+echo "  export PATH=\"$PWD/target/release:\$PATH\""
