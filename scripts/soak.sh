@@ -2,7 +2,9 @@
 # Soak under overload: the sign reader on this machine at FACTOR× (2 by default) its plan's capacity for
 # DURATION seconds (600 by default) with `jig bench` (open-loop Poisson load on loopback), the gateway's resident
 # memory sampled every 15 s into out/soak/rss.csv; then, 5 s after the load stops, 10 s at half the capacity to
-# show that the gateway serves normally again. Bounded in time and to loopback.
+# show that the gateway serves normally again; then REDEPLOYS (8) redeploys of the app, each serving 5 s at half
+# capacity, with the memory after each in out/soak/redeploys.csv (re-plans and redeploys load the app anew: the
+# old deployment's memory must go back). Bounded in time and to loopback.
 #
 # Usage: [FACTOR=2] [DURATION=600] scripts/soak.sh [JIG]   (after `make build examples`)
 set -euo pipefail
@@ -34,6 +36,12 @@ sleep 5
 after=$(python3 -c "print(round($capacity / 2, 2))")
 "$jig" bench sign-reader .jig/samples/*.png --rate "$after" --duration 10 --json > "$out/after.json" 2>/dev/null
 echo "$(( $(date +%s) - started )),$(rss_mb)" >> "$out/rss.csv"
+echo "deploy,rss_mb" > "$out/redeploys.csv"
+for i in $(seq "${REDEPLOYS:-8}"); do
+    "$jig" deploy examples/sign-reader >/dev/null
+    "$jig" bench sign-reader .jig/samples/*.png --rate "$after" --duration 5 --json >/dev/null 2>&1
+    echo "$i,$(rss_mb)" >> "$out/redeploys.csv"
+done
 python3 - "$out" "$duration" <<'PY'
 import csv, json, sys
 out, duration = sys.argv[1], float(sys.argv[2])
@@ -45,4 +53,6 @@ print(f"gateway RSS: {rss[0]} MB after deploy; during the soak {min(rss[1:-1])}-
       f"last minute {rss[-6:-1]}; after {rss[-1]} MB")
 print(f"after the load stopped, 10 s at half capacity: {after['sent']} sent, violations "
       f"{after['violation_rate'] * 100:.1f}%, p50 {after['p50_ms']:.0f} ms, p99 {after['p99_ms']:.0f} ms")
+redeploys = [int(r["rss_mb"]) for r in csv.DictReader(open(f"{out}/redeploys.csv"))]
+print(f"gateway RSS after each of {len(redeploys)} redeploys: {redeploys} MB")
 PY

@@ -243,6 +243,7 @@ impl Instance {
                     let policy =
                         BatchPolicy { max_batch: if batchable { config.policy.max_batch } else { 1 }, ..config.policy };
                     Batcher { config, stats, executor, jobs, queue: Queue::new(policy) }.run();
+                    release_freed_memory();
                 })
                 .map_err(|e| start_error(e.to_string()))?;
         }
@@ -291,6 +292,16 @@ impl Instance {
             return Err(InstanceError::Stopped { instance: instance() });
         }
         answer.await.unwrap_or_else(|_| Err(InstanceError::Stopped { instance: instance() }))
+    }
+}
+
+/// Hand the memory a stopped instance freed (its session, its buffers) back to the OS. glibc keeps freed
+/// memory in its arenas, so a gateway that re-plans or redeploys would otherwise keep each old deployment's.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of the allocator's arenas to the OS.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

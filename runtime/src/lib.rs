@@ -58,6 +58,11 @@ pub struct RuntimeConfig {
     /// no page faults: 8 MiB covers a 1920×1080 RGB frame's worth of guest heap. Costs up to this much
     /// resident memory per instance slot ever used at once.
     pub memory_keep_resident: usize,
+    /// Idle instance slots that keep their resident memory for the next invocation of the same function. A
+    /// slot stays tied to the function it last ran, and a re-plan or redeploy loads the functions anew, so
+    /// without this bound every deploy would leave its slots resident (up to wasmtime's default of 100 of
+    /// them, about a gigabyte). Beyond it, a new invocation takes over the least recently used idle slot.
+    pub max_idle_slots: u32,
     /// How often a running guest is checked against its deadline (and yields to the async executor).
     pub epoch_tick: Duration,
 }
@@ -69,6 +74,7 @@ impl Default for RuntimeConfig {
             max_invocations: 1000,
             max_memory: 4 << 30,
             memory_keep_resident: 8 << 20,
+            max_idle_slots: 16,
             epoch_tick: Duration::from_millis(1),
         }
     }
@@ -285,6 +291,7 @@ fn build_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
         .max_tables_per_component(4)
         .max_memory_size(config.max_memory)
         .linear_memory_keep_resident(config.memory_keep_resident)
+        .max_unused_warm_slots(config.max_idle_slots)
         .table_keep_resident(64 << 10)
         // Reset only the pages an instance dirtied (Linux ≥ 6.7; elsewhere the first `keep_resident` bytes).
         .pagemap_scan(wasmtime::Enabled::Auto);
