@@ -372,7 +372,13 @@ pub(crate) fn solve_relaxed(
         let mut values: HashMap<Variable, f64> = every_variable.iter().map(|&var| (var, 0.0)).collect();
         values.extend(start.iter().copied());
         start_values = Some(values);
-        model = model.with_initial_solution(start);
+        // From a start, HiGHS's restarts (presolving again once the root fixes columns) and its RENS sub-MIPs
+        // repeat work the start already spares it: without them the paper apps' re-plans at 28 slices take a
+        // third of the time for AR and no longer for traffic, with the same plans (BENCHMARKS.md, "Re-plans").
+        model = model
+            .with_initial_solution(start)
+            .set_option("mip_allow_restart", false)
+            .set_option("mip_heuristic_run_rens", false);
     }
 
     // (1), (2), capacity of (6).
