@@ -1,6 +1,7 @@
 """Measure the accuracy of each model variant of the sign reader on the labelled evaluation set.
 
     python3 scripts/eval_sign_reader.py [--jig target/release/jig] [--slot det|rec|voice]... [--write]
+    python3 scripts/eval_sign_reader.py --set photos [--reference] [--slot det|rec]...
 
 Starts `jig up` on a free loopback port with a scratch state directory. For each variant of the `det` and
 `rec` slots it deploys the sign reader's text half (detect → recognize) with that variant and the other slot's
@@ -22,10 +23,18 @@ voice figures compare the variants with each other more than they measure the vo
 
 Prints a table; with --write, stores each variant's word accuracy as its `accuracy` in
 examples/sign-reader/jig.toml, which the planner reads.
+
+`--set photos` reads .jig/samples/photos instead: signs as photographed (turned up to 10°, serif and sans,
+coloured panels in a grey surround). `--reference` also reads the set with `rapidocr-onnxruntime` itself (the
+same PP-OCR models and ONNX Runtime, with its own OpenCV pre- and post-processing; its dependencies are
+installed into .jig/python-eval the first time) and prints its figures beside jig's. Each row also gives the
+mean seconds per image: for jig, an `invoke` over loopback HTTP; for the reference, its in-process call,
+after one warm-up image.
 """
 
 import argparse
 import base64
+import time
 import io
 import json
 import os
@@ -38,9 +47,12 @@ import wave
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUNDLE = os.path.join(ROOT, "examples", "sign-reader")
-EVAL = os.path.join(ROOT, ".jig", "samples", "eval")
+SAMPLES = os.path.join(ROOT, ".jig", "samples")
 ASR_DIR = os.path.join(ROOT, ".jig", "python-eval")
 ASR_PACKAGE = "pocketsphinx==5.1.1"
+# What rapidocr-onnxruntime (in .jig/python, from set-up) needs to run rather than only ship its models.
+REFERENCE_PACKAGES = ["opencv-python-headless==5.0.0.93", "pyclipper==1.4.0", "shapely==2.2.0", "numpy==2.4.6",
+                      "pyyaml==6.0.4", "six==1.17.0", "tqdm==4.70.1"]
 
 
 def align(got, truth):
@@ -193,15 +205,42 @@ def score_voice(url, labels, decoder, repeats=3):
     return found / total, exact / lines
 
 
-def score(url, labels):
-    words_found = words_total = errors = chars = 0
-    for file, lines in sorted(labels.items()):
-        with open(os.path.join(EVAL, file), "rb") as f:
+def jig_reader(url):
+    """Reads an image's lines with the deployed text half of the sign reader."""
+    def read(path):
+        with open(path, "rb") as f:
             request = urllib.request.Request(url + "/v1/apps/sign-reader-eval/invoke", data=f.read(), method="POST")
         answer = json.load(urllib.request.urlopen(request, timeout=60))
-        read = [part["json"]["text"] for part in answer["outputs"]]
+        return [part["json"]["text"] for part in answer["outputs"]]
+    return read
+
+
+def reference_reader():
+    """Reads an image's lines with rapidocr-onnxruntime, installing what it needs when missing."""
+    if not os.path.exists(os.path.join(ASR_DIR, "pyclipper")):
+        print(f"installing {' '.join(REFERENCE_PACKAGES)} into {os.path.relpath(ASR_DIR, ROOT)} (from PyPI)", flush=True)
+        # Out of sight of .jig/python, where rapidocr asks for the full `opencv-python` (its headless build is
+        # the same library without the GUI).
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                        "--target", ASR_DIR, *REFERENCE_PACKAGES], check=True, env={**env, "PIP_ROOT_USER_ACTION": "ignore"})
+    sys.path[:0] = [ASR_DIR, os.path.join(ROOT, ".jig", "python")]
+    from rapidocr_onnxruntime import RapidOCR
+
+    engine = RapidOCR()
+    return lambda path: [text for _, text, _ in (engine(path)[0] or [])]
+
+
+def score(read, directory, labels):
+    """Word accuracy, character error rate and mean seconds per image of `read` over the labelled images (the
+    first image read once more beforehand, untimed, to warm up)."""
+    words_found = words_total = errors = chars = 0
+    read(os.path.join(directory, min(labels)))
+    started = time.perf_counter()
+    for file, lines in sorted(labels.items()):
+        read_lines = read(os.path.join(directory, file))
         truth_words = " ".join(lines).split()
-        truth, got = "".join(truth_words), "".join(" ".join(read).split())
+        truth, got = "".join(truth_words), "".join(" ".join(read_lines).split())
         distance, matched = align(got, truth)
         start = 0
         for word in truth_words:
@@ -210,7 +249,7 @@ def score(url, labels):
         words_total += len(truth_words)
         errors += distance
         chars += len(truth)
-    return words_found / words_total, errors / chars
+    return words_found / words_total, errors / chars, (time.perf_counter() - started) / len(labels)
 
 
 def main():
@@ -218,8 +257,17 @@ def main():
     parser.add_argument("--jig", default=os.path.join(ROOT, "target", "release", "jig"))
     parser.add_argument("--write", action="store_true", help="store the word accuracies in the manifest")
     parser.add_argument("--slot", action="append", help="score only this slot's variants (det, rec, voice)")
+    parser.add_argument("--set", default="eval", choices=["eval", "photos"], help="which labelled images to read")
+    parser.add_argument("--reference", action="store_true", help="also read them with rapidocr-onnxruntime")
     args = parser.parse_args()
-    labels = json.load(open(os.path.join(EVAL, "samples.json")))
+    directory = os.path.join(SAMPLES, args.set)
+    labels = json.load(open(os.path.join(directory, "samples.json")))
+    if args.set != "eval" and args.write:
+        parser.error("--write stores accuracies measured on the evaluation set; leave out --set")
+    if args.reference:
+        found, error_rate, seconds = score(reference_reader(), directory, labels)
+        print(f"{'ref':<5} {'rapidocr-onnxruntime':<22} word accuracy {found:.3f}   character error rate "
+              f"{error_rate:.3f}   {seconds:.3f} s/image", flush=True)
     all_variants = variants()
     first = {}
     for v in all_variants:
@@ -248,6 +296,8 @@ def main():
                 if args.slot and slot not in args.slot:
                     continue
                 if slot == "voice":
+                    if args.set != "eval":
+                        continue
                     decoder = decoder or transcriber()
                     deploy(name, voice_manifest((slot, name, model)))
                     results[name] = score_voice(url, labels, decoder)
@@ -256,8 +306,8 @@ def main():
                     det = (slot, name, model) if slot == "det" else first["det"]
                     rec = (slot, name, model) if slot == "rec" else first["rec"]
                     deploy(name, manifest(det, rec))
-                    results[name] = score(url, labels)
-                    second = f"character error rate {results[name][1]:.3f}"
+                    results[name] = score(jig_reader(url), directory, labels)
+                    second = f"character error rate {results[name][1]:.3f}   {results[name][2]:.3f} s/image"
                 print(f"{slot:<5} {name:<22} word accuracy {results[name][0]:.3f}   {second}", flush=True)
         finally:
             gateway.terminate()
@@ -266,7 +316,7 @@ def main():
     if args.write:
         path = os.path.join(BUNDLE, "jig.toml")
         text = open(path).read()
-        for name, (accuracy, _) in results.items():
+        for name, (accuracy, *_) in results.items():
             text = re.sub(
                 rf'(name = "{re.escape(name)}"\nmodel = "[^"]+"\n)(accuracy = [0-9.]+\n)?',
                 rf"\g<1>accuracy = {accuracy:.3f}\n",

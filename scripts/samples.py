@@ -3,9 +3,12 @@
     python3 scripts/samples.py OUT_DIR
 
 Writes OUT_DIR/<name>.png and OUT_DIR/samples.json ({"<name>.png": ["LINE", ...]}, the lines in reading
-order): five sample signs, and OUT_DIR/eval/ with the labelled evaluation set (same layout) that variant
-accuracies are measured on (`scripts/eval_sign_reader.py`). Deterministic: Pillow's built-in font, and a
-seeded generator for the evaluation set's words, sizes, colours and noise. Skips what exists.
+order): five sample signs, OUT_DIR/eval/ with the labelled evaluation set (same layout) that variant
+accuracies are measured on (`scripts/eval_sign_reader.py`), and OUT_DIR/photos/ with signs as people
+photograph them: a coloured panel with serif or sans capitals, large or small, turned up to 10° either way in
+a grey surround (`scripts/eval_sign_reader.py --set photos --reference` compares jig with rapidocr on them).
+Deterministic: Pillow's built-in font and DejaVu's (Debian's `fonts-dejavu-core`, which set-up installs), and
+seeded generators for words, sizes, colours, turns and noise. Skips what exists.
 """
 
 import json
@@ -25,10 +28,10 @@ SIGNS = {
 }
 
 
-def render(background, foreground, size, lines, font_size=64):
+def render(background, foreground, size, lines, font_size=64, font=None):
     image = Image.new("RGB", size, background)
     draw = ImageDraw.Draw(image)
-    font = ImageFont.load_default(size=font_size)
+    font = font or ImageFont.load_default(size=font_size)
     heights = [draw.textbbox((0, 0), line, font=font)[3] for line in lines]
     gap = font_size // 2
     y = (size[1] - sum(heights) - gap * (len(lines) - 1)) // 2
@@ -81,6 +84,54 @@ def render_eval(background, foreground, font_size, lines, noise, blur, rng):
     return image.filter(ImageFilter.GaussianBlur(blur)) if blur > 0.3 else image
 
 
+# DejaVu, from Debian's fonts-dejavu-core.
+FONTS = {
+    "sans": "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf",
+    "serif": "/usr/share/fonts/truetype/dejavu/DejaVuSerif-Bold.ttf",
+}
+# (panel, text) colours of signs.
+PANELS = [
+    ((236, 232, 222), (190, 30, 30)),  # red on a light panel
+    ((20, 110, 60), (250, 250, 250)),  # white on green
+    ((245, 200, 20), (20, 20, 20)),  # black on yellow
+    ((25, 60, 150), (250, 250, 250)),  # white on blue
+    ((250, 250, 250), (30, 60, 160)),  # blue on white
+    ((120, 30, 40), (240, 220, 150)),  # cream on maroon
+]
+
+
+def photo_signs(count=40, seed=11):
+    """`count` signs as photographed, with their lines: one or two lines of one or two words."""
+    rng = random.Random(seed)
+    signs = {}
+    for i in range(count):
+        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 2))) for _ in range(rng.choice([1, 2]))]
+        panel, text = rng.choice(PANELS)
+        font = rng.choice(sorted(FONTS))
+        size = rng.choice([rng.randint(64, 110), rng.randint(20, 32)])
+        turn = rng.uniform(-10, 10)
+        signs[f"photo-{i:02}"] = (panel, text, (font, size, turn), lines, rng.randint(90, 170))
+    return signs
+
+
+def render_photo(panel, text, style, lines, surround, rng):
+    font_name, size, turn = style
+    font = ImageFont.truetype(FONTS[font_name], size)
+    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    width = int(max(probe.textlength(line, font=font) for line in lines)) + 2 * size
+    height = (len(lines) * 2 + 1) * size
+    sign = render(panel, text, (width, height), lines, size, font=font).convert("RGBA")
+    sign = sign.rotate(turn, resample=Image.BICUBIC, expand=True)
+    margin = size * 2
+    photo = Image.new("RGB", (sign.width + 2 * margin, sign.height + 2 * margin), (surround,) * 3)
+    photo.paste(sign, (margin, margin), sign)
+    pixels = photo.load()
+    for _ in range(photo.width * photo.height // 10):
+        x, y = rng.randrange(photo.width), rng.randrange(photo.height)
+        pixels[x, y] = tuple(max(0, min(255, c + rng.randint(-24, 24))) for c in pixels[x, y])
+    return photo.filter(ImageFilter.GaussianBlur(0.6))
+
+
 def write_set(out, signs, render_one):
     os.makedirs(out, exist_ok=True)
     written = []
@@ -102,6 +153,10 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else ".jig/samples"
     write_set(out, SIGNS, lambda name, spec: render(*spec))
     write_set(os.path.join(out, "eval"), eval_signs(), lambda name, spec: render_eval(*spec, rng=random.Random(name)))
+    if all(os.path.exists(f) for f in FONTS.values()):
+        write_set(os.path.join(out, "photos"), photo_signs(), lambda name, spec: render_photo(*spec, rng=random.Random(name)))
+    else:
+        print("samples: no DejaVu fonts (Debian's fonts-dejavu-core); skipping the photographed signs", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what building and testing jig needs and the machine lacks. Idempotent: a second run only checks.
 #   - the wasm32-wasip2 Rust target (glue functions are built for it)
-#   - Debian packages: cmake and libclang-dev (HiGHS, the planner's solver, builds from source with them)
+#   - Debian packages: cmake and libclang-dev (HiGHS, the planner's solver, builds from source with them), and
+#     fonts-dejavu-core (the fonts of the photographed sample signs)
 set -euo pipefail
 
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
@@ -10,7 +11,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
 fi
 
 missing=()
-for pkg in cmake libclang-dev; do
+for pkg in cmake libclang-dev fonts-dejavu-core; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then

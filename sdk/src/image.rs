@@ -34,6 +34,93 @@ impl BoundingBox {
     }
 }
 
+/// A rectangle turned about its centre: what a text detector finds around a line on a sign photographed
+/// slightly askew. `angle` is the turn of the box's `width` axis from the image's x axis, in degrees, clockwise
+/// on screen (image y points down).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RotatedBox {
+    /// Centre, pixels.
+    pub cx: f32,
+    /// Centre, pixels.
+    pub cy: f32,
+    /// Extent along the box's own x axis, pixels.
+    pub width: f32,
+    /// Extent across it, pixels.
+    pub height: f32,
+    /// Degrees from the image's x axis, clockwise on screen.
+    pub angle: f32,
+}
+
+impl RotatedBox {
+    /// The box's x and y axes in image coordinates, each scaled to half the box's extent along it.
+    fn half_axes(&self) -> ((f32, f32), (f32, f32)) {
+        let (sin, cos) = self.angle.to_radians().sin_cos();
+        ((cos * self.width / 2.0, sin * self.width / 2.0), (-sin * self.height / 2.0, cos * self.height / 2.0))
+    }
+
+    /// The smallest axis-aligned box around it.
+    pub fn bounding_box(&self) -> BoundingBox {
+        let ((ux, uy), (vx, vy)) = self.half_axes();
+        let (dx, dy) = (ux.abs() + vx.abs(), uy.abs() + vy.abs());
+        BoundingBox { x0: self.cx - dx, y0: self.cy - dy, x1: self.cx + dx, y1: self.cy + dy }
+    }
+
+    /// The box in an image scaled by `sx` horizontally and `sy` vertically (from a model's input size back to
+    /// the photo's): its axes scale with the image, so a box turned in a stretched image turns a little less
+    /// or more in the original.
+    pub fn scaled(&self, sx: f32, sy: f32) -> RotatedBox {
+        let ((ux, uy), (vx, vy)) = self.half_axes();
+        let (ux, uy, vx, vy) = (ux * sx, uy * sy, vx * sx, vy * sy);
+        RotatedBox {
+            cx: self.cx * sx,
+            cy: self.cy * sy,
+            width: 2.0 * ux.hypot(uy),
+            height: 2.0 * vx.hypot(vy),
+            angle: uy.atan2(ux).to_degrees(),
+        }
+    }
+}
+
+/// The part of `image` inside `region`, turned upright: `region.width` × `region.height` pixels (rounded),
+/// each sampled bilinearly where the box puts it, edges repeated beyond the image. `None` when the box is
+/// empty or its centre lies outside the image. An unturned box is cut as [`crop`] cuts its bounding box:
+/// whole pixels, exactly as they are.
+pub fn crop_rotated(image: &RgbImage, region: &RotatedBox) -> Option<RgbImage> {
+    if region.angle == 0.0 {
+        return crop(image, &region.bounding_box());
+    }
+    let (w, h) = (region.width.round(), region.height.round());
+    let (iw, ih) = (image.width() as f32, image.height() as f32);
+    let inside = (0.0..iw).contains(&region.cx) && (0.0..ih).contains(&region.cy);
+    if !(w >= 1.0 && h >= 1.0 && inside) {
+        return None;
+    }
+    let (w, h) = (w as u32, h as u32);
+    let (sin, cos) = region.angle.to_radians().sin_cos();
+    let src = image.as_raw();
+    let stride = image.width() as usize * 3;
+    let at = |x: usize, y: usize, c: usize| f32::from(src[y * stride + x * 3 + c]);
+    let mut out = Vec::with_capacity((w * h * 3) as usize + crate::envelope::TRAILER_RESERVE);
+    for v in 0..h {
+        let dv = v as f32 + 0.5 - h as f32 / 2.0;
+        for u in 0..w {
+            let du = u as f32 + 0.5 - w as f32 / 2.0;
+            // Where the pixel's centre falls in the image, in pixel-index space (centres at whole numbers).
+            let x = (region.cx + du * cos - dv * sin - 0.5).clamp(0.0, iw - 1.0);
+            let y = (region.cy + du * sin + dv * cos - 0.5).clamp(0.0, ih - 1.0);
+            let (x0, y0) = (x.floor() as usize, y.floor() as usize);
+            let (x1, y1) = ((x0 + 1).min(image.width() as usize - 1), (y0 + 1).min(image.height() as usize - 1));
+            let (fx, fy) = (x - x0 as f32, y - y0 as f32);
+            for c in 0..3 {
+                let top = at(x0, y0, c) * (1.0 - fx) + at(x1, y0, c) * fx;
+                let bottom = at(x0, y1, c) * (1.0 - fx) + at(x1, y1, c) * fx;
+                out.push((top * (1.0 - fy) + bottom * fy).round() as u8);
+            }
+        }
+    }
+    RgbImage::from_raw(w, h, out)
+}
+
 /// The width and height of a PNG or JPEG, read from its header without decoding it: check a size before
 /// paying for it.
 pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32)> {
@@ -164,6 +251,45 @@ mod tests {
         assert_eq!(c.get_pixel(3, 1).0, [5, 1, 7]);
         assert!(crop(&img, &BoundingBox { x0: 20.0, y0: 0.0, x1: 30.0, y1: 5.0 }).is_none());
         assert!(crop(&img, &BoundingBox { x0: f32::NAN, y0: 0.0, x1: f32::NAN, y1: 5.0 }).is_none());
+    }
+
+    #[test]
+    fn an_unturned_rotated_crop_is_the_plain_crop_and_a_turned_one_comes_out_upright() {
+        let img = gradient(40, 30);
+        let plain = crop(&img, &BoundingBox { x0: 4.0, y0: 6.0, x1: 14.0, y1: 11.0 }).unwrap();
+        let straight = RotatedBox { cx: 9.0, cy: 8.5, width: 10.0, height: 5.0, angle: 0.0 };
+        assert_eq!(crop_rotated(&img, &straight).unwrap(), plain);
+        assert_eq!(straight.bounding_box(), BoundingBox { x0: 4.0, y0: 6.0, x1: 14.0, y1: 11.0 });
+
+        // A bright bar 30 px long, 4 px thick, turned 10° clockwise about (40, 30) on a dark image.
+        let angle = 10f32;
+        let (sin, cos) = angle.to_radians().sin_cos();
+        let bar = RgbImage::from_fn(80, 60, |x, y| {
+            let (dx, dy) = (x as f32 + 0.5 - 40.0, y as f32 + 0.5 - 30.0);
+            let (u, v) = (dx * cos + dy * sin, -dx * sin + dy * cos);
+            let on = u.abs() < 15.0 && v.abs() < 2.0;
+            ::image::Rgb(if on { [250; 3] } else { [10; 3] })
+        });
+        let region = RotatedBox { cx: 40.0, cy: 30.0, width: 28.0, height: 10.0, angle };
+        let upright = crop_rotated(&bar, &region).unwrap();
+        assert_eq!(upright.dimensions(), (28, 10));
+        let row_mean = |y: u32| (0..28).map(|x| f32::from(upright.get_pixel(x, y).0[0])).sum::<f32>() / 28.0;
+        // The bar runs along the middle rows and nowhere else: the crop is upright.
+        assert!(row_mean(4) > 200.0 && row_mean(5) > 200.0, "{} {}", row_mean(4), row_mean(5));
+        assert!(row_mean(0) < 30.0 && row_mean(9) < 30.0, "{} {}", row_mean(0), row_mean(9));
+        let b = region.bounding_box();
+        assert!((b.y1 - b.y0 - (28.0 * sin + 10.0 * cos)).abs() < 1e-3, "{b:?}");
+        assert!(crop_rotated(&bar, &RotatedBox { cx: 90.0, ..region }).is_none());
+    }
+
+    #[test]
+    fn a_rotated_box_scales_with_its_image() {
+        let b = RotatedBox { cx: 10.0, cy: 20.0, width: 40.0, height: 8.0, angle: 30.0 };
+        assert_eq!(b.scaled(1.0, 1.0).angle.round(), 30.0);
+        let s = b.scaled(2.0, 2.0);
+        assert!((s.width - 80.0).abs() < 1e-3 && (s.height - 16.0).abs() < 1e-3 && (s.angle - 30.0).abs() < 1e-3);
+        // Stretched sideways, a turned line turns less.
+        assert!(b.scaled(2.0, 1.0).angle < 30.0);
     }
 
     #[test]
