@@ -17,6 +17,7 @@ mod commands;
 mod gateway;
 mod input;
 mod problem;
+mod progress;
 
 use std::process::ExitCode;
 

@@ -9,6 +9,7 @@ use jig_api::AppStatus;
 
 use crate::commands::status::print_status;
 use crate::gateway::{GatewayArgs, bytes, call, call_with_progress, failed, print_body};
+use crate::progress::Transfer;
 
 #[derive(clap::Args, Debug)]
 pub struct DeployCommand {
@@ -33,13 +34,8 @@ fn deploy(args: DeployCommand) -> anyhow::Result<ExitCode> {
     }
     let total = archive.len() as u64;
     eprintln!("deploy: packed {} ({})", args.bundle.display(), bytes(total));
-    let mut last = 0u64;
-    let progress = Box::new(move |sent: u64, total: u64| {
-        if sent == total || sent - last >= 16 << 20 {
-            last = sent;
-            eprintln!("deploy: uploaded {} of {}", bytes(sent), bytes(total));
-        }
-    });
+    let mut transfer = Transfer::new("deploy", total);
+    let progress = Box::new(move |sent: u64, total: u64| transfer.update(sent, total));
     let headers = [("content-type", "application/x-tar".to_string())];
     match call_with_progress(&args.target, Method::POST, "/v1/apps", &headers, archive.into(), Some(progress))? {
         Err(failure) => Ok(failed(failure)),

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,6 +13,8 @@ use jig_model_host::launch::{Launcher, Placement};
 use jig_model_host::segment::Segment;
 use jig_model_host::sweep;
 use jig_planner::profile::ProfileRow;
+
+use crate::progress::Steps;
 
 /// Measure each model variant of a bundle on segments over batch sizes 1, 2, 4, … and write the profile
 /// table the planner reads.
@@ -74,10 +77,15 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
         ..sweep::Settings::default()
     };
     let mut rows = Vec::new();
+    // Batches double from 1 up to --max-batch: the points one variant on one segment measures at most.
+    let sweep_points = u64::from(args.max_batch.max(1).ilog2() + 1);
+    let steps =
+        Arc::new(Steps::new("profile", bundle.manifest.variants.len() as u64 * segments.len() as u64 * sweep_points));
     for variant in &bundle.manifest.variants {
         for segment in &segments {
             let label = format!("{}/{} on {segment}", variant.slot, variant.name);
-            eprintln!("profile: {label}");
+            steps.println(&format!("profile: {label}"));
+            steps.set_message(label.clone());
             let (shapes, values) = (variant.shapes.clone(), variant.values.clone());
             let samples = move |inputs: &[jig_model_host::onnx::TensorSpec]| -> Vec<sweep::SampleInput> {
                 inputs
@@ -89,15 +97,16 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
                     .collect()
             };
             let report = {
-                let label = label.clone();
+                let (label, steps) = (label.clone(), steps.clone());
                 move |p: &sweep::Point| {
-                    eprintln!(
+                    steps.println(&format!(
                         "profile: {label}: batch {:>3}: p50 {:>8.2} ms, p95 {:>8.2} ms, {:>9.1} rows/s",
                         p.batch,
                         p.p50.as_secs_f64() * 1e3,
                         p.p95.as_secs_f64() * 1e3,
                         p.throughput
-                    )
+                    ));
+                    steps.advance(1);
                 }
             };
             let (settings, name, placement) = (settings.clone(), variant.name.clone(), placement(*segment));
@@ -110,14 +119,16 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("profiling {label}: {e}"))?;
             let device = launcher.device_name(&placement);
             match stop {
-                Some(sweep::Stop::Latency { batch, p95 }) => {
-                    eprintln!("profile: {label}: stopped after batch {batch}: p95 {p95:?} exceeds --max-latency-ms")
-                }
+                Some(sweep::Stop::Latency { batch, p95 }) => steps.println(&format!(
+                    "profile: {label}: stopped after batch {batch}: p95 {p95:?} exceeds --max-latency-ms"
+                )),
                 Some(sweep::Stop::Failed { batch, detail }) => {
-                    eprintln!("profile: {label}: stopped at batch {batch}: {detail}")
+                    steps.println(&format!("profile: {label}: stopped at batch {batch}: {detail}"))
                 }
                 None => {}
             }
+            // A sweep that stopped early skips the points it did not measure.
+            steps.advance(sweep_points.saturating_sub(points.len() as u64));
             rows.extend(points.into_iter().map(|p| ProfileRow {
                 slot: variant.slot.clone(),
                 variant: variant.name.clone(),
@@ -130,6 +141,7 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
             }));
         }
     }
+    steps.finish();
     let output = args.output.unwrap_or_else(|| bundle.dir.join("profiles.csv"));
     std::fs::write(&output, jig_planner::profile::to_csv(&rows))
         .with_context(|| format!("writing the profile table to {}", output.display()))?;
