@@ -1,6 +1,7 @@
 # Sourced by the scripts that need a gateway: `start_gateway JIG OUT [ARGS...]` runs `JIG up ARGS...` on a free
 # loopback port with its state in OUT/state and its log in OUT/gateway.log, waits until it listens, exports
-# JIG_GATEWAY, and stops it when the script exits (or at `stop_gateway`).
+# JIG_GATEWAY, and stops it when the script exits (or at `stop_gateway`); `gateway_rss_mb` is its resident
+# memory, `planned_capacity JIG APP` the capacity (req/s) of the app's plan.
 start_gateway() {
     local jig=$1 out=$2 url=
     shift 2
@@ -20,4 +21,12 @@ start_gateway() {
 stop_gateway() {
     kill "$gateway_pid" 2>/dev/null || true
     wait "$gateway_pid" 2>/dev/null || true
+}
+
+gateway_rss_mb() {
+    awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$gateway_pid/status"
+}
+
+planned_capacity() {
+    "$1" status "$2" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["deployment"]["capacity_rps"])'
 }

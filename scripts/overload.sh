@@ -17,9 +17,9 @@ duration=${DURATION:-30}
 rm -rf "$out" && mkdir -p "$out"
 start_gateway "$jig" "$out"
 "$jig" deploy examples/sign-reader >/dev/null
-capacity=${2:-$("$jig" status sign-reader --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["deployment"]["capacity_rps"])')}
+capacity=${2:-$(planned_capacity "$jig" sign-reader)}
 echo "jig: $jig; plan capacity ${capacity} req/s; ${duration} s a run"
-rss() { awk '/VmRSS/ {printf "%.0f MB", $2 / 1024}' "/proc/$gateway_pid/status"; }
+rss() { echo "$(gateway_rss_mb) MB"; }
 echo "memory after deploy: $(rss)"
 for factor in ${FACTORS:-1 2 4}; do
     rate=$(python3 -c "print(round($capacity * $factor, 2))")

@@ -18,29 +18,28 @@ duration=${DURATION:-600}
 rm -rf "$out" && mkdir -p "$out"
 start_gateway "$jig" "$out"
 "$jig" deploy examples/sign-reader >/dev/null
-capacity=$("$jig" status sign-reader --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["deployment"]["capacity_rps"])')
+capacity=$(planned_capacity "$jig" sign-reader)
 rate=$(python3 -c "print(round($capacity * $factor, 2))")
-rss_mb() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$gateway_pid/status"; }
 echo "jig: $jig; plan capacity $capacity req/s; ${factor}x = $rate req/s for $duration s"
 echo "elapsed_s,rss_mb" > "$out/rss.csv"
-echo "0,$(rss_mb)" >> "$out/rss.csv"
+echo "0,$(gateway_rss_mb)" >> "$out/rss.csv"
 "$jig" bench sign-reader .jig/samples/*.png --rate "$rate" --duration "$duration" --json > "$out/soak.json" 2>/dev/null &
 bench=$!
 started=$(date +%s)
 while kill -0 $bench 2>/dev/null; do
     sleep 15
-    echo "$(( $(date +%s) - started )),$(rss_mb)" >> "$out/rss.csv"
+    echo "$(( $(date +%s) - started )),$(gateway_rss_mb)" >> "$out/rss.csv"
 done
 wait $bench
 sleep 5
 after=$(python3 -c "print(round($capacity / 2, 2))")
 "$jig" bench sign-reader .jig/samples/*.png --rate "$after" --duration 10 --json > "$out/after.json" 2>/dev/null
-echo "$(( $(date +%s) - started )),$(rss_mb)" >> "$out/rss.csv"
+echo "$(( $(date +%s) - started )),$(gateway_rss_mb)" >> "$out/rss.csv"
 echo "deploy,rss_mb" > "$out/redeploys.csv"
 for i in $(seq "${REDEPLOYS:-8}"); do
     "$jig" deploy examples/sign-reader >/dev/null
     "$jig" bench sign-reader .jig/samples/*.png --rate "$after" --duration 5 --json >/dev/null 2>&1
-    echo "$i,$(rss_mb)" >> "$out/redeploys.csv"
+    echo "$i,$(gateway_rss_mb)" >> "$out/redeploys.csv"
 done
 python3 - "$out" "$duration" <<'PY'
 import csv, json, sys
