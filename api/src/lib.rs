@@ -1,7 +1,8 @@
 //! # jig-api
 //!
 //! The wire types of jig's HTTP API, shared by the gateway that writes them, the client that reads them and
-//! the tests that check them. Serde only: no HTTP, no runtime.
+//! the tests that check them, with the routes they travel on ([`Route`]) and the API's OpenAPI description
+//! ([`openapi()`], served at `/openapi.json`). Serde and schemars only: no HTTP, no runtime.
 //!
 //! | method and path | answer | token |
 //! |---|---|---|
@@ -10,7 +11,9 @@
 //! | `GET /v1/apps` | [`AppList`]: the deployed apps | `token` |
 //! | `GET /v1/apps/{app}` | [`AppStatus`]: one app's tasks, deployment, bundle, demand | `token` |
 //! | `DELETE /v1/apps/{app}` | [`Deleted`]: remove an app | `token` |
+//! | `GET /v1/devices` | [`MachineStatus`]: the cores and GPUs, and what no app holds | `token` |
 //! | `GET /metrics` | Prometheus text format | none |
+//! | `GET /openapi.json` | [`openapi()`]: this API's OpenAPI 3.1 description | none |
 //! | `GET /healthz` | `ok` | none |
 //!
 //! Tokens go in `Authorization: Bearer TOKEN`. Every error answer is an [`ErrorBody`]: a message that names
@@ -23,6 +26,13 @@
 
 #![deny(missing_docs)]
 
+mod openapi;
+mod routes;
+
+pub use openapi::openapi;
+pub use routes::Route;
+
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The request header that carries an invocation's timeout, in milliseconds.
@@ -30,7 +40,7 @@ pub const TIMEOUT_HEADER: &str = "jig-timeout-ms";
 
 /// A successful invocation: one part per leaf task's return value or payload emitted on a port without
 /// edges, in the graph's order (fan-out order, not completion order).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InvokeResponse {
     /// The parts of the answer.
     pub outputs: Vec<OutputPart>,
@@ -41,7 +51,7 @@ pub struct InvokeResponse {
 /// The bytes a task produced travel as `json` when they are JSON; as `json` (the metadata) and `base64` (the
 /// body) when they are an envelope (`jig_sdk::envelope`: metadata around a binary body, such as a recognised
 /// line and its audio); else as `base64` alone (binary such as WAV audio).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OutputPart {
     /// The task that produced it.
     pub task: String,
@@ -57,21 +67,21 @@ pub struct OutputPart {
 }
 
 /// `GET /v1/apps`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AppList {
     /// Every app deployed and running, by name.
     pub apps: Vec<AppStatus>,
 }
 
 /// `DELETE /v1/apps/{app}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Deleted {
     /// The app removed.
     pub deleted: String,
 }
 
 /// A deployed app: what `GET /v1/apps/{app}` answers, and a deploy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AppStatus {
     /// The app's name, from its manifest.
     pub name: String,
@@ -108,7 +118,7 @@ pub struct AppStatus {
 
 /// The time a task's glue takes per invocation, outside its `infer` calls: its own CPU time, roughly (wasm
 /// instantiation included, waits for models excluded).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ObservedGlue {
     /// The task.
     pub task: String,
@@ -120,7 +130,7 @@ pub struct ObservedGlue {
 
 /// The batch latency the instances of one variant on one segment type observed, at the batch size they ran
 /// most often, beside the profile table's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ObservedLatency {
     /// The model slot.
     pub slot: String,
@@ -146,7 +156,7 @@ pub struct ObservedLatency {
 
 /// A multiplicative factor the app observed: invocations of task `to` per invocation of task `from`, where a
 /// path of glue-only tasks leads from model task `from` to model task `to`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ObservedFactor {
     /// The upstream model task.
     pub from: String,
@@ -159,7 +169,7 @@ pub struct ObservedFactor {
 }
 
 /// The multiplicative factor a deployment was planned with on one edge between model tasks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PlannedFactor {
     /// The upstream model task.
     pub from: String,
@@ -170,7 +180,7 @@ pub struct PlannedFactor {
 }
 
 /// `GET /v1/devices`: what the gateway's model instances may use, and what no app holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MachineStatus {
     /// CPU cores model instances may use, as the machine numbers them.
     pub cores: Vec<u32>,
@@ -181,7 +191,7 @@ pub struct MachineStatus {
 }
 
 /// One GPU the gateway may use.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GpuStatus {
     /// Its index, as `nvidia-smi` numbers it (`mps:INDEX:…`, `mig:INDEX:…`).
     pub index: u32,
@@ -202,7 +212,7 @@ pub struct GpuStatus {
 }
 
 /// The model instances serving an app, and how they were chosen.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Deployment {
     /// `planned` (by the planner from the profile table), or why the default was used.
     pub source: String,
@@ -228,7 +238,7 @@ pub struct Deployment {
 }
 
 /// `count` instances of one variant on one kind of segment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PlannedInstances {
     /// The model slot they serve.
     pub slot: String,
@@ -263,7 +273,7 @@ pub struct PlannedInstances {
 }
 
 /// Where one model instance runs on the gateway's machine: cores it is pinned to, or its GPU.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct InstancePlace {
     /// The CPU cores it is pinned to (the machine's core numbers), for `cpu:` segments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -312,7 +322,7 @@ impl Deployment {
 }
 
 /// The body of every error answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
     /// What went wrong, naming the app, task or file, and what to do.
     pub error: String,
@@ -321,7 +331,7 @@ pub struct ErrorBody {
 }
 
 /// What kind of failure an error answer reports; each kind has one HTTP status ([`ErrorKind::status`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorKind {

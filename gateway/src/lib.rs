@@ -26,14 +26,14 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use jig_sdk::Envelope;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use jig_api::{
-    AppList, AppStatus, Deleted, ErrorBody, ErrorKind, GpuStatus, InvokeResponse, MachineStatus, OutputPart,
+    AppList, AppStatus, Deleted, ErrorBody, ErrorKind, GpuStatus, InvokeResponse, MachineStatus, OutputPart, Route,
 };
 use jig_app::deployment::Capacity;
 use jig_app::{App, AppError, StartError};
@@ -261,12 +261,25 @@ impl Gateway {
     }
 
     async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Reply {
-        let path: Vec<String> = request.uri().path().trim_matches('/').split('/').map(str::to_owned).collect();
-        let path: Vec<&str> = path.iter().map(String::as_str).collect();
-        let method = request.method().clone();
-        match (&method, path.as_slice()) {
-            (&Method::GET, ["healthz"]) => text(StatusCode::OK, "ok\n"),
-            (&Method::GET, ["metrics"]) => {
+        let path = request.uri().path().to_owned();
+        let Some(route) = Route::parse(request.method().as_str(), &path) else {
+            return error(
+                ErrorKind::NotFound,
+                format!(
+                    "no route {} {path}; see /v1/apps, /v1/apps/APP/invoke, /v1/devices, /metrics, and /openapi.json \
+                     for the whole API",
+                    request.method()
+                ),
+            );
+        };
+        if route.needs_token()
+            && let Some(reply) = refuse_unauthorized(&request, self.config.token.as_deref())
+        {
+            return reply;
+        }
+        match route {
+            Route::Health => text(StatusCode::OK, "ok\n"),
+            Route::Metrics => {
                 self.metrics.machine(&self.machine());
                 let mut reply = text(StatusCode::OK, self.metrics.encode());
                 reply.headers_mut().insert(
@@ -275,36 +288,16 @@ impl Gateway {
                 );
                 reply
             }
-            (&Method::POST, ["v1", "apps", app, "invoke"]) => {
-                let app = app.to_string();
-                self.invoke(&app, request).await
-            }
-            (&Method::GET, ["v1", "devices"]) => match refuse_unauthorized(&request, self.config.token.as_deref()) {
-                Some(reply) => reply,
-                None => json(StatusCode::OK, &self.machine()),
+            Route::OpenApi => json(StatusCode::OK, &jig_api::openapi()),
+            Route::Devices => json(StatusCode::OK, &self.machine()),
+            Route::ListApps => self.list(),
+            Route::Deploy => self.deploy(request).await,
+            Route::Status(app) => match self.app(app) {
+                Some(app) => json(StatusCode::OK, &self.status(&app)),
+                None => self.unknown_app(app),
             },
-            (_, ["v1", "apps", ..]) => {
-                if let Some(reply) = refuse_unauthorized(&request, self.config.token.as_deref()) {
-                    return reply;
-                }
-                match (&method, &path[2..]) {
-                    (&Method::GET, []) => self.list(),
-                    (&Method::POST, []) => self.deploy(request).await,
-                    (&Method::GET, [app]) => match self.app(app) {
-                        Some(app) => json(StatusCode::OK, &self.status(&app)),
-                        None => self.unknown_app(app),
-                    },
-                    (&Method::DELETE, [app]) => self.clone().delete(app).await,
-                    _ => error(ErrorKind::NotFound, format!("no route {method} {}", request.uri().path())),
-                }
-            }
-            _ => error(
-                ErrorKind::NotFound,
-                format!(
-                    "no route {method} {}; see /v1/apps, /v1/apps/APP/invoke, /v1/devices, /metrics",
-                    request.uri().path()
-                ),
-            ),
+            Route::Delete(app) => self.clone().delete(app).await,
+            Route::Invoke(app) => self.invoke(app, request).await,
         }
     }
 

@@ -191,6 +191,36 @@ fn a_model_slot_is_served_and_reported_in_metrics() {
     assert!(text.contains("latency    classifier/mlp on cpu:") && text.contains("glue       probe: "), "{text}");
 }
 
+/// `/openapi.json` describes every route the gateway serves, and the gateway serves every route it describes.
+#[test]
+fn the_api_description_and_the_routes_agree() {
+    let state = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(state.path(), &[]);
+    let reply = gateway.http("GET", "/openapi.json", &[], b"");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let doc = reply.json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            operations += 1;
+            let reply = gateway.http(&method.to_uppercase(), &path.replace("{app}", "nope"), &[], b"");
+            // A described route is routed: an unknown app or an empty bundle may be refused, but never as a
+            // route the gateway lacks.
+            assert!(!reply.text().contains("no route"), "{method} {path}: {} {}", reply.status, reply.text());
+            assert!(reply.status < 500, "{method} {path}: {} {}", reply.status, reply.text());
+        }
+    }
+    assert_eq!(operations, 9, "{doc}");
+    let reply = gateway.http("PUT", "/v1/apps", &[], b"");
+    assert_eq!(reply.status, 404);
+    assert!(
+        reply.text().contains("no route PUT /v1/apps") && reply.text().contains("/openapi.json"),
+        "{}",
+        reply.text()
+    );
+}
+
 #[test]
 fn status_codes_mean_one_thing_each() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

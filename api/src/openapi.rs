@@ -1,0 +1,190 @@
+//! The OpenAPI 3.1 description of the HTTP API, served by the gateway at `GET /openapi.json`: one operation
+//! per [`Route`] (an exhaustive match, so a new route needs its description), its schemas generated from the
+//! wire types of this crate, so they cannot drift from what the gateway writes.
+
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{Value, json};
+
+use crate::routes::Route;
+use crate::{AppList, AppStatus, Deleted, ErrorBody, InvokeResponse, MachineStatus, TIMEOUT_HEADER};
+
+/// The OpenAPI document of the API.
+pub fn openapi() -> Value {
+    let mut generator =
+        SchemaSettings::draft2020_12().with(|s| s.definitions_path = "/components/schemas".into()).into_generator();
+    let mut paths = serde_json::Map::new();
+    for route in Route::ALL {
+        let (method, path) = route.template();
+        let operation = operation(route, &mut generator);
+        let item = paths.entry(path).or_insert_with(|| json!({}));
+        item[method.to_lowercase()] = operation;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "jig",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Deploy apps (graphs of WebAssembly functions and ONNX models) and invoke them with \
+                deadlines. Every error is an ErrorBody whose `kind` sets the status.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": generator.take_definitions(true),
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+        },
+    })
+}
+
+/// The operation of `route`.
+fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
+    let app = json!({
+        "name": "app", "in": "path", "required": true, "schema": { "type": "string" },
+        "description": "The app's name, from its jig.toml.",
+    });
+    let token = json!([{ "bearer": [] }]);
+    let mut op = match route {
+        Route::Health => json!({
+            "summary": "Liveness: `ok` while the gateway runs.",
+            "responses": { "200": text("ok") },
+        }),
+        Route::Metrics => json!({
+            "summary": "Prometheus/OpenMetrics text: requests, latencies, SLO violations, drops, instances, devices.",
+            "responses": { "200": {
+                "description": "The metrics.",
+                "content": { "application/openmetrics-text": { "schema": { "type": "string" } } },
+            } },
+        }),
+        Route::OpenApi => json!({
+            "summary": "This document.",
+            "responses": { "200": { "description": "The OpenAPI document.", "content": { "application/json": {} } } },
+        }),
+        Route::Devices => json!({
+            "summary": "The cores and GPUs model instances may use, and what no app holds.",
+            "security": token,
+            "responses": { "200": body::<MachineStatus>(generator, "The machine."), "401": error(generator) },
+        }),
+        Route::ListApps => json!({
+            "summary": "The deployed apps.",
+            "security": token,
+            "responses": { "200": body::<AppList>(generator, "The apps."), "401": error(generator) },
+        }),
+        Route::Deploy => json!({
+            "summary": "Deploy a packed bundle (`jig deploy` packs and sends it); an app of the same name is replaced.",
+            "security": token,
+            "requestBody": {
+                "required": true,
+                "description": "The bundle as a tar: jig.toml, glue/*.wasm, models, profiles.csv.",
+                "content": { "application/x-tar": { "schema": { "type": "string", "format": "binary" } } },
+            },
+            "responses": {
+                "201": body::<AppStatus>(generator, "Deployed: the app's status."),
+                "400": error(generator), "401": error(generator), "408": error(generator), "413": error(generator),
+            },
+        }),
+        Route::Status(_) => json!({
+            "summary": "One app's tasks, deployment, bundle, demand and what it observed.",
+            "security": token,
+            "parameters": [app],
+            "responses": {
+                "200": body::<AppStatus>(generator, "The app's status."),
+                "401": error(generator), "404": error(generator),
+            },
+        }),
+        Route::Delete(_) => json!({
+            "summary": "Remove an app (and its bundle, once no app uses it).",
+            "security": token,
+            "parameters": [app],
+            "responses": {
+                "200": body::<Deleted>(generator, "Removed."),
+                "401": error(generator), "404": error(generator),
+            },
+        }),
+        Route::Invoke(_) => json!({
+            "summary": "Run the app's graph on the request body: the entry task gets it, every payload emitted on an \
+                edge runs the tasks it leads to, and the answer gathers the leaves' outputs.",
+            "description": "Needs `invoke_token` when the gateway has one. Answers refused for load (429, 503) \
+                carry `Retry-After: 1`.",
+            "security": token,
+            "parameters": [app, {
+                "name": TIMEOUT_HEADER, "in": "header", "required": false, "schema": { "type": "integer", "minimum": 0 },
+                "description": "The deadline, milliseconds from arrival; else the app's latency SLO; else 30 s.",
+            }],
+            "requestBody": {
+                "required": false,
+                "description": "The entry task's payload: an image, text, or an SDK envelope.",
+                "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } },
+            },
+            "responses": {
+                "200": body::<InvokeResponse>(generator, "The outputs; `server-timing: total;dur=MS` gives the time in the gateway."),
+                "400": error(generator), "401": error(generator), "404": error(generator), "413": error(generator),
+                "429": error(generator), "500": error(generator), "503": error(generator), "504": error(generator),
+            },
+        }),
+    };
+    let (method, path) = route.template();
+    op["operationId"] = json!(format!("{} {path}", method.to_lowercase()));
+    op
+}
+
+/// A JSON response of type `T`.
+fn body<T: JsonSchema>(generator: &mut SchemaGenerator, description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": { "application/json": { "schema": generator.subschema_for::<T>() } },
+    })
+}
+
+/// An error response: an [`ErrorBody`], its `kind` as the README's table gives it.
+fn error(generator: &mut SchemaGenerator) -> Value {
+    body::<ErrorBody>(generator, "An error: a message naming what failed and what to do, and its kind.")
+}
+
+/// A plain-text response.
+fn text(description: &str) -> Value {
+    json!({ "description": description, "content": { "text/plain": { "schema": { "type": "string" } } } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_described_and_every_description_is_a_route() {
+        let doc = openapi();
+        let mut described = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                assert!(op["summary"].as_str().is_some_and(|s| !s.is_empty()), "{method} {path}");
+                assert!(!op["responses"].as_object().unwrap().is_empty(), "{method} {path}");
+                let concrete = path.replace("{app}", "shop");
+                let route = Route::parse(&method.to_uppercase(), &concrete)
+                    .unwrap_or_else(|| panic!("{method} {path} is described but no route"));
+                assert_eq!(route.template(), (method.to_uppercase().as_str(), path.as_str()));
+                described.push(route.template());
+            }
+        }
+        let routes: Vec<_> = Route::ALL.iter().map(Route::template).collect();
+        described.sort();
+        let mut sorted = routes.clone();
+        sorted.sort();
+        assert_eq!(described, sorted);
+    }
+
+    #[test]
+    fn every_reference_resolves_to_a_schema_of_the_wire_types() {
+        let doc = openapi();
+        let text = doc.to_string();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        for name in ["AppStatus", "AppList", "Deleted", "ErrorBody", "ErrorKind", "InvokeResponse", "MachineStatus"] {
+            assert!(schemas.contains_key(name), "{name} missing from {:?}", schemas.keys());
+        }
+        for reference in text.split("\"$ref\":\"").skip(1) {
+            let target = &reference[..reference.find('"').unwrap()];
+            let name = target.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{target}"));
+            assert!(schemas.contains_key(name), "{target} does not resolve");
+        }
+        // The error kinds are the wire's snake_case names.
+        assert!(schemas["ErrorKind"].to_string().contains("invalid_bundle"), "{}", schemas["ErrorKind"]);
+    }
+}

@@ -1,0 +1,94 @@
+//! Every route of the HTTP API, parsed from a request's method and path. The gateway dispatches on [`Route`],
+//! and [`crate::openapi()`] describes each one: a route cannot be added without its description.
+
+/// A route of the HTTP API, with the app it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// `GET /healthz`
+    Health,
+    /// `GET /metrics`
+    Metrics,
+    /// `GET /openapi.json`
+    OpenApi,
+    /// `GET /v1/devices`
+    Devices,
+    /// `GET /v1/apps`
+    ListApps,
+    /// `POST /v1/apps`
+    Deploy,
+    /// `GET /v1/apps/{app}`
+    Status(&'a str),
+    /// `DELETE /v1/apps/{app}`
+    Delete(&'a str),
+    /// `POST /v1/apps/{app}/invoke`
+    Invoke(&'a str),
+}
+
+impl<'a> Route<'a> {
+    /// One of each route, naming the app `{app}` as the API description writes it.
+    pub const ALL: [Route<'static>; 9] = [
+        Route::Health,
+        Route::Metrics,
+        Route::OpenApi,
+        Route::Devices,
+        Route::ListApps,
+        Route::Deploy,
+        Route::Status("{app}"),
+        Route::Delete("{app}"),
+        Route::Invoke("{app}"),
+    ];
+
+    /// The route a request for `method` (`GET`, `POST`, …) and `path` takes, or `None`.
+    pub fn parse(method: &str, path: &'a str) -> Option<Route<'a>> {
+        let parts: Vec<&'a str> = path.trim_matches('/').split('/').collect();
+        Some(match (method, parts.as_slice()) {
+            ("GET", ["healthz"]) => Route::Health,
+            ("GET", ["metrics"]) => Route::Metrics,
+            ("GET", ["openapi.json"]) => Route::OpenApi,
+            ("GET", ["v1", "devices"]) => Route::Devices,
+            ("GET", ["v1", "apps"]) => Route::ListApps,
+            ("POST", ["v1", "apps"]) => Route::Deploy,
+            ("GET", ["v1", "apps", app]) => Route::Status(app),
+            ("DELETE", ["v1", "apps", app]) => Route::Delete(app),
+            ("POST", ["v1", "apps", app, "invoke"]) => Route::Invoke(app),
+            _ => return None,
+        })
+    }
+
+    /// The method and the path, its app written `{app}` (an OpenAPI path template).
+    pub fn template(&self) -> (&'static str, &'static str) {
+        match self {
+            Route::Health => ("GET", "/healthz"),
+            Route::Metrics => ("GET", "/metrics"),
+            Route::OpenApi => ("GET", "/openapi.json"),
+            Route::Devices => ("GET", "/v1/devices"),
+            Route::ListApps => ("GET", "/v1/apps"),
+            Route::Deploy => ("POST", "/v1/apps"),
+            Route::Status(_) => ("GET", "/v1/apps/{app}"),
+            Route::Delete(_) => ("DELETE", "/v1/apps/{app}"),
+            Route::Invoke(_) => ("POST", "/v1/apps/{app}/invoke"),
+        }
+    }
+
+    /// Whether the route needs the gateway's `token` (invocations need `invoke_token` instead).
+    pub fn needs_token(&self) -> bool {
+        matches!(self, Route::Devices | Route::ListApps | Route::Deploy | Route::Status(_) | Route::Delete(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_parses_back_from_its_template_and_others_do_not() {
+        for route in Route::ALL {
+            let (method, path) = route.template();
+            assert_eq!(Route::parse(method, path), Some(route), "{method} {path}");
+        }
+        assert_eq!(Route::parse("POST", "/v1/apps/shop/invoke/"), Some(Route::Invoke("shop")));
+        for (method, path) in [("PUT", "/v1/apps"), ("GET", "/v1/apps/a/b"), ("POST", "/healthz"), ("GET", "/")] {
+            assert_eq!(Route::parse(method, path), None, "{method} {path}");
+        }
+    }
+}
