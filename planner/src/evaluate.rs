@@ -6,9 +6,10 @@
 //!
 //! Requests of a task are split among its instance types by the rates the plan states (the router's weights),
 //! so Ĥ in (9)–(10) and the weights of the average factor F̂ in (4) are the served rates; a served rate may not
-//! exceed M·H.
+//! exceed M·H. [`evaluate_as`] with [`Weighting::Literal`] reads (4) and (9)–(10) as printed instead.
 
 use crate::problem::Problem;
+use crate::spec::Weighting;
 
 /// M(t,v,s,b) instances of one instance type and the rate routed to them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,8 +66,17 @@ fn close_enough(lhs: f64, rhs: f64) -> bool {
     lhs <= rhs + TOL * rhs.abs().max(1.0)
 }
 
-/// Evaluate equations (1)–(14) for `plan` on `problem`.
+/// Evaluate equations (1)–(14) for `plan` on `problem`, weighting instance types by their served rates.
 pub fn evaluate(problem: &Problem, plan: &[Assignment]) -> Evaluation {
+    evaluate_as(problem, plan, Weighting::Served)
+}
+
+/// Evaluate equations (1)–(14) for `plan` on `problem`, with (4) and (9)–(10) read as `weighting` says. Read
+/// literally, F̂(t,t′) sums F over the task's active types, Â(t) weights each type by its capacity M·H, and
+/// each task's requests must be routed in proportion to those capacities (else what is served would not have
+/// the accuracy (10) computes).
+pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting) -> Evaluation {
+    let literal = weighting == Weighting::Literal;
     let n = problem.tasks.len();
     let mut violations = Vec::new();
     let mut latency = vec![0.0_f64; n];
@@ -75,6 +85,9 @@ pub fn evaluate(problem: &Problem, plan: &[Assignment]) -> Evaluation {
     let mut served = vec![0.0_f64; n];
     let mut accuracy_mass = vec![0.0_f64; n];
     let mut emitted = vec![0.0_f64; n]; // requests each task receives from its predecessors: Σ R̂(t)·F̂(t,t′)
+    // Literally: each task's capacity Σ M·H, and per successor Σ F over its active types.
+    let mut capacity = vec![0.0_f64; n];
+    let mut active_factors: Vec<Vec<f64>> = problem.tasks.iter().map(|t| vec![0.0; t.succs.len()]).collect();
 
     for a in plan.iter().filter(|a| a.instances > 0 || a.rate_rps > 0.0) {
         let task = &problem.tasks[a.task];
@@ -102,22 +115,53 @@ pub fn evaluate(problem: &Problem, plan: &[Assignment]) -> Evaluation {
             ));
         }
         slices += a.instances * problem.segments[a.segment].slices; // (7)
-        served[a.task] += a.rate_rps; // (9)
-        accuracy_mass[a.task] += a.rate_rps * task.variants[a.variant].accuracy;
+        served[a.task] += a.rate_rps;
+        let held = f64::from(a.instances) * c.throughput_rps;
+        capacity[a.task] += held;
+        // (9): Ĥ is the served rate, or literally the capacity M·H.
+        accuracy_mass[a.task] += if literal { held } else { a.rate_rps } * task.variants[a.variant].accuracy;
         for (i, &s) in task.succs.iter().enumerate() {
-            emitted[s] += a.rate_rps * task.variants[a.variant].factors[i]; // (4)–(5)
+            let factor = task.variants[a.variant].factors[i];
+            emitted[s] += a.rate_rps * factor; // (4)–(5)
+            if a.instances > 0 {
+                active_factors[a.task][i] += factor;
+            }
         }
     }
 
     // (5)–(6): demand reaching each task, served in full.
     let mut demand = vec![0.0; n];
+    if literal {
+        emitted = vec![0.0; n];
+    }
     for &t in &problem.topo {
         demand[t] = if problem.is_root(t) { problem.demand_rps } else { emitted[t] };
+        if literal {
+            for (i, &s) in problem.tasks[t].succs.iter().enumerate() {
+                emitted[s] += demand[t] * active_factors[t][i]; // (4) as printed, then (5)
+            }
+        }
         if (served[t] - demand[t]).abs() > TOL * demand[t].max(1.0) && capacity_ok {
             violations.push(format!(
                 "task `{}`: demand {:.3} req/s but {:.3} req/s routed to its instances",
                 problem.tasks[t].name, demand[t], served[t]
             ));
+        }
+    }
+    if literal && capacity_ok {
+        for a in plan.iter().filter(|a| a.instances > 0 && capacity[a.task] > 0.0) {
+            let Some(c) = problem.config(a.task, a.variant, a.segment, a.batch) else { continue };
+            let share = demand[a.task] * f64::from(a.instances) * c.throughput_rps / capacity[a.task];
+            if (a.rate_rps - share).abs() > TOL * demand[a.task].max(1.0) {
+                violations.push(format!(
+                    "task `{}`: {:.3} req/s routed to {} on `{}` batch {}, not its share {share:.3} of the capacity",
+                    problem.tasks[a.task].name,
+                    a.rate_rps,
+                    problem.tasks[a.task].variants[a.variant].name,
+                    problem.segments[a.segment].name,
+                    a.batch
+                ));
+            }
         }
     }
 
@@ -146,7 +190,8 @@ pub fn evaluate(problem: &Problem, plan: &[Assignment]) -> Evaluation {
     let task_accuracy: Vec<f64> = (0..n)
         .map(|t| {
             let best = problem.tasks[t].best_accuracy();
-            if served[t] > 0.0 { accuracy_mass[t] / served[t] / best } else { 1.0 }
+            let weight = if literal { capacity[t] } else { served[t] };
+            if weight > 0.0 { accuracy_mass[t] / weight / best } else { 1.0 }
         })
         .collect();
     let path_accuracy: Vec<f64> = problem

@@ -5,12 +5,13 @@
 //! demand greedily to its most accurate instances first, and scores the plan with the independent
 //! [`crate::evaluate::evaluate`]. Greedy routing is optimal when a task's variants share their
 //! multiplicative factors (demand is then fixed, and each Â(t) is best when the accurate instances are full);
-//! otherwise it gives a lower bound on the optimum.
+//! otherwise it gives a lower bound on the optimum. Read literally ([`Weighting::Literal`]), routing is not a
+//! choice: each type serves its capacity's share, and demand follows eq. (4) as printed.
 
 use crate::baselines::{StaticBudgets, admits};
-use crate::evaluate::{Assignment, evaluate};
+use crate::evaluate::{Assignment, evaluate_as};
 use crate::problem::Problem;
-use crate::spec::Features;
+use crate::spec::{Features, Weighting};
 
 /// The best plans found.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,14 +138,18 @@ fn score(
             let acc = |c: &crate::problem::Config| problem.tasks[t].variants[c.variant].accuracy;
             acc(cb).total_cmp(&acc(ca)).then(a.0.cmp(&b.0))
         });
+        let literal = features.weighting == Weighting::Literal;
+        let capacity: f64 = entries.iter().map(|&(i, m)| f64::from(m) * problem.configs[i].throughput_rps).sum();
         let mut left = demand[t];
+        let task = &problem.tasks[t];
         for (i, m) in entries {
             let c = &problem.configs[i];
-            let rate = left.min(f64::from(m) * c.throughput_rps).max(0.0);
+            let held = f64::from(m) * c.throughput_rps;
+            let rate = if literal { held.min(demand[t] * held / capacity) } else { left.min(held).max(0.0) };
             left -= rate;
-            let task = &problem.tasks[t];
             for (j, &s) in task.succs.iter().enumerate() {
-                demand[s] += rate * task.variants[c.variant].factors[j];
+                // (4): the average factor over what is served, or as printed, Σ F over the active types.
+                demand[s] += if literal { demand[t] } else { rate } * task.variants[c.variant].factors[j];
             }
             assignments.push(Assignment {
                 task: t,
@@ -160,7 +165,7 @@ fn score(
     if budgets.is_some_and(|b| losses.iter().zip(&b.accuracy_loss).any(|(lost, budget)| lost > &(budget + 1e-9))) {
         return;
     }
-    let eval = evaluate(problem, &assignments);
+    let eval = evaluate_as(problem, &assignments, features.weighting);
     if !eval.is_feasible() {
         return;
     }

@@ -91,7 +91,8 @@
 //! ```
 //!
 //! (fit) is jig's, not the paper's: y_L ∈ ℤ≥0 counts the GPUs that take MIG layout L, one of the 77 valid
-//! layouts of an 80 GB H100 (`jig_policy::mig::layouts`, c_L(p) its instances of profile p), so the MIG
+//! layouts of an 80 GB H100, and of every model with its six shapes (A100 40GB, H100 NVL, H200:
+//! `jig_policy::mig::layouts`, c_L(p) its instances of profile p), so the MIG
 //! instances of every plan pack onto the GPUs there are, and placement puts them where the layouts say. The
 //! paper prices an instance by the slices its memory blocks (`MigProfile::effective_slices`: 3g.40gb as 4),
 //! which prices a GPU of 4g.40gb + 3g.40gb at 8; o_L = 1 for such a layout gives the GPU back its true 7.
@@ -111,6 +112,10 @@
 //!   instance type serves; then R̂(t)·F̂(t,t′) = Σ_k F_k·x_k is linear. Likewise Ĥ in (9)–(10) is the served
 //!   rate x_k ≤ M_k·H_k rather than the capacity M_k·H_k, so idle head-room of a cheap variant does not count as
 //!   served requests; the plan states each entry's rate and the router splits traffic in those proportions.
+//!   [`Weighting::Literal`] reads both as printed, exactly: R̂(t′) = Σ_t R̂(t)·Σ_k F_k·N_k with the products
+//!   R̂(t)·N_k linearised by their binary factor, and Ĥ = M·H by routing each task's requests in proportion to
+//!   its types' capacities (x_k = u_t·H_k·M_k, the product exact over M_k's binary digits), so the rows below
+//!   hold unchanged. Its re-plans start cold.
 //! * **(10) ratio**: Â(t) = Σ x_k·A_k / R̂(t); R̂(t) depends on upstream variant choices, so the loss
 //!   ε_t = 1 − â(t) is over-estimated with R̂min(t) ≤ R̂(t) in the denominator (exact when upstream factors
 //!   do not depend on the variant, e.g. at roots). Error: ε_t·(1 − R̂min/R̂) ≤ ε_t·(1 − F_min/F_max) along the
@@ -164,4 +169,4 @@ pub use error::{ParseError, PlanError};
 pub use milp::{SolveOptions, solve, solve_from};
 pub use plan::{Plan, plan, plan_from};
 pub use problem::Problem;
-pub use spec::{Features, PlanSpec, Uninformed};
+pub use spec::{Features, PlanSpec, Uninformed, Weighting};

@@ -7,7 +7,7 @@ use crate::error::PlanError;
 use crate::evaluate::Assignment;
 use crate::milp::{Relax, SolveOptions, solve_from, solve_relaxed};
 use crate::problem::Problem;
-use crate::spec::{Features, Uninformed};
+use crate::spec::{Features, Uninformed, Weighting};
 
 /// The paper's Figure 3 (traffic analysis, 840 slices): maximum demand normalised to Unopt, in the order of
 /// [`Features::combinations`] (Unopt, S, A, T, A+T, S+T, A+S, A+S+T).
@@ -122,24 +122,27 @@ pub fn max_demand(
 }
 
 /// The eight spaces' maximum demand as a table normalised to Unopt, beside the paper's Figure 3; the spaces
-/// without T budget their tasks as `uninformed` says.
+/// without T budget their tasks as `uninformed` says, and every space weights instance types as `weighting`
+/// says.
 pub fn table(
     problem: &Problem,
-    uninformed: Uninformed,
+    (uninformed, weighting): (Uninformed, Weighting),
     rel_tol: f64,
     time_limit_s: f64,
 ) -> Result<(Vec<MaxDemand>, String), PlanError> {
     let rows = Features::combinations()
         .into_iter()
         .map(|f| {
-            max_demand(problem, f.with_uninformed(uninformed), rel_tol, time_limit_s)?.own_plan(problem, time_limit_s)
+            let f = f.with_uninformed(uninformed).with_weighting(weighting);
+            max_demand(problem, f, rel_tol, time_limit_s)?.own_plan(problem, time_limit_s)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let unopt = rows[0].demand_rps;
+    let w = rows.iter().map(|r| r.features.to_string().chars().count()).max().unwrap_or(0).max(13);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "max demand of `{}` on {} slices ({} H100s), profiles: {}; spaces without T budgeted {}",
+        "max demand of `{}` on {} slices ({} H100s), profiles: {}; spaces without T budgeted {}; {}",
         problem.app,
         problem.slices,
         problem.slices / 7,
@@ -147,11 +150,15 @@ pub fn table(
         match uninformed {
             Uninformed::Paper => "as Appendix B writes (latency and accuracy split along paths)",
             Uninformed::Strong => "strongly (latency split over types that fit the SLO, accuracy end-to-end)",
+        },
+        match weighting {
+            Weighting::Served => "F̂ and Ĥ weighted by served rates",
+            Weighting::Literal => "F̂ and Ĥ as printed (F summed over active types, Ĥ = M·H)",
         }
     );
     let _ = writeln!(
         s,
-        "{:<13} {:>12} {:>9} {:>15} {:>12}",
+        "{:<w$} {:>12} {:>9} {:>15} {:>12}",
         "space", "max req/s", "× Unopt", "paper (traffic)", "slices used"
     );
     for (r, paper) in rows.iter().zip(PAPER_FIGURE_3) {
@@ -159,7 +166,7 @@ pub fn table(
         let at_least = if r.timed_out_at.is_some() { "≥ " } else { "" };
         let _ = writeln!(
             s,
-            "{:<13} {:>12} {:>9} {:>14.2}× {:>7} ({:>3.0}%){}",
+            "{:<w$} {:>12} {:>9} {:>14.2}× {:>7} ({:>3.0}%){}",
             r.features.to_string(),
             format!("{at_least}{:.1}", r.demand_rps),
             ratio,
@@ -240,7 +247,7 @@ mod tests {
         assert_eq!((found.demand_rps, found.slices_used), (0.0, 0));
         let why = found.why_none.unwrap();
         assert!(why.contains("latency SLO 15 ms is below the fastest path"), "{why}");
-        let (_, table) = table(&problem, Uninformed::Paper, 0.01, 10.0).unwrap();
+        let (_, table) = table(&problem, (Uninformed::Paper, Weighting::Served), 0.01, 10.0).unwrap();
         assert!(table.contains("A+S+T serves no demand: latency SLO 15 ms"), "{table}");
     }
 }

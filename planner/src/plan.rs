@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::error::PlanError;
-use crate::evaluate::{Assignment, evaluate};
+use crate::evaluate::{Assignment, evaluate_as};
 use crate::milp::{SolveOptions, solve_from};
 use crate::placement::{Item, Placement, mig_counts, pack_layouts, place_on};
 use crate::problem::Problem;
@@ -25,7 +25,7 @@ pub fn plan_from(
     previous: &[Assignment],
 ) -> Result<Plan, PlanError> {
     let solved = solve_from(problem, features, options, previous)?;
-    let eval = evaluate(problem, &solved.assignments);
+    let eval = evaluate_as(problem, &solved.assignments, features.weighting);
     if !eval.is_feasible() {
         // The formulation is conservative, so this is a bug, not bad input: say so rather than hand out the plan.
         return Err(PlanError::Solver(format!(

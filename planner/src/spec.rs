@@ -325,6 +325,35 @@ pub struct Features {
     /// How a space without T budgets its tasks; ignored with T.
     #[serde(default)]
     pub uninformed: Uninformed,
+    /// How eq. (4) and (9)–(10) weight a task's instance types.
+    #[serde(default)]
+    pub weighting: Weighting,
+}
+
+/// How the average factor F̂ (eq. 4) and the effective accuracy Â (eq. 9–10) weight a task's instance types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Weighting {
+    /// jig's reading: by the requests each type serves (its routed rate x ≤ M·H). F̂ is then the average factor
+    /// Table 2 names, and idle head-room of a variant counts neither for nor against accuracy.
+    #[default]
+    Served,
+    /// The equations as printed: F̂(t,t′) = Σ F(t,v,t′)·N over the *active* types (a task with two active
+    /// types emits twice), and Ĥ = M·H, the capacity. Plans route each task's requests in proportion to its
+    /// types' capacities, so that what is served has the accuracy (10) computes.
+    Literal,
+}
+
+impl Weighting {
+    /// Parse `served` or `literal`.
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "served" => Ok(Self::Served),
+            "literal" => Ok(Self::Literal),
+            _ => Err(ParseError(format!(
+                "unknown weighting `{s}` for eq. (4) and (9)–(10) (expected served or literal)"
+            ))),
+        }
+    }
 }
 
 /// How a space without T (task-graph-uninformed) budgets each task.
@@ -356,11 +385,15 @@ impl Uninformed {
 
 impl Features {
     /// None of A, S, T: the paper's Unopt baseline.
-    pub const UNOPT: Self =
-        Self { accuracy_scaling: false, spatial: false, graph_budgets: false, uninformed: Uninformed::Paper };
+    pub const UNOPT: Self = Self {
+        accuracy_scaling: false,
+        spatial: false,
+        graph_budgets: false,
+        uninformed: Uninformed::Paper,
+        weighting: Weighting::Served,
+    };
     /// A+S+T: JigsawServe.
-    pub const ALL: Self =
-        Self { accuracy_scaling: true, spatial: true, graph_budgets: true, uninformed: Uninformed::Paper };
+    pub const ALL: Self = Self { accuracy_scaling: true, spatial: true, graph_budgets: true, ..Self::UNOPT };
 
     /// The eight combinations, in the order of the paper's Figure 3.
     pub fn combinations() -> [Self; 8] {
@@ -406,6 +439,11 @@ impl Features {
     pub fn with_uninformed(self, uninformed: Uninformed) -> Self {
         Self { uninformed, ..self }
     }
+
+    /// The same space, weighting instance types in eq. (4) and (9)–(10) as `weighting` says.
+    pub fn with_weighting(self, weighting: Weighting) -> Self {
+        Self { weighting, ..self }
+    }
 }
 
 impl fmt::Display for Features {
@@ -417,6 +455,9 @@ impl fmt::Display for Features {
         f.write_str(if names.is_empty() { "Unopt".to_string() } else { names.join("+") }.as_str())?;
         if !self.graph_budgets && self.uninformed == Uninformed::Strong {
             f.write_str(" (strong)")?;
+        }
+        if self.weighting == Weighting::Literal {
+            f.write_str(" (literal)")?;
         }
         Ok(())
     }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use jig_planner::evaluate::{Assignment, evaluate};
+use jig_planner::evaluate::{Assignment, evaluate, evaluate_as};
 use jig_planner::exhaustive;
 use jig_planner::milp::{SolveOptions, solve};
 use jig_planner::profile::ProfileRow;
@@ -211,7 +211,7 @@ fn check(c: &Case, features: Features, exact: bool) -> Result<(), TestCaseError>
     };
     match solve(&problem, features, &options()) {
         Ok(solved) => {
-            let eval = evaluate(&problem, &solved.assignments);
+            let eval = evaluate_as(&problem, &solved.assignments, features.weighting);
             prop_assert!(eval.is_feasible(), "MILP plan infeasible: {:?}\n{:?}", eval.violations, solved.assignments);
             let (lin_best, _) = best.linear.clone().ok_or_else(|| {
                 TestCaseError::fail(format!("MILP found a plan but exhaustive search found none: {solved:?}"))
@@ -274,6 +274,13 @@ proptest! {
     fn milp_is_feasible_and_no_worse_than_greedy_with_variant_factors(c in case(false)) {
         check(&c, Features::ALL, false)?;
     }
+
+    /// Read as printed, eq. (4) and (9)–(10) leave no routing choice, so the search is exact even when variants
+    /// differ in their factors.
+    #[test]
+    fn milp_matches_exhaustive_search_read_literally(c in case(false), space in 0usize..8) {
+        check(&c, Features::combinations()[space].with_weighting(Weighting::Literal), true)?;
+    }
 }
 
 #[test]
@@ -300,4 +307,45 @@ fn evaluator_catches_broken_plans() {
     // 40 req/s on one instance exceeds its capacity.
     let over = evaluate(&problem, &[a(0, 1, 10.0), a(1, 1, 40.0)]);
     assert!(!over.is_feasible());
+}
+
+/// A detector mixing an accurate and a cheap variant: read as printed, F̂ sums over both active types (the next
+/// task sees twice the requests) and the requests split by capacity; jig's reading routes what each serves.
+#[test]
+fn the_literal_reading_counts_every_active_type_and_splits_by_capacity() {
+    let c = Case {
+        shape: 2,
+        variants: vec![vec![(1.0, 1.0), (0.97, 1.0)], vec![(1.0, 1.0)]],
+        segments: vec![(0, 1)],
+        batches: vec![1],
+        profile: vec![Some((20.0, 10.0)), Some((20.0, 30.0)), Some((20.0, 40.0))],
+        edge_factors: vec![1.0, 1.0],
+        slo_ms: 200.0,
+        slo_acc: 0.975,
+        demand: 35.0,
+        beta: 0.035,
+    };
+    let (spec, rows) = c.build();
+    let problem = Problem::new(&spec, &rows, "test").unwrap();
+    for weighting in [Weighting::Served, Weighting::Literal] {
+        let features = Features::ALL.with_weighting(weighting);
+        let solved = solve(&problem, features, &options()).unwrap();
+        let eval = evaluate_as(&problem, &solved.assignments, weighting);
+        assert!(eval.is_feasible(), "{weighting:?}: {:?}", eval.violations);
+        let detector: Vec<&Assignment> = solved.assignments.iter().filter(|a| a.task == 0).collect();
+        assert_eq!(detector.len(), 2, "{weighting:?}: both variants: {:?}", solved.assignments);
+        let (demand_b, slices) = (eval.task_demand_rps[1], eval.slices);
+        match weighting {
+            Weighting::Served => assert_eq!((demand_b, slices), (35.0, 3), "{:?}", solved.assignments),
+            Weighting::Literal => {
+                assert_eq!((demand_b, slices), (70.0, 4), "{:?}", solved.assignments);
+                let cheap = detector.iter().find(|a| a.variant == 1).unwrap();
+                assert!((cheap.rate_rps - 35.0 * 30.0 / 40.0).abs() < 1e-6, "its capacity's share: {cheap:?}");
+                // Literally, routing the served way breaks (4) and the split.
+                let served = solve(&problem, Features::ALL, &options()).unwrap();
+                assert!(!evaluate_as(&problem, &served.assignments, weighting).is_feasible());
+            }
+        }
+        check(&c, features, true).unwrap();
+    }
 }

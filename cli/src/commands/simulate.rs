@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use jig_planner::max_demand;
 use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
-use jig_planner::spec::{Features, Uninformed};
+use jig_planner::spec::{Features, Uninformed, Weighting};
 
 use jig_app::deployment::{MIN_FACTOR_SAMPLES, Observations};
 use jig_sim::simulate::Controller;
@@ -50,6 +50,10 @@ pub struct SimulateCommand {
     /// over the types that fit the SLO, accuracy SLO end-to-end as with T).
     #[arg(long, default_value = "paper", value_parser = Uninformed::parse)]
     pub uninformed: Uninformed,
+    /// How eq. (4) and (9)–(10) weight a task's instance types: `served` (jig's reading) or `literal` (as the
+    /// paper prints them), as for `jig plan`.
+    #[arg(long, default_value = "served", value_parser = Weighting::parse)]
+    pub weighting: Weighting,
     /// Demand trace (CSV `start_s,rps`, as `jig trace` writes); a generated day when absent.
     #[arg(long)]
     pub trace: Option<PathBuf>,
@@ -171,7 +175,8 @@ fn simulate_problem(
     } else {
         vec![parse_features(&args.features)?]
     };
-    let spaces: Vec<Features> = spaces.into_iter().map(|f| f.with_uninformed(args.uninformed)).collect();
+    let spaces: Vec<Features> =
+        spaces.into_iter().map(|f| f.with_uninformed(args.uninformed).with_weighting(args.weighting)).collect();
     let solve = SolveOptions { time_limit_s: args.time_limit, mip_rel_gap: 0.01, ..SolveOptions::default() };
     let servable = || -> anyhow::Result<f64> {
         let max = max_demand::max_demand(problem, Features::ALL, 0.01, args.time_limit)?.demand_rps;

@@ -16,7 +16,7 @@ use crate::error::PlanError;
 use crate::evaluate::{Assignment, evaluate};
 use crate::placement::{mig_counts, pack_layouts};
 use crate::problem::Problem;
-use crate::spec::{Features, MigProfile, SegmentKind};
+use crate::spec::{Features, MigProfile, SegmentKind, Weighting};
 use jig_policy::mig::layouts;
 
 /// Slices up to which a problem counts as small for HiGHS's heuristics (see `solve_relaxed`).
@@ -260,6 +260,99 @@ fn warm_start(
     Some(values)
 }
 
+/// The most demand each task can see when F̂ sums the factors of all its active types (eq. 4 as printed): every
+/// admitted type of every upstream task active at once.
+fn literal_demand_max(problem: &Problem, features: Features) -> Vec<f64> {
+    let mut most = vec![0.0; problem.tasks.len()];
+    for &t in &problem.topo {
+        if problem.is_root(t) {
+            most[t] = problem.demand_rps;
+        }
+        for (i, &s) in problem.tasks[t].succs.iter().enumerate() {
+            let factors: f64 = (problem.configs.iter())
+                .filter(|c| c.task == t && admits(problem, features, c))
+                .map(|c| problem.tasks[t].variants[c.variant].factors[i])
+                .sum();
+            most[s] += most[t] * factors;
+        }
+    }
+    most
+}
+
+/// The variables of [`Weighting::Literal`]'s rows (see [`Literal::rows`]).
+struct Literal {
+    /// u_t, each task's utilisation.
+    utilisation: Vec<Variable>,
+    /// Per candidate.
+    per_type: Vec<LiteralType>,
+}
+
+/// One candidate's variables in [`Literal`]: z_k = R̂(t)·N_k where its task has successors, and (β_kj, w_kj)
+/// per binary digit of M_k.
+type LiteralType = (Option<Variable>, Vec<(Variable, Variable)>);
+
+impl Literal {
+    fn new(problem: &Problem, cands: &[Candidate], demand_max: &[f64], vars: &mut ProblemVariables) -> Self {
+        let utilisation = (0..problem.tasks.len()).map(|_| vars.add(variable().min(0).max(1))).collect();
+        let per_type = cands
+            .iter()
+            .map(|c| {
+                let t = problem.configs[c.config].task;
+                let z = (!problem.tasks[t].succs.is_empty()).then(|| vars.add(variable().min(0).max(demand_max[t])));
+                let digits = 32 - c.bound.leading_zeros();
+                (z, (0..digits).map(|_| (vars.add(variable().binary()), vars.add(variable().min(0).max(1)))).collect())
+            })
+            .collect();
+        Self { utilisation, per_type }
+    }
+
+    /// The rows, both exact:
+    ///
+    /// * (4) as printed, R̂(t′) = Σ_t R̂(t)·Σ_k F_k·N_k: the products z_k = R̂(t)·N_k of a rate and a binary, by
+    ///   z_k ≤ R̂max(t)·N_k, z_k ≤ R̂(t), z_k ≥ R̂(t) − R̂max(t)·(1 − N_k).
+    /// * (9)–(10) with Ĥ = M·H: each type's rate is its capacity's share of the task's demand, x_k = u_t·H_k·M_k
+    ///   for one utilisation u_t ∈ [0, 1] per task, so the served accuracy is the capacity-weighted one and the
+    ///   linear accuracy rows stay as they are. The product u_t·M_k is exact over M_k's binary digits β_kj:
+    ///   x_k = H_k·Σ_j 2^j·w_kj with w_kj = u_t·β_kj (w ≤ β, w ≤ u, w ≥ u + β − 1).
+    #[allow(clippy::too_many_arguments)]
+    fn rows(
+        &self,
+        problem: &Problem,
+        cands: &[Candidate],
+        v: &[Vars],
+        served: &[Expression],
+        demand_max: &[f64],
+        emitted: &mut [Expression],
+        model: &mut impl SolverModel,
+    ) {
+        for ((c, var), (z, digits)) in cands.iter().zip(v).zip(&self.per_type) {
+            let cfg = &problem.configs[c.config];
+            let (t, task) = (cfg.task, &problem.tasks[cfg.task]);
+            if let Some(z) = *z {
+                let most = demand_max[t];
+                model.add_constraint(constraint!(z <= most * var.n));
+                model.add_constraint(constraint!(z <= served[t].clone()));
+                model.add_constraint(constraint!(z >= served[t].clone() - most + most * var.n));
+                for (i, &s) in task.succs.iter().enumerate() {
+                    emitted[s].add_mul(task.variants[cfg.variant].factors[i], z);
+                }
+            }
+            let u = self.utilisation[t];
+            let (mut count, mut rate) = (Expression::default(), Expression::default());
+            for (j, &(beta, w)) in digits.iter().enumerate() {
+                let weight = f64::from(1u32 << j);
+                model.add_constraint(constraint!(w <= beta));
+                model.add_constraint(constraint!(w <= u));
+                model.add_constraint(constraint!(w >= u + beta - 1));
+                count.add_mul(weight, beta);
+                rate.add_mul(weight * cfg.throughput_rps, w);
+            }
+            model.add_constraint(constraint!(var.m == count));
+            model.add_constraint(constraint!(var.x == rate));
+        }
+    }
+}
+
 pub(crate) fn solve_relaxed(
     problem: &Problem,
     features: Features,
@@ -271,8 +364,14 @@ pub(crate) fn solve_relaxed(
     let n = problem.tasks.len();
     let budgets = (!features.graph_budgets).then(|| StaticBudgets::new(problem, features));
     let allowed = |t: usize, v: usize| features.accuracy_scaling || v == problem.tasks[t].best;
-    let (demand_min, demand_max) = problem.demand_bounds(allowed);
+    let literal = features.weighting == Weighting::Literal;
+    let (demand_min, mut demand_max) = problem.demand_bounds(allowed);
+    if literal {
+        demand_max = literal_demand_max(problem, features);
+    }
     let (cands, profiled) = candidates(problem, features, budgets.as_ref(), (&demand_min, &demand_max));
+    // Re-plans read literally start cold: the start sets no values for the variables of the literal rows.
+    let previous = if literal { &[][..] } else { previous };
 
     let mut vars = ProblemVariables::new();
     let v: Vec<Vars> = cands
@@ -288,6 +387,7 @@ pub(crate) fn solve_relaxed(
         })
         .collect();
     let latency: Vec<Variable> = (0..n).map(|_| vars.add(variable().min(0))).collect();
+    let literal = literal.then(|| Literal::new(problem, &cands, &demand_max, &mut vars));
     // Plans that fit: y_L GPUs take MIG layout L, over the layouts of the profiles the candidates use.
     let profile_of = |c: &Candidate| match problem.segments[problem.configs[c.config].segment].kind {
         SegmentKind::Mig { profile, .. } => Some(profile),
@@ -392,8 +492,10 @@ pub(crate) fn solve_relaxed(
         model.add_constraint(constraint!(var.n <= var.m));
         model.add_constraint(constraint!(latency[cfg.task] >= cfg.latency_ms * var.n));
         served[cfg.task] += var.x;
-        for (i, &s) in task.succs.iter().enumerate() {
-            emitted[s].add_mul(task.variants[cfg.variant].factors[i], var.x);
+        if literal.is_none() {
+            for (i, &s) in task.succs.iter().enumerate() {
+                emitted[s].add_mul(task.variants[cfg.variant].factors[i], var.x);
+            }
         }
         if let Some(e) = loss_vars[cfg.task] {
             let lost = 1.0 - task.normalised_accuracy(cfg.variant);
@@ -408,6 +510,9 @@ pub(crate) fn solve_relaxed(
             capacity.add_mul(problem.configs[c.config].throughput_rps, var.m);
         }
         model.add_constraint(constraint!(capacity >= served_t.clone()));
+    }
+    if let Some(literal) = &literal {
+        literal.rows(problem, &cands, &v, &served, &demand_max, &mut emitted, &mut model);
     }
     // (4)–(6): the served rates carry the demand down the graph.
     for t in 0..n {
