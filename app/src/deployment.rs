@@ -33,6 +33,7 @@ use jig_planner::spec::{
     AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentKind, SegmentSpec, TaskSpec, VariantSpec,
 };
 use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions};
+use jig_policy::mig::{GPU_80GB, GpuModel};
 
 use jig_manifest::{Bundle, Variant};
 
@@ -267,7 +268,7 @@ impl Capacity {
                 let mig = g
                     .mig_instances
                     .iter()
-                    .filter_map(|m| m.profile())
+                    .filter_map(|m| m.profile_on(&g.name))
                     .map(|profile| {
                         let nth = seen.entry(profile).or_default();
                         *nth += 1;
@@ -694,11 +695,21 @@ fn unknown_mig_gpu(capacity: &Capacity) -> Option<String> {
 fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
     let present: Vec<(u32, String)> =
         capacity.gpus.iter().flat_map(|g| g.mig.iter().map(move |(p, _)| (g.index, p.to_string()))).collect();
-    let missing: Vec<String> = missing_instances(&plan.placement, &present).iter().map(|m| m.to_string()).collect();
     if let Some(unknown) = unknown_mig_gpu(capacity) {
+        let missing: Vec<String> = missing_instances(&plan.placement, &present).iter().map(|m| m.to_string()).collect();
         return format!("; {}. {unknown}", missing.join("; "));
     }
-    match mig_parted_config(&plan.placement, &config_name(app)) {
+    // Said in the machine's own names (an H200's 3g.71gb for jig's 3g.40gb); a machine of mixed models is
+    // described in its first GPU's.
+    let model = capacity.gpus.first().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
+    let missing: Vec<String> = missing_instances(&plan.placement, &present)
+        .into_iter()
+        .map(|mut m| {
+            m.profile = m.profile.parse().map_or(m.profile.clone(), |p| model.name_of(p).to_string());
+            m.to_string()
+        })
+        .collect();
+    match mig_parted_config(&plan.placement, &config_name(app), model) {
         Ok(yaml) => format!(
             "; {}. This nvidia-mig-parted config provides the layout (`jig plan --mig-config` writes it):\n{yaml}",
             missing.join("; ")
@@ -868,18 +879,43 @@ mod tests {
     fn a_gpu_without_a_layout_table_is_named_with_the_ones_jig_knows() {
         let dir = tempfile::tempdir().unwrap();
         let bundle = bundle(dir.path(), &[("mig:0:1g.10gb:1", 4, 40.0, 20.0)]);
-        let a100_40 = Devices::from_nvidia_smi(
+        let a30 = Devices::from_nvidia_smi(
             (0..8).collect(),
-            "0, NVIDIA A100-SXM4-40GB, GPU-cccc, 40960, Enabled\n",
-            "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-cccc)\n",
+            "0, NVIDIA A30, GPU-cccc, 24576, Enabled\n",
+            "GPU 0: NVIDIA A30 (UUID: GPU-cccc)\n",
         );
-        let capacity = Capacity::of(&a100_40, 8, None);
+        let capacity = Capacity::of(&a30, 8, None);
         let error =
             plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &Observations::default())
                 .unwrap_err()
                 .to_string();
-        assert!(error.contains("GPU 0 is an NVIDIA A100-SXM4-40GB, whose MIG profiles jig does not know"), "{error}");
-        assert!(error.contains("the 80 GB H100 and A100") && !error.contains("--mig-config"), "{error}");
+        assert!(error.contains("GPU 0 is an NVIDIA A30, whose MIG profiles jig does not know"), "{error}");
+        assert!(error.contains("the A100 40GB, the H100 NVL (94 GB) and the H200"), "{error}");
+        assert!(!error.contains("--mig-config"), "{error}");
+    }
+
+    #[test]
+    fn other_models_offer_their_instances_by_shape_and_are_told_what_to_create_in_their_names() {
+        let dir = tempfile::tempdir().unwrap();
+        // An A100 40GB's 1g.10gb is the shape jig calls 1g.20gb (two memory slots); an H200's 3g.71gb is 3g.40gb.
+        let a100_40 = Devices::from_nvidia_smi(
+            (0..8).collect(),
+            "0, NVIDIA A100-SXM4-40GB, GPU-cccc, 40960, Enabled\n1, NVIDIA H200, GPU-dddd, 143771, Enabled\n",
+            "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-cccc)\n  MIG 1g.10gb Device 0: (UUID: MIG-5)\n\
+             GPU 1: NVIDIA H200 (UUID: GPU-dddd)\n  MIG 3g.71gb Device 0: (UUID: MIG-6)\n",
+        );
+        let capacity = Capacity::of(&a100_40, 8, None);
+        assert!(capacity.offers(&SegmentKind::parse("mig:1g.20gb:1").unwrap()));
+        assert!(capacity.offers(&SegmentKind::parse("mig:3g.40gb:1").unwrap()));
+        assert!(!capacity.offers(&SegmentKind::parse("mig:1g.10gb:1").unwrap()), "no one-slot instance exists");
+        // 31.5 req/s at 20 req/s an instance needs two 1g.20gb-shaped instances; the A100 40GB has one.
+        let bundle = bundle(dir.path(), &[("mig:0:1g.20gb:1", 4, 40.0, 20.0)]);
+        let error =
+            plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &Observations::default())
+                .unwrap_err()
+                .to_string();
+        assert!(error.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{error}");
+        assert!(error.contains("\"1g.10gb\": 2") && !error.contains("1g.20gb\":"), "A100 40GB names: {error}");
     }
 
     fn observed(p95_ms: f64, batches: u64) -> ObservedLatency {

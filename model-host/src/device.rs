@@ -46,9 +46,10 @@ pub struct MigInstance {
 }
 
 impl MigInstance {
-    /// The profile `nvidia-smi` named (e.g. `3g.40gb`), parsed; `None` for profiles outside [`MigProfile`].
-    pub fn profile(&self) -> Option<MigProfile> {
-        self.profile.as_deref()?.parse().ok()
+    /// The profile `nvidia-smi` named (e.g. `3g.40gb`, or `3g.71gb` on an H200), as the [`MigProfile`] of that
+    /// shape on the GPU `gpu` names; `None` for a model or profile jig does not know.
+    pub fn profile_on(&self, gpu: &str) -> Option<MigProfile> {
+        jig_policy::mig::GpuModel::of(gpu)?.profile(self.profile.as_deref()?)
     }
 }
 
@@ -90,13 +91,15 @@ impl Devices {
         match *segment {
             Segment::Cpu { .. } => Err(DeviceError::NotGpu { segment: *segment }),
             Segment::Mps { gpu: index, .. } => Ok(gpu(index)?.uuid.clone()),
-            Segment::Mig { gpu: index, profile, .. } => gpu(index)?
-                .mig_instances
-                .iter()
-                .filter(|m| m.profile() == Some(profile))
-                .nth(nth)
-                .map(|m| m.uuid.clone())
-                .ok_or(DeviceError::NoMigInstance { segment: *segment, gpu: index, nth, profile }),
+            Segment::Mig { gpu: index, profile, .. } => {
+                let gpu = gpu(index)?;
+                gpu.mig_instances
+                    .iter()
+                    .filter(|m| m.profile_on(&gpu.name) == Some(profile))
+                    .nth(nth)
+                    .map(|m| m.uuid.clone())
+                    .ok_or(DeviceError::NoMigInstance { segment: *segment, gpu: index, nth, profile })
+            }
         }
     }
 }
@@ -335,15 +338,20 @@ mod tests {
         assert_eq!(migs.len(), 2);
         assert_eq!(migs[0].0, 0);
         assert_eq!(migs[0].1.uuid, "MIG-aaaa");
-        assert_eq!(migs[1].1.profile(), Some(MigProfile::G1_10));
+        assert_eq!(migs[1].1.profile_on("NVIDIA H100 80GB HBM3"), Some(MigProfile::G1_10));
+        // The same name is another shape on an A100 40GB; an H200 lists its own names.
+        assert_eq!(migs[1].1.profile_on("NVIDIA A100-SXM4-40GB"), Some(MigProfile::G1_20));
+        let h200 = parse_mig_list("GPU 0: NVIDIA H200 (UUID: GPU-1)\n  MIG 3g.71gb     Device  0: (UUID: MIG-cccc)\n");
+        assert_eq!(h200[0].1.profile_on("NVIDIA H200"), Some(MigProfile::G3_40));
+        assert_eq!(migs[0].1.profile_on("NVIDIA A30"), None, "a model jig does not know");
     }
 
     #[test]
     fn gpu_segments_bind_to_their_device_and_share() {
         let devices = Devices::from_nvidia_smi(
             vec![0],
-            "0, H100, GPU-5e3c, 81559, Enabled\n",
-            "GPU 0: H100 (UUID: GPU-5e3c)\n  MIG 3g.40gb Device 0: (UUID: MIG-aaaa)\n",
+            "0, NVIDIA H100 80GB HBM3, GPU-5e3c, 81559, Enabled\n",
+            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5e3c)\n  MIG 3g.40gb Device 0: (UUID: MIG-aaaa)\n",
         );
         assert_eq!(devices.gpus[0].mig_instances.len(), 1);
         let env = devices.binding(&"mig:0:3g.40gb:2".parse().unwrap(), 0).unwrap();

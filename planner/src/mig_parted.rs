@@ -37,6 +37,7 @@ use std::fmt::{self, Write as _};
 use thiserror::Error;
 
 use crate::placement::{Device, Placement};
+use jig_policy::mig::GpuModel;
 
 /// What the plan needs of one GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -106,7 +107,8 @@ fn valid_name(name: &str) -> bool {
 
 /// The placement's MIG layout as an `nvidia-mig-parted` config file with one config, `name`, under a comment
 /// header that says how to apply it.
-pub fn mig_parted_config(placement: &Placement, name: &str) -> Result<String, MigConfigError> {
+/// Profiles are written with `model`'s names (the H200's `3g.71gb` for jig's `3g.40gb`).
+pub fn mig_parted_config(placement: &Placement, name: &str, model: &GpuModel) -> Result<String, MigConfigError> {
     if !valid_name(name) {
         return Err(MigConfigError::BadName(name.to_string()));
     }
@@ -152,6 +154,7 @@ pub fn mig_parted_config(placement: &Placement, name: &str) -> Result<String, Mi
             GpuUse::Mig(counts) => {
                 out.push_str("      mig-enabled: true\n      mig-devices:\n");
                 for (profile, n) in counts {
+                    let profile = profile.parse().map_or(profile.as_str(), |p| model.name_of(p));
                     let _ = writeln!(out, "        \"{profile}\": {n}");
                 }
             }
@@ -211,6 +214,7 @@ mod tests {
     use super::*;
     use crate::placement::{Item, place};
     use crate::spec::{MigProfile, SegmentKind};
+    use jig_policy::mig::{GPU_80GB, GPU_MODELS};
 
     fn mig(profile: MigProfile, mps: u8) -> Item {
         Item { label: format!("{profile}:{mps}"), kind: SegmentKind::Mig { profile, mps } }
@@ -279,7 +283,7 @@ mod tests {
         items.extend(std::iter::repeat_n(mig(G1_10, 3), 7));
         let p = place(&items, 16);
         assert_eq!(p.gpus, 3, "{p:#?}");
-        let yaml = mig_parted_config(&p, "jig-traffic").unwrap();
+        let yaml = mig_parted_config(&p, "jig-traffic", &GPU_80GB).unwrap();
         assert!(yaml.contains("sudo nvidia-mig-parted apply -f THIS_FILE -c jig-traffic"), "{yaml}");
         assert!(yaml.contains("nvidia.com/mig.config=jig-traffic"), "{yaml}");
         assert!(yaml.contains("for GPUs 0-2,") && !yaml.contains("through MPS"), "{yaml}");
@@ -290,6 +294,10 @@ mod tests {
         assert_eq!(entries[0].mig_devices, counts(&[("3g.40gb", 1), ("4g.40gb", 1)]));
         assert_eq!(entries[1].devices, Devices::List(vec![2]));
         assert_eq!(entries[1].mig_devices, counts(&[("1g.10gb", 7)]));
+        // An H200 gets the same layout in its own names.
+        let h200 = parse(&mig_parted_config(&p, "jig-traffic", &GPU_MODELS[3]).unwrap(), "jig-traffic");
+        assert_eq!(h200[0].mig_devices, counts(&[("3g.71gb", 1), ("4g.71gb", 1)]));
+        assert_eq!(h200[1].mig_devices, counts(&[("1g.18gb", 7)]));
     }
 
     #[test]
@@ -299,7 +307,7 @@ mod tests {
         let p = place(&items, 16);
         let layout = gpu_layout(&p);
         assert_eq!(layout.get(&1), Some(&GpuUse::Shared));
-        let yaml = mig_parted_config(&p, "jig-x").unwrap();
+        let yaml = mig_parted_config(&p, "jig-x", &GPU_80GB).unwrap();
         assert!(yaml.contains("mig-enabled: false are shared whole through MPS"), "{yaml}");
         let entries = parse(&yaml, "jig-x");
         assert_eq!(entries.len(), 2, "{yaml}");
@@ -310,7 +318,7 @@ mod tests {
 
         // Only shares: every GPU gets MIG disabled, and the file still parses.
         let only = place(&[share(70), share(70)], 16);
-        let entries = parse(&mig_parted_config(&only, "jig-x").unwrap(), "jig-x");
+        let entries = parse(&mig_parted_config(&only, "jig-x", &GPU_80GB).unwrap(), "jig-x");
         assert_eq!(entries.len(), 1);
         assert_eq!((&entries[0].devices, entries[0].mig_enabled), (&Devices::List(vec![0, 1]), false));
     }
@@ -318,10 +326,10 @@ mod tests {
     #[test]
     fn a_plan_without_gpus_or_with_a_bad_name_is_refused() {
         let p = place(&[cpu(4), cpu(8)], 16);
-        assert_eq!(mig_parted_config(&p, "jig-cpu"), Err(MigConfigError::NoGpu));
+        assert_eq!(mig_parted_config(&p, "jig-cpu", &GPU_80GB), Err(MigConfigError::NoGpu));
         let g = place(&[mig(MigProfile::G1_10, 1)], 16);
         for bad in ["", "-jig", "jig x", "jig-", &"a".repeat(64)] {
-            assert_eq!(mig_parted_config(&g, bad), Err(MigConfigError::BadName(bad.to_string())), "{bad:?}");
+            assert_eq!(mig_parted_config(&g, bad, &GPU_80GB), Err(MigConfigError::BadName(bad.to_string())), "{bad:?}");
         }
         assert_eq!(config_name("traffic-analysis"), "jig-traffic-analysis");
         assert_eq!(config_name("a b/c_"), "jig-a-b-c");

@@ -1,5 +1,10 @@
 //! The MIG profiles of an 80 GB H100 (`anchors-serving.md` §5.1; `+me` is left out): what the device layer
 //! creates and binds instances on, and what the planner places and prices.
+//!
+//! The A100 40GB, the H100 NVL (94 GB) and the H200 have the same six shapes (compute slices, memory slots)
+//! and so the same layouts, under other names ([`GpuModel`]). jig names a shape by its 80 GB name everywhere
+//! (segments, profile tables, plans), and translates at the machine's edge: `nvidia-smi`'s listing in, the
+//! `nvidia-mig-parted` config and the names of missing instances out.
 
 use std::fmt;
 use std::str::FromStr;
@@ -108,13 +113,73 @@ impl Layout {
     }
 }
 
-/// The GPU models whose MIG profiles and layouts jig knows ([`MigProfile`], [`layouts`]).
-pub const GPUS_WITH_LAYOUTS: &str = "the 80 GB H100 and A100";
+/// A GPU model whose MIG profiles jig knows: the names its `nvidia-smi` gives the six shapes of [`MigProfile`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct GpuModel {
+    /// The model, in words.
+    pub name: &'static str,
+    /// Its names of the profiles of [`MigProfile::ALL`], in that order.
+    pub profile_names: [&'static str; 6],
+}
 
-/// Whether jig knows the MIG profiles and layouts of the GPU `nvidia-smi` names `name` (e.g. `NVIDIA H100
-/// 80GB HBM3`): the 80 GB H100 and A100. Others (an A100 40GB, an H200, an H100 NVL) have other profiles.
+/// The 80 GB H100 and A100, whose names jig uses for every model.
+pub const GPU_80GB: GpuModel = GpuModel {
+    name: "80 GB H100 or A100",
+    profile_names: ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"],
+};
+
+/// Every GPU model whose MIG profiles and layouts jig knows (NVIDIA's MIG user guide, "Supported MIG Profiles").
+pub const GPU_MODELS: [GpuModel; 4] = [
+    GPU_80GB,
+    GpuModel { name: "A100 40GB", profile_names: ["1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"] },
+    GpuModel {
+        name: "H100 NVL (94 GB)",
+        profile_names: ["1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"],
+    },
+    GpuModel {
+        name: "H200 (141 GB)",
+        profile_names: ["1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"],
+    },
+];
+
+/// The GPU models whose MIG profiles and layouts jig knows, in words.
+pub const GPUS_WITH_LAYOUTS: &str = "the 80 GB H100 and A100, the A100 40GB, the H100 NVL (94 GB) and the H200";
+
+impl GpuModel {
+    /// The model of the GPU `nvidia-smi` names `name` (e.g. `NVIDIA H100 80GB HBM3`, `NVIDIA A100-SXM4-40GB`,
+    /// `NVIDIA H200`), if jig knows its MIG profiles.
+    pub fn of(name: &str) -> Option<&'static GpuModel> {
+        let has = |s: &str| name.contains(s);
+        let i = if (has("H100") || has("A100")) && has("80GB") || has("H100 PCIe") {
+            0
+        } else if has("A100") && has("40GB") {
+            1
+        } else if has("H100 NVL") || has("H100") && has("94GB") {
+            2
+        } else if has("H200") && !has("GH200") {
+            3
+        } else {
+            return None;
+        };
+        Some(&GPU_MODELS[i])
+    }
+
+    /// This model's name of `profile` (e.g. `3g.71gb` on an H200 for [`MigProfile::G3_40`]).
+    pub fn name_of(&self, profile: MigProfile) -> &'static str {
+        let i = MigProfile::ALL.iter().position(|&p| p == profile).expect("every profile is in ALL");
+        self.profile_names[i]
+    }
+
+    /// The profile this model names `name` (as `nvidia-smi` lists its instances).
+    pub fn profile(&self, name: &str) -> Option<MigProfile> {
+        let i = self.profile_names.iter().position(|&n| n == name)?;
+        Some(MigProfile::ALL[i])
+    }
+}
+
+/// Whether jig knows the MIG profiles and layouts of the GPU `nvidia-smi` names `name` ([`GpuModel::of`]).
 pub fn has_layouts(name: &str) -> bool {
-    (name.contains("H100") || name.contains("A100")) && name.contains("80GB")
+    GpuModel::of(name).is_some()
 }
 
 /// Every valid layout of an 80 GB H100 (and A100), one per combination of profiles (77 of them; a combination
@@ -158,7 +223,16 @@ pub struct UnknownMigProfile(pub String);
 impl fmt::Display for UnknownMigProfile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = MigProfile::ALL.iter().map(|p| p.as_str()).collect();
-        write!(f, "unknown MIG profile `{}`; use one of {}", self.0, names.join(", "))
+        write!(f, "unknown MIG profile `{}`; use one of {}", self.0, names.join(", "))?;
+        // Another model's name: say which shape it is.
+        if let Some((model, p)) = GPU_MODELS.iter().find_map(|m| Some((m, m.profile(&self.0)?))) {
+            write!(
+                f,
+                " (`{}` is the {}'s {p}: jig names every model's profiles by their 80 GB names)",
+                self.0, model.name
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -188,16 +262,14 @@ mod tests {
         }
         let error = "3g.20gb".parse::<MigProfile>().unwrap_err().to_string();
         assert!(error.contains("3g.20gb") && error.contains("7g.80gb"), "{error}");
+        assert!(error.contains("the A100 40GB's 3g.40gb"), "{error}");
+        assert!(!"5g.50gb".parse::<MigProfile>().unwrap_err().to_string().contains("'s"));
     }
 
     #[test]
     fn layouts_are_every_combination_that_fits_and_are_priced_at_most_a_gpu() {
         let all = layouts();
         assert_eq!(all.len(), 77);
-        assert!(has_layouts("NVIDIA H100 80GB HBM3") && has_layouts("NVIDIA A100-SXM4-80GB"));
-        assert!(
-            !has_layouts("NVIDIA A100-SXM4-40GB") && !has_layouts("NVIDIA H200") && !has_layouts("NVIDIA H100 NVL")
-        );
         for l in all {
             let mut slots = [false; 8];
             for &(p, start) in &l.instances {
@@ -224,6 +296,43 @@ mod tests {
         assert_eq!(of(&[G2_20, G2_20, G2_20, G1_10]).map(Layout::slices), Some(7));
         assert!(of(&[G4_40, G4_40]).is_none() && of(&[G3_40, G3_40, G1_10]).is_none());
         assert!(of(&[G1_10; 7]).is_some() && of(&[G1_10; 8]).is_none());
+    }
+
+    use MigProfile::*;
+
+    #[test]
+    fn each_model_names_the_same_shapes_its_own_way() {
+        let model = |gpu: &str| GpuModel::of(gpu).map(|m| m.name);
+        assert_eq!(model("NVIDIA H100 80GB HBM3"), Some(GPU_80GB.name));
+        assert_eq!(model("NVIDIA A100-SXM4-80GB"), Some(GPU_80GB.name));
+        assert_eq!(model("NVIDIA H100 PCIe"), Some(GPU_80GB.name));
+        assert_eq!(model("NVIDIA A100-PCIE-40GB"), Some("A100 40GB"));
+        assert_eq!(model("NVIDIA H100 NVL"), Some("H100 NVL (94 GB)"));
+        assert_eq!(model("NVIDIA H200"), Some("H200 (141 GB)"));
+        assert_eq!(model("NVIDIA H200 NVL"), Some("H200 (141 GB)"));
+        for unknown in ["NVIDIA A30", "NVIDIA GH200 480GB", "NVIDIA B200", "Tesla T4"] {
+            assert!(!has_layouts(unknown), "{unknown}");
+        }
+        // The one name two models give different shapes: 1 compute slice with one memory slot on an 80 GB GPU,
+        // with two on an A100 40GB (10 GB is a quarter of its memory).
+        let a100_40 = GpuModel::of("NVIDIA A100-SXM4-40GB").unwrap();
+        assert_eq!((GPU_80GB.profile("1g.10gb"), a100_40.profile("1g.10gb")), (Some(G1_10), Some(G1_20)));
+        let h200 = GpuModel::of("NVIDIA H200").unwrap();
+        assert_eq!((h200.profile("3g.71gb"), h200.name_of(G3_40)), (Some(G3_40), "3g.71gb"));
+        assert_eq!(h200.profile("3g.40gb"), None, "an 80 GB name is no H200 profile");
+        for m in &GPU_MODELS {
+            for p in MigProfile::ALL {
+                assert_eq!(m.profile(m.name_of(p)), Some(p), "{}", m.name);
+                // The name says the shape: its compute slices, and memory in proportion to its slots.
+                let name = m.name_of(p);
+                assert!(name.starts_with(&format!("{}g.", p.compute_slices())), "{name}");
+                let gb: f64 = name.split('.').nth(1).unwrap().trim_end_matches("gb").parse().unwrap();
+                let whole: f64 = m.name_of(G7_80).split('.').nth(1).unwrap().trim_end_matches("gb").parse().unwrap();
+                let share = f64::from(p.memory_slots()) / 8.0;
+                assert!((gb / whole - share).abs() < 0.03, "{name}: {gb} of {whole} GB is not {share}");
+            }
+        }
+        assert_eq!(GPU_80GB.profile_names.map(|n| n.parse::<MigProfile>().unwrap()), MigProfile::ALL);
     }
 
     #[test]

@@ -16,8 +16,9 @@ use anyhow::{Context, bail};
 use jig_planner::mig_parted::{config_name, mig_parted_config};
 use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
-use jig_planner::spec::{Features, Uninformed};
+use jig_planner::spec::{Features, Uninformed, Weighting};
 use jig_planner::{Plan, max_demand};
+use jig_policy::mig::{GPU_80GB, GPUS_WITH_LAYOUTS, GpuModel};
 use jig_sim::apps::PaperApp;
 
 use crate::commands::status::status;
@@ -52,6 +53,11 @@ pub struct PlanCommand {
     /// over the types that fit the SLO, accuracy SLO end-to-end as with T).
     #[arg(long, default_value = "paper", value_parser = Uninformed::parse)]
     pub uninformed: Uninformed,
+    /// How eq. (4) and (9)–(10) weight a task's instance types: `served`, by the requests each serves (jig's
+    /// reading: F̂ the average factor, Ĥ the routed rate), or `literal`, as the paper prints them (F̂ sums F
+    /// over the active types, Ĥ = M·H, requests split by capacity).
+    #[arg(long, default_value = "served", value_parser = Weighting::parse)]
+    pub weighting: Weighting,
     /// Override the available slices (S_avail); --app defaults to 28, --max-demand to 840.
     #[arg(long)]
     pub slices: Option<u32>,
@@ -73,6 +79,10 @@ pub struct PlanCommand {
     /// file's header says how). One plan only: not with --each, --max-demand or a deployed app.
     #[arg(long, value_name = "FILE")]
     pub mig_config: Option<PathBuf>,
+    /// The GPU model --mig-config writes for, as `nvidia-smi` names it (e.g. `NVIDIA H200`, `NVIDIA
+    /// A100-SXM4-40GB`): the file names the instances as that model does. The 80 GB H100's names by default.
+    #[arg(long, value_name = "NAME", requires = "mig_config")]
+    pub gpu: Option<String>,
 }
 
 impl PlanCommand {
@@ -125,14 +135,14 @@ impl PlanCommand {
 /// Plan `problem` as `args` say (spaces, time limit, JSON); returns what to print.
 fn plan_problem(args: &PlanCommand, problem: &Problem) -> anyhow::Result<String> {
     let spaces = if args.each { Features::combinations().to_vec() } else { vec![parse_features(&args.features)?] };
-    let spaces = spaces.into_iter().map(|f| f.with_uninformed(args.uninformed));
+    let spaces = spaces.into_iter().map(|f| f.with_uninformed(args.uninformed).with_weighting(args.weighting));
     let options = SolveOptions { time_limit_s: args.time_limit, ..SolveOptions::default() };
     let mut out = String::new();
     let mut plans = Vec::new();
     for f in spaces {
         let planned = jig_planner::plan(problem, f, &options);
         if let (Ok(plan), Some(file)) = (&planned, &args.mig_config) {
-            write_mig_config(plan, file)?;
+            write_mig_config(plan, file, args.gpu.as_deref())?;
         }
         match planned {
             Ok(plan) if args.json => plans.push(serde_json::to_value(&plan)?),
@@ -148,9 +158,15 @@ fn plan_problem(args: &PlanCommand, problem: &Problem) -> anyhow::Result<String>
 }
 
 /// Write `plan`'s MIG layout to `file` and say on stderr (stdout may be JSON) where, and how to apply it.
-fn write_mig_config(plan: &Plan, file: &Path) -> anyhow::Result<()> {
+fn write_mig_config(plan: &Plan, file: &Path, gpu: Option<&str>) -> anyhow::Result<()> {
+    let model = match gpu {
+        None => &GPU_80GB,
+        Some(gpu) => GpuModel::of(gpu).with_context(|| {
+            format!("--gpu: jig does not know the MIG profiles of `{gpu}`; it knows {GPUS_WITH_LAYOUTS}")
+        })?,
+    };
     let name = config_name(&plan.app);
-    let yaml = mig_parted_config(&plan.placement, &name).context("--mig-config")?;
+    let yaml = mig_parted_config(&plan.placement, &name, model).context("--mig-config")?;
     write_file(file, yaml.as_bytes())?;
     let f = file.display();
     eprintln!("wrote the plan's MIG layout to {f}; apply it with: sudo nvidia-mig-parted apply -f {f} -c {name}");
@@ -166,7 +182,7 @@ fn run_max_demand(args: &PlanCommand) -> anyhow::Result<String> {
     let mut out = String::new();
     for app in apps {
         let problem = paper_problem(app, args.profiles.as_deref(), slices, 1.0)?;
-        let (_, table) = max_demand::table(&problem, args.uninformed, 0.01, args.time_limit)?;
+        let (_, table) = max_demand::table(&problem, (args.uninformed, args.weighting), 0.01, args.time_limit)?;
         out.push_str(&table);
         out.push('\n');
     }
@@ -215,7 +231,14 @@ mod tests {
         assert!(out.contains("placement:"), "{out}");
         let yaml = std::fs::read_to_string(&file).unwrap();
         assert!(yaml.contains("version: v1\nmig-configs:\n  \"jig-traffic-analysis\":\n"), "{yaml}");
-        assert!(yaml.contains("mig-enabled: true"), "{yaml}");
+        assert!(yaml.contains("mig-enabled: true") && yaml.contains("\"1g.10gb\""), "{yaml}");
+        // For an H200, in its names; a model jig does not know is refused by name.
+        cli(&["--app", "traffic", "--demand", "20", "--mig-config", path, "--gpu", "NVIDIA H200"]).unwrap();
+        let h200 = std::fs::read_to_string(&file).unwrap();
+        assert!(h200.contains("\"1g.18gb\"") && !h200.contains("10gb"), "{h200}");
+        let a30 = cli(&["--app", "traffic", "--demand", "20", "--mig-config", path, "--gpu", "NVIDIA A30"]);
+        let a30 = a30.unwrap_err().to_string();
+        assert!(a30.contains("`NVIDIA A30`") && a30.contains("the H200"), "{a30}");
         let each = cli(&["--app", "traffic", "--each", "--mig-config", path]).unwrap_err();
         assert!(each.to_string().contains("--mig-config"), "{each}");
     }
