@@ -205,8 +205,9 @@ fn simulate_problem(
             Trace::diurnal(peak, args.bins, args.seed)
         }
     };
-    let mut runs = Vec::new();
-    for features in spaces {
+    // The spaces are independent: each simulates on its own thread (the bins of one space follow each other,
+    // each planned from what the last one observed).
+    let simulate_space = |features: Features| {
         eprintln!("jig simulate: {} in {features}, {} bins …", problem.app, trace.rates.len());
         let options = SimOptions {
             features,
@@ -220,8 +221,12 @@ fn simulate_problem(
             seed: args.seed,
             ..SimOptions::default()
         };
-        runs.push(simulate(problem, &trace, &options)?);
-    }
+        simulate(problem, &trace, &options)
+    };
+    let runs: Vec<_> = std::thread::scope(|scope| {
+        let threads: Vec<_> = spaces.into_iter().map(|f| scope.spawn(move || simulate_space(f))).collect();
+        threads.into_iter().map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect::<Result<_, _>>()
+    })?;
     if let Some(path) = &args.csv {
         let mut csv = String::new();
         for (i, run) in runs.iter().enumerate() {
