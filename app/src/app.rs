@@ -264,11 +264,8 @@ impl App {
             InvalidBundle(format!("app `{app}` declares no tasks; add a [[tasks]] entry with its glue"))
         })?;
         let slo = m.slo.map(|s| Duration::from_millis(s.latency_ms));
-        // The least time an admitted request still needs once its turn comes: the entry's drop budget (its
-        // batch and the fastest later tasks).
-        let service = deployment.instances.iter().map(|i| i.drop_budget_ms).fold(0.0, f64::max) / 1000.0;
         let admission = deployment.capacity_rps.zip(slo).map(|(rps, slo)| {
-            let limit = jig_policy::admission::limit(rps, slo.as_secs_f64(), service);
+            let limit = (rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
             (limit, Arc::new(Semaphore::new(limit as usize)))
         });
         let model_edges = model_edges(bundle).iter().map(|e| (index[e.from.as_str()], index[e.to.as_str()])).collect();

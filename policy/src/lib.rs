@@ -6,7 +6,6 @@
 //!
 //! * [`route`]: which instance of a slot the next request goes to;
 //! * [`queue`]: when an instance starts a batch, which waiting requests it takes, and which it drops early;
-//! * [`admission`]: how many requests a planned deployment admits at once;
 //! * [`mig`]: the MIG profiles segments are made of, which both sides name and size alike.
 //!
 //! Routing and queueing are generic over the clock ([`Time`]): `std::time::Instant` in the runtime, a `Duration` since the
@@ -15,7 +14,6 @@
 
 #![deny(missing_docs)]
 
-pub mod admission;
 pub mod mig;
 pub mod queue;
 pub mod route;

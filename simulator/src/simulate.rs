@@ -712,13 +712,10 @@ struct Sim<'a> {
     sinks_below: Vec<Vec<f64>>,
     /// Per root request: arrival, jobs still in flight, whether any part was dropped or late, last finish.
     roots: Vec<(Duration, u32, bool, Duration)>,
-    /// Root requests in progress, and how many may be at once: as a deployment admits (`jig_app::App::admit`,
-    /// `jig_policy::admission::limit`); more are refused at once.
+    /// Root requests in progress, and how many may be at once: as a deployment admits (`jig_app::App::admit`),
+    /// what the plan's capacity completes within the SLO (Little's law); more are refused at once.
     in_progress: u32,
     admit_limit: u32,
-    /// The plan's capacity at the roots (req/s), and a request's least service time by its rows (ms).
-    capacity_rps: f64,
-    service_ms: f64,
     run: BinRun,
 }
 
@@ -746,12 +743,6 @@ pub fn run_bin(
     let mut sim = Sim::new(problem, assignments, &glue, seed);
     sim.outside_ms = (0..problem.tasks.len()).map(|t| outside.overhead_ms.max(0.0) + glue(t)).collect();
     sim.hop = Duration::from_secs_f64(outside.hop_ms.max(0.0) / 1000.0);
-    // Time outside the models that no row carries (glue a row carries is in its latency already) lengthens a
-    // request's service on every task of its path.
-    let depth = problem.paths.iter().map(|p| p.tasks.len()).max().unwrap_or(0) as f64;
-    let service_ms = sim.service_ms + depth * outside.overhead_ms.max(0.0);
-    sim.admit_limit =
-        jig_policy::admission::limit(sim.capacity_rps, problem.slo_latency_ms / 1000.0, service_ms / 1000.0);
     let end = Duration::from_secs_f64(seconds.max(0.0));
     if rate > 0.0 {
         let first = Duration::from_secs_f64(sim.rng.exponential(1.0 / rate));
@@ -907,10 +898,7 @@ impl<'a> Sim<'a> {
         // Every request reaches every root task: the planned demand is what one of them is planned to serve.
         let planned = (0..n).filter(|&t| problem.is_root(t)).map(|t| served[t].1).fold(0.0, f64::max);
         let capacity = if headroom.is_finite() { planned * headroom } else { 0.0 };
-        // A request's least service time, as deployments admit by it: the roots' drop budget (`run_bin` adds the
-        // time outside the models that the rows do not carry).
-        let service_ms = (0..n).filter(|&t| problem.is_root(t)).map(|t| drop_budget_ms[t]).fold(0.0, f64::max);
-        let admit_limit = jig_policy::admission::limit(capacity, problem.slo_latency_ms / 1000.0, service_ms / 1000.0);
+        let admit_limit = (capacity * problem.slo_latency_ms / 1000.0).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
         Sim {
             problem,
             rng: Rng(seed),
@@ -927,8 +915,6 @@ impl<'a> Sim<'a> {
             roots: Vec::new(),
             in_progress: 0,
             admit_limit,
-            capacity_rps: capacity,
-            service_ms,
             run: BinRun { paths: vec![(0, 0.0); problem.paths.len()], ..BinRun::default() },
         }
     }
@@ -1270,8 +1256,7 @@ mod tests {
             .with_demand(60.0, 2);
         let carried = run_bin(&charged, &plan, (60.0, 30.0), &Outside { glue_ms: &[10.0], ..Outside::default() }, 3);
         let (r, p) = ((rate(&carried), rate(&spare)), (p50(&carried), p50(&spare)));
-        // (Admission refuses part of each burst, and which part depends on the order glue and batches end in.)
-        assert!((r.0 - r.1).abs() < 0.01 && (p.0 - p.1).abs() < 8.0, "violations {r:?}, p50 {p:?}");
+        assert!((r.0 - r.1).abs() < 0.01 && (p.0 - p.1).abs() < 3.0, "violations {r:?}, p50 {p:?}");
     }
 
     #[test]
