@@ -4,39 +4,75 @@
 //! within one round, so no instance waits long for its turn.
 
 /// Smooth weighted round-robin over `len()` instances.
+///
+/// Instances of equal weight (a plan's instances of one type) form a group, picked in one O(groups) step
+/// rather than O(instances): within a group every instance gains the same credit, so the one the plain
+/// algorithm takes (the most credit, the lowest index on a tie) is always the group's next in index order, and
+/// the group needs only two credits, of the instances it has not yet picked this round and of those it has.
 #[derive(Debug, Clone)]
 pub struct WeightedRoundRobin {
-    weights: Vec<f64>,
-    credit: Vec<f64>,
+    groups: Vec<Group>,
     total: f64,
+    len: usize,
+}
+
+/// Instances of one weight.
+#[derive(Debug, Clone)]
+struct Group {
+    weight: f64,
+    /// The instances' indices, ascending.
+    members: Vec<usize>,
+    /// The credit of `members[next..]`; `members[..next]`, picked this round, hold `unpicked − total`.
+    unpicked: f64,
+    next: usize,
 }
 
 impl WeightedRoundRobin {
     /// Weights that are not positive and finite count as 1.
     pub fn new(weights: impl IntoIterator<Item = f64>) -> Self {
-        let weights: Vec<f64> = weights.into_iter().map(|w| if w.is_finite() && w > 0.0 { w } else { 1.0 }).collect();
-        let total = weights.iter().sum();
-        WeightedRoundRobin { credit: vec![0.0; weights.len()], weights, total }
+        let mut groups: Vec<Group> = Vec::new();
+        let mut total = 0.0;
+        let mut len = 0;
+        for (i, w) in weights.into_iter().enumerate() {
+            let weight = if w.is_finite() && w > 0.0 { w } else { 1.0 };
+            total += weight;
+            len += 1;
+            match groups.iter_mut().find(|g| g.weight == weight) {
+                Some(g) => g.members.push(i),
+                None => groups.push(Group { weight, members: vec![i], unpicked: 0.0, next: 0 }),
+            }
+        }
+        WeightedRoundRobin { groups, total, len }
     }
 
     /// How many destinations it routes to.
     pub fn len(&self) -> usize {
-        self.weights.len()
+        self.len
     }
 
     /// Whether it has no destination.
     pub fn is_empty(&self) -> bool {
-        self.weights.is_empty()
+        self.len == 0
     }
 
     /// The index of the instance the next request goes to; `None` when there are none.
     pub fn pick(&mut self) -> Option<usize> {
-        for (c, w) in self.credit.iter_mut().zip(&self.weights) {
-            *c += w;
+        for g in &mut self.groups {
+            g.unpicked += g.weight;
         }
-        let (best, _) = self.credit.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))?;
-        self.credit[best] -= self.total;
-        Some(best)
+        let best = (0..self.groups.len()).max_by(|&a, &b| {
+            let (ga, gb) = (&self.groups[a], &self.groups[b]);
+            ga.unpicked.total_cmp(&gb.unpicked).then(gb.members[gb.next].cmp(&ga.members[ga.next]))
+        })?;
+        let g = &mut self.groups[best];
+        let picked = g.members[g.next];
+        g.next += 1;
+        if g.next == g.members.len() {
+            // Every member picked this round: all hold the lower credit again.
+            g.next = 0;
+            g.unpicked -= self.total;
+        }
+        Some(picked)
     }
 }
 
@@ -56,6 +92,34 @@ mod tests {
             counts[wrr.pick().unwrap()] += 1;
         }
         assert_eq!(counts, [5000, 1000, 1000]);
+    }
+
+    /// The plain algorithm, one credit per instance, to check the grouped one against.
+    fn plain(weights: &[f64], picks: usize) -> Vec<usize> {
+        let total: f64 = weights.iter().sum();
+        let mut credit = vec![0.0; weights.len()];
+        (0..picks)
+            .map(|_| {
+                credit.iter_mut().zip(weights).for_each(|(c, w)| *c += w);
+                let best = (0..weights.len()).max_by(|&a, &b| credit[a].total_cmp(&credit[b]).then(b.cmp(&a))).unwrap();
+                credit[best] -= total;
+                best
+            })
+            .collect()
+    }
+
+    #[test]
+    fn grouping_equal_weights_picks_as_one_credit_per_instance_does() {
+        for weights in [
+            vec![3.0, 1.0, 3.0, 1.0, 1.0, 3.0],
+            vec![2.0; 9],
+            vec![4.0, 4.0, 4.0, 1.5, 1.5, 0.5, 4.0],
+            (0..40).map(|i| if i % 3 == 0 { 7.0 } else { 2.0 }).collect(),
+        ] {
+            let mut wrr = WeightedRoundRobin::new(weights.iter().copied());
+            let grouped: Vec<usize> = (0..500).map(|_| wrr.pick().unwrap()).collect();
+            assert_eq!(grouped, plain(&weights, 500), "{weights:?}");
+        }
     }
 
     #[test]

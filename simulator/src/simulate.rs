@@ -953,14 +953,19 @@ impl<'a> Sim<'a> {
     /// (the OS scheduler shares a busy machine's cores; that instance's next batch takes that much longer).
     fn arrive(&mut self, task: usize, job: Job) {
         let outside_ms = self.outside_ms[task];
-        let running: u32 = self.instances.iter().filter(|i| i.busy > 0).map(|i| i.cores).sum();
-        let own_core = outside_ms > 0.0 && running + self.outside_running < self.cores;
-        if own_core {
-            self.outside_running += 1;
-        } else if let Some(shared) =
-            self.instances.iter_mut().filter(|i| i.on_cpu).min_by_key(|i| (i.queue.len(), i.busy))
-        {
-            shared.debt_ms += outside_ms;
+        // Time outside the models takes a free core, or else lengthens the least-queued CPU instance's next batch
+        // (with none, there is nothing to place: most requests of a large GPU plan, so skip the scans).
+        let mut own_core = false;
+        if outside_ms > 0.0 {
+            let running: u32 = self.instances.iter().filter(|i| i.busy > 0).map(|i| i.cores).sum();
+            own_core = running + self.outside_running < self.cores;
+            if own_core {
+                self.outside_running += 1;
+            } else if let Some(shared) =
+                self.instances.iter_mut().filter(|i| i.on_cpu).min_by_key(|i| (i.queue.len(), i.busy))
+            {
+                shared.debt_ms += outside_ms;
+            }
         }
         let job = Job { tasks: job.tasks | task_bits(&[task]), own_core, ..job };
         let delay = self.hop + Duration::from_secs_f64(outside_ms / 1000.0);
