@@ -644,26 +644,37 @@ enum Event {
     },
 }
 
-struct Scheduled {
-    at: Duration,
+/// Events in time order, ties in the order they were scheduled. The heap holds only (time, sequence, slot) and
+/// the events wait in a slab: a request's event is large, and moving it at every step of the heap's sifts
+/// was most of a large simulation's time.
+#[derive(Default)]
+struct Agenda {
+    order: BinaryHeap<Reverse<(Duration, u64, u32)>>,
+    slab: Vec<Option<Event>>,
+    free: Vec<u32>,
     seq: u64,
-    event: Event,
 }
 
-impl PartialEq for Scheduled {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
+impl Agenda {
+    fn push(&mut self, at: Duration, event: Event) {
+        self.seq += 1;
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slab[slot as usize] = Some(event);
+                slot
+            }
+            None => {
+                self.slab.push(Some(event));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.order.push(Reverse((at, self.seq, slot)));
     }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
+
+    fn pop(&mut self) -> Option<(Duration, Event)> {
+        let Reverse((at, _, slot)) = self.order.pop()?;
+        self.free.push(slot);
+        Some((at, self.slab[slot as usize].take().expect("a scheduled slot holds its event")))
     }
 }
 
@@ -703,8 +714,7 @@ struct Sim<'a> {
     /// Requests running their time outside the model on a core of their own.
     outside_running: u32,
     now: Duration,
-    seq: u64,
-    events: BinaryHeap<Reverse<Scheduled>>,
+    events: Agenda,
     instances: Vec<Instance>,
     /// Per task: its instances and the router over them.
     routes: Vec<(Vec<usize>, WeightedRoundRobin)>,
@@ -748,7 +758,7 @@ pub fn run_bin(
         let first = Duration::from_secs_f64(sim.rng.exponential(1.0 / rate));
         sim.schedule(first, Event::Root);
     }
-    while let Some(Reverse(Scheduled { at, event, .. })) = sim.events.pop() {
+    while let Some((at, event)) = sim.events.pop() {
         sim.now = at;
         match event {
             Event::Root => {
@@ -907,8 +917,7 @@ impl<'a> Sim<'a> {
             cores: problem.cpu_cores.unwrap_or(problem.slices),
             outside_running: 0,
             now: Duration::ZERO,
-            seq: 0,
-            events: BinaryHeap::new(),
+            events: Agenda::default(),
             instances,
             routes: routes.into_iter().map(|(ids, weights)| (ids, WeightedRoundRobin::new(weights))).collect(),
             sinks_below,
@@ -920,8 +929,7 @@ impl<'a> Sim<'a> {
     }
 
     fn schedule(&mut self, at: Duration, event: Event) {
-        self.seq += 1;
-        self.events.push(Reverse(Scheduled { at, seq: self.seq, event }));
+        self.events.push(at, event);
     }
 
     fn root_arrives(&mut self) {
