@@ -32,7 +32,7 @@
 //! SLO by then, so a plan that cannot keep up shows its violations.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use jig_policy::{BatchPolicy, Queue, Request, Time as _, WeightedRoundRobin};
@@ -646,16 +646,28 @@ enum Event {
 
 /// Events in time order, ties in the order they were scheduled. The heap holds only (time, sequence, slot) and
 /// the events wait in a slab: a request's event is large, and moving it at every step of the heap's sifts
-/// was most of a large simulation's time.
+/// was most of a large simulation's time. Events scheduled a fixed delay ahead (a request's hop into a task)
+/// come due in the order they were scheduled, so they wait in a queue of their own instead of the heap.
 #[derive(Default)]
 struct Agenda {
     order: BinaryHeap<Reverse<(Duration, u64, u32)>>,
     slab: Vec<Option<Event>>,
     free: Vec<u32>,
     seq: u64,
+    /// Events scheduled [`Agenda::push_in_order`], by time and sequence both ascending.
+    in_order: VecDeque<(Duration, u64, Event)>,
 }
 
 impl Agenda {
+    /// Schedule `event` at `at`, no earlier than every event scheduled this way before it (a fixed delay).
+    fn push_in_order(&mut self, at: Duration, event: Event) {
+        if self.in_order.back().is_some_and(|&(last, _, _)| at < last) {
+            return self.push(at, event);
+        }
+        self.seq += 1;
+        self.in_order.push_back((at, self.seq, event));
+    }
+
     fn push(&mut self, at: Duration, event: Event) {
         self.seq += 1;
         let slot = match self.free.pop() {
@@ -672,6 +684,11 @@ impl Agenda {
     }
 
     fn pop(&mut self) -> Option<(Duration, Event)> {
+        let queued = self.in_order.front().map(|&(at, seq, _)| (at, seq));
+        let heaped = self.order.peek().map(|Reverse((at, seq, _))| (*at, *seq));
+        if queued.is_some_and(|q| heaped.is_none_or(|h| q < h)) {
+            return self.in_order.pop_front().map(|(at, _, event)| (at, event));
+        }
         let Reverse((at, _, slot)) = self.order.pop()?;
         self.free.push(slot);
         Some((at, self.slab[slot as usize].take().expect("a scheduled slot holds its event")))
@@ -980,7 +997,12 @@ impl<'a> Sim<'a> {
         if delay.is_zero() {
             self.queue(task, job);
         } else {
-            self.schedule(self.now + delay, Event::Queue { task, job });
+            // Every request's delay into a task is the same when only the hop makes it: due in order.
+            if delay == self.hop {
+                self.events.push_in_order(self.now + delay, Event::Queue { task, job });
+            } else {
+                self.schedule(self.now + delay, Event::Queue { task, job });
+            }
         }
     }
 
