@@ -695,20 +695,14 @@ fn unknown_mig_gpu(capacity: &Capacity) -> Option<String> {
 fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
     let present: Vec<(u32, String)> =
         capacity.gpus.iter().flat_map(|g| g.mig.iter().map(move |(p, _)| (g.index, p.to_string()))).collect();
-    if let Some(unknown) = unknown_mig_gpu(capacity) {
-        let missing: Vec<String> = missing_instances(&plan.placement, &present).iter().map(|m| m.to_string()).collect();
-        return format!("; {}. {unknown}", missing.join("; "));
-    }
     // Said in the machine's own names (an H200's 3g.71gb for jig's 3g.40gb); a machine of mixed models is
     // described in its first GPU's.
     let model = capacity.gpus.first().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
-    let missing: Vec<String> = missing_instances(&plan.placement, &present)
-        .into_iter()
-        .map(|mut m| {
-            m.profile = m.profile.parse().map_or(m.profile.clone(), |p| model.name_of(p).to_string());
-            m.to_string()
-        })
-        .collect();
+    let missing: Vec<String> =
+        missing_instances(&plan.placement, &present, model).iter().map(|m| m.to_string()).collect();
+    if let Some(unknown) = unknown_mig_gpu(capacity) {
+        return format!("; {}. {unknown}", missing.join("; "));
+    }
     match mig_parted_config(&plan.placement, &config_name(app), model) {
         Ok(yaml) => format!(
             "; {}. This nvidia-mig-parted config provides the layout (`jig plan --mig-config` writes it):\n{yaml}",

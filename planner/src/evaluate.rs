@@ -122,18 +122,18 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
         accuracy_mass[a.task] += if literal { held } else { a.rate_rps } * task.variants[a.variant].accuracy;
         for (i, &s) in task.succs.iter().enumerate() {
             let factor = task.variants[a.variant].factors[i];
-            emitted[s] += a.rate_rps * factor; // (4)–(5)
-            if a.instances > 0 {
-                active_factors[a.task][i] += factor;
+            if literal {
+                if a.instances > 0 {
+                    active_factors[a.task][i] += factor;
+                }
+            } else {
+                emitted[s] += a.rate_rps * factor; // (4)–(5)
             }
         }
     }
 
     // (5)–(6): demand reaching each task, served in full.
     let mut demand = vec![0.0; n];
-    if literal {
-        emitted = vec![0.0; n];
-    }
     for &t in &problem.topo {
         demand[t] = if problem.is_root(t) { problem.demand_rps } else { emitted[t] };
         if literal {

@@ -154,7 +154,7 @@ pub fn mig_parted_config(placement: &Placement, name: &str, model: &GpuModel) ->
             GpuUse::Mig(counts) => {
                 out.push_str("      mig-enabled: true\n      mig-devices:\n");
                 for (profile, n) in counts {
-                    let profile = profile.parse().map_or(profile.as_str(), |p| model.name_of(p));
+                    let profile = named_by(model, &profile);
                     let _ = writeln!(out, "        \"{profile}\": {n}");
                 }
             }
@@ -188,10 +188,19 @@ impl fmt::Display for MissingInstances {
     }
 }
 
-/// The MIG instances the placement needs that `present` (the machine's instances as (GPU index, profile name
-/// as `nvidia-smi` writes it, e.g. `3g.40gb`)) lacks, by GPU then profile; empty when the machine has them all.
-/// Extra instances, and MIG mode on GPUs the plan shares through MPS, are not checked.
-pub fn missing_instances<S: AsRef<str>>(placement: &Placement, present: &[(u32, S)]) -> Vec<MissingInstances> {
+/// `profile` (jig's name) as `model` names it.
+fn named_by<'a>(model: &GpuModel, profile: &'a str) -> &'a str {
+    profile.parse().map_or(profile, |p| model.name_of(p))
+}
+
+/// The MIG instances the placement needs that `present` (the machine's instances as (GPU index, jig's name of
+/// the profile, e.g. `3g.40gb`)) lacks, by GPU then profile, named as `model` names them; empty when the machine
+/// has them all. Extra instances, and MIG mode on GPUs the plan shares through MPS, are not checked.
+pub fn missing_instances<S: AsRef<str>>(
+    placement: &Placement,
+    present: &[(u32, S)],
+    model: &GpuModel,
+) -> Vec<MissingInstances> {
     let mut have: BTreeMap<(u32, &str), u32> = BTreeMap::new();
     for (gpu, profile) in present {
         *have.entry((*gpu, profile.as_ref())).or_insert(0) += 1;
@@ -202,6 +211,7 @@ pub fn missing_instances<S: AsRef<str>>(placement: &Placement, present: &[(u32, 
         for (profile, needed) in counts {
             let present = have.get(&(gpu, profile.as_str())).copied().unwrap_or(0);
             if present < needed {
+                let profile = named_by(model, &profile).to_string();
                 missing.push(MissingInstances { gpu, profile, needed, present });
             }
         }
@@ -348,13 +358,13 @@ mod tests {
         assert_eq!(layout[&1], GpuUse::Mig(counts(&[("3g.40gb", 2)]).unwrap()), "{p:#?}");
 
         let none: &[(u32, &str)] = &[];
-        let all_missing = missing_instances(&p, none);
+        let all_missing = missing_instances(&p, none, &GPU_80GB);
         assert_eq!(all_missing.len(), 3, "{all_missing:?}");
         assert_eq!(all_missing[2].to_string(), "the plan needs 2× 3g.40gb on GPU 1; this machine has none");
 
         // The right profiles on the wrong GPU, and too few: still missing. Extras do not matter.
         let have = [(0, "4g.40gb".to_string()), (0, "3g.40gb".into()), (1, "3g.40gb".into()), (2, "1g.10gb".into())];
-        let missing = missing_instances(&p, &have);
+        let missing = missing_instances(&p, &have, &GPU_80GB);
         assert_eq!(
             missing,
             [MissingInstances { gpu: 1, profile: "3g.40gb".into(), needed: 2, present: 1 }],
@@ -362,6 +372,6 @@ mod tests {
         );
         assert_eq!(missing[0].to_string(), "the plan needs 2× 3g.40gb on GPU 1; this machine has only 1");
         let full = [(0, "4g.40gb"), (0, "3g.40gb"), (1, "3g.40gb"), (1, "3g.40gb"), (1, "1g.10gb")];
-        assert!(missing_instances(&p, &full).is_empty());
+        assert!(missing_instances(&p, &full, &GPU_80GB).is_empty());
     }
 }

@@ -382,22 +382,29 @@ impl Problem {
     /// Lowest and highest possible demand at each task when every task may use the variants `allowed` admits:
     /// demand propagated with the smallest, resp. largest, factors.
     pub fn demand_bounds(&self, allowed: impl Fn(usize, usize) -> bool) -> (Vec<f64>, Vec<f64>) {
-        let n = self.tasks.len();
-        let (mut lo, mut hi) = (vec![0.0; n], vec![0.0; n]);
+        let allowed = &allowed;
+        let factors = |t: usize, i: usize| {
+            let task = &self.tasks[t];
+            (0..task.variants.len()).filter(move |&v| allowed(t, v)).map(move |v| task.variants[v].factors[i])
+        };
+        let lo = self.propagate(|t, i| factors(t, i).reduce(f64::min).unwrap_or(0.0));
+        let hi = self.propagate(|t, i| factors(t, i).fold(0.0, f64::max));
+        (lo, hi)
+    }
+
+    /// The demand at each task when the roots see R and task t sends its i-th successor `factor(t, i)` requests
+    /// for each of its own.
+    pub fn propagate(&self, factor: impl Fn(usize, usize) -> f64) -> Vec<f64> {
+        let mut demand = vec![0.0; self.tasks.len()];
         for &t in &self.topo {
             if self.is_root(t) {
-                lo[t] = self.demand_rps;
-                hi[t] = self.demand_rps;
+                demand[t] = self.demand_rps;
             }
-            let task = &self.tasks[t];
-            for (i, &s) in task.succs.iter().enumerate() {
-                let fs = (0..task.variants.len()).filter(|&v| allowed(t, v)).map(|v| task.variants[v].factors[i]);
-                let (fmin, fmax) = fs.fold((f64::INFINITY, 0.0_f64), |(a, b), f| (a.min(f), b.max(f)));
-                lo[s] += lo[t] * if fmin.is_finite() { fmin } else { 0.0 };
-                hi[s] += hi[t] * fmax;
+            for (i, &s) in self.tasks[t].succs.iter().enumerate() {
+                demand[s] += demand[t] * factor(t, i);
             }
         }
-        (lo, hi)
+        demand
     }
 
     /// Task names along a path, joined by arrows.

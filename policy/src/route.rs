@@ -13,7 +13,6 @@
 pub struct WeightedRoundRobin {
     groups: Vec<Group>,
     total: f64,
-    len: usize,
 }
 
 /// Instances of one weight.
@@ -32,27 +31,25 @@ impl WeightedRoundRobin {
     pub fn new(weights: impl IntoIterator<Item = f64>) -> Self {
         let mut groups: Vec<Group> = Vec::new();
         let mut total = 0.0;
-        let mut len = 0;
         for (i, w) in weights.into_iter().enumerate() {
             let weight = if w.is_finite() && w > 0.0 { w } else { 1.0 };
             total += weight;
-            len += 1;
             match groups.iter_mut().find(|g| g.weight == weight) {
                 Some(g) => g.members.push(i),
                 None => groups.push(Group { weight, members: vec![i], unpicked: 0.0, next: 0 }),
             }
         }
-        WeightedRoundRobin { groups, total, len }
+        WeightedRoundRobin { groups, total }
     }
 
     /// How many destinations it routes to.
     pub fn len(&self) -> usize {
-        self.len
+        self.groups.iter().map(|g| g.members.len()).sum()
     }
 
     /// Whether it has no destination.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.groups.is_empty()
     }
 
     /// The index of the instance the next request goes to; `None` when there are none.

@@ -659,7 +659,8 @@ struct Agenda {
 }
 
 impl Agenda {
-    /// Schedule `event` at `at`, no earlier than every event scheduled this way before it (a fixed delay).
+    /// Schedule `event` at `at`, in the queue when it is due no earlier than the queue's last (a fixed delay
+    /// ahead), else in the heap.
     fn push_in_order(&mut self, at: Duration, event: Event) {
         if self.in_order.back().is_some_and(|&(last, _, _)| at < last) {
             return self.push(at, event);
@@ -997,12 +998,8 @@ impl<'a> Sim<'a> {
         if delay.is_zero() {
             self.queue(task, job);
         } else {
-            // Every request's delay into a task is the same when only the hop makes it: due in order.
-            if delay == self.hop {
-                self.events.push_in_order(self.now + delay, Event::Queue { task, job });
-            } else {
-                self.schedule(self.now + delay, Event::Queue { task, job });
-            }
+            // Delays into a task are mostly the hop alone, so these come due about in the order they are made.
+            self.events.push_in_order(self.now + delay, Event::Queue { task, job });
         }
     }
 

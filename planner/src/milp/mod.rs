@@ -274,20 +274,12 @@ fn warm_start(
 /// The most demand each task can see when F̂ sums the factors of all its active types (eq. 4 as printed): every
 /// admitted type of every upstream task active at once.
 fn literal_demand_max(problem: &Problem, features: Features) -> Vec<f64> {
-    let mut most = vec![0.0; problem.tasks.len()];
-    for &t in &problem.topo {
-        if problem.is_root(t) {
-            most[t] = problem.demand_rps;
-        }
-        for (i, &s) in problem.tasks[t].succs.iter().enumerate() {
-            let factors: f64 = (problem.configs.iter())
-                .filter(|c| c.task == t && admits(problem, features, c))
-                .map(|c| problem.tasks[t].variants[c.variant].factors[i])
-                .sum();
-            most[s] += most[t] * factors;
-        }
-    }
-    most
+    problem.propagate(|t, i| {
+        (problem.configs.iter())
+            .filter(|c| c.task == t && admits(problem, features, c))
+            .map(|c| problem.tasks[t].variants[c.variant].factors[i])
+            .sum()
+    })
 }
 
 /// The variables of [`Weighting::Literal`]'s rows (see [`Literal::rows`]).
