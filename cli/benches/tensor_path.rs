@@ -31,9 +31,9 @@ fn model_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.jig/models").join(format!("{name}.onnx"))
 }
 
-/// Enough runs for a steady median, within about two seconds a measurement (at least 3).
+/// Enough runs for a steady median: about two seconds a measurement, at least 3 and at most 1000 runs.
 fn runs(one: Duration) -> usize {
-    (Duration::from_secs(2).as_secs_f64() / one.as_secs_f64().max(1e-6)).clamp(3.0, 50.0) as usize
+    (Duration::from_secs(2).as_secs_f64() / one.as_secs_f64().max(1e-6)).clamp(3.0, 1000.0) as usize
 }
 
 fn median(mut times: Vec<Duration>) -> Duration {

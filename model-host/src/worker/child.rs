@@ -6,7 +6,7 @@ use std::io::{self, BufReader};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use super::protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
+use super::protocol::{Region, Reply, Request, SPIN, Slot, read_frame, spin_until_readable, write_frame};
 use super::shm::Shm;
 use crate::Tensor;
 use crate::onnx::{Model, TensorView, TensorViewMut};
@@ -41,6 +41,7 @@ pub fn serve(socket: &Path) -> io::Result<()> {
     // Outputs of a run answered `Sized`, until the parent places them.
     let mut unplaced: Option<(u64, Vec<Tensor>)> = None;
     loop {
+        spin_until_readable(&reader, SPIN);
         let reply = match read_frame::<Request>(&mut reader, &mut buf) {
             Ok(Some(Request::Run { id, open, close, inputs, outputs })) => {
                 unplaced = None;

@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use crate::onnx::{self, ModelError, SessionOptions, TensorSpec};
 use crate::{DType, Tensor};
-use protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
+use protocol::{Region, Reply, Request, SPIN, Slot, read_frame, spin_until_readable, write_frame};
 use regions::Regions;
 
 /// Input shapes whose output shapes a worker remembers; past this many, it forgets them all.
@@ -611,7 +611,10 @@ impl Process {
     /// Send `request` and read the answer to `id`; the regions it announced are unlinked once answered.
     fn ask(&mut self, request: &Request, id: u64) -> Result<Reply, Fault> {
         let sent = write_frame(&self.stream, &mut self.buf, request);
-        let answer = sent.and_then(|()| read_frame::<Reply>(&mut self.reader, &mut self.buf));
+        let answer = sent.and_then(|()| {
+            spin_until_readable(&self.reader, SPIN);
+            read_frame::<Reply>(&mut self.reader, &mut self.buf)
+        });
         if let Request::Run { open, .. } | Request::Place { open, .. } = request {
             unlink(open);
         }
