@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::admission::{Admission, Ticket};
+
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -62,9 +64,9 @@ pub struct App {
     entry: usize,
     max_inflight: u32,
     inflight: Arc<Semaphore>,
-    /// For a planned deployment: the requests its capacity completes within the SLO (Little's law), and
-    /// their permits; more at once are refused at admission rather than served late.
-    admission: Option<(u32, Arc<Semaphore>)>,
+    /// For a planned deployment: how many requests it holds at once, at most what its capacity completes
+    /// within the SLO (Little's law), less as requests miss it; more at once are refused rather than served late.
+    admission: Option<Arc<Admission>>,
     models: Arc<ModelSlots>,
     /// Invocations of each task, in manifest order, since the app was deployed (carried across re-plans).
     invocations: Arc<Vec<AtomicU64>>,
@@ -89,7 +91,18 @@ struct Group {
 /// A request admitted by [`App::admit`], counted against the app's limits while it lives.
 pub struct Admitted {
     _inflight: tokio::sync::OwnedSemaphorePermit,
-    _planned: Option<tokio::sync::OwnedSemaphorePermit>,
+    planned: Option<Ticket>,
+}
+
+impl Admitted {
+    /// Report whether the request was answered by its deadline (`true`) or missed it, late or dropped early
+    /// (`false`): the app's admission limit [learns from it](crate::admission). Leave out requests that
+    /// failed for other reasons.
+    pub fn settle(&self, in_time: bool) {
+        if let Some(ticket) = &self.planned {
+            ticket.settle(in_time);
+        }
+    }
 }
 
 /// One part of an app's response.
@@ -172,7 +185,7 @@ pub enum AppError {
         /// Its `limits.max_inflight`.
         limit: u32,
     },
-    /// The app has as many requests in progress as its deployment's capacity completes within the SLO.
+    /// The app holds as many requests as its deployment completes within the SLO ([`crate::admission`]).
     #[error(
         "app `{app}` is at its planned capacity ({capacity_rps:.1} req/s, {limit} requests in progress); retry \
          later: the controller re-plans for the demand"
@@ -264,10 +277,10 @@ impl App {
             InvalidBundle(format!("app `{app}` declares no tasks; add a [[tasks]] entry with its glue"))
         })?;
         let slo = m.slo.map(|s| Duration::from_millis(s.latency_ms));
-        let admission = deployment.capacity_rps.zip(slo).map(|(rps, slo)| {
-            let limit = (rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
-            (limit, Arc::new(Semaphore::new(limit as usize)))
-        });
+        let admission = deployment
+            .capacity_rps
+            .zip(slo)
+            .map(|(rps, slo)| Admission::new((rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32));
         let model_edges = model_edges(bundle).iter().map(|e| (index[e.from.as_str()], index[e.to.as_str()])).collect();
         Ok(App {
             name: app,
@@ -296,11 +309,19 @@ impl App {
         names
     }
 
+    /// How many requests a planned deployment admits at once now ([`crate::admission`]); `None` when unplanned.
+    pub fn admission_limit(&self) -> Option<u32> {
+        self.admission.as_ref().map(|a| a.limit())
+    }
+
     /// Go on counting where `previous`, a copy of the same bundle (before a re-plan), left off.
     pub fn continue_counts(&mut self, previous: &App) {
         if previous.bundle == self.bundle {
             self.invocations = previous.invocations.clone();
             self.glue = previous.glue.clone();
+        }
+        if let (Some(now), Some(before)) = (&self.admission, &previous.admission) {
+            self.admission = Some(Admission::after(before, now.ceiling()));
         }
     }
 
@@ -393,7 +414,7 @@ impl App {
     }
 
     /// Admit one more request, or refuse it when `limits.max_inflight` are in progress, or when a planned
-    /// deployment already holds as many as its capacity completes within the SLO. Hold the permit for the
+    /// deployment already holds as many as it completes within the SLO ([`crate::admission`]). Hold the permit for the
     /// request's life: take it before reading the request's body, so the limits bound memory too.
     pub fn admit(&self) -> Result<Admitted, AppError> {
         let inflight = self
@@ -403,15 +424,13 @@ impl App {
             .map_err(|_| AppError::Busy { app: self.name.clone(), limit: self.max_inflight })?;
         let planned = match &self.admission {
             None => None,
-            Some((limit, permits)) => {
-                Some(permits.clone().try_acquire_owned().map_err(|_| AppError::OverCapacity {
-                    app: self.name.clone(),
-                    capacity_rps: self.deployment.capacity_rps.unwrap_or(0.0),
-                    limit: *limit,
-                })?)
-            }
+            Some(admission) => Some(admission.try_admit().ok_or_else(|| AppError::OverCapacity {
+                app: self.name.clone(),
+                capacity_rps: self.deployment.capacity_rps.unwrap_or(0.0),
+                limit: admission.limit(),
+            })?),
         };
-        Ok(Admitted { _inflight: inflight, _planned: planned })
+        Ok(Admitted { _inflight: inflight, planned })
     }
 
     /// Run the graph on `payload` by `deadline`, for a request [admitted](App::admit).

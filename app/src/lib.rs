@@ -7,9 +7,11 @@
 //! * [`deployment`]: which model instances serve an app, chosen by the planner from the bundle's profile table.
 //! * [`ModelSlots`]: a function's model slots served by instance pools, the `infer` of the main path.
 //! * [`App`]: an app running, ready to invoke.
+//! * [`admission`]: how many requests a planned app holds at once, learned from how they end.
 
 #![deny(missing_docs)]
 
+pub mod admission;
 mod app;
 pub mod deployment;
 mod slots;

@@ -359,6 +359,13 @@ impl Gateway {
             }
         };
         let result = app.invoke(&admitted, Vec::from(payload), deadline, &self.metrics).await;
+        match &result {
+            Ok(_) => admitted.settle(Instant::now() <= deadline),
+            Err(e) if matches!(classify(e, deadline), ErrorKind::Dropped | ErrorKind::Deadline) => {
+                admitted.settle(false)
+            }
+            Err(_) => {} // bad input or a failing function: nothing of load
+        }
         let (reply, early_drop) = match result {
             Ok(outputs) => {
                 let outputs = outputs.into_iter().map(output_part).collect();

@@ -298,6 +298,17 @@ impl prometheus_client::collector::Collector for InstanceCollector {
                 ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
             }
         }
+        let limit = ConstGauge::new(0i64);
+        let mut family = encoder.encode_descriptor(
+            "admission_limit",
+            "Requests a planned app admits at once now: at most its capacity times its SLO, less after misses",
+            None,
+            limit.metric_type(),
+        )?;
+        for app in apps.values() {
+            let Some(admitted) = app.admission_limit() else { continue };
+            ConstGauge::new(i64::from(admitted)).encode(family.encode_family(&AppLabels { app: app.name.clone() })?)?;
+        }
         Ok(())
     }
 }

@@ -648,7 +648,7 @@ fn a_client_that_never_finishes_its_headers_is_cut_off_and_frees_its_connection(
 }
 
 #[test]
-fn a_planned_app_admits_what_its_capacity_serves_within_the_slo_and_refuses_the_rest_at_once() {
+fn a_planned_app_admits_what_its_capacity_serves_within_the_slo_refuses_the_rest_at_once_and_learns_from_misses() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     named_planned_bundle(dir.path(), "small", 1000);
     // Every variant serves 2 req/s: one instance serves the 1 req/s planned for, and holds 2 requests
@@ -678,6 +678,9 @@ classifier,accurate,cpu:1,1,400,450,2,test
         assert_eq!(refused.header("retry-after"), Some("1"));
         assert!(refused.text().contains("planned capacity"), "{}", refused.text());
     }
+    // The two that missed their deadline cut the limit (once: within a second) from 2 to 1.8.
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains(r#"jig_admission_limit{app="small"} 1"#), "{metrics}");
     let echo = gateway.http("POST", "/v1/apps/small/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
     assert_eq!(echo.status, 200, "served again once the others ended: {}", echo.text());
 }

@@ -1,11 +1,12 @@
 //! The worker's side of [`crate::worker`]: the process `jig worker --socket PATH` runs, serving one model for
 //! its parent over the socket and the shared region.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, BufReader};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
+use super::pin::HostPin;
 use super::protocol::{Region, Reply, Request, SPIN, Slot, read_frame, spin_until_readable, write_frame};
 use super::shm::Shm;
 use crate::Tensor;
@@ -21,10 +22,10 @@ pub fn serve(socket: &Path) -> io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut buf = Vec::new();
     let mut out = Vec::new();
-    let model = match read_frame::<Request>(&mut reader, &mut buf) {
+    let (model, pin) = match read_frame::<Request>(&mut reader, &mut buf) {
         Ok(Some(Request::Load { model_name, model_path, options })) => {
             match Model::load(&model_name, &model_path, &options) {
-                Ok(model) => model,
+                Ok(model) => (model, options.cuda.and_then(|(device, _)| HostPin::for_device(device))),
                 Err(e) => {
                     let error = e.to_string();
                     return write_frame(&stream, &mut out, &Reply::LoadFailed { error }).or_else(gone);
@@ -37,7 +38,7 @@ pub fn serve(socket: &Path) -> io::Result<()> {
     };
     let loaded = Reply::Loaded { inputs: model.inputs().to_vec(), outputs: model.outputs().to_vec() };
     write_frame(&stream, &mut out, &loaded).or_else(gone)?;
-    let mut regions = Mapped::default();
+    let mut regions = Mapped::new(pin);
     // Outputs of a run answered `Sized`, until the parent places them.
     let mut unplaced: Option<(u64, Vec<Tensor>)> = None;
     loop {
@@ -75,6 +76,15 @@ pub fn serve(socket: &Path) -> io::Result<()> {
     }
 }
 
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        let ids: Vec<u64> = self.regions.keys().copied().collect();
+        for id in ids {
+            self.close(id);
+        }
+    }
+}
+
 /// A parent that went away is the normal way for a worker to end.
 fn gone(e: io::Error) -> io::Result<()> {
     match e.kind() {
@@ -89,25 +99,46 @@ struct Mapped {
     /// Whether ONNX Runtime writes outputs into their places; off once a run that places them failed where
     /// the same run unplaced succeeded (an execution provider that cannot, an output whose shape varies).
     bind_outputs: bool,
-}
-
-impl Default for Mapped {
-    fn default() -> Self {
-        Mapped { regions: HashMap::new(), bind_outputs: true }
-    }
+    /// For a model on CUDA: page-locks each region while it is mapped, and the ids of those it locked.
+    pin: Option<(HostPin, HashSet<u64>)>,
 }
 
 impl Mapped {
+    fn new(pin: Option<HostPin>) -> Mapped {
+        Mapped { regions: HashMap::new(), bind_outputs: true, pin: pin.map(|p| (p, HashSet::new())) }
+    }
+
     fn update(&mut self, open: &[Region], close: &[u64]) -> Result<(), String> {
         for id in close {
-            self.regions.remove(id);
+            self.close(*id);
         }
         for region in open {
-            let shm = Shm::open(&region.path, region.size)
+            self.close(region.id);
+            let mut shm = Shm::open(&region.path, region.size)
                 .map_err(|e| format!("cannot open the shared region {}: {e}", region.path.display()))?;
+            if let Some((pin, pinned)) = &mut self.pin
+                && pin.register(shm.bytes_mut())
+            {
+                pinned.insert(region.id);
+            }
             self.regions.insert(region.id, shm);
         }
         Ok(())
+    }
+
+    fn close(&mut self, id: u64) {
+        if let Some(shm) = self.regions.remove(&id) {
+            self.unpin(id, shm);
+        }
+    }
+
+    /// Unlock `shm` if it was locked, before it is unmapped (dropped).
+    fn unpin(&mut self, id: u64, mut shm: Shm) {
+        if let Some((pin, pinned)) = &mut self.pin
+            && pinned.remove(&id)
+        {
+            pin.unregister(shm.bytes_mut());
+        }
     }
 
     /// The bytes of `slot`, as a raw range: inputs and outputs lie in different regions, borrowed together.

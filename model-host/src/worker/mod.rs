@@ -21,7 +21,9 @@
 //! lies; others are copied in once. ONNX Runtime writes the outputs into regions the parent lends for them
 //! (it learns their shapes from the first batch of each input shape, which takes one more round trip), and
 //! they come back as views of those regions, returned to the pool when dropped. So a warm batch costs two
-//! small frames and no copy.
+//! small frames and no copy. Each side polls briefly for the other's frame before it blocks
+//! ([`protocol::SPIN`]), and a worker on CUDA page-locks the regions it maps ([`pin`]) so that ONNX Runtime's
+//! copies to and from the device go by DMA.
 //!
 //! **Faults.** The socket is the liveness signal: the kernel closes it when the worker dies, however it dies,
 //! so a run in flight sees end-of-stream at once and fails with [`WorkerError::Died`] carrying the exit status
@@ -32,6 +34,7 @@
 //! worker is just a `Failed` answer.
 
 mod child;
+mod pin;
 mod protocol;
 mod regions;
 mod shm;
