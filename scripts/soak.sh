@@ -6,7 +6,8 @@
 # capacity, with the memory after each in out/soak/redeploys.csv (re-plans and redeploys load the app anew: the
 # old deployment's memory must go back). Bounded in time and to loopback.
 #
-# Usage: [FACTOR=2] [DURATION=600] scripts/soak.sh [JIG]   (after `make build examples`)
+# Usage: [FACTOR=2] [DURATION=600] [REDEPLOYS=8] [BUNDLE=examples/sign-reader] scripts/soak.sh [JIG]
+# (after `make build examples`; BUNDLE: a copy of the sign reader, e.g. with another profiles.csv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh
@@ -14,10 +15,11 @@ cd "$(dirname "$0")/.."
 jig=${1:-target/release/jig}
 out=out/soak
 factor=${FACTOR:-2}
+bundle=${BUNDLE:-examples/sign-reader}
 duration=${DURATION:-600}
 rm -rf "$out" && mkdir -p "$out"
 start_gateway "$jig" "$out"
-"$jig" deploy examples/sign-reader >/dev/null
+"$jig" deploy "$bundle" >/dev/null
 capacity=$(planned_capacity "$jig" sign-reader)
 rate=$(python3 -c "print(round($capacity * $factor, 2))")
 echo "jig: $jig; plan capacity $capacity req/s; ${factor}x = $rate req/s for $duration s"
@@ -37,7 +39,7 @@ after=$(python3 -c "print(round($capacity / 2, 2))")
 echo "$(( $(date +%s) - started )),$(gateway_rss_mb)" >> "$out/rss.csv"
 echo "deploy,rss_mb" > "$out/redeploys.csv"
 for i in $(seq "${REDEPLOYS:-8}"); do
-    "$jig" deploy examples/sign-reader >/dev/null
+    "$jig" deploy "$bundle" >/dev/null
     "$jig" bench sign-reader .jig/samples/*.png --rate "$after" --duration 5 --json >/dev/null 2>&1
     echo "$i,$(gateway_rss_mb)" >> "$out/redeploys.csv"
 done
