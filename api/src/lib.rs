@@ -15,6 +15,9 @@
 //! | `GET /metrics` | Prometheus text format | none |
 //! | `GET /openapi.json` | [`openapi()`]: this API's OpenAPI 3.1 description | none |
 //! | `GET /healthz` | `ok` | none |
+//! | `GET /v2`, `/v2/health/live`, `/v2/health/ready` | the Open Inference Protocol's server metadata and health ([`oip`]) | none |
+//! | `GET /v2/models/{model}`, `…/ready` | a model slot's metadata ([`oip::ModelMetadata`]), readiness | `invoke_token`, if set |
+//! | `POST /v2/models/{model}/infer` | [`oip::InferResponse`]: run a model slot, `APP.SLOT` | `invoke_token`, if set |
 //!
 //! Tokens go in `Authorization: Bearer TOKEN`. Every error answer is an [`ErrorBody`]: a message that names
 //! the app, task or file and says what to do, and a machine-readable [`ErrorKind`] that sets the HTTP status
@@ -26,6 +29,7 @@
 
 #![deny(missing_docs)]
 
+pub mod oip;
 mod openapi;
 mod routes;
 

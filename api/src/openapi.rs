@@ -6,6 +6,7 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Value, json};
 
+use crate::oip::{InferRequest, InferResponse, ModelMetadata, ServerMetadata};
 use crate::routes::Route;
 use crate::{AppList, AppStatus, Deleted, ErrorBody, InvokeResponse, MachineStatus, TIMEOUT_HEADER};
 
@@ -41,6 +42,10 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
     let app = json!({
         "name": "app", "in": "path", "required": true, "schema": { "type": "string" },
         "description": "The app's name, from its jig.toml.",
+    });
+    let model = json!({
+        "name": "model", "in": "path", "required": true, "schema": { "type": "string" },
+        "description": "A model slot of a deployed app, named `APP.SLOT`.",
     });
     let token = json!([{ "bearer": [] }]);
     let mut op = match route {
@@ -121,6 +126,57 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
                 "429": error(generator), "500": error(generator), "503": error(generator), "504": error(generator),
             },
         }),
+        Route::V2Server => json!({
+            "summary": "Open Inference Protocol (KServe v2): the server's name, version and extensions.",
+            "responses": { "200": body::<ServerMetadata>(generator, "The server.") },
+        }),
+        Route::V2Live => json!({
+            "summary": "Open Inference Protocol: live while the gateway runs.",
+            "responses": { "200": { "description": "Live." } },
+        }),
+        Route::V2Ready => json!({
+            "summary": "Open Inference Protocol: ready to serve the apps it has.",
+            "responses": { "200": { "description": "Ready." } },
+        }),
+        Route::V2Model(_) => json!({
+            "summary": "Open Inference Protocol: a model slot's declared inputs and outputs.",
+            "security": token,
+            "parameters": [model],
+            "responses": {
+                "200": body::<ModelMetadata>(generator, "The model."),
+                "401": error(generator), "404": error(generator),
+            },
+        }),
+        Route::V2ModelReady(_) => json!({
+            "summary": "Open Inference Protocol: 200 when the model slot has a running instance.",
+            "security": token,
+            "parameters": [model],
+            "responses": { "200": { "description": "Ready." }, "401": error(generator), "404": error(generator) },
+        }),
+        Route::V2Infer(_) => json!({
+            "summary": "Open Inference Protocol: run a model slot on JSON or binary tensors, batched with the app's \
+                own calls, under the app's deadlines, admission and metrics.",
+            "description": "With the binary tensor data extension the body is the JSON request followed by the \
+                inputs' bytes; `Inference-Header-Content-Length` gives the JSON's length, and the answer comes \
+                the same way when an output asks for `binary_data`.",
+            "security": token,
+            "parameters": [model, {
+                "name": TIMEOUT_HEADER, "in": "header", "required": false, "schema": { "type": "integer", "minimum": 0 },
+                "description": "The deadline, milliseconds from arrival; else the app's latency SLO; else 30 s.",
+            }],
+            "requestBody": {
+                "required": true,
+                "content": {
+                    "application/json": { "schema": generator.subschema_for::<InferRequest>() },
+                    "application/octet-stream": { "schema": { "type": "string", "format": "binary" } },
+                },
+            },
+            "responses": {
+                "200": body::<InferResponse>(generator, "The outputs."),
+                "400": error(generator), "401": error(generator), "404": error(generator), "413": error(generator),
+                "500": error(generator), "503": error(generator), "504": error(generator),
+            },
+        }),
     };
     let (method, path) = route.template();
     op["operationId"] = json!(format!("{} {path}", method.to_lowercase()));
@@ -157,7 +213,7 @@ mod tests {
             for (method, op) in item.as_object().unwrap() {
                 assert!(op["summary"].as_str().is_some_and(|s| !s.is_empty()), "{method} {path}");
                 assert!(!op["responses"].as_object().unwrap().is_empty(), "{method} {path}");
-                let concrete = path.replace("{app}", "shop");
+                let concrete = path.replace("{app}", "shop").replace("{model}", "shop.det");
                 let route = Route::parse(&method.to_uppercase(), &concrete)
                     .unwrap_or_else(|| panic!("{method} {path} is described but no route"));
                 assert_eq!(route.template(), (method.to_uppercase().as_str(), path.as_str()));

@@ -22,11 +22,23 @@ pub enum Route<'a> {
     Delete(&'a str),
     /// `POST /v1/apps/{app}/invoke`
     Invoke(&'a str),
+    /// `GET /v2`: the Open Inference Protocol's server metadata ([`crate::oip`]).
+    V2Server,
+    /// `GET /v2/health/live`
+    V2Live,
+    /// `GET /v2/health/ready`
+    V2Ready,
+    /// `GET /v2/models/{model}`, a model named `APP.SLOT`
+    V2Model(&'a str),
+    /// `GET /v2/models/{model}/ready`
+    V2ModelReady(&'a str),
+    /// `POST /v2/models/{model}/infer`
+    V2Infer(&'a str),
 }
 
 impl<'a> Route<'a> {
-    /// One of each route, naming the app `{app}` as the API description writes it.
-    pub const ALL: [Route<'static>; 9] = [
+    /// One of each route, naming the app `{app}` (a v2 model `{model}`) as the API description writes it.
+    pub const ALL: [Route<'static>; 15] = [
         Route::Health,
         Route::Metrics,
         Route::OpenApi,
@@ -36,6 +48,12 @@ impl<'a> Route<'a> {
         Route::Status("{app}"),
         Route::Delete("{app}"),
         Route::Invoke("{app}"),
+        Route::V2Server,
+        Route::V2Live,
+        Route::V2Ready,
+        Route::V2Model("{model}"),
+        Route::V2ModelReady("{model}"),
+        Route::V2Infer("{model}"),
     ];
 
     /// The route a request for `method` (`GET`, `POST`, …) and `path` takes, or `None`.
@@ -51,6 +69,12 @@ impl<'a> Route<'a> {
             ("GET", ["v1", "apps", app]) => Route::Status(app),
             ("DELETE", ["v1", "apps", app]) => Route::Delete(app),
             ("POST", ["v1", "apps", app, "invoke"]) => Route::Invoke(app),
+            ("GET", ["v2"]) => Route::V2Server,
+            ("GET", ["v2", "health", "live"]) => Route::V2Live,
+            ("GET", ["v2", "health", "ready"]) => Route::V2Ready,
+            ("GET", ["v2", "models", model]) => Route::V2Model(model),
+            ("GET", ["v2", "models", model, "ready"]) => Route::V2ModelReady(model),
+            ("POST", ["v2", "models", model, "infer"]) => Route::V2Infer(model),
             _ => return None,
         })
     }
@@ -67,10 +91,16 @@ impl<'a> Route<'a> {
             Route::Status(_) => ("GET", "/v1/apps/{app}"),
             Route::Delete(_) => ("DELETE", "/v1/apps/{app}"),
             Route::Invoke(_) => ("POST", "/v1/apps/{app}/invoke"),
+            Route::V2Server => ("GET", "/v2"),
+            Route::V2Live => ("GET", "/v2/health/live"),
+            Route::V2Ready => ("GET", "/v2/health/ready"),
+            Route::V2Model(_) => ("GET", "/v2/models/{model}"),
+            Route::V2ModelReady(_) => ("GET", "/v2/models/{model}/ready"),
+            Route::V2Infer(_) => ("POST", "/v2/models/{model}/infer"),
         }
     }
 
-    /// Whether the route needs the gateway's `token` (invocations need `invoke_token` instead).
+    /// Whether the route needs the gateway's `token` (invocations, v1 and v2, need `invoke_token` instead).
     pub fn needs_token(&self) -> bool {
         matches!(self, Route::Devices | Route::ListApps | Route::Deploy | Route::Status(_) | Route::Delete(_))
     }
@@ -87,6 +117,7 @@ mod tests {
             assert_eq!(Route::parse(method, path), Some(route), "{method} {path}");
         }
         assert_eq!(Route::parse("POST", "/v1/apps/shop/invoke/"), Some(Route::Invoke("shop")));
+        assert_eq!(Route::parse("POST", "/v2/models/shop.det/infer"), Some(Route::V2Infer("shop.det")));
         for (method, path) in [("PUT", "/v1/apps"), ("GET", "/v1/apps/a/b"), ("POST", "/healthz"), ("GET", "/")] {
             assert_eq!(Route::parse(method, path), None, "{method} {path}");
         }

@@ -12,6 +12,7 @@
 
 mod controller;
 mod metrics;
+mod oip;
 mod store;
 
 use std::collections::HashMap;
@@ -266,8 +267,8 @@ impl Gateway {
             return error(
                 ErrorKind::NotFound,
                 format!(
-                    "no route {} {path}; see /v1/apps, /v1/apps/APP/invoke, /v1/devices, /metrics, and /openapi.json \
-                     for the whole API",
+                    "no route {} {path}; see /v1/apps, /v1/apps/APP/invoke, /v1/devices, /v2/models/APP.SLOT/infer, \
+                     /metrics, and /openapi.json for the whole API",
                     request.method()
                 ),
             );
@@ -298,6 +299,11 @@ impl Gateway {
             },
             Route::Delete(app) => self.clone().delete(app).await,
             Route::Invoke(app) => self.invoke(app, request).await,
+            Route::V2Server => self.v2_server(),
+            Route::V2Live | Route::V2Ready => text(StatusCode::OK, ""),
+            Route::V2Model(model) => self.v2_model(model, &request),
+            Route::V2ModelReady(model) => self.v2_model_ready(model, &request),
+            Route::V2Infer(model) => self.v2_infer(model, request).await,
         }
     }
 
@@ -324,24 +330,9 @@ impl Gateway {
         };
         let _in_flight = self.metrics.request_started(name);
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().arrived();
-        let timeout = match request
-            .headers()
-            .get(TIMEOUT_HEADER)
-            .map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()))
-        {
-            None => None,
-            Some(Some(ms)) if ms > 0 => Some(Duration::from_millis(ms)),
-            Some(_) => {
-                return self.answered(
-                    name,
-                    arrived,
-                    error(
-                        ErrorKind::InvalidRequest,
-                        format!("`{TIMEOUT_HEADER}` must be a positive number of milliseconds"),
-                    ),
-                    false,
-                );
-            }
+        let timeout = match request_timeout(&request) {
+            Ok(timeout) => timeout,
+            Err(reply) => return self.answered(name, arrived, reply, false),
         };
         let deadline = app.deadline(arrived, timeout);
         let admitted = match app.admit() {
@@ -577,6 +568,18 @@ fn output_part(output: jig_app::Output) -> OutputPart {
     part
 }
 
+/// The request's [`TIMEOUT_HEADER`], if it has one; a 400 when it is not a positive number of milliseconds.
+fn request_timeout(request: &Request<Incoming>) -> Result<Option<Duration>, Reply> {
+    match request.headers().get(TIMEOUT_HEADER).map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())) {
+        None => Ok(None),
+        Some(Some(ms)) if ms > 0 => Ok(Some(Duration::from_millis(ms))),
+        Some(_) => Err(error(
+            ErrorKind::InvalidRequest,
+            format!("`{TIMEOUT_HEADER}` must be a positive number of milliseconds"),
+        )),
+    }
+}
+
 /// Check `Authorization: Bearer TOKEN` when a token is configured: the 401 reply when it is not given.
 fn refuse_unauthorized(request: &Request<Incoming>, token: Option<&str>) -> Option<Reply> {
     let token = token?;
@@ -623,9 +626,14 @@ fn text(code: StatusCode, body: impl Into<String>) -> Reply {
 fn json(code: StatusCode, value: &impl Serialize) -> Reply {
     let mut body = serde_json::to_vec_pretty(value).unwrap_or_default();
     body.push(b'\n');
-    let mut reply = Response::new(Full::new(Bytes::from(body)));
-    *reply.status_mut() = code;
+    let mut reply = bytes_reply(code, Bytes::from(body));
     reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    reply
+}
+
+fn bytes_reply(code: StatusCode, body: Bytes) -> Reply {
+    let mut reply = Response::new(Full::new(body));
+    *reply.status_mut() = code;
     reply
 }
 

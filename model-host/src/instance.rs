@@ -25,6 +25,10 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub trait Executor: Send + Sync {
     /// The model's declared inputs; requests are checked against them before they queue.
     fn inputs(&self) -> &[TensorSpec];
+    /// The model's declared outputs, in the order [`Executor::execute`] returns them (none known: empty).
+    fn outputs(&self) -> &[TensorSpec] {
+        &[]
+    }
     /// Run one batch.
     fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError>;
     /// Memory for `len` bytes of a batch's input that it reads with no copy (a worker's shared region), for
@@ -37,6 +41,9 @@ pub trait Executor: Send + Sync {
 impl Executor for Model {
     fn inputs(&self) -> &[TensorSpec] {
         Model::inputs(self)
+    }
+    fn outputs(&self) -> &[TensorSpec] {
+        Model::outputs(self)
     }
     fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
         Ok(self.run(inputs)?)
@@ -201,6 +208,7 @@ impl Request<Instant> for Job {
 pub struct Instance {
     config: Arc<InstanceConfig>,
     inputs: Vec<TensorSpec>,
+    outputs: Vec<TensorSpec>,
     queue: mpsc::Sender<Job>,
     stats: Arc<Stats>,
 }
@@ -216,7 +224,7 @@ impl Instance {
         let config = Arc::new(config);
         let stats = Arc::new(Stats::default());
         let (queue, jobs) = mpsc::channel::<Job>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<TensorSpec>, String>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(Vec<TensorSpec>, Vec<TensorSpec>), String>>();
         let start_error = |detail: String| InstanceError::Start { instance: config.name.clone(), detail };
         {
             let (config, stats) = (config.clone(), stats.clone());
@@ -236,7 +244,7 @@ impl Instance {
                             return;
                         }
                     };
-                    let _ = ready_tx.send(Ok(executor.inputs().to_vec()));
+                    let _ = ready_tx.send(Ok((executor.inputs().to_vec(), executor.outputs().to_vec())));
                     // A model with an input that has no batch dimension (a Piper voice's `scales`) cannot stack
                     // requests: it runs them one at a time.
                     let batchable = executor.inputs().iter().all(TensorSpec::batchable);
@@ -247,8 +255,9 @@ impl Instance {
                 })
                 .map_err(|e| start_error(e.to_string()))?;
         }
-        let inputs = ready_rx.recv().map_err(|_| start_error("the instance thread died while loading".into()))?;
-        Ok(Instance { inputs: inputs.map_err(start_error)?, config, queue, stats })
+        let specs = ready_rx.recv().map_err(|_| start_error("the instance thread died while loading".into()))?;
+        let (inputs, outputs) = specs.map_err(start_error)?;
+        Ok(Instance { inputs, outputs, config, queue, stats })
     }
 
     /// The instance's name, from its [`InstanceConfig`].
@@ -265,6 +274,11 @@ impl Instance {
     /// The model's declared inputs.
     pub fn inputs(&self) -> &[TensorSpec] {
         &self.inputs
+    }
+
+    /// The model's declared outputs, in the order [`Instance::infer`] answers them.
+    pub fn outputs(&self) -> &[TensorSpec] {
+        &self.outputs
     }
 
     /// Its counters, updated as it runs.

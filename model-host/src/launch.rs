@@ -115,6 +115,9 @@ impl Executor for Loaded {
     fn inputs(&self) -> &[TensorSpec] {
         self.executor.inputs()
     }
+    fn outputs(&self) -> &[TensorSpec] {
+        self.executor.outputs()
+    }
     fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
         self.executor.execute(inputs)
     }

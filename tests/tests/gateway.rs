@@ -204,14 +204,15 @@ fn the_api_description_and_the_routes_agree() {
     for (path, item) in doc["paths"].as_object().unwrap() {
         for method in item.as_object().unwrap().keys() {
             operations += 1;
-            let reply = gateway.http(&method.to_uppercase(), &path.replace("{app}", "nope"), &[], b"");
+            let concrete = path.replace("{app}", "nope").replace("{model}", "nope.slot");
+            let reply = gateway.http(&method.to_uppercase(), &concrete, &[], b"");
             // A described route is routed: an unknown app or an empty bundle may be refused, but never as a
             // route the gateway lacks.
             assert!(!reply.text().contains("no route"), "{method} {path}: {} {}", reply.status, reply.text());
             assert!(reply.status < 500, "{method} {path}: {} {}", reply.status, reply.text());
         }
     }
-    assert_eq!(operations, 9, "{doc}");
+    assert_eq!(operations, 15, "{doc}");
     let reply = gateway.http("PUT", "/v1/apps", &[], b"");
     assert_eq!(reply.status, 404);
     assert!(
@@ -733,4 +734,65 @@ model = "models/mlp.onnx"
     assert_eq!((observed["factor"].as_f64(), observed["samples"].as_u64()), (Some(3.0), Some(3)), "{status}");
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains(r#"jig_edge_factor{app="fan",from="first",to="second"} 3.0"#), "{metrics}");
+}
+
+/// The echo glue with the `mixed` model (y = x * ids) in slot `m`: the v2 model `shop.m`.
+fn mixed_slot_bundle(dir: &Path) {
+    let manifest = "name = \"shop\"\n[[tasks]]\nname = \"score\"\nglue = \"glue/echo.wasm\"\nslot = \"m\"\n\
+        [[variants]]\nslot = \"m\"\nname = \"mixed\"\nmodel = \"models/mixed.onnx\"\n";
+    bundle(dir, manifest, &[("glue/echo.wasm", &component("echo")), ("models/mixed.onnx", &model("mixed"))]);
+}
+
+#[test]
+fn tritons_own_client_runs_a_model_slot_over_the_open_inference_protocol() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mixed_slot_bundle(dir.path());
+    let gateway = start_with_config(scratch.path(), "invoke_token = \"let-me-in\"\n");
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+
+    // Health is open; the models are behind the invoke token, as /v1 invocations are.
+    assert_eq!(gateway.http("GET", "/v2/health/live", &[], b"").status, 200);
+    assert_eq!(gateway.http("GET", "/v2/health/ready", &[], b"").status, 200);
+    assert_eq!(gateway.http("GET", "/v2/models/shop.m", &[], b"").status, 401);
+    let auth = [("authorization", "Bearer let-me-in")];
+    let unknown = gateway.http("GET", "/v2/models/shop.nope", &auth, b"");
+    assert_eq!(unknown.status, 404);
+    assert!(unknown.json()["error"].as_str().unwrap().contains("`shop` has the slots: m"), "{}", unknown.text());
+
+    // Binary tensors after the JSON, a binary output back.
+    let head = br#"{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}},
+        {"name":"ids","shape":[1,4],"datatype":"INT64","data":[[1,2,3,-4]]}],
+        "outputs":[{"name":"y","parameters":{"binary_data":true}}]}"#;
+    let mut body = head.to_vec();
+    body.extend([0.5f32, 1.0, 1.5, 2.0].iter().flat_map(|v| v.to_le_bytes()));
+    let length = head.len().to_string();
+    let headers = [auth[0], ("inference-header-content-length", length.as_str())];
+    let reply = gateway.http("POST", "/v2/models/shop.m/infer", &headers, &body);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let json_length: usize = reply.header("inference-header-content-length").unwrap().parse().unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&reply.body[..json_length]).unwrap();
+    assert_eq!(answer["outputs"][0]["parameters"]["binary_data_size"], 16, "{answer}");
+    let y: Vec<f32> = reply.body[json_length..].chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(y, [0.5, 2.0, 4.5, -8.0]);
+
+    // A size that disagrees with the body gets the protocol's error JSON, and the next request is served.
+    let short = gateway.http("POST", "/v2/models/shop.m/infer", &headers, &body[..body.len() - 4]);
+    assert_eq!(short.status, 400);
+    assert!(short.json()["error"].as_str().unwrap().contains("only 12 bytes"), "{}", short.text());
+
+    let client = root().join("tests/oip/triton_client.py");
+    let output = std::process::Command::new("python3")
+        .arg(&client)
+        .args([gateway.addr.as_str(), "shop.m", "let-me-in"])
+        .env("PYTHONPATH", root().join(".jig/python-clients"))
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success() && said.trim_end().ends_with("ok"),
+        "{said}\n(tritonclient is installed by scripts/setup.sh into .jig/python-clients)"
+    );
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains(r#"jig_requests_total{app="shop",code="200"}"#), "{metrics}");
 }

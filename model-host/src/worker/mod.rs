@@ -766,6 +766,9 @@ impl crate::instance::Executor for Worker {
     fn inputs(&self) -> &[TensorSpec] {
         Worker::inputs(self)
     }
+    fn outputs(&self) -> &[TensorSpec] {
+        Worker::outputs(self)
+    }
     fn execute(&self, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>, crate::instance::BoxError> {
         Ok(self.run(inputs)?)
     }

@@ -1,0 +1,60 @@
+"""Triton's own HTTP client (`tritonclient[http]`, from PyPI) against jig's Open Inference Protocol.
+
+Usage: PYTHONPATH=.jig/python-clients python3 tests/oip/triton_client.py HOST:PORT MODEL [TOKEN]
+MODEL is a slot serving the `mixed` test model (y = x * ids). Prints `ok` when every check passes.
+"""
+
+import sys
+
+import numpy as np
+import tritonclient.http as http
+from tritonclient.utils import InferenceServerException
+
+url, model = sys.argv[1], sys.argv[2]
+token = sys.argv[3] if len(sys.argv) > 3 else None
+
+
+def headers():
+    """A fresh dict per call: the client adds its own headers (Inference-Header-Content-Length) to the one given."""
+    return {"Authorization": f"Bearer {token}"} if token else None
+
+
+client = http.InferenceServerClient(url=url)
+
+assert client.is_server_live(), "not live"
+assert client.is_server_ready(), "not ready"
+assert client.is_model_ready(model, headers=headers()), "model not ready"
+server = client.get_server_metadata()
+assert server["name"] == "jig" and "binary_tensor_data" in server["extensions"], server
+metadata = client.get_model_metadata(model, headers=headers())
+inputs = {t["name"]: t for t in metadata["inputs"]}
+assert inputs["x"]["datatype"] == "FP32" and inputs["x"]["shape"] == [-1, 4], metadata
+assert inputs["ids"]["datatype"] == "INT64", metadata
+assert [t["name"] for t in metadata["outputs"]] == ["y"], metadata
+
+x = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
+ids = np.arange(12, dtype=np.int64).reshape(3, 4) - 5
+for binary in (True, False):
+    tensors = [http.InferInput("x", [3, 4], "FP32"), http.InferInput("ids", [3, 4], "INT64")]
+    tensors[0].set_data_from_numpy(x, binary_data=binary)
+    tensors[1].set_data_from_numpy(ids, binary_data=binary)
+    wanted = [http.InferRequestedOutput("y", binary_data=binary)]
+    result = client.infer(model, tensors, outputs=wanted, request_id="r1", headers=headers())
+    y = result.as_numpy("y")
+    assert y.shape == (3, 4) and np.array_equal(y, x * ids.astype(np.float32)), (binary, y)
+    assert result.get_response()["id"] == "r1", result.get_response()
+
+# Malformed requests come back as the client's exception carrying the gateway's message.
+try:
+    bad = http.InferInput("x", [3, 4], "INT64")
+    bad.set_data_from_numpy(ids)
+    client.infer(model, [bad, tensors[1]], headers=headers())
+    raise AssertionError("a wrong datatype was accepted")
+except InferenceServerException as e:
+    assert "is FP32, not INT64" in str(e), str(e)
+try:
+    client.get_model_metadata(model + "-nope", headers=headers())
+    raise AssertionError("an unknown model was found")
+except InferenceServerException as e:
+    assert "unknown model" in str(e), str(e)
+print("ok")
