@@ -50,12 +50,14 @@ fi
 # The clients users of Triton and KServe have, which the tests run against the gateway's Open Inference
 # Protocol, apart from the packages above (their numpy and HTTP stacks are theirs).
 CLIENT_DIR=.jig/python-clients
-CLIENT_PACKAGES="tritonclient[http]==2.73.0"
+CLIENT_PACKAGES="tritonclient[http]==2.73.0 kserve==0.21.0"
 if [ "$(cat "$CLIENT_DIR/.jig-installed" 2>/dev/null)" != "$CLIENT_PACKAGES" ]; then
     echo "setup: installing $CLIENT_PACKAGES into $CLIENT_DIR (from PyPI)"
     rm -rf "$CLIENT_DIR"
     # shellcheck disable=SC2086
-    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --target "$CLIENT_DIR" $CLIENT_PACKAGES
+    # --no-warn-conflicts: the check also reads the system's packages, which these do not use.
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
+        --target "$CLIENT_DIR" $CLIENT_PACKAGES
     echo "$CLIENT_PACKAGES" > "$CLIENT_DIR/.jig-installed"
 fi
 PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models

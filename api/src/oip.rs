@@ -28,6 +28,20 @@ pub struct ServerMetadata {
     pub extensions: Vec<String>,
 }
 
+/// `GET /v2/health/live` and `GET /v2/health/ready` (Triton's clients read the status, KServe's the body).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Health {
+    /// For `live`: the server runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<bool>,
+    /// For `ready`: the server, or the model, serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// For a model's `ready`: its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
 /// `GET /v2/models/{model}`: a model's inputs and outputs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelMetadata {

@@ -6,7 +6,7 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Value, json};
 
-use crate::oip::{InferRequest, InferResponse, ModelMetadata, ServerMetadata};
+use crate::oip::{Health, InferRequest, InferResponse, ModelMetadata, ServerMetadata};
 use crate::routes::Route;
 use crate::{AppList, AppStatus, Deleted, ErrorBody, InvokeResponse, MachineStatus, TIMEOUT_HEADER};
 
@@ -132,11 +132,11 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
         }),
         Route::V2Live => json!({
             "summary": "Open Inference Protocol: live while the gateway runs.",
-            "responses": { "200": { "description": "Live." } },
+            "responses": { "200": body::<Health>(generator, "Live: `{\"live\": true}`.") },
         }),
         Route::V2Ready => json!({
             "summary": "Open Inference Protocol: ready to serve the apps it has.",
-            "responses": { "200": { "description": "Ready." } },
+            "responses": { "200": body::<Health>(generator, "Ready: `{\"ready\": true}`.") },
         }),
         Route::V2Model(_) => json!({
             "summary": "Open Inference Protocol: a model slot's declared inputs and outputs.",
@@ -151,7 +151,10 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
             "summary": "Open Inference Protocol: 200 when the model slot has a running instance.",
             "security": token,
             "parameters": [model],
-            "responses": { "200": { "description": "Ready." }, "401": error(generator), "404": error(generator) },
+            "responses": {
+                "200": body::<Health>(generator, "Ready: `{\"name\": …, \"ready\": true}`."),
+                "401": error(generator), "404": error(generator), "503": error(generator),
+            },
         }),
         Route::V2Infer(_) => json!({
             "summary": "Open Inference Protocol: run a model slot on JSON or binary tensors, batched with the app's \

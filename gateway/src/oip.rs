@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use jig_api::ErrorKind;
 use jig_api::oip::{
-    BINARY_HEADER, InferRequest, InferResponse, ModelMetadata, ResponseOutput, SLOT_SEPARATOR, ServerMetadata,
+    BINARY_HEADER, Health, InferRequest, InferResponse, ModelMetadata, ResponseOutput, SLOT_SEPARATOR, ServerMetadata,
     TensorMetadata, binary_size, flag,
 };
 use jig_app::App;
@@ -41,6 +41,16 @@ impl Gateway {
                 extensions: vec!["binary_tensor_data".into()],
             },
         )
+    }
+
+    /// `GET /v2/health/live` (`live`) or `GET /v2/health/ready`: while the gateway runs, it serves.
+    pub(crate) fn v2_health(&self, live: bool) -> Reply {
+        let health = if live {
+            Health { live: Some(true), ..Health::default() }
+        } else {
+            Health { ready: Some(true), ..Health::default() }
+        };
+        json(StatusCode::OK, &health)
     }
 
     /// `GET /v2/models/{model}`.
@@ -74,7 +84,9 @@ impl Gateway {
             return reply;
         }
         match self.v2_slot(model) {
-            Ok((_, pool)) if pool.instances().next().is_some() => crate::text(StatusCode::OK, ""),
+            Ok((_, pool)) if pool.instances().next().is_some() => {
+                json(StatusCode::OK, &Health { name: Some(model.into()), ready: Some(true), live: None })
+            }
             Ok(_) => not_ready(model),
             Err(reply) => reply,
         }

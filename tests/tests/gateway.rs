@@ -744,7 +744,7 @@ fn mixed_slot_bundle(dir: &Path) {
 }
 
 #[test]
-fn tritons_own_client_runs_a_model_slot_over_the_open_inference_protocol() {
+fn triton_and_kserve_clients_run_a_model_slot_over_the_open_inference_protocol() {
     let scratch = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     mixed_slot_bundle(dir.path());
@@ -781,18 +781,20 @@ fn tritons_own_client_runs_a_model_slot_over_the_open_inference_protocol() {
     assert_eq!(short.status, 400);
     assert!(short.json()["error"].as_str().unwrap().contains("only 12 bytes"), "{}", short.text());
 
-    let client = root().join("tests/oip/triton_client.py");
-    let output = std::process::Command::new("python3")
-        .arg(&client)
-        .args([gateway.addr.as_str(), "shop.m", "let-me-in"])
-        .env("PYTHONPATH", root().join(".jig/python-clients"))
-        .output()
-        .unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(
-        output.status.success() && said.trim_end().ends_with("ok"),
-        "{said}\n(tritonclient is installed by scripts/setup.sh into .jig/python-clients)"
-    );
+    // The real clients users of Triton and KServe have (set-up installs them into .jig/python-clients).
+    for client in ["triton_client.py", "kserve_client.py"] {
+        let output = std::process::Command::new("python3")
+            .arg(root().join("tests/oip").join(client))
+            .args([gateway.addr.as_str(), "shop.m", "let-me-in"])
+            .env("PYTHONPATH", root().join(".jig/python-clients"))
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success() && said.trim_end().ends_with("ok"),
+            "{client}: {said}\n(scripts/setup.sh installs the clients into .jig/python-clients)"
+        );
+    }
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains(r#"jig_requests_total{app="shop",code="200"}"#), "{metrics}");
 }
