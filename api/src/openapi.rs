@@ -139,7 +139,8 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
             "responses": { "200": body::<Health>(generator, "Ready: `{\"ready\": true}`.") },
         }),
         Route::V2Model(_) => json!({
-            "summary": "Open Inference Protocol: a model slot's declared inputs and outputs.",
+            "summary": "Open Inference Protocol: a model slot's declared inputs and outputs (also at \
+                `/v2/models/{model}/versions/1`, its one version; so are `ready` and `infer`).",
             "security": token,
             "parameters": [model],
             "responses": {

@@ -72,9 +72,14 @@ impl<'a> Route<'a> {
             ("GET", ["v2"]) => Route::V2Server,
             ("GET", ["v2", "health", "live"]) => Route::V2Live,
             ("GET", ["v2", "health", "ready"]) => Route::V2Ready,
-            ("GET", ["v2", "models", model]) => Route::V2Model(model),
-            ("GET", ["v2", "models", model, "ready"]) => Route::V2ModelReady(model),
-            ("POST", ["v2", "models", model, "infer"]) => Route::V2Infer(model),
+            // A model has one version, `1` (the app's deployment); the protocol's versioned paths name it.
+            ("GET", ["v2", "models", model] | ["v2", "models", model, "versions", "1"]) => Route::V2Model(model),
+            ("GET", ["v2", "models", model, "ready"] | ["v2", "models", model, "versions", "1", "ready"]) => {
+                Route::V2ModelReady(model)
+            }
+            ("POST", ["v2", "models", model, "infer"] | ["v2", "models", model, "versions", "1", "infer"]) => {
+                Route::V2Infer(model)
+            }
             _ => return None,
         })
     }
@@ -118,6 +123,8 @@ mod tests {
         }
         assert_eq!(Route::parse("POST", "/v1/apps/shop/invoke/"), Some(Route::Invoke("shop")));
         assert_eq!(Route::parse("POST", "/v2/models/shop.det/infer"), Some(Route::V2Infer("shop.det")));
+        assert_eq!(Route::parse("POST", "/v2/models/shop.det/versions/1/infer"), Some(Route::V2Infer("shop.det")));
+        assert_eq!(Route::parse("GET", "/v2/models/shop.det/versions/2"), None);
         for (method, path) in [("PUT", "/v1/apps"), ("GET", "/v1/apps/a/b"), ("POST", "/healthz"), ("GET", "/")] {
             assert_eq!(Route::parse(method, path), None, "{method} {path}");
         }

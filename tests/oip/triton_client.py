@@ -31,6 +31,7 @@ inputs = {t["name"]: t for t in metadata["inputs"]}
 assert inputs["x"]["datatype"] == "FP32" and inputs["x"]["shape"] == [-1, 4], metadata
 assert inputs["ids"]["datatype"] == "INT64", metadata
 assert [t["name"] for t in metadata["outputs"]] == ["y"], metadata
+assert client.get_model_metadata(model, model_version="1", headers=headers()) == metadata
 
 x = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
 ids = np.arange(12, dtype=np.int64).reshape(3, 4) - 5
@@ -39,7 +40,8 @@ for binary in (True, False):
     tensors[0].set_data_from_numpy(x, binary_data=binary)
     tensors[1].set_data_from_numpy(ids, binary_data=binary)
     wanted = [http.InferRequestedOutput("y", binary_data=binary)]
-    result = client.infer(model, tensors, outputs=wanted, request_id="r1", headers=headers())
+    version = "1" if binary else ""  # the versioned path, then the plain one
+    result = client.infer(model, tensors, model_version=version, outputs=wanted, request_id="r1", headers=headers())
     y = result.as_numpy("y")
     assert y.shape == (3, 4) and np.array_equal(y, x * ids.astype(np.float32)), (binary, y)
     assert result.get_response()["id"] == "r1", result.get_response()
