@@ -5,7 +5,7 @@ WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
 GUESTS := echo crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
-.PHONY: demo test test-gpu setup functions examples paper-apps build bench clean
+.PHONY: demo test test-gpu setup functions examples paper-apps build bench fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -60,6 +60,10 @@ bench: build $(WASMTIME)
 	$(CARGO) bench -p jig --bench gateway
 	$(CARGO) bench -p jig-model-host --bench model
 	$(CARGO) bench -p jig --bench tensor_path
+
+# Coverage-guided fuzzing of the parsers (not part of `make test`): AFL++ through afl.rs, FUZZ_SECONDS per target.
+fuzz: setup
+	@scripts/fuzz.sh
 
 clean:
 	$(CARGO) clean

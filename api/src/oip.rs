@@ -5,14 +5,20 @@
 //! nested array in row-major order) or, with the binary tensor data extension, as raw little-endian bytes
 //! after the JSON: the request's [`BINARY_HEADER`] gives the JSON's length, and each input with a
 //! `binary_data_size` parameter takes that many bytes, in the order of `inputs`. Errors are `{"error": …}`
-//! (jig's [`crate::ErrorBody`] adds its `kind`).
+//! (jig's [`crate::ErrorBody`] adds its `kind`). [`decode_request`] and [`encode_response`] convert between
+//! the wire and jig's tensors, checking a request against the model's [`Declared`] tensors.
 
+use bytes::{BufMut, Bytes, BytesMut};
+use jig_tensor::{DType, Tensor};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The header that gives the length of the JSON part of a body that carries binary tensors after it.
 pub const BINARY_HEADER: &str = "inference-header-content-length";
+
+/// The one version each model is served at: the app's current deployment.
+pub const VERSION: &str = "1";
 
 /// The separator between an app and its slot in a v2 model name.
 pub const SLOT_SEPARATOR: char = '.';
@@ -156,4 +162,314 @@ pub fn binary_size(parameters: &Option<Map<String, Value>>) -> Option<Result<usi
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(|| format!("`binary_data_size` must be a byte count, not {value}")),
     )
+}
+
+/// A tensor a model declares, as requests are checked against it.
+#[derive(Debug, Clone, Copy)]
+pub struct Declared<'a> {
+    /// Its name in the model.
+    pub name: &'a str,
+    /// Its element type.
+    pub dtype: DType,
+}
+
+/// The protocol's name of a jig element type.
+pub fn datatype(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "FP32",
+        DType::F16 => "FP16",
+        DType::F64 => "FP64",
+        DType::U8 => "UINT8",
+        DType::I8 => "INT8",
+        DType::U16 => "UINT16",
+        DType::I16 => "INT16",
+        DType::I32 => "INT32",
+        DType::I64 => "INT64",
+        DType::Bool => "BOOL",
+    }
+}
+
+/// An inference request's body (its JSON part `json_length` bytes long, when binary tensors follow) as the
+/// request and its inputs, in the order of `specs`: what `POST /v2/models/{model}/infer` reads, and what
+/// `fuzz/` feeds arbitrary bytes.
+pub fn decode_request(
+    model: &str,
+    specs: &[Declared<'_>],
+    body: &Bytes,
+    json_length: Option<usize>,
+) -> Result<(InferRequest, Vec<Tensor>), String> {
+    let (request, binary) = parse(body, json_length)?;
+    let inputs = inputs(model, specs, &request, binary)?;
+    Ok((request, inputs))
+}
+
+/// The JSON request and the binary part after it.
+fn parse(body: &Bytes, json_length: Option<usize>) -> Result<(InferRequest, Bytes), String> {
+    let split = json_length.unwrap_or(body.len());
+    if split > body.len() {
+        return Err(format!("`{BINARY_HEADER}` is {split} but the body has {} bytes", body.len()));
+    }
+    let request =
+        serde_json::from_slice(&body[..split]).map_err(|e| format!("the inference request is not valid: {e}"))?;
+    Ok((request, body.slice(split..)))
+}
+
+/// The request's inputs as tensors, in the model's order; binary ones are views of the body.
+fn inputs(
+    model: &str,
+    specs: &[Declared<'_>],
+    request: &InferRequest,
+    mut binary: Bytes,
+) -> Result<Vec<Tensor>, String> {
+    let declared = || specs.iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
+    let mut given: Vec<Option<Tensor>> = vec![None; specs.len()];
+    for input in &request.inputs {
+        let Some(index) = specs.iter().position(|s| s.name == input.name) else {
+            return Err(format!("model `{model}` has no input `{}` (it has: {})", input.name, declared()));
+        };
+        let dtype = specs[index].dtype;
+        if input.datatype != datatype(dtype) {
+            return Err(format!(
+                "input `{}` of model `{model}` is {}, not {}",
+                input.name,
+                datatype(dtype),
+                input.datatype
+            ));
+        }
+        let expected = dtype
+            .bytes_for(&input.shape)
+            .ok_or_else(|| format!("input `{}`: shape {:?} is too large", input.name, input.shape))?;
+        let data = match binary_size(&input.parameters) {
+            Some(size) => {
+                let size = size?;
+                if size != expected {
+                    return Err(format!(
+                        "input `{}`: `binary_data_size` is {size} bytes, but {} of shape {:?} is {expected}",
+                        input.name, input.datatype, input.shape
+                    ));
+                }
+                if size > binary.len() {
+                    return Err(format!(
+                        "input `{}`: `binary_data_size` is {size} bytes, but only {} bytes of binary data are left",
+                        input.name,
+                        binary.len()
+                    ));
+                }
+                binary.split_to(size)
+            }
+            None => {
+                let data = input.data.as_ref().ok_or_else(|| {
+                    format!("input `{}` has neither `data` nor a `binary_data_size` parameter", input.name)
+                })?;
+                let bytes = encode(dtype, data).map_err(|e| format!("input `{}`: {e}", input.name))?;
+                if bytes.len() != expected {
+                    return Err(format!(
+                        "input `{}`: shape {:?} holds {} elements, `data` has {}",
+                        input.name,
+                        input.shape,
+                        expected / dtype.size(),
+                        bytes.len() / dtype.size()
+                    ));
+                }
+                bytes
+            }
+        };
+        let tensor =
+            Tensor::new(dtype, input.shape.clone(), data).map_err(|e| format!("input `{}`: {e}", input.name))?;
+        if given[index].replace(tensor).is_some() {
+            return Err(format!("input `{}` is given twice", input.name));
+        }
+    }
+    if !binary.is_empty() {
+        return Err(format!("{} bytes of binary data follow the request that no input claims", binary.len()));
+    }
+    given
+        .into_iter()
+        .zip(specs)
+        .map(|(tensor, spec)| {
+            tensor.ok_or_else(|| format!("input `{}` is missing; model `{model}` takes: {}", spec.name, declared()))
+        })
+        .collect()
+}
+
+/// JSON elements (flat or nested arrays, row-major) as little-endian bytes of `dtype`.
+fn encode(dtype: DType, data: &Value) -> Result<Bytes, String> {
+    let mut elements = Vec::new();
+    flatten(data, &mut elements);
+    let mut out = BytesMut::with_capacity(elements.len() * dtype.size());
+    for value in elements {
+        let bad = || format!("{value} is not a {} element", datatype(dtype));
+        let int = |lo: i64, hi: i64| value.as_i64().filter(|v| (lo..=hi).contains(v)).ok_or_else(bad);
+        match dtype {
+            DType::F32 => out.put_f32_le(value.as_f64().ok_or_else(bad)? as f32),
+            DType::F64 => out.put_f64_le(value.as_f64().ok_or_else(bad)?),
+            DType::F16 => return Err("send FP16 tensors as binary data (JSON has no half floats)".into()),
+            DType::Bool => out.put_u8(u8::from(value.as_bool().ok_or_else(bad)?)),
+            DType::U8 => out.put_u8(int(0, u8::MAX.into())? as u8),
+            DType::I8 => out.put_i8(int(i8::MIN.into(), i8::MAX.into())? as i8),
+            DType::U16 => out.put_u16_le(int(0, u16::MAX.into())? as u16),
+            DType::I16 => out.put_i16_le(int(i16::MIN.into(), i16::MAX.into())? as i16),
+            DType::I32 => out.put_i32_le(int(i32::MIN.into(), i32::MAX.into())? as i32),
+            DType::I64 => out.put_i64_le(value.as_i64().ok_or_else(bad)?),
+        }
+    }
+    Ok(out.freeze())
+}
+
+fn flatten<'a>(value: &'a Value, out: &mut Vec<&'a Value>) {
+    match value {
+        Value::Array(items) => items.iter().for_each(|v| flatten(v, out)),
+        other => out.push(other),
+    }
+}
+
+/// A tensor's elements as JSON numbers (booleans for BOOL; FP16 widened).
+fn decode(tensor: &Tensor) -> Vec<Value> {
+    let data = tensor.data();
+    let n = tensor.dtype().size();
+    data.chunks_exact(n)
+        .map(|c| match tensor.dtype() {
+            DType::F32 => Value::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            DType::F64 => Value::from(f64::from_le_bytes(c.try_into().unwrap_or_default())),
+            DType::F16 => Value::from(f16_to_f32(u16::from_le_bytes([c[0], c[1]]))),
+            DType::Bool => Value::from(c[0] != 0),
+            DType::U8 => Value::from(c[0]),
+            DType::I8 => Value::from(c[0] as i8),
+            DType::U16 => Value::from(u16::from_le_bytes([c[0], c[1]])),
+            DType::I16 => Value::from(i16::from_le_bytes([c[0], c[1]])),
+            DType::I32 => Value::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            DType::I64 => Value::from(i64::from_le_bytes(c.try_into().unwrap_or_default())),
+        })
+        .collect()
+}
+
+/// An IEEE half as a single.
+fn f16_to_f32(bits: u16) -> f32 {
+    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exponent = i32::from((bits >> 10) & 0x1f);
+    let fraction = f32::from(bits & 0x3ff);
+    sign * match exponent {
+        0 => fraction * 2f32.powi(-24),
+        31 if fraction == 0.0 => f32::INFINITY,
+        31 => f32::NAN,
+        e => (1.0 + fraction / 1024.0) * 2f32.powi(e - 15),
+    }
+}
+
+/// The answer to `request`: the outputs it asks for (all, by default) with JSON `data`, or binary data to
+/// follow the JSON (the second part, empty when none is binary).
+pub fn encode_response(
+    model: &str,
+    specs: &[Declared<'_>],
+    request: &InferRequest,
+    outputs: Vec<Tensor>,
+) -> Result<(InferResponse, Bytes), String> {
+    let all_binary = flag(&request.parameters, "binary_data_output");
+    let asked: Vec<(usize, bool)> = match &request.outputs {
+        None => (0..specs.len().min(outputs.len())).map(|i| (i, all_binary)).collect(),
+        Some(asked) => asked
+            .iter()
+            .map(|o| {
+                let index = specs.iter().position(|s| s.name == o.name).ok_or_else(|| {
+                    let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
+                    format!("model `{model}` has no output `{}` (it has: {})", o.name, names.join(", "))
+                })?;
+                Ok((index, all_binary || flag(&o.parameters, "binary_data")))
+            })
+            .collect::<Result<_, String>>()?,
+    };
+    let mut binary = BytesMut::new();
+    let mut parts = Vec::with_capacity(asked.len());
+    for (index, as_binary) in asked {
+        let Some(tensor) = outputs.get(index) else { continue };
+        let mut part = ResponseOutput {
+            name: specs[index].name.to_string(),
+            shape: tensor.shape().to_vec(),
+            datatype: datatype(tensor.dtype()).into(),
+            parameters: None,
+            data: None,
+        };
+        if as_binary {
+            let mut parameters = Map::new();
+            parameters.insert("binary_data_size".into(), Value::from(tensor.data().len()));
+            part.parameters = Some(parameters);
+            binary.extend_from_slice(tensor.data());
+        } else {
+            part.data = Some(decode(tensor));
+        }
+        parts.push(part);
+    }
+    let response = InferResponse {
+        model_name: model.into(),
+        model_version: VERSION.into(),
+        id: request.id.clone(),
+        outputs: parts,
+    };
+    Ok((response, binary.freeze()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, dtype: DType) -> Declared<'_> {
+        Declared { name, dtype }
+    }
+
+    fn input(name: &str, datatype: &str, shape: &[u64], data: Option<Value>, binary: Option<usize>) -> RequestInput {
+        let parameters = binary.map(|n| {
+            let mut p = Map::new();
+            p.insert("binary_data_size".into(), Value::from(n));
+            p
+        });
+        RequestInput { name: name.into(), shape: shape.to_vec(), datatype: datatype.into(), parameters, data }
+    }
+
+    fn request(inputs: Vec<RequestInput>) -> InferRequest {
+        InferRequest { id: None, parameters: None, inputs, outputs: None }
+    }
+
+    #[test]
+    fn json_and_binary_inputs_become_tensors_in_the_models_order() {
+        let specs = [spec("a", DType::F32), spec("b", DType::I64)];
+        let binary: Vec<u8> = [7i64, -8].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let request = request(vec![
+            input("b", "INT64", &[1, 2], None, Some(16)),
+            input("a", "FP32", &[1, 2], Some(serde_json::json!([[1.5, -2.0]])), None),
+        ]);
+        let tensors = inputs("m.s", &specs, &request, Bytes::from(binary)).unwrap();
+        assert_eq!(tensors[0].data(), [1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
+        assert_eq!(tensors[1].dtype(), DType::I64);
+        assert_eq!(decode(&tensors[1]), vec![Value::from(7), Value::from(-8)]);
+    }
+
+    #[test]
+    fn malformed_requests_are_refused_with_what_is_wrong() {
+        let specs = [spec("a", DType::F32)];
+        let case = |inputs_: Vec<RequestInput>, binary: &[u8]| {
+            inputs("m.s", &specs, &request(inputs_), Bytes::copy_from_slice(binary)).unwrap_err()
+        };
+        let data = || Some(serde_json::json!([1.0, 2.0]));
+        assert!(case(vec![input("a", "INT64", &[1, 2], data(), None)], b"").contains("is FP32, not INT64"));
+        assert!(case(vec![input("a", "FP32", &[2, 2], data(), None)], b"").contains("holds 4 elements, `data` has 2"));
+        assert!(case(vec![input("x", "FP32", &[1, 2], data(), None)], b"").contains("no input `x`"));
+        assert!(case(vec![], b"").contains("input `a` is missing"));
+        assert!(case(vec![input("a", "FP32", &[1, 2], None, Some(8))], b"1234").contains("only 4 bytes"));
+        assert!(case(vec![input("a", "FP32", &[1, 2], None, Some(4))], b"12345678").contains("is 8"));
+        assert!(case(vec![input("a", "FP32", &[1, 2], data(), None)], b"xx").contains("no input claims"));
+        assert!(
+            case(vec![input("a", "FP32", &[1, 2], Some(serde_json::json!(["x", 1])), None)], b"")
+                .contains("not a FP32 element")
+        );
+        assert!(case(vec![input("a", "FP32", &[1, 2], None, None)], b"").contains("neither `data`"));
+        assert!(parse(&Bytes::from_static(b"{}"), Some(9)).unwrap_err().contains("the body has 2 bytes"));
+    }
+
+    #[test]
+    fn halves_widen_exactly() {
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24));
+        assert!(f16_to_f32(0x7c00).is_infinite());
+    }
 }

@@ -13,8 +13,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::admission::{Admission, Ticket};
-
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -26,6 +24,7 @@ use jig_model_host::pool::Pool;
 use jig_model_host::segment::Segment;
 use jig_runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, LoadError, Outcome, Runtime};
 
+use crate::admission::{Admission, Ticket};
 use crate::deployment::{Deployment, Observations, latest_latencies, model_edges};
 use crate::slots::ModelSlots;
 use jig_api::{ObservedFactor, ObservedGlue, ObservedLatency};

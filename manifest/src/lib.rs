@@ -273,8 +273,14 @@ impl Bundle {
         let text = std::fs::read_to_string(&path).map_err(|e| {
             invalid(format!("cannot read {}: {e}; a bundle is a directory with a {MANIFEST}", path.display()))
         })?;
+        Bundle::with_manifest(dir, &text)
+    }
+
+    /// [`Bundle::open`] with the manifest's text given rather than read from `dir`.
+    pub fn with_manifest(dir: &Path, text: &str) -> Result<Bundle> {
+        let path = dir.join(MANIFEST);
         let manifest: Manifest =
-            toml::from_str(&text).map_err(|e| invalid(format!("{} is not a valid manifest: {e}", path.display())))?;
+            toml::from_str(text).map_err(|e| invalid(format!("{} is not a valid manifest: {e}", path.display())))?;
         let bundle = Bundle { dir: dir.to_path_buf(), manifest };
         bundle.check().map_err(|e| invalid(format!("{}: {e}", path.display())))?;
         Ok(bundle)

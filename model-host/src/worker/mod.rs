@@ -42,6 +42,24 @@ mod shm;
 pub use child::serve;
 pub use regions::SharedBuffer;
 
+/// Read `bytes` as a stream of frames, once as a worker reads its parent's requests and once as the parent
+/// reads its worker's replies, until the stream ends or a frame is refused; the frames read. For `fuzz/`,
+/// which feeds it arbitrary bytes: a malformed frame must be an error, never a panic or an abort.
+#[doc(hidden)]
+pub fn read_frames(bytes: &[u8]) -> usize {
+    let mut buf = Vec::new();
+    let mut frames = 0;
+    let mut requests = bytes;
+    while let Ok(Some(_)) = read_frame::<Request>(&mut requests, &mut buf) {
+        frames += 1;
+    }
+    let mut replies = bytes;
+    while let Ok(Some(_)) = read_frame::<Reply>(&mut replies, &mut buf) {
+        frames += 1;
+    }
+    frames
+}
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{self, BufReader};

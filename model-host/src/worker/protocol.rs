@@ -201,7 +201,10 @@ pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, buf: &mut Vec<u8>
     buf.clear();
     buf.resize(len, 0);
     reader.read_exact(buf)?;
-    let (msg, used) = bincode::serde::decode_from_slice(buf, bincode::config::standard())
+    // The limit bounds what a length inside the frame may claim: without it, a string or list that says it
+    // holds petabytes is allocated before it is read, and the process aborts (found by `make fuzz`).
+    let config = bincode::config::standard().with_limit::<MAX_FRAME>();
+    let (msg, used) = bincode::serde::decode_from_slice(buf, config)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("malformed message: {e}")))?;
     if used != len {
         return Err(io::Error::new(
@@ -215,6 +218,17 @@ pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, buf: &mut Vec<u8>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_length_inside_a_frame_that_claims_petabytes_is_refused_not_allocated() {
+        // Found by `make fuzz` (worker_protocol): a frame whose string claims 2 PB aborted the process.
+        let frame: &[u8] = &[
+            0x16, 0, 0, 0, 0, 0x0c, 0xfd, 0x1e, 0x1e, 0x1e, 0x1e, 0x1e, 0x1e, 0x07, 0, 0x11, 0, 0, 1, 0, 0, 0, 0, 0,
+            0, 0,
+        ];
+        let err = read_frame::<Request>(&mut &frame[..], &mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+    }
 
     #[test]
     fn frames_round_trip_and_garbage_is_refused() {
