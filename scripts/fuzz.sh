@@ -24,14 +24,18 @@ found=0
 for target in $targets; do
     out=.jig/fuzz/$target
     input=fuzz/corpus/$target
-    [ -d "$out/default/queue" ] && input=-   # resume from the queue the last run left
+    before=0
+    if [ -d "$out/default/queue" ]; then
+        input=-   # resume from the queue the last run left; afl-fuzz then counts on from its last total
+        before=$(awk -F' *: *' '$1 == "execs_done" { print $2 }' "$out/default/fuzzer_stats" 2>/dev/null || echo 0)
+    fi
     echo "fuzz: $target for $seconds s"
     cargo afl fuzz -i "$input" -o "$out" -V "$seconds" "fuzz/target/release/$target" > "$out.log" 2>&1 || {
         echo "fuzz: afl-fuzz failed on $target; its output is in $out.log" >&2
         exit 1
     }
     stat() { awk -F' *: *' -v k="$1" '$1 == k { print $2 }' "$out/default/fuzzer_stats"; }
-    inputs=$(stat execs_done) crashes=$(stat saved_crashes) hangs=$(stat saved_hangs)
+    inputs=$(( $(stat execs_done) - ${before:-0} )) crashes=$(stat saved_crashes) hangs=$(stat saved_hangs)
     echo "$(date -u +%F),$target,$seconds,$inputs,$crashes,$hangs" >> "$totals"
     all=$(awk -F, -v t="$target" '$2 == t { n += $4 } END { print n }' "$totals")
     echo "fuzz: $target: $inputs inputs ($all in all runs), $crashes crashes, $hangs hangs"

@@ -149,12 +149,12 @@ pub struct ResponseOutput {
 }
 
 /// A parameter that asks for binary data (`binary_data`, `binary_data_output`): `true` or absent.
-pub fn flag(parameters: &Option<Map<String, Value>>, name: &str) -> bool {
+fn flag(parameters: &Option<Map<String, Value>>, name: &str) -> bool {
     parameters.as_ref().and_then(|p| p.get(name)).and_then(Value::as_bool).unwrap_or(false)
 }
 
 /// The `binary_data_size` of a tensor, when it travels as binary data.
-pub fn binary_size(parameters: &Option<Map<String, Value>>) -> Option<Result<usize, String>> {
+fn binary_size(parameters: &Option<Map<String, Value>>) -> Option<Result<usize, String>> {
     let value = parameters.as_ref()?.get("binary_data_size")?;
     Some(
         value

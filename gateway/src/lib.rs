@@ -333,7 +333,7 @@ impl Gateway {
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().arrived();
         let timeout = match request_timeout(&request) {
             Ok(timeout) => timeout,
-            Err(reply) => return self.answered(name, arrived, reply, false),
+            Err(bad) => return self.answered(name, arrived, error(ErrorKind::InvalidRequest, bad), false),
         };
         let deadline = app.deadline(arrived, timeout);
         let admitted = match app.admit() {
@@ -569,15 +569,13 @@ fn output_part(output: jig_app::Output) -> OutputPart {
     part
 }
 
-/// The request's [`TIMEOUT_HEADER`], if it has one; a 400 when it is not a positive number of milliseconds.
-fn request_timeout(request: &Request<Incoming>) -> Result<Option<Duration>, Reply> {
+/// The request's [`TIMEOUT_HEADER`], if it has one; what is wrong (a 400) when it is not a positive number of
+/// milliseconds.
+fn request_timeout(request: &Request<Incoming>) -> Result<Option<Duration>, String> {
     match request.headers().get(TIMEOUT_HEADER).map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())) {
         None => Ok(None),
         Some(Some(ms)) if ms > 0 => Ok(Some(Duration::from_millis(ms))),
-        Some(_) => Err(error(
-            ErrorKind::InvalidRequest,
-            format!("`{TIMEOUT_HEADER}` must be a positive number of milliseconds"),
-        )),
+        Some(_) => Err(format!("`{TIMEOUT_HEADER}` must be a positive number of milliseconds")),
     }
 }
 

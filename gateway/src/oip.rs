@@ -54,9 +54,9 @@ impl Gateway {
         if let Some(reply) = refuse_unauthorized(request, self.config.invoke_token.as_deref()) {
             return reply;
         }
-        let (_, pool) = match self.v2_slot(model) {
+        let (_, pool) = match self.find_slot(model) {
             Ok(found) => found,
-            Err(reply) => return reply,
+            Err(detail) => return unknown_model(model, &detail),
         };
         let Some(instance) = pool.instances().next() else {
             return not_ready(model);
@@ -79,12 +79,12 @@ impl Gateway {
         if let Some(reply) = refuse_unauthorized(request, self.config.invoke_token.as_deref()) {
             return reply;
         }
-        match self.v2_slot(model) {
+        match self.find_slot(model) {
             Ok((_, pool)) if pool.instances().next().is_some() => {
                 json(StatusCode::OK, &Health { name: Some(model.into()), ready: Some(true), live: None })
             }
             Ok(_) => not_ready(model),
-            Err(reply) => reply,
+            Err(detail) => unknown_model(model, &detail),
         }
     }
 
@@ -94,9 +94,9 @@ impl Gateway {
         if let Some(reply) = refuse_unauthorized(&request, self.config.invoke_token.as_deref()) {
             return reply;
         }
-        let (app, pool) = match self.v2_slot(model) {
+        let (app, pool) = match self.find_slot(model) {
             Ok(found) => found,
-            Err(reply) => return reply,
+            Err(detail) => return unknown_model(model, &detail),
         };
         let _in_flight = self.metrics.request_started(&app.name);
         let (reply, early_drop) = self.v2_run(&app, &pool, model, arrived, request).await;
@@ -113,7 +113,7 @@ impl Gateway {
     ) -> (Reply, bool) {
         let timeout = match request_timeout(&request) {
             Ok(timeout) => timeout,
-            Err(reply) => return (reply, false),
+            Err(bad) => return (error(ErrorKind::InvalidRequest, bad), false),
         };
         let deadline = app.deadline(arrived, timeout);
         let admitted = match app.admit() {
@@ -168,27 +168,25 @@ impl Gateway {
         }
     }
 
-    /// The app and pool of the v2 model `APP.SLOT`, or a 404 that says what there is.
-    fn v2_slot(&self, model: &str) -> Result<(Arc<App>, Arc<Pool>), Reply> {
-        let unknown = |detail: String| {
-            Err(error(
-                ErrorKind::NotFound,
-                format!("unknown model `{model}`: v2 models are a deployed app's model slots, `APP.SLOT`; {detail}"),
-            ))
-        };
-        let Some((app_name, slot)) = model.split_once(SLOT_SEPARATOR) else {
-            return unknown("this name has no slot".into());
-        };
-        let Some(app) = self.app(app_name) else {
-            return unknown(format!("no app `{app_name}` is deployed"));
-        };
+    /// The app and pool of the v2 model `APP.SLOT`, or what there is instead (for [`unknown_model`]).
+    fn find_slot(&self, model: &str) -> Result<(Arc<App>, Arc<Pool>), String> {
+        let (app_name, slot) = model.split_once(SLOT_SEPARATOR).ok_or("this name has no slot")?;
+        let app = self.app(app_name).ok_or_else(|| format!("no app `{app_name}` is deployed"))?;
         let Some(pool) = app.models().get(slot).cloned() else {
             let mut slots: Vec<&str> = app.models().iter().map(|(s, _)| s).collect();
             slots.sort_unstable();
-            return unknown(format!("`{app_name}` has the slots: {}", slots.join(", ")));
+            return Err(format!("`{app_name}` has the slots: {}", slots.join(", ")));
         };
         Ok((app, pool))
     }
+}
+
+/// The 404 for a model name that names no slot: `detail` says what there is.
+fn unknown_model(model: &str, detail: &str) -> Reply {
+    error(
+        ErrorKind::NotFound,
+        format!("unknown model `{model}`: v2 models are a deployed app's model slots, `APP.SLOT`; {detail}"),
+    )
 }
 
 fn not_ready(model: &str) -> Reply {

@@ -223,8 +223,8 @@ mod tests {
     fn a_length_inside_a_frame_that_claims_petabytes_is_refused_not_allocated() {
         // Found by `make fuzz` (worker_protocol): a frame whose string claims 2 PB aborted the process.
         let frame: &[u8] = &[
-            0x16, 0, 0, 0, 0, 0x0c, 0xfd, 0x1e, 0x1e, 0x1e, 0x1e, 0x1e, 0x1e, 0x07, 0, 0x11, 0, 0, 1, 0, 0, 0, 0, 0,
-            0, 0,
+            0x16, 0, 0, 0, 0, 0x0c, 0xfd, 0x1e, 0x1e, 0x1e, 0x1e, 0x1e, 0x1e, 0x07, 0, 0x11, 0, 0, 1, 0, 0, 0, 0, 0, 0,
+            0,
         ];
         let err = read_frame::<Request>(&mut &frame[..], &mut Vec::new()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
