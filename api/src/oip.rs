@@ -356,14 +356,14 @@ fn f16_to_f32(bits: u16) -> f32 {
     }
 }
 
-/// The answer to `request`: the outputs it asks for (all, by default) with JSON `data`, or binary data to
-/// follow the JSON (the second part, empty when none is binary).
+/// The answer to `request`: the outputs it asks for (all, by default) with JSON `data`, or as binary data to
+/// follow the JSON: the second part, those outputs' bytes in order (shared with the tensors, not copied).
 pub fn encode_response(
     model: &str,
     specs: &[Declared<'_>],
     request: &InferRequest,
     outputs: Vec<Tensor>,
-) -> Result<(InferResponse, Bytes), String> {
+) -> Result<(InferResponse, Vec<Bytes>), String> {
     let all_binary = flag(&request.parameters, "binary_data_output");
     let asked: Vec<(usize, bool)> = match &request.outputs {
         None => (0..specs.len().min(outputs.len())).map(|i| (i, all_binary)).collect(),
@@ -378,7 +378,7 @@ pub fn encode_response(
             })
             .collect::<Result<_, String>>()?,
     };
-    let mut binary = BytesMut::new();
+    let mut binary = Vec::new();
     let mut parts = Vec::with_capacity(asked.len());
     for (index, as_binary) in asked {
         let Some(tensor) = outputs.get(index) else { continue };
@@ -393,7 +393,7 @@ pub fn encode_response(
             let mut parameters = Map::new();
             parameters.insert("binary_data_size".into(), Value::from(tensor.data().len()));
             part.parameters = Some(parameters);
-            binary.extend_from_slice(tensor.data());
+            binary.push(tensor.bytes().clone());
         } else {
             part.data = Some(decode(tensor));
         }
@@ -405,7 +405,7 @@ pub fn encode_response(
         id: request.id.clone(),
         outputs: parts,
     };
-    Ok((response, binary.freeze()))
+    Ok((response, binary))
 }
 
 #[cfg(test)]

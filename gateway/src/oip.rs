@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
@@ -209,14 +209,16 @@ fn declared(specs: &[TensorSpec]) -> Vec<Declared<'_>> {
 /// The answer to `request` with `outputs`: JSON, or JSON and binary data after it.
 fn respond(model: &str, specs: &[TensorSpec], request: &InferRequest, outputs: Vec<Tensor>) -> Result<Reply, String> {
     let (response, binary) = encode_response(model, &declared(specs), request, outputs)?;
-    if binary.is_empty() {
+    let binary_len: usize = binary.iter().map(Bytes::len).sum();
+    if binary_len == 0 {
         return Ok(json(StatusCode::OK, &response));
     }
     let head = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
     let length = head.len();
-    let mut body = BytesMut::with_capacity(length + binary.len());
+    // One copy of each output, into the body.
+    let mut body = BytesMut::with_capacity(length + binary_len);
     body.extend_from_slice(&head);
-    body.extend_from_slice(&binary);
+    binary.iter().for_each(|part| body.extend_from_slice(part));
     let mut reply = crate::bytes_reply(StatusCode::OK, body.freeze());
     let headers = reply.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
