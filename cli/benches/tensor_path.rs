@@ -6,6 +6,8 @@
 //!   allocated by ONNX Runtime, as a hand-written program would run it;
 //! * **in process**: `Instance::infer` of one request of `b` rows on a CPU segment, as a deployment serves it:
 //!   queue, batcher, ONNX Runtime, outputs back as `Tensor`s;
+//! * **stacked**: `b` requests of one row each, sent together to the same in-process instance, which stacks them
+//!   into one batch (the one copy of a batch of several requests) and splits the outputs back;
 //! * **worker**: `Worker::run` of the same batch in a `jig worker` process, as GPU segments are served (here on
 //!   the CPU), with the batch already in the worker's shared memory, where the batcher stacks requests;
 //! * **worker, copy in**: the same with the batch in ordinary memory, copied in by `Worker::run` (a batch of
@@ -17,6 +19,7 @@
 //! `BENCH_THREADS` sets the intra-op threads (default: this machine's cores).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jig_model_host::instance::{BatchPolicy, InstanceConfig};
@@ -105,6 +108,47 @@ fn in_process(name: &str, inputs: &[Tensor], b: u64, threads: u32) -> Duration {
     })
 }
 
+/// `b` requests of one row each, sent at once: the batcher waits for all of them and stacks them into one batch.
+fn stacked(name: &str, inputs: &[Tensor], b: u64, threads: u32) -> Duration {
+    let policy = BatchPolicy {
+        max_batch: b,
+        max_wait: Duration::from_secs(1),
+        staleness: Duration::from_secs(60),
+        ..BatchPolicy::default()
+    };
+    let config = InstanceConfig { policy, ..InstanceConfig::new(format!("{name}@cpu:{threads}")) };
+    let placement = Placement::new(Segment::Cpu { cores: threads });
+    let instance = Arc::new(Launcher::discover().start_instance(config, name, &model_path(name), placement).unwrap());
+    let requests: Vec<Vec<Tensor>> = (0..b as usize)
+        .map(|r| {
+            inputs
+                .iter()
+                .map(|t| {
+                    let row = t.data().len() / b as usize;
+                    let shape = [&[1], &t.shape()[1..]].concat();
+                    Tensor::new(t.dtype(), shape, t.bytes().slice(r * row..(r + 1) * row)).unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    measure(|| {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let started = Instant::now();
+        let outputs = tokio.block_on(async {
+            let mut calls = tokio::task::JoinSet::new();
+            for request in &requests {
+                let (instance, request) = (instance.clone(), request.clone());
+                calls.spawn(async move { instance.infer(request, deadline).await.unwrap() });
+            }
+            calls.join_all().await
+        });
+        let elapsed = started.elapsed();
+        drop(outputs);
+        elapsed
+    })
+}
+
 /// The worker's time with the batch in its shared memory, and with the batch copied in.
 fn worker(name: &str, inputs: &[Tensor], threads: usize) -> (Duration, Duration) {
     let options = SessionOptions { threads, ..SessionOptions::default() };
@@ -146,8 +190,19 @@ fn main() {
     let batches: Option<Vec<u64>> = list("BENCH_BATCHES").map(|b| b.iter().filter_map(|b| b.parse().ok()).collect());
     println!("tensor path vs bare ONNX Runtime, {threads} intra-op threads; median ms per batch, ratio bare/path");
     println!(
-        "{:<10} {:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
-        "model", "batch", "MB each", "bare", "in proc", "worker", "+copy in", "in proc", "worker", "+copy in"
+        "{:<10} {:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
+        "model",
+        "batch",
+        "MB each",
+        "bare",
+        "in proc",
+        "stacked",
+        "worker",
+        "+copy in",
+        "in proc",
+        "stacked",
+        "worker",
+        "+copy in"
     );
     for name in &models {
         let (item, default_batches): (&[u64], &[u64]) = match name.as_str() {
@@ -163,15 +218,18 @@ fn main() {
             let mb = inputs.iter().map(|t| t.data().len()).sum::<usize>() as f64 / 1e6;
             let reference = bare(name, &inputs, threads);
             let local = in_process(name, &inputs, b, threads as u32);
+            let together = if b > 1 { stacked(name, &inputs, b, threads as u32) } else { local };
             let (remote, copied) = worker(name, &inputs, threads);
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             println!(
-                "{name:<10} {b:>5} {mb:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2} {:>8.2}",
+                "{name:<10} {b:>5} {mb:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
                 ms(reference),
                 ms(local),
+                ms(together),
                 ms(remote),
                 ms(copied),
                 ms(reference) / ms(local),
+                ms(reference) / ms(together),
                 ms(reference) / ms(remote),
                 ms(reference) / ms(copied)
             );

@@ -1,5 +1,9 @@
 //! Stacking requests' tensors into one batch along the first dimension, and splitting the outputs back.
 
+use std::sync::{Arc, Mutex, Weak};
+
+use jig_tensor::Bytes;
+
 use crate::worker::SharedBuffer;
 use crate::{Tensor, TensorError};
 
@@ -13,12 +17,80 @@ pub fn rows(inputs: &[Tensor]) -> u64 {
     inputs.first().and_then(|t| t.shape().first().copied()).unwrap_or(1)
 }
 
+/// Memory that stacked batches of an in-process instance reuse: a batch's buffer comes back here when the last
+/// tensor over it drops. A fresh allocation of a large batch costs a page fault per 4 KiB, several times the copy
+/// that fills it (BENCHMARKS.md, "The tensor path"); a buffer written before costs only the copy.
+#[derive(Debug, Default)]
+pub struct Spare {
+    free: Mutex<Vec<Vec<u8>>>,
+}
+
+/// Buffers a [`Spare`] keeps while unused: a batch being stacked and the one before it whose outputs still live,
+/// with room for batches of other shapes.
+const SPARE_KEPT: usize = 4;
+
+impl Spare {
+    /// An empty buffer with room for `len` bytes: the smallest kept one that holds them, else a new one.
+    fn take(&self, len: usize) -> Vec<u8> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let fits = free.iter().enumerate().filter(|(_, b)| b.capacity() >= len).min_by_key(|(_, b)| b.capacity());
+        match fits.map(|(i, _)| i) {
+            Some(i) => free.swap_remove(i),
+            None => Vec::with_capacity(len),
+        }
+    }
+
+    /// `data` as bytes that come back to this pool when they drop.
+    fn share(self: &Arc<Self>, data: Vec<u8>) -> Bytes {
+        Bytes::from_owner(Recycled { data, home: Arc::downgrade(self) })
+    }
+
+    /// Keep `data` for a later batch, in place of a smaller buffer when all places are taken.
+    fn keep(&self, mut data: Vec<u8>) {
+        data.clear();
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        if free.len() < SPARE_KEPT {
+            free.push(data);
+        } else if let Some(smaller) =
+            free.iter_mut().filter(|b| b.capacity() < data.capacity()).min_by_key(|b| b.capacity())
+        {
+            *smaller = data;
+        }
+    }
+
+    /// Bytes held for later batches.
+    pub fn held(&self) -> usize {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).iter().map(Vec::capacity).sum()
+    }
+}
+
+/// A stacked batch's bytes, owned by its tensors until the last of them drops.
+struct Recycled {
+    data: Vec<u8>,
+    home: Weak<Spare>,
+}
+
+impl AsRef<[u8]> for Recycled {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.upgrade() {
+            home.keep(std::mem::take(&mut self.data));
+        }
+    }
+}
+
 /// Concatenate the requests' inputs along dimension 0, each into memory from `buffer` where it gives some (an
-/// executor's shared region), else into a new allocation. All requests must have equal [`batch_key`]s. A
+/// executor's shared region), else into a buffer from `spare`. All requests must have equal [`batch_key`]s. A
 /// single request's inputs are used as they are.
 pub fn stack(
     requests: &[&[Tensor]],
     buffer: impl Fn(usize) -> Option<SharedBuffer>,
+    spare: &Arc<Spare>,
 ) -> Result<Vec<Tensor>, TensorError> {
     let Some(first) = requests.first() else { return Ok(Vec::new()) };
     if requests.len() == 1 {
@@ -41,11 +113,11 @@ pub fn stack(
                     shared.freeze()
                 }
                 None => {
-                    let mut data = Vec::with_capacity(len);
+                    let mut data = spare.take(len);
                     for t in &parts {
                         data.extend_from_slice(t.data());
                     }
-                    data.into()
+                    spare.share(data)
                 }
             };
             Tensor::new(parts[0].dtype(), shape, data)
@@ -98,10 +170,31 @@ mod tests {
         let a = vec![t(vec![1, 2], &[1.0, 2.0])];
         let b = vec![t(vec![2, 2], &[3.0, 4.0, 5.0, 6.0])];
         assert_eq!(batch_key(&a), batch_key(&b));
-        let stacked = stack(&[&a, &b], |_| None).unwrap();
+        let stacked = stack(&[&a, &b], |_| None, &Arc::default()).unwrap();
         assert_eq!(stacked[0].shape(), &[3, 2]);
         let back = split(stacked, &[rows(&a), rows(&b)]).unwrap();
         assert_eq!(back, vec![a, b]);
+    }
+
+    #[test]
+    fn a_stacked_batch_reuses_the_memory_of_the_one_before_once_it_drops() {
+        let spare = Arc::new(Spare::default());
+        let (a, b) = (vec![t(vec![1, 256], &[1.0; 256])], vec![t(vec![1, 256], &[2.0; 256])]);
+        let first = stack(&[&a, &b], |_| None, &spare).unwrap();
+        let address = first[0].data().as_ptr();
+        let outputs = split(first, &[1, 1]).unwrap();
+        assert_eq!(spare.held(), 0, "a view of the batch is still alive");
+        drop(outputs);
+        assert_eq!(spare.held(), 2048, "the batch's buffer is kept once its last view drops");
+        let second = stack(&[&b, &a], |_| None, &spare).unwrap();
+        assert_eq!(second[0].data().as_ptr(), address, "the next batch is stacked into the same memory");
+        assert_eq!(spare.held(), 0);
+        assert_eq!(split(second, &[1, 1]).unwrap(), vec![b.clone(), a.clone()], "and holds its own rows");
+        // A larger batch does not fit the kept buffer: it gets its own, and both are kept.
+        let larger = stack(&[&a, &b, &a], |_| None, &spare).unwrap();
+        assert_ne!(larger[0].data().as_ptr(), address);
+        drop(larger);
+        assert_eq!(spare.held(), 2048 + 3072);
     }
 
     #[test]

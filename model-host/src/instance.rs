@@ -250,7 +250,7 @@ impl Instance {
                     let batchable = executor.inputs().iter().all(TensorSpec::batchable);
                     let policy =
                         BatchPolicy { max_batch: if batchable { config.policy.max_batch } else { 1 }, ..config.policy };
-                    Batcher { config, stats, executor, jobs, queue: Queue::new(policy) }.run();
+                    Batcher { config, stats, executor, jobs, queue: Queue::new(policy), spare: Arc::default() }.run();
                     release_freed_memory();
                 })
                 .map_err(|e| start_error(e.to_string()))?;
@@ -326,6 +326,8 @@ struct Batcher<E> {
     executor: E,
     jobs: mpsc::Receiver<Job>,
     queue: Queue<Job>,
+    /// Memory for stacked batches the executor does not provide (in process), reused from batch to batch.
+    spare: Arc<batch::Spare>,
 }
 
 impl<E: Executor> Batcher<E> {
@@ -382,7 +384,7 @@ impl<E: Executor> Batcher<E> {
         let started = Instant::now();
         let result = {
             let inputs: Vec<&[Tensor]> = batch.iter().map(|j| j.inputs.as_slice()).collect();
-            batch::stack(&inputs, |len| self.executor.buffer(len))
+            batch::stack(&inputs, |len| self.executor.buffer(len), &self.spare)
                 .map_err(|e: TensorError| e.to_string())
                 .and_then(|stacked| self.executor.execute(&stacked).map_err(|e| e.to_string()))
                 .and_then(|outputs| batch::split(outputs, &rows))
