@@ -212,7 +212,7 @@ pub struct GpuStatus {
     pub mig_instances: Vec<String>,
     /// Percent of its SMs no app's `mps:` share holds (0 in MIG mode).
     pub free_mps_percent: u32,
-    /// Its MIG instances no app holds, as `PROFILE#N` (the Nth of that profile, from 0).
+    /// Its MIG instances no app holds, as `PROFILE (UUID)`, e.g. `3g.40gb (MIG-…)`.
     pub free_mig_instances: Vec<String>,
 }
 
@@ -286,10 +286,12 @@ pub struct InstancePlace {
     /// Its GPU, as `nvidia-smi` numbers it, for `mps:` and `mig:` segments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<u32>,
-    /// For `mig:` segments: which of the GPU's existing MIG instances of the segment's profile (0 for the
-    /// first, in `nvidia-smi -L`'s order).
+    /// The device it was placed on, for `mps:` and `mig:` segments: the UUID `nvidia-smi -L` lists for the
+    /// MIG instance (`MIG-…`) or, for an MPS share, the GPU (`GPU-…`). Chosen once, when the plan is placed;
+    /// the instance's worker is bound to exactly this device (`CUDA_VISIBLE_DEVICES`), and fails to start,
+    /// naming it, once the machine no longer lists it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mig_instance: Option<u32>,
+    pub device: Option<String>,
 }
 
 impl InstancePlace {

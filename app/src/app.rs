@@ -27,7 +27,7 @@ use jig_runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, LoadEr
 use crate::admission::{Admission, Ticket};
 use crate::deployment::{Deployment, Observations, latest_latencies, model_edges};
 use crate::slots::ModelSlots;
-use jig_api::{ObservedFactor, ObservedGlue, ObservedLatency};
+use jig_api::{InstancePlace, ObservedFactor, ObservedGlue, ObservedLatency};
 
 /// The deadline of an invocation that names none, for an app without a latency SLO.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
@@ -519,8 +519,8 @@ impl App {
     }
 }
 
-/// Start the deployment's instances, each in its planned place: pinned to its cores, or in a worker bound to
-/// its GPU share or MIG instance (one worker for each of a `mig:…:K` instance's K processes).
+/// Start the deployment's instances, each in its planned place: pinned to its cores, or in a worker bound, by
+/// UUID, to the GPU or MIG instance its place names (one worker for each of a `mig:…:K` instance's K processes).
 fn start_models(
     launcher: &Launcher,
     bundle: &Bundle,
@@ -578,12 +578,7 @@ fn start_models(
                 } else {
                     BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
                 };
-                let cores = place.cores.iter().map(|&c| c as usize).collect::<Vec<_>>();
-                let placement = Placement {
-                    segment,
-                    cores: (!cores.is_empty()).then_some(cores),
-                    nth: place.mig_instance.unwrap_or(0) as usize,
-                };
+                let placement = placement(segment, &place);
                 let instance = launcher
                     .start_instance(config, &variant.name, &bundle.model_path(variant), placement)
                     .map_err(|source| StartError::Model { app: app.clone(), source: Box::new(source) })?;
@@ -603,6 +598,14 @@ fn start_models(
     Ok((slots, groups))
 }
 
+/// Where the launcher starts an instance placed at `place`: pinned to its cores, or bound to the device it was
+/// placed on, by UUID (a GPU instance placed on none, as the default deployment's are not, is placed by the
+/// launcher when it starts).
+fn placement(segment: Segment, place: &InstancePlace) -> Placement {
+    let cores = place.cores.iter().map(|&c| c as usize).collect::<Vec<_>>();
+    Placement { segment, cores: (!cores.is_empty()).then_some(cores), device: place.device.clone() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -617,5 +620,33 @@ mod tests {
         let deployment = StartError::Deployment { app: "a".into(), detail: "no such variant".into() };
         assert!(!deployment.is_bundle_fault());
         assert!(StartError::Bundle(InvalidBundle("bad".into())).is_bundle_fault());
+        // A device that is gone is this machine's state, not the bundle's: the deploy is not blamed on it.
+        let gone = jig_model_host::device::DeviceError::Gone {
+            segment: "mig:0:3g.40gb:1".parse().unwrap(),
+            device: "MIG-1".into(),
+        };
+        let unbound = LaunchError::Bind { instance: "a/s/v@mig:0:3g.40gb:1#0".into(), source: gone };
+        assert!(!StartError::Model { app: "a".into(), source: Box::new(unbound) }.is_bundle_fault());
+    }
+
+    /// A planned place on the second 3g.40gb instance starts its worker on that instance, by UUID.
+    #[test]
+    fn a_place_binds_its_worker_to_the_device_it_names() {
+        use jig_model_host::device::Devices;
+        let devices = Devices::from_nvidia_smi(
+            vec![0, 1],
+            "0, NVIDIA H100 80GB HBM3, GPU-aaaa, 81559, Enabled\n",
+            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\n  MIG 3g.40gb Device 0: (UUID: MIG-0)\n  \
+             MIG 3g.40gb Device 1: (UUID: MIG-1)\n",
+        );
+        let launcher = Launcher::new(devices, None);
+        let place = InstancePlace { gpu: Some(0), device: Some("MIG-1".into()), ..InstancePlace::default() };
+        let segment: Segment = place.segment("mig:3g.40gb:2").parse().unwrap();
+        let bound = launcher.bind(&placement(segment, &place)).unwrap();
+        assert_eq!(bound.env()[0], ("CUDA_VISIBLE_DEVICES".into(), "MIG-1".into()));
+        assert_eq!(bound.memory, 20_000_000_000, "half of the instance's 40 GB for each of its two processes");
+        let cores = InstancePlace { cores: vec![2, 3], ..InstancePlace::default() };
+        let pinned = placement(Segment::Cpu { cores: 2 }, &cores);
+        assert_eq!((pinned.cores, pinned.device), (Some(vec![2, 3]), None));
     }
 }

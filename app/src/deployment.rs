@@ -10,7 +10,8 @@
 //! planner's cost counts a core like a GPU slice. Each planned instance is then given its own cores, GPU
 //! share or MIG instance, so that no two apps hold the same. Without a profile table, or when the planner
 //! finds no plan, each slot gets one unpinned instance of its most accurate variant, and the deployment says
-//! why.
+//! why. A deploy of a bundle whose profile table measures only GPU segments this machine does not offer is
+//! refused instead, naming them ([`plan_for_deploy`]).
 //!
 //! A running app's observations refine what the next plan assumes (JigsawServe §3.1): the multiplicative
 //! factor of each edge once its upstream task ran [`MIN_FACTOR_SAMPLES`] times, each planned group's batch
@@ -212,6 +213,8 @@ pub enum PlanningError {
     NoSegments {
         /// What the machine has free.
         free: String,
+        /// The segments the table measures for the app's model slots, none of which the machine offers.
+        measured: Vec<SegmentKind>,
         /// What to do: profile a segment it offers, or create the MIG instances the table measures.
         hint: String,
     },
@@ -249,11 +252,13 @@ pub struct GpuCapacity {
     pub index: u32,
     /// Its product name, e.g. `NVIDIA H100 80GB HBM3`.
     pub name: String,
+    /// Its `GPU-…` UUID, which an `mps:` share placed on it is bound to.
+    pub uuid: String,
     /// Percent of its SMs free for `mps:` shares; 0 on a GPU in MIG mode, whose MIG instances serve instead.
     pub mps_percent: u32,
-    /// Its existing MIG instances that no app holds: the profile and the instance's position among the
-    /// GPU's instances of that profile.
-    pub mig: Vec<(MigProfile, u32)>,
+    /// Its existing MIG instances that no app holds, in `nvidia-smi -L`'s order: the profile and the
+    /// instance's `MIG-…` UUID, which an instance placed on it is bound to.
+    pub mig: Vec<(MigProfile, String)>,
 }
 
 impl Capacity {
@@ -264,20 +269,12 @@ impl Capacity {
             .iter()
             .filter(|g| gpus.is_none_or(|allowed| allowed.contains(&g.index)))
             .map(|g| {
-                let mut seen: HashMap<MigProfile, u32> = HashMap::new();
-                let mig = g
-                    .mig_instances
-                    .iter()
-                    .filter_map(|m| m.profile_on(&g.name))
-                    .map(|profile| {
-                        let nth = seen.entry(profile).or_default();
-                        *nth += 1;
-                        (profile, *nth - 1)
-                    })
-                    .collect();
+                let mig =
+                    g.mig_instances.iter().filter_map(|m| Some((m.profile_on(&g.name)?, m.uuid.clone()))).collect();
                 GpuCapacity {
                     index: g.index,
                     name: g.name.clone(),
+                    uuid: g.uuid.clone(),
                     mps_percent: if g.mig_enabled { 0 } else { 100 },
                     mig,
                 }
@@ -303,7 +300,7 @@ impl Capacity {
                         gpu.mps_percent = gpu.mps_percent.saturating_sub(percent.into());
                     }
                     Some(SegmentKind::Mig { profile, .. }) => {
-                        gpu.mig.retain(|&(p, nth)| (p, Some(nth)) != (profile, place.mig_instance));
+                        gpu.mig.retain(|(p, uuid)| (*p, Some(uuid)) != (profile, place.device.as_ref()));
                     }
                     _ => {}
                 }
@@ -336,12 +333,12 @@ impl Capacity {
             SegmentKind::Mps { percent } => {
                 let gpu = self.gpus.iter_mut().find(|g| g.mps_percent >= u32::from(percent))?;
                 gpu.mps_percent -= u32::from(percent);
-                Some(InstancePlace { gpu: Some(gpu.index), ..InstancePlace::default() })
+                Some(InstancePlace { gpu: Some(gpu.index), device: Some(gpu.uuid.clone()), ..InstancePlace::default() })
             }
             SegmentKind::Mig { profile, .. } => self.gpus.iter_mut().find_map(|g| {
                 let i = g.mig.iter().position(|&(p, _)| p == profile)?;
-                let (_, nth) = g.mig.remove(i);
-                Some(InstancePlace { gpu: Some(g.index), mig_instance: Some(nth), ..InstancePlace::default() })
+                let (_, uuid) = g.mig.remove(i);
+                Some(InstancePlace { gpu: Some(g.index), device: Some(uuid), ..InstancePlace::default() })
             }),
         }
     }
@@ -365,20 +362,74 @@ impl std::fmt::Display for Capacity {
 
 /// Plan `bundle` for `demand_windows` (recent req/s at the entry, oldest first) within `capacity`, refined by
 /// what the running app `observed`; without a profile table, or when the planner finds no plan, each slot's
-/// [`fallback`].
+/// [`fallback`]. Re-plans use it: a running app is never refused. A deploy uses [`plan_for_deploy`].
 pub fn plan(bundle: &Bundle, demand_windows: &[f64], capacity: &Capacity, observed: &Observations) -> Deployment {
+    plan_for_deploy(bundle, demand_windows, capacity, observed).unwrap_or_else(|refused| {
+        tracing::warn!(app = %bundle.manifest.name, "planning failed: {}", refused.reason);
+        fallback(bundle, capacity, &format!("default: the planner found no plan: {}", refused.reason))
+    })
+}
+
+/// [`plan`] for a deploy (or a gateway's restart), which refuses a bundle this machine cannot serve as
+/// profiled: one whose profile table measures GPU segments only (`mps:`, `mig:`), none of which the machine
+/// offers (no GPU, not the MIG instances, or none free). The default deployment would run it unplanned on
+/// cores it was never measured on. A bundle without a profile table still gets the default deployment.
+pub fn plan_for_deploy(
+    bundle: &Bundle,
+    demand_windows: &[f64],
+    capacity: &Capacity,
+    observed: &Observations,
+) -> Result<Deployment, Refused> {
     if bundle.manifest.variants.is_empty() {
-        return fallback(bundle, capacity, "no model slots");
+        return Ok(fallback(bundle, capacity, "no model slots"));
     }
     let Some(profiles) = bundle.profiles_path() else {
-        return fallback(bundle, capacity, "default: no profiles.csv in the bundle (run `jig profile`)");
+        return Ok(fallback(bundle, capacity, "default: no profiles.csv in the bundle (run `jig profile`)"));
     };
     match plan_with_profiles(bundle, &profiles, demand_windows, capacity, observed) {
-        Ok(deployment) => deployment,
+        Ok(deployment) => Ok(deployment),
+        Err(reason @ PlanningError::NoSegments { .. }) if reason.needs_gpu_segments() => {
+            Err(Refused { app: bundle.manifest.name.clone(), reason })
+        }
         Err(e) => {
             tracing::warn!(app = %bundle.manifest.name, "planning failed: {e}");
-            fallback(bundle, capacity, &format!("default: the planner found no plan: {e}"))
+            Ok(fallback(bundle, capacity, &format!("default: the planner found no plan: {e}")))
         }
+    }
+}
+
+impl PlanningError {
+    /// Whether the profile table measures GPU segments only, none of which the machine offers.
+    fn needs_gpu_segments(&self) -> bool {
+        match self {
+            PlanningError::NoSegments { measured, .. } => {
+                !measured.is_empty() && measured.iter().all(|kind| !matches!(kind, SegmentKind::Cpu { .. }))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A deploy refused by [`plan_for_deploy`]: the bundle's profile table measures only GPU segments this machine
+/// does not offer. The message names the app, the segments measured, what the machine has free and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "app `{app}` cannot be deployed on this machine: {reason}. To serve it here, profile it on this machine's \
+     CPU cores (`jig profile BUNDLE` measures cpu:1, cpu:2, … up to its cores) and deploy it again; or deploy it \
+     on a machine with the GPU segments it measures"
+)]
+pub struct Refused {
+    /// The app.
+    pub app: String,
+    /// Why: [`PlanningError::NoSegments`].
+    pub reason: PlanningError,
+}
+
+/// A refused deploy is the bundle's fault on this machine: the gateway answers 400 (`invalid_bundle`) with the
+/// message, and stores nothing; the app's previous deployment, if any, serves on.
+impl From<Refused> for crate::StartError {
+    fn from(refused: Refused) -> Self {
+        crate::StartError::Bundle(jig_manifest::InvalidBundle(refused.to_string()))
     }
 }
 
@@ -501,10 +552,11 @@ pub fn problem(
     segments.dedup();
     if segments.is_empty() {
         let mig = missing.iter().any(|kind| matches!(kind, SegmentKind::Mig { .. }));
-        let mut missing: Vec<String> = missing.iter().map(SegmentKind::name).collect();
-        missing.sort();
-        missing.dedup();
-        let measured = missing.join(", ");
+        let gpu_only = missing.iter().all(|kind| !matches!(kind, SegmentKind::Cpu { .. }));
+        let mut names: Vec<String> = missing.iter().map(SegmentKind::name).collect();
+        names.sort();
+        names.dedup();
+        let measured = names.join(", ");
         let hint = if missing.is_empty() {
             "profile one with `jig profile --segment`".to_string()
         } else if mig {
@@ -512,10 +564,17 @@ pub fn problem(
                 "create them with nvidia-mig-parted (`jig plan BUNDLE --mig-config FILE` writes a layout)".into()
             });
             format!("it measures {measured}; MIG instances must exist before they serve: {create}")
+        } else if gpu_only && capacity.gpus.is_empty() {
+            format!(
+                "it measures {measured}; the gateway has no GPU (none on this machine, or none given to `jig up --gpus`)"
+            )
         } else {
             format!("it measures {measured}; give the gateway those devices (`jig up --gpus`) or free them")
         };
-        return Err(PlanningError::NoSegments { free: capacity.to_string(), hint });
+        let mut measured = missing;
+        measured.sort_by_key(SegmentKind::name);
+        measured.dedup();
+        return Err(PlanningError::NoSegments { free: capacity.to_string(), measured, hint });
     }
     let demand = if demand_windows.is_empty() { vec![m.demand.rps] } else { demand_windows.to_vec() };
     let cores = capacity.cores.len() as u32;
@@ -794,6 +853,12 @@ mod tests {
         let only_gpu_1 = Capacity::of(&machine(), 6, Some(&[1]));
         assert_eq!(only_gpu_1.gpus.len(), 1);
         assert!(Capacity::of(&machine(), 6, Some(&[])).gpus.is_empty());
+        // Each place names its device by UUID: the second 3g.40gb instance is `MIG-1`, not "the 3g.40gb #1".
+        let (mut free, mig) = (capacity.clone(), SegmentKind::parse("mig:0:3g.40gb:1").unwrap());
+        let taken: Vec<Option<String>> = (0..3).map(|_| free.take(&mig).and_then(|p| p.device)).collect();
+        assert_eq!(taken, [Some("MIG-0".into()), Some("MIG-1".into()), None]);
+        let mps = free.take(&SegmentKind::parse("mps:0:50").unwrap()).unwrap();
+        assert_eq!((mps.gpu, mps.device.as_deref()), (Some(1), Some("GPU-bbbb")));
     }
 
     #[test]
@@ -841,17 +906,55 @@ mod tests {
         let error =
             problem(&bundle, &bundle.profiles_path().unwrap(), &[], &Capacity::cpu_only(4), &Observations::default())
                 .unwrap_err();
-        assert!(matches!(error, PlanningError::NoSegments { .. }));
+        assert!(matches!(&error, PlanningError::NoSegments { measured, .. } if measured.len() == 1), "{error:?}");
         assert!(error.to_string().contains("measures no segment this machine offers (free: 4 cores)"), "{error}");
-        assert!(error.to_string().contains("it measures mps:50;"), "the message names the segment: {error}");
+        assert!(error.to_string().contains("it measures mps:50; the gateway has no GPU"), "{error}");
+
+        // A deploy is refused, naming the app, the segment, what the machine offers and what to do.
+        let refused = plan_for_deploy(&bundle, &[], &Capacity::cpu_only(4), &Observations::default()).unwrap_err();
+        let text = refused.to_string();
+        assert!(text.starts_with("app `signs` cannot be deployed on this machine: profiles.csv"), "{text}");
+        assert!(text.contains("it measures mps:50;") && text.contains("(free: 4 cores)"), "{text}");
+        assert!(text.contains("`jig profile BUNDLE`") && text.contains("on a machine with the GPU"), "{text}");
+        let start = crate::StartError::from(refused);
+        assert!(start.is_bundle_fault(), "a 400 that keeps the previous deployment serving");
+        assert!(start.to_string().contains("app `signs` cannot be deployed"), "{start}");
+
+        // A running app's re-plan is never refused: it falls back to the default deployment and says why.
         let d = plan(&bundle, &[], &Capacity::cpu_only(4), &Observations::default());
         assert!(d.source.contains("measures no segment"), "{}", d.source);
         assert!(d.instances[0].places.is_empty() && d.instances[0].segment == "cpu:4", "{d:?}");
+
+        // A GPU the gateway has but other apps hold: refused, and told to free it.
+        let held = Capacity::of(&machine(), 8, Some(&[1]));
+        let held = Capacity { gpus: vec![GpuCapacity { mps_percent: 40, ..held.gpus[0].clone() }], ..held };
+        let text = plan_for_deploy(&bundle, &[], &held, &Observations::default()).unwrap_err().to_string();
+        assert!(text.contains("GPU 1: 40% for MPS shares); it measures mps:50; give the gateway"), "{text}");
 
         let mig = self::bundle(dir.path(), &[("mig:0:3g.40gb:2", 4, 40.0, 100.0)]);
         let error = problem(&mig, &mig.profiles_path().unwrap(), &[], &Capacity::cpu_only(4), &Observations::default())
             .unwrap_err();
         assert!(error.to_string().contains("it measures mig:3g.40gb:2; MIG instances must exist"), "{error}");
+        let text =
+            plan_for_deploy(&mig, &[], &Capacity::cpu_only(4), &Observations::default()).unwrap_err().to_string();
+        assert!(text.contains("mig:3g.40gb:2") && text.contains("`jig plan BUNDLE --mig-config FILE`"), "{text}");
+    }
+
+    #[test]
+    fn a_deploy_without_gpu_only_rows_is_not_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let cpu = Capacity::cpu_only(4);
+        // CPU rows that need more cores than are free: the default deployment, as before.
+        let bundle = bundle(dir.path(), &[("cpu:8", 1, 50.0, 10.0), ("mps:0:50", 4, 40.0, 100.0)]);
+        let d = plan_for_deploy(&bundle, &[], &cpu, &Observations::default()).expect("not refused");
+        assert!(d.source.starts_with("default: the planner found no plan") && d.demand_rps.is_none(), "{d:?}");
+        assert!(d.source.contains("it measures cpu:8, mps:50; give the gateway"), "{}", d.source);
+        // No profile table at all: the default deployment.
+        std::fs::remove_file(dir.path().join("profiles.csv")).unwrap();
+        let bundle = Bundle::open(dir.path()).unwrap();
+        let d = plan_for_deploy(&bundle, &[], &cpu, &Observations::default()).expect("not refused");
+        assert!(d.source.contains("no profiles.csv"), "{}", d.source);
+        assert_eq!(d.instances.len(), 1);
     }
 
     #[test]
@@ -1077,8 +1180,8 @@ model = "m.onnx"
         for (_, p) in &a {
             for (_, q) in &b {
                 assert!(p.cores.iter().all(|c| !q.cores.contains(c)), "core handed out twice: {p:?} {q:?}");
-                if p.gpu.is_some() && p.mig_instance.is_some() {
-                    assert_ne!((p.gpu, p.mig_instance), (q.gpu, q.mig_instance), "MIG instance handed out twice");
+                if p.device.as_ref().is_some_and(|d| d.starts_with("MIG-")) {
+                    assert_ne!(p.device, q.device, "MIG instance handed out twice");
                 }
             }
         }

@@ -191,8 +191,10 @@ impl Gateway {
         tokio::task::spawn_blocking(move || {
             let bundle = self.store.bundle(&record.bundle)?;
             let capacity = self.free_capacity(Some(&record.name));
-            // A restart observes factors afresh; a new deploy plans with the manifest's.
-            let deployment = jig_app::deployment::plan(&bundle, &record.demand_windows, &capacity, &Default::default());
+            // A restart observes factors afresh; a new deploy plans with the manifest's. A bundle profiled only on
+            // GPU segments this machine lacks is refused (400; the app's previous deployment serves on).
+            let deployment =
+                jig_app::deployment::plan_for_deploy(&bundle, &record.demand_windows, &capacity, &Default::default())?;
             let app =
                 App::start(&self.runtime, &self.launcher, &bundle, &record.bundle, record.deployed_at, deployment)?;
             Ok(Arc::new(app))
@@ -412,7 +414,7 @@ impl Gateway {
                     mig_instances: gpu.mig_instances.iter().filter_map(|m| m.profile.clone()).collect(),
                     free_mps_percent: free.map_or(0, |f| f.mps_percent),
                     free_mig_instances: free
-                        .map(|f| f.mig.iter().map(|(profile, nth)| format!("{profile}#{nth}")).collect())
+                        .map(|f| f.mig.iter().map(|(profile, uuid)| format!("{profile} ({uuid})")).collect())
                         .unwrap_or_default(),
                 }
             })

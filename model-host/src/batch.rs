@@ -59,7 +59,8 @@ impl Spare {
     }
 
     /// Bytes held for later batches.
-    pub fn held(&self) -> usize {
+    #[cfg(test)]
+    fn held(&self) -> usize {
         self.free.lock().unwrap_or_else(|p| p.into_inner()).iter().map(Vec::capacity).sum()
     }
 }

@@ -2,6 +2,10 @@
 //! `libcuda` at run time: count, name, UUID, memory, streaming multiprocessors) and `nvidia-smi` (MIG mode and
 //! the MIG instances that exist). Without a GPU, or without the driver, discovery reports CPU cores only, and
 //! everything runs on CPU segments.
+//!
+//! A GPU segment is bound to one device by its UUID ([`Devices::bind`]): the MIG instance or GPU its
+//! placement names, never "the nth instance of a profile", so a worker restarts on the very instance it was
+//! placed on or not at all. The binding also fixes the GPU memory the instance may use ([`Bound::memory`]).
 
 use std::process::Command;
 
@@ -51,6 +55,12 @@ impl MigInstance {
     pub fn profile_on(&self, gpu: &str) -> Option<MigProfile> {
         jig_policy::mig::GpuModel::of(gpu)?.profile(self.profile.as_deref()?)
     }
+
+    /// The instance's memory in GB, as its listed profile name gives it: 40 for `3g.40gb`, 71 for `3g.71gb`
+    /// (also `1c.3g.40gb`, a compute instance, and `1g.10gb+me`); `None` when the listing names no size.
+    pub fn memory_gb(&self) -> Option<u64> {
+        self.profile.as_deref()?.split('.').find_map(|part| part.split_once("gb")?.0.parse().ok())
+    }
 }
 
 impl Devices {
@@ -68,39 +78,128 @@ impl Devices {
         Devices { cpu_cores, gpus }
     }
 
-    /// The environment of a worker process on GPU segment `segment`: the device it sees
-    /// (`CUDA_VISIBLE_DEVICES`: the GPU's UUID, or a `MIG-…` UUID for a MIG instance) and, when it shares that
-    /// device through MPS, its active-thread percentage and the pipe directory of the device's own MPS
-    /// daemon ([`crate::mps`]). MIG segments use the `nth` existing instance of their profile on their GPU.
-    pub fn binding(&self, segment: &Segment, nth: usize) -> Result<Vec<(String, String)>, DeviceError> {
-        let device = self.device_uuid(segment, nth)?;
-        let mut env = vec![("CUDA_VISIBLE_DEVICES".to_string(), device.clone())];
-        if let Some(percent) = segment.mps_percentage() {
-            env.push(("CUDA_MPS_PIPE_DIRECTORY".into(), crate::mps::pipe_dir(&device).display().to_string()));
-            env.push(("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), percent.to_string()));
+    /// What `nvidia-smi` lists now (GPUs and their MIG instances, without asking the CUDA driver), with this
+    /// process's cores; `None` when `nvidia-smi` does not answer. How a worker's device is looked for again
+    /// each time the worker (re)starts ([`crate::launch`]): a MIG instance can be destroyed while jig runs.
+    pub fn list_now() -> Option<Devices> {
+        let query = nvidia_smi(&[
+            "--query-gpu=index,name,uuid,memory.total,mig.mode.current",
+            "--format=csv,noheader,nounits",
+        ])?;
+        let mut gpus = parse_gpu_query(&query);
+        if gpus.iter().any(|g| g.mig_enabled) {
+            attach_mig_instances(&mut gpus, &nvidia_smi(&["-L"])?);
         }
-        Ok(env)
+        Some(Devices { cpu_cores: cpu_cores(), gpus })
     }
 
-    /// The UUID of the device a worker on `segment` binds to: its GPU, or for MIG segments the `nth` MIG
-    /// instance of the segment's profile on that GPU.
-    pub fn device_uuid(&self, segment: &Segment, nth: usize) -> Result<String, DeviceError> {
-        let gpu = |index: u32| {
-            self.gpus.iter().find(|g| g.index == index).ok_or(DeviceError::NoGpu { segment: *segment, gpu: index })
-        };
+    /// The device an unplaced GPU segment takes on this machine: its GPU's `GPU-…` UUID for `mps:`, the first
+    /// MIG instance of the segment's profile on its GPU, in `nvidia-smi -L`'s order, for `mig:`. A deployment
+    /// places each instance on a device of its own when it is planned; this is for a segment measured or run
+    /// alone (`jig profile`), which is then bound to the UUID chosen here like any other.
+    pub fn first_device(&self, segment: &Segment) -> Result<String, DeviceError> {
+        let gpu = self.gpu(segment)?;
         match *segment {
-            Segment::Cpu { .. } => Err(DeviceError::NotGpu { segment: *segment }),
-            Segment::Mps { gpu: index, .. } => Ok(gpu(index)?.uuid.clone()),
-            Segment::Mig { gpu: index, profile, .. } => {
-                let gpu = gpu(index)?;
-                gpu.mig_instances
-                    .iter()
-                    .filter(|m| m.profile_on(&gpu.name) == Some(profile))
-                    .nth(nth)
-                    .map(|m| m.uuid.clone())
-                    .ok_or(DeviceError::NoMigInstance { segment: *segment, gpu: index, nth, profile })
-            }
+            Segment::Mig { profile, .. } => gpu
+                .mig_instances
+                .iter()
+                .find(|m| m.profile_on(&gpu.name) == Some(profile))
+                .map(|m| m.uuid.clone())
+                .ok_or(DeviceError::NoMigInstance { segment: *segment, gpu: gpu.index, profile }),
+            _ => Ok(gpu.uuid.clone()),
         }
+    }
+
+    /// Bind GPU segment `segment` to `device`, the UUID it was placed on (`MIG-…` for `mig:`, `GPU-…` for
+    /// `mps:`), as this machine lists its devices: the device must be listed, on the segment's GPU, and for
+    /// `mig:` of the segment's profile (when the listing names a profile jig knows). A device that is not
+    /// listed is [`DeviceError::Gone`]: binding by UUID never falls back to another instance, which would
+    /// be one another instance or app may hold. The binding's memory follows [`Bound::memory`]'s rule.
+    pub fn bind(&self, segment: &Segment, device: &str) -> Result<Bound, DeviceError> {
+        let gpu = self.gpu(segment)?;
+        let placed_elsewhere =
+            |found: String| DeviceError::Mismatch { segment: *segment, device: device.into(), found };
+        let memory = match *segment {
+            Segment::Mig { profile, mps, .. } => {
+                let Some(instance) = gpu.mig_instances.iter().find(|m| m.uuid == device) else {
+                    return Err(match self.locate(device) {
+                        Some(found) => placed_elsewhere(found),
+                        None => DeviceError::Gone { segment: *segment, device: device.into() },
+                    });
+                };
+                if let Some(listed) = instance.profile_on(&gpu.name).filter(|&p| p != profile) {
+                    let name = instance.profile.as_deref().unwrap_or(listed.as_str());
+                    return Err(placed_elsewhere(format!("a {name} instance on GPU {}", gpu.index)));
+                }
+                // The listed name's size (`3g.71gb` on an H200, `3g.20gb` on an A100 40GB), in GB as the name
+                // counts them; the 80 GB table's only when the listing names no size.
+                let gb = instance.memory_gb().unwrap_or(u64::from(profile.memory_gb()));
+                gb * 1_000_000_000 / u64::from(mps)
+            }
+            Segment::Mps { percent, .. } => {
+                if gpu.uuid != device {
+                    return Err(match self.locate(device) {
+                        Some(found) => placed_elsewhere(found),
+                        None => DeviceError::Gone { segment: *segment, device: device.into() },
+                    });
+                }
+                (gpu.memory_mib << 20) * u64::from(percent) / 100
+            }
+            Segment::Cpu { .. } => return Err(DeviceError::NotGpu { segment: *segment }),
+        };
+        Ok(Bound { segment: *segment, device: device.to_string(), memory })
+    }
+
+    /// The GPU a GPU segment names by index.
+    fn gpu(&self, segment: &Segment) -> Result<&Gpu, DeviceError> {
+        let index = segment.gpu().ok_or(DeviceError::NotGpu { segment: *segment })?;
+        self.gpus.iter().find(|g| g.index == index).ok_or(DeviceError::NoGpu { segment: *segment, gpu: index })
+    }
+
+    /// What the device with UUID `uuid` is on this machine, in words, if it is listed.
+    fn locate(&self, uuid: &str) -> Option<String> {
+        self.gpus.iter().find_map(|g| {
+            if g.uuid == uuid {
+                return Some(format!("GPU {}", g.index));
+            }
+            let m = g.mig_instances.iter().find(|m| m.uuid == uuid)?;
+            Some(format!("a {} instance on GPU {}", m.profile.as_deref().unwrap_or("MIG"), g.index))
+        })
+    }
+}
+
+/// A GPU segment bound to the device it was placed on ([`Devices::bind`]): what its worker process gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    /// The segment.
+    pub segment: Segment,
+    /// The UUID the worker binds to: `MIG-…` for a MIG instance, `GPU-…` for an MPS share of a whole GPU.
+    pub device: String,
+    /// GPU memory one process may use, in bytes: ONNX Runtime's CUDA arena limit (each process's CUDA
+    /// context, a few hundred MiB, comes on top). jig's rule, so that the processes sharing a device never
+    /// ask for more than it has between them:
+    ///
+    /// * `mig:GPU:PROFILE:K`: the MIG instance's memory as the profile name `nvidia-smi -L` lists for it
+    ///   gives it, in GB (`3g.40gb` on an H100 80GB, `3g.71gb` on an H200: 40 and 71 GB), split evenly among
+    ///   its K MPS processes; the 80 GB profile table's size only when the listing names none.
+    /// * `mps:GPU:PERCENT`: PERCENT percent of the GPU's memory (`nvidia-smi`'s `memory.total`), the same
+    ///   share as of its SMs; the shares on a GPU add up to at most 100 percent, so their limits to at most
+    ///   its memory.
+    pub memory: u64,
+}
+
+impl Bound {
+    /// The environment of a worker process on this binding: the device it sees (`CUDA_VISIBLE_DEVICES`, the
+    /// UUID, so it is exactly the device the plan placed it on, whatever order CUDA numbers devices in)
+    /// and, when it shares that device through MPS, its active-thread percentage and the pipe directory of
+    /// the device's own MPS daemon ([`crate::mps`]).
+    pub fn env(&self) -> Vec<(String, String)> {
+        let mut env = vec![("CUDA_VISIBLE_DEVICES".to_string(), self.device.clone())];
+        if let Some(percent) = self.segment.mps_percentage() {
+            env.push(("CUDA_MPS_PIPE_DIRECTORY".into(), crate::mps::pipe_dir(&self.device).display().to_string()));
+            env.push(("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), percent.to_string()));
+        }
+        env
     }
 }
 
@@ -122,21 +221,52 @@ pub enum DeviceError {
         /// Its GPU index.
         gpu: u32,
     },
-    /// The GPU lacks the MIG instance the segment needs.
+    /// The GPU has no MIG instance of the segment's profile to take.
     #[error(
-        "segment {segment}: GPU {gpu} has no MIG instance #{nth} of profile {profile} (jig does not create MIG \
-         instances)"
+        "segment {segment}: GPU {gpu} has no MIG instance of profile {profile} (jig does not create MIG instances)"
     )]
     NoMigInstance {
         /// The segment asked for.
         segment: Segment,
         /// Its GPU index.
         gpu: u32,
-        /// Which instance of the profile.
-        nth: usize,
         /// The MIG profile.
         profile: MigProfile,
     },
+    /// The device the segment was placed on is no longer listed: its MIG instance was destroyed (a re-created
+    /// one has a new UUID), or the GPU left the machine.
+    #[error(
+        "segment {segment} was placed on {} {device}, which this machine no longer has (`nvidia-smi -L` does not \
+         list it); redeploy the app, or restart the gateway, so that its plan is placed again on the devices \
+         that exist (re-create the MIG instance first if the plan needs it: a new instance has a new UUID)",
+        device_kind(.device)
+    )]
+    Gone {
+        /// The segment.
+        segment: Segment,
+        /// The UUID it was placed on.
+        device: String,
+    },
+    /// The device the segment was placed on is listed, but is not what the segment needs: on another GPU, or
+    /// a MIG instance of another profile.
+    #[error(
+        "segment {segment} was placed on {} {device}, but on this machine that is {found}; redeploy the app so \
+         that its plan is placed again",
+        device_kind(.device)
+    )]
+    Mismatch {
+        /// The segment.
+        segment: Segment,
+        /// The UUID it was placed on.
+        device: String,
+        /// What the UUID is on this machine.
+        found: String,
+    },
+}
+
+/// `MIG instance` or `GPU`, by a device UUID's prefix.
+fn device_kind(uuid: &str) -> &'static str {
+    if uuid.starts_with("MIG-") { "MIG instance" } else { "GPU" }
 }
 
 /// The cores in this process's affinity mask.
@@ -311,7 +441,8 @@ pub fn parse_mig_list(text: &str) -> Vec<(u32, MigInstance)> {
         if let Some(rest) = trimmed.strip_prefix("GPU ") {
             gpu = rest.split(':').next().and_then(|i| i.trim().parse().ok());
         } else if let (Some(rest), Some(gpu)) = (trimmed.strip_prefix("MIG "), gpu) {
-            let profile = rest.split_whitespace().next().map(str::to_string);
+            // `MIG 3g.40gb Device 0: …`; a line that names no profile starts with `Device`.
+            let profile = rest.split_whitespace().next().filter(|w| *w != "Device").map(str::to_string);
             let uuid = rest.split("UUID:").nth(1).map(|u| u.trim().trim_end_matches(')').to_string());
             if let Some(uuid) = uuid {
                 out.push((gpu, MigInstance { uuid, profile }));
@@ -346,37 +477,127 @@ mod tests {
         assert_eq!(migs[0].1.profile_on("NVIDIA A30"), None, "a model jig does not know");
     }
 
+    /// `nvidia-smi`'s query and listing of an H100 80GB in MIG mode with two 3g.40gb instances, and a second
+    /// H100 without MIG.
+    const H100_QUERY: &str =
+        "0, NVIDIA H100 80GB HBM3, GPU-5e3c, 81559, Enabled\n1, NVIDIA H100 80GB HBM3, GPU-77aa, 81559, Disabled\n";
+    const H100_LIST: &str = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5e3c)
+  MIG 3g.40gb     Device  0: (UUID: MIG-aaaa)
+  MIG 3g.40gb     Device  1: (UUID: MIG-bbbb)
+GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-77aa)
+";
+
+    fn h100() -> Devices {
+        Devices::from_nvidia_smi(vec![0], H100_QUERY, H100_LIST)
+    }
+
+    fn segment(s: &str) -> Segment {
+        s.parse().unwrap()
+    }
+
     #[test]
     fn gpu_segments_bind_to_their_device_and_share() {
-        let devices = Devices::from_nvidia_smi(
-            vec![0],
-            "0, NVIDIA H100 80GB HBM3, GPU-5e3c, 81559, Enabled\n",
-            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5e3c)\n  MIG 3g.40gb Device 0: (UUID: MIG-aaaa)\n",
-        );
-        assert_eq!(devices.gpus[0].mig_instances.len(), 1);
-        let env = devices.binding(&"mig:0:3g.40gb:2".parse().unwrap(), 0).unwrap();
+        let devices = h100();
+        assert_eq!(devices.gpus[0].mig_instances.len(), 2);
+        let env = devices.bind(&segment("mig:0:3g.40gb:2"), "MIG-aaaa").unwrap().env();
         assert!(env.contains(&("CUDA_VISIBLE_DEVICES".into(), "MIG-aaaa".into())));
         assert!(env.contains(&("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "50".into())));
         assert!(env.contains(&("CUDA_MPS_PIPE_DIRECTORY".into(), "/tmp/jig-mps/MIG-aaaa/pipe".into())));
-        let env = devices.binding(&"mig:0:3g.40gb:1".parse().unwrap(), 0).unwrap();
+        let env = devices.bind(&segment("mig:0:3g.40gb:1"), "MIG-aaaa").unwrap().env();
         assert_eq!(env, vec![("CUDA_VISIBLE_DEVICES".into(), "MIG-aaaa".into())], "one process needs no MPS");
-        let env = devices.binding(&"mps:0:30".parse().unwrap(), 0).unwrap();
+        let env = devices.bind(&segment("mps:1:30"), "GPU-77aa").unwrap().env();
         assert_eq!(
             env,
             vec![
-                ("CUDA_VISIBLE_DEVICES".into(), "GPU-5e3c".into()),
-                ("CUDA_MPS_PIPE_DIRECTORY".into(), "/tmp/jig-mps/GPU-5e3c/pipe".into()),
+                ("CUDA_VISIBLE_DEVICES".into(), "GPU-77aa".into()),
+                ("CUDA_MPS_PIPE_DIRECTORY".into(), "/tmp/jig-mps/GPU-77aa/pipe".into()),
                 ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "30".into())
             ]
         );
-        assert!(
-            devices
-                .binding(&"mig:0:1g.10gb:1".parse().unwrap(), 0)
-                .unwrap_err()
-                .to_string()
-                .contains("no MIG instance")
+        let err = devices.first_device(&segment("mig:0:1g.10gb:1")).unwrap_err().to_string();
+        assert!(err.contains("no MIG instance of profile 1g.10gb"), "{err}");
+        assert!(devices.bind(&segment("mps:2:30"), "GPU-77aa").unwrap_err().to_string().contains("no GPU 2"));
+        assert!(matches!(devices.bind(&segment("cpu:2"), "GPU-77aa"), Err(DeviceError::NotGpu { .. })));
+    }
+
+    /// The second instance of a profile binds to its own UUID, not the first's: what `nth > 0` used to pick
+    /// by position.
+    #[test]
+    fn a_mig_instance_after_the_first_of_its_profile_binds_by_its_uuid() {
+        let devices = h100();
+        let bound = devices.bind(&segment("mig:0:3g.40gb:1"), "MIG-bbbb").unwrap();
+        assert_eq!(bound.env(), vec![("CUDA_VISIBLE_DEVICES".into(), "MIG-bbbb".into())]);
+        let env = devices.bind(&segment("mig:0:3g.40gb:4"), "MIG-bbbb").unwrap().env();
+        assert!(env.contains(&("CUDA_MPS_PIPE_DIRECTORY".into(), "/tmp/jig-mps/MIG-bbbb/pipe".into())), "{env:?}");
+        assert!(env.contains(&("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "25".into())), "{env:?}");
+        // An unplaced segment takes the first of its profile, once, by UUID.
+        assert_eq!(devices.first_device(&segment("mig:0:3g.40gb:1")).unwrap(), "MIG-aaaa");
+        assert_eq!(devices.first_device(&segment("mps:1:50")).unwrap(), "GPU-77aa");
+    }
+
+    #[test]
+    fn a_device_that_is_gone_or_elsewhere_is_refused_by_name() {
+        let devices = h100();
+        let err = devices.bind(&segment("mig:0:3g.40gb:1"), "MIG-cccc").unwrap_err();
+        assert!(matches!(&err, DeviceError::Gone { device, .. } if device == "MIG-cccc"), "{err:?}");
+        let text = err.to_string();
+        for says in ["mig:0:3g.40gb:1", "MIG instance MIG-cccc", "no longer has", "redeploy the app"] {
+            assert!(text.contains(says), "{says}: {text}");
+        }
+        let text = devices.bind(&segment("mps:1:50"), "GPU-dead").unwrap_err().to_string();
+        assert!(text.contains("GPU GPU-dead") && text.contains("no longer has"), "{text}");
+        // Listed, but not what the segment needs: the wrong GPU, or an instance of another profile.
+        let text = devices.bind(&segment("mps:1:50"), "GPU-5e3c").unwrap_err().to_string();
+        assert!(text.contains("that is GPU 0"), "{text}");
+        let one = Devices::from_nvidia_smi(
+            vec![0],
+            H100_QUERY,
+            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5e3c)\n  MIG 1g.10gb Device 0: (UUID: MIG-aaaa)\n",
         );
-        assert!(devices.binding(&"mps:1:30".parse().unwrap(), 0).unwrap_err().to_string().contains("no GPU 1"));
+        let text = one.bind(&segment("mig:0:3g.40gb:1"), "MIG-aaaa").unwrap_err().to_string();
+        assert!(text.contains("a 1g.10gb instance on GPU 0"), "{text}");
+    }
+
+    /// `mps:GPU:PERCENT` gets PERCENT percent of the GPU's discovered memory.
+    #[test]
+    fn an_mps_share_gets_its_percentage_of_the_gpus_memory() {
+        let devices = h100();
+        let mib = |bytes: u64| bytes >> 20;
+        assert_eq!(devices.bind(&segment("mps:1:100"), "GPU-77aa").unwrap().memory, 81559 << 20);
+        assert_eq!(mib(devices.bind(&segment("mps:1:50"), "GPU-77aa").unwrap().memory), 81559 / 2);
+        assert_eq!(mib(devices.bind(&segment("mps:1:30"), "GPU-77aa").unwrap().memory), 81559 * 30 / 100);
+        let h200 = Devices::from_nvidia_smi(vec![0], "0, NVIDIA H200, GPU-h200, 143771, Disabled\n", "");
+        assert_eq!(mib(h200.bind(&segment("mps:0:25"), "GPU-h200").unwrap().memory), 143771 / 4);
+    }
+
+    /// A MIG instance's limit is the size its listed profile name gives, per MPS process.
+    #[test]
+    fn mig_limits_come_from_the_listed_instance() {
+        let gb = 1_000_000_000u64;
+        let devices = h100();
+        assert_eq!(devices.bind(&segment("mig:0:3g.40gb:1"), "MIG-bbbb").unwrap().memory, 40 * gb);
+        assert_eq!(devices.bind(&segment("mig:0:3g.40gb:2"), "MIG-bbbb").unwrap().memory, 20 * gb);
+        // An H200 names the same shapes by their own sizes: 3g.40gb is a 3g.71gb instance there.
+        let h200 = Devices::from_nvidia_smi(
+            vec![0],
+            "0, NVIDIA H200, GPU-h200, 143771, Enabled\n",
+            "GPU 0: NVIDIA H200 (UUID: GPU-h200)\n  MIG 3g.71gb Device 0: (UUID: MIG-h3)\n  \
+             MIG 1g.18gb Device 1: (UUID: MIG-h1)\n",
+        );
+        assert_eq!(h200.first_device(&segment("mig:0:3g.40gb:1")).unwrap(), "MIG-h3");
+        assert_eq!(h200.bind(&segment("mig:0:3g.40gb:1"), "MIG-h3").unwrap().memory, 71 * gb);
+        assert_eq!(h200.bind(&segment("mig:0:1g.10gb:3"), "MIG-h1").unwrap().memory, 6 * gb);
+        // A listing without a profile name: the 80 GB table's size.
+        let unnamed = Devices::from_nvidia_smi(
+            vec![0],
+            "0, NVIDIA H200, GPU-h200, 143771, Enabled\n",
+            "GPU 0: NVIDIA H200 (UUID: GPU-h200)\n  MIG Device 0: (UUID: MIG-x)\n",
+        );
+        assert_eq!(unnamed.gpus[0].mig_instances[0].profile, None);
+        assert_eq!(unnamed.bind(&segment("mig:0:3g.40gb:2"), "MIG-x").unwrap().memory, 20 * gb);
+        let memory = |profile: &str| MigInstance { uuid: "MIG-x".into(), profile: Some(profile.into()) }.memory_gb();
+        assert_eq!((memory("3g.71gb"), memory("1c.3g.40gb"), memory("1g.10gb+me")), (Some(71), Some(40), Some(10)));
+        assert_eq!(MigInstance { uuid: "MIG-x".into(), profile: None }.memory_gb(), None);
     }
 
     #[test]

@@ -7,17 +7,29 @@
 //! * **GPU segments** run in a worker process ([`crate::worker`]) bound to its device: `CUDA_VISIBLE_DEVICES`
 //!   names the GPU's or the MIG instance's UUID, and an MPS share runs under the device's own MPS daemon
 //!   ([`crate::mps`]), started if none is running and kept while the model runs.
+//!
+//! **Binding by UUID.** A GPU placement carries the UUID of the device it was placed on ([`Placement::device`]),
+//! chosen once, when the plan is placed on the devices discovery listed; the worker is bound to exactly that
+//! device for its whole life, restarts included, and never to "the first (or nth) instance of the profile",
+//! which another instance, or another app, may hold once instances come and go. Before each start of the
+//! worker, the first and every restart, the launcher lists the machine's devices again (`nvidia-smi`, off the
+//! batch path) and refuses to start it when its device is gone, naming the instance (`APP/SLOT/VARIANT@SEGMENT`),
+//! the segment and the UUID, instead of letting ONNX Runtime fail with CUDA's generic error.
+//!
+//! **Memory.** A GPU instance's ONNX Runtime arena is limited to what its binding grants
+//! ([`crate::device::Bound::memory`]: a MIG instance's listed size split among its MPS processes, or an MPS
+//! share's percentage of its GPU's memory); a model whose weights alone exceed it is refused before loading.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::Tensor;
-use crate::device::{DeviceError, Devices};
+use crate::device::{Bound, DeviceError, Devices};
 use crate::instance::{BoxError, Executor, Instance, InstanceConfig, InstanceError};
 use crate::mps::{MpsDaemon, MpsError};
 use crate::onnx::{Model, ModelError, SessionOptions, TensorSpec};
 use crate::segment::Segment;
-use crate::worker::{Worker, WorkerError, WorkerSpec};
+use crate::worker::{StartCheck, Worker, WorkerError, WorkerSpec};
 
 /// The command that starts a worker process: a program and the arguments before `--socket PATH`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,14 +55,17 @@ pub struct Placement {
     /// For CPU segments: the machine's cores to pin to (as many as the segment has); `None` leaves the
     /// instance unpinned.
     pub cores: Option<Vec<usize>>,
-    /// For MIG segments: which existing MIG instance of the segment's profile on its GPU.
-    pub nth: usize,
+    /// For GPU segments: the UUID of the device it was placed on, `MIG-…` for a MIG instance, `GPU-…` for an
+    /// MPS share of a whole GPU; its worker is bound to exactly this device (see the module documentation).
+    /// `None` leaves the choice to the launcher, which takes [`Devices::first_device`] once, when the
+    /// instance starts, and keeps it: for a segment measured or run alone (`jig profile`).
+    pub device: Option<String>,
 }
 
 impl Placement {
-    /// `segment`, unpinned, on the first MIG instance of its profile.
+    /// `segment`, unpinned and not placed on a device: the launcher picks one when it starts.
     pub fn new(segment: Segment) -> Placement {
-        Placement { segment, cores: None, nth: 0 }
+        Placement { segment, cores: None, device: None }
     }
 }
 
@@ -61,6 +76,14 @@ pub enum LaunchError {
     /// The machine lacks the segment's device.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// The machine lacks the device an instance was placed on (or the segment's device, for an unplaced one).
+    #[error("instance `{instance}`: {source}")]
+    Bind {
+        /// The instance, `APP/SLOT/VARIANT@SEGMENT#N` when an app starts it.
+        instance: String,
+        /// What is missing.
+        source: DeviceError,
+    },
     /// The segment needs more CPU cores than this process may use.
     #[error("segment {segment}: this machine offers {available} cores")]
     Cores {
@@ -102,6 +125,18 @@ pub enum LaunchError {
 pub struct Launcher {
     devices: Devices,
     worker: Option<WorkerCommand>,
+    relist: Relist,
+}
+
+/// How the launcher lists the machine's devices again before a worker (re)starts: `None` when it cannot tell
+/// (`nvidia-smi` did not answer), and the worker is then started unchecked.
+#[derive(Clone)]
+struct Relist(Arc<dyn Fn() -> Option<Devices> + Send + Sync>);
+
+impl std::fmt::Debug for Relist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Relist")
+    }
 }
 
 /// A model loaded on its segment, with what must live as long as it runs.
@@ -128,13 +163,26 @@ impl Executor for Loaded {
 
 impl Launcher {
     /// A launcher over `devices` that starts GPU workers with `worker` (`None`: GPU segments are refused).
+    /// Workers' devices are checked against `devices` themselves; see [`Launcher::with_relist`].
     pub fn new(devices: Devices, worker: Option<WorkerCommand>) -> Launcher {
-        Launcher { devices, worker }
+        let listed = devices.clone();
+        Launcher::new_with(devices, worker, Relist(Arc::new(move || Some(listed.clone()))))
     }
 
-    /// A launcher over this machine, starting GPU workers with the running executable's `worker` subcommand.
+    /// A launcher over this machine, starting GPU workers with the running executable's `worker` subcommand,
+    /// and checking each worker's device with `nvidia-smi` ([`Devices::list_now`]) before it (re)starts.
     pub fn discover() -> Launcher {
-        Launcher::new(Devices::discover(), WorkerCommand::current_exe().ok())
+        Launcher::new_with(Devices::discover(), WorkerCommand::current_exe().ok(), Relist(Arc::new(Devices::list_now)))
+    }
+
+    fn new_with(devices: Devices, worker: Option<WorkerCommand>, relist: Relist) -> Launcher {
+        Launcher { devices, worker, relist }
+    }
+
+    /// The same launcher, listing the machine's devices with `list` before each start of a worker (`None`:
+    /// cannot tell, start unchecked): how a test replays a machine whose MIG instance disappeared.
+    pub fn with_relist(self, list: impl Fn() -> Option<Devices> + Send + Sync + 'static) -> Launcher {
+        Launcher { relist: Relist(Arc::new(list)), ..self }
     }
 
     /// What this machine has.
@@ -149,18 +197,37 @@ impl Launcher {
                 Err(LaunchError::Cores { segment: placement.segment, available: self.devices.cpu_cores.len() })
             }
             Segment::Cpu { .. } => Ok(()),
-            gpu => self.devices.device_uuid(&gpu, placement.nth).map(drop).map_err(LaunchError::from),
+            _ => self.bind(placement).map(drop).map_err(LaunchError::from),
         }
+    }
+
+    /// The binding of a GPU placement on this machine's devices: the device it was placed on (or, unplaced,
+    /// the segment's [first](Devices::first_device)) and the memory it grants.
+    pub fn bind(&self, placement: &Placement) -> Result<Bound, DeviceError> {
+        let device = match &placement.device {
+            Some(device) => device.clone(),
+            None => self.devices.first_device(&placement.segment)?,
+        };
+        self.devices.bind(&placement.segment, &device)
     }
 
     /// The device an instance on `placement` runs on, as the profile table names it: the CPU's model name,
     /// or the GPU's name and the device's UUID.
     pub fn device_name(&self, placement: &Placement) -> String {
-        let Ok(uuid) = self.devices.device_uuid(&placement.segment, placement.nth) else {
+        let Ok(bound) = self.bind(placement) else {
             return crate::device::cpu_name();
         };
         let gpu = self.devices.gpus.iter().find(|g| Some(g.index) == placement.segment.gpu());
-        gpu.map_or_else(|| uuid.clone(), |g| format!("{} ({uuid})", g.name))
+        gpu.map_or_else(|| bound.device.clone(), |g| format!("{} ({})", g.name, bound.device))
+    }
+
+    /// `placement` with its device chosen, once, for a GPU segment placed on none: so that all of a
+    /// segment's processes, and each restart of one, are bound to the same device.
+    fn placed(&self, mut placement: Placement) -> Result<Placement, DeviceError> {
+        if placement.segment.is_gpu() && placement.device.is_none() {
+            placement.device = Some(self.devices.first_device(&placement.segment)?);
+        }
+        Ok(placement)
     }
 
     /// Start a serving instance of the model `name` at `path` on `placement`, behind its queue. Returns once
@@ -172,19 +239,29 @@ impl Launcher {
         path: &Path,
         mut placement: Placement,
     ) -> Result<Instance, LaunchError> {
-        self.check(&placement)?;
+        let unbound = |source| LaunchError::Bind { instance: config.name.clone(), source };
+        placement = self.placed(placement).map_err(unbound)?;
+        let bound = match placement.segment {
+            Segment::Cpu { .. } => {
+                self.check(&placement)?;
+                None
+            }
+            _ => Some(self.bind(&placement).map_err(unbound)?),
+        };
         placement.cores = placement.cores.or(config.cores.clone());
-        let budget = config.memory.or(placement.segment.memory());
+        let budget = config.memory.or(bound.as_ref().map(|b| b.memory));
         if let (Some(budget), Ok(meta)) = (budget, std::fs::metadata(path))
             && meta.len() > budget
         {
+            let on = bound.map_or_else(String::new, |b| format!(" on {}", b.device));
             return Err(LaunchError::Instance(InstanceError::Start {
                 instance: config.name,
                 detail: format!(
-                    "model `{name}` ({}) needs at least {} MiB for its weights, but the segment grants {} MiB; \
+                    "model `{name}` ({}) needs at least {} MiB for its weights, but segment {}{on} grants {} MiB; \
                      place it on a larger segment",
                     path.display(),
                     meta.len() >> 20,
+                    placement.segment,
                     budget >> 20
                 ),
             }));
@@ -217,9 +294,9 @@ impl Launcher {
         placement: &Placement,
         f: impl FnOnce(&[&dyn Executor]) -> R + Send + 'static,
     ) -> Result<R, LaunchError> {
-        self.check(placement)?;
-        let (launcher, label, name, path, placement) =
-            (self.clone(), label.to_string(), name.to_string(), path.to_owned(), placement.clone());
+        let placement = self.placed(placement.clone())?;
+        self.check(&placement)?;
+        let (launcher, label, name, path) = (self.clone(), label.to_string(), name.to_string(), path.to_owned());
         let panicked = LaunchError::Panicked(label.clone());
         std::thread::spawn(move || -> Result<R, LaunchError> {
             let loaded = (0..placement.segment.processes())
@@ -245,19 +322,147 @@ impl Launcher {
                 Ok(Loaded { executor: Box::new(Model::load(name, path, &options)?), _mps: None })
             }
             gpu => {
-                let worker = self.worker.clone().ok_or_else(|| {
-                    LaunchError::Executable(std::io::Error::other("no worker command was configured"))
-                })?;
-                let device = self.devices.device_uuid(&gpu, placement.nth)?;
-                let mps = gpu.mps_percentage().map(|_| MpsDaemon::ensure(&device)).transpose()?;
-                let options = SessionOptions { threads: 1, cuda: Some((0, gpu.memory().map(|bytes| bytes as usize))) };
-                let spec = WorkerSpec {
-                    args: worker.args,
-                    env: self.devices.binding(&gpu, placement.nth)?,
-                    ..WorkerSpec::new(worker.program, instance, name, path, options)
-                };
+                let bound = self.bind(placement)?;
+                let spec = self.worker_spec(instance, name, path, &bound)?;
+                let mps = gpu.mps_percentage().map(|_| MpsDaemon::ensure(&bound.device)).transpose()?;
                 Ok(Loaded { executor: Box::new(Worker::start(spec)?), _mps: mps })
             }
         }
+    }
+
+    /// How the worker of an instance bound to `bound` starts: its environment names the device, its session
+    /// runs on CUDA device 0 (the only one it sees) with ONNX Runtime's arena limited to the binding's memory,
+    /// and each start is checked against the devices listed at that moment ([`Launcher::start_check`]).
+    fn worker_spec(&self, instance: &str, name: &str, path: &Path, bound: &Bound) -> Result<WorkerSpec, LaunchError> {
+        let worker = self
+            .worker
+            .clone()
+            .ok_or_else(|| LaunchError::Executable(std::io::Error::other("no worker command was configured")))?;
+        let memory = usize::try_from(bound.memory).unwrap_or(usize::MAX);
+        let options = SessionOptions { threads: 1, cuda: Some((0, Some(memory))) };
+        Ok(WorkerSpec {
+            args: worker.args,
+            env: bound.env(),
+            check: Some(self.start_check(bound)),
+            // Its errors name the device too: `app/slot/variant@mps:0:50#0 on GPU-…`.
+            ..WorkerSpec::new(worker.program, format!("{instance} on {}", bound.device), name, path, options)
+        })
+    }
+
+    /// The check before each start of a worker bound to `bound`: its device must still be listed, where the
+    /// segment needs it. It lists the devices again at that moment, so it costs an `nvidia-smi` call per
+    /// (re)start, never per batch; a refusal is kept, since a UUID that left never comes back (a re-created
+    /// MIG instance has a new one), so a worker that keeps failing to restart does not call it again.
+    fn start_check(&self, bound: &Bound) -> StartCheck {
+        let (relist, segment, device) = (self.relist.clone(), bound.segment, bound.device.clone());
+        let refused: Arc<OnceLock<String>> = Arc::default();
+        StartCheck::new(move || {
+            if let Some(why) = refused.get() {
+                return Err(why.clone());
+            }
+            let Some(devices) = (relist.0)() else { return Ok(()) };
+            devices.bind(&segment, &device).map(drop).map_err(|e| refused.get_or_init(|| e.to_string()).clone())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H200_QUERY: &str = "0, NVIDIA H200, GPU-h200, 143771, Enabled\n1, NVIDIA H200, GPU-h201, 143771, Disabled\n";
+    const H200_LIST: &str = "GPU 0: NVIDIA H200 (UUID: GPU-h200)
+  MIG 3g.71gb     Device  0: (UUID: MIG-first)
+  MIG 3g.71gb     Device  1: (UUID: MIG-second)
+GPU 1: NVIDIA H200 (UUID: GPU-h201)
+";
+
+    fn launcher() -> Launcher {
+        let devices = Devices::from_nvidia_smi(vec![0], H200_QUERY, H200_LIST);
+        Launcher::new(devices, Some(WorkerCommand { program: "/nonexistent/jig".into(), args: vec!["worker".into()] }))
+    }
+
+    fn placed(segment: &str, device: &str) -> Placement {
+        Placement { device: Some(device.into()), ..Placement::new(segment.parse().unwrap()) }
+    }
+
+    /// The worker of the second 3g.71gb instance sees that instance, and its session's arena is limited to
+    /// the instance's 71 GB split between its two MPS processes.
+    #[test]
+    fn a_worker_is_bound_to_its_placed_device_with_its_memory() {
+        let launcher = launcher();
+        let bound = launcher.bind(&placed("mig:0:3g.40gb:2", "MIG-second")).unwrap();
+        let spec = launcher.worker_spec("demo/detect/yolo@mig:0:3g.40gb:2#0.1", "yolo", Path::new("y.onnx"), &bound);
+        let spec = spec.unwrap();
+        assert_eq!(spec.env[0], ("CUDA_VISIBLE_DEVICES".into(), "MIG-second".into()));
+        assert!(spec.env.contains(&("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "50".into())), "{:?}", spec.env);
+        assert_eq!(spec.options.cuda, Some((0, Some(35_500_000_000))));
+        assert_eq!((spec.args.as_slice(), spec.check.is_some()), (&["worker".to_string()][..], true));
+
+        let bound = launcher.bind(&placed("mps:1:40", "GPU-h201")).unwrap();
+        let spec = launcher.worker_spec("demo/b@mps:1:40#0", "b", Path::new("b.onnx"), &bound).unwrap();
+        assert_eq!(spec.options.cuda, Some((0, Some((143771 << 20) * 40 / 100))));
+        assert_eq!(launcher.device_name(&placed("mps:1:40", "GPU-h201")), "NVIDIA H200 (GPU-h201)");
+        // Unplaced: the first instance of the profile, chosen once.
+        assert_eq!(
+            launcher.placed(Placement::new("mig:0:3g.40gb:1".parse().unwrap())).unwrap().device.unwrap(),
+            "MIG-first"
+        );
+    }
+
+    /// A worker whose MIG instance is no longer listed when it starts is refused before any process starts,
+    /// with an error that names the app, slot and segment (the instance's name) and the device.
+    #[test]
+    fn a_worker_whose_mig_instance_disappeared_is_refused_by_name() {
+        let without = Devices::from_nvidia_smi(
+            vec![0],
+            H200_QUERY,
+            "GPU 0: NVIDIA H200 (UUID: GPU-h200)\n  MIG 3g.71gb Device 0: (UUID: MIG-first)\n",
+        );
+        let lists = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = lists.clone();
+        let launcher = launcher().with_relist(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Some(without.clone())
+        });
+        let config = InstanceConfig::new("demo/detect/yolo@mig:0:3g.40gb:1#1");
+        let err = launcher
+            .start_instance(
+                config,
+                "yolo",
+                Path::new("/nonexistent/yolo.onnx"),
+                placed("mig:0:3g.40gb:1", "MIG-second"),
+            )
+            .err()
+            .expect("the instance is gone");
+        assert!(matches!(&err, LaunchError::Worker(WorkerError::Device { .. })), "{err:?}");
+        let text = err.to_string();
+        for says in ["demo/detect/yolo@mig:0:3g.40gb:1#1", "segment mig:0:3g.40gb:1", "MIG-second", "redeploy the app"]
+        {
+            assert!(text.contains(says), "{says}: {text}");
+        }
+        assert_eq!(lists.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+        // The check refuses the same way at every restart, without listing the devices again.
+        let bound = launcher.bind(&placed("mig:0:3g.40gb:1", "MIG-second")).unwrap();
+        let check = launcher.start_check(&bound);
+        let first = check.run().unwrap_err();
+        assert_eq!(check.run().unwrap_err(), first);
+        assert_eq!(lists.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // When nvidia-smi does not answer, the worker is started unchecked rather than refused.
+        assert_eq!(launcher.with_relist(|| None).start_check(&bound).run(), Ok(()));
+    }
+
+    /// A placement on a device this launcher's own listing lacks is refused before the worker, by name too.
+    #[test]
+    fn a_placement_on_an_unlisted_device_names_the_instance() {
+        let config = InstanceConfig::new("demo/detect/yolo@mig:0:3g.40gb:1#0");
+        let err = launcher()
+            .start_instance(config, "yolo", Path::new("/nonexistent/yolo.onnx"), placed("mig:0:3g.40gb:1", "MIG-old"))
+            .err()
+            .expect("no such instance");
+        assert!(matches!(&err, LaunchError::Bind { source: DeviceError::Gone { .. }, .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("demo/detect/yolo@mig:0:3g.40gb:1#0") && text.contains("MIG-old"), "{text}");
     }
 }

@@ -2,11 +2,15 @@
 //! client of an MPS server, so every device that hosts MPS segments — a whole GPU for `mps:` segments, a MIG
 //! instance for `mig:` segments shared by several processes — gets its own `nvidia-cuda-mps-control` daemon,
 //! with its own pipe and log directories under [`ROOT`]. Workers find their daemon through
-//! `CUDA_MPS_PIPE_DIRECTORY` (see [`crate::device::Devices::binding`]).
+//! `CUDA_MPS_PIPE_DIRECTORY` (see [`crate::device::Bound::env`]). Several apps' workers may share a
+//! device's daemon: each holds an [`MpsDaemon`] handle, and a daemon this process started is stopped when the
+//! last handle on it goes, not when the app that started it is deleted or re-planned.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 /// Where the daemons' directories live: `ROOT/<device UUID>/{pipe,log}`.
@@ -19,14 +23,38 @@ pub fn pipe_dir(device: &str) -> PathBuf {
     Path::new(ROOT).join(device).join("pipe")
 }
 
-/// A running MPS control daemon for one device. Stopped (`quit`) on drop if this handle started it; a daemon
-/// that was already running is left alone.
+/// A handle on the MPS control daemon serving one device. Every user of a device's MPS shares holds one; the
+/// handles of a device share one daemon (see [`MpsDaemon::ensure`]), which is stopped (`quit`) when the last
+/// handle is dropped if this process started it. A daemon that was already running is left alone.
 #[derive(Debug)]
 pub struct MpsDaemon {
+    /// The device's registry slot, locked while a daemon is started, shared or stopped.
+    slot: Arc<Slot>,
+    /// The daemon; `None` only while the handle is being dropped.
+    daemon: Option<Arc<Running>>,
+}
+
+/// One device's (one pipe directory's) entry in the registry: its daemon while any handle holds it.
+type Slot = Mutex<Weak<Running>>;
+
+/// A daemon that handles share; dropping the last of them stops it if this process started it.
+#[derive(Debug)]
+struct Running {
     device: String,
     program: PathBuf,
     pipe: PathBuf,
     owned: bool,
+}
+
+/// The daemons of this process, one slot per pipe directory (a device under a root), kept for the process's
+/// lifetime (a few devices at most).
+fn registry() -> &'static Mutex<HashMap<PathBuf, Arc<Slot>>> {
+    static DAEMONS: OnceLock<Mutex<HashMap<PathBuf, Arc<Slot>>>> = OnceLock::new();
+    DAEMONS.get_or_init(Mutex::default)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Why a device's MPS daemon could not be started.
@@ -66,16 +94,68 @@ pub enum MpsError {
 }
 
 impl MpsDaemon {
-    /// Make sure a daemon serves `device`, starting one if its control pipe does not exist yet.
+    /// A handle on the daemon serving `device`: the one this process's other handles share, else one already
+    /// running (its control pipe exists), else one started now. One daemon serves each device; the handles of
+    /// a device share it, and the one this process started runs until the last of them is dropped.
     pub fn ensure(device: &str) -> Result<MpsDaemon, MpsError> {
         Self::ensure_with(Path::new(CONTROL_PROGRAM), Path::new(ROOT), device)
     }
 
     /// [`MpsDaemon::ensure`] with another control program and root directory (tests use a stand-in).
     pub fn ensure_with(program: &Path, root: &Path, device: &str) -> Result<MpsDaemon, MpsError> {
+        let pipe = root.join(device).join("pipe");
+        let slot = lock(registry()).entry(pipe).or_default().clone();
+        // Held while the daemon starts, so that two users of a device start one daemon between them, and
+        // while a last handle stops it (see `Drop`), so that no user is handed a daemon that is quitting.
+        let mut shared = lock(&slot);
+        let daemon = match shared.upgrade() {
+            Some(daemon) => daemon,
+            None => {
+                let daemon = Arc::new(Running::start(program, root, device)?);
+                *shared = Arc::downgrade(&daemon);
+                daemon
+            }
+        };
+        drop(shared);
+        Ok(MpsDaemon { slot, daemon: Some(daemon) })
+    }
+
+    fn running(&self) -> &Running {
+        self.daemon.as_deref().expect("a handle holds its daemon until it is dropped")
+    }
+
+    /// The UUID of the device the daemon serves (`GPU-…` or `MIG-…`).
+    pub fn device(&self) -> &str {
+        &self.running().device
+    }
+
+    /// What clients set `CUDA_MPS_PIPE_DIRECTORY` to.
+    pub fn pipe_dir(&self) -> &Path {
+        &self.running().pipe
+    }
+
+    /// Whether this process started the daemon (and so stops it when the last handle on it is dropped).
+    pub fn owned(&self) -> bool {
+        self.running().owned
+    }
+}
+
+impl Drop for MpsDaemon {
+    fn drop(&mut self) {
+        // The last handle stops the daemon (`Running::drop`) with the device's slot locked: a user that
+        // arrives meanwhile waits, then starts a daemon afresh.
+        let _slot = lock(&self.slot);
+        self.daemon.take();
+    }
+}
+
+impl Running {
+    /// The daemon of `device` under `root`: one already running (its control pipe exists), else one started
+    /// with `program -d`.
+    fn start(program: &Path, root: &Path, device: &str) -> Result<Running, MpsError> {
         let (pipe, log) = (root.join(device).join("pipe"), root.join(device).join("log"));
         let mut daemon =
-            MpsDaemon { device: device.to_string(), program: program.to_path_buf(), pipe: pipe.clone(), owned: false };
+            Running { device: device.to_string(), program: program.to_path_buf(), pipe: pipe.clone(), owned: false };
         if pipe.join("control").exists() {
             return Ok(daemon);
         }
@@ -97,6 +177,7 @@ impl MpsDaemon {
                 detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
             });
         }
+        // From here a failure stops the daemon again, as `daemon` is dropped.
         daemon.owned = true;
         let started = Instant::now();
         while !pipe.join("control").exists() {
@@ -107,24 +188,9 @@ impl MpsDaemon {
         }
         Ok(daemon)
     }
-
-    /// The UUID of the device the daemon serves (`GPU-…` or `MIG-…`).
-    pub fn device(&self) -> &str {
-        &self.device
-    }
-
-    /// What clients set `CUDA_MPS_PIPE_DIRECTORY` to.
-    pub fn pipe_dir(&self) -> &Path {
-        &self.pipe
-    }
-
-    /// Whether this handle started the daemon (and so stops it when dropped).
-    pub fn owned(&self) -> bool {
-        self.owned
-    }
 }
 
-impl Drop for MpsDaemon {
+impl Drop for Running {
     fn drop(&mut self) {
         if !self.owned {
             return;
@@ -164,31 +230,88 @@ mod tests {
         (program, log)
     }
 
+    fn calls(log: &Path) -> Vec<String> {
+        std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
+    }
+
     #[test]
-    fn one_daemon_per_device_started_once_and_quit_by_its_owner() {
+    fn the_users_of_a_device_share_one_daemon_that_the_last_of_them_quits() {
         let dir = tempfile::tempdir().unwrap();
         let (program, log) = fake_control(dir.path());
         let root = dir.path().join("mps");
+        let (pipe, control) = (root.join("MIG-aaaa/pipe"), root.join("MIG-aaaa/pipe/control"));
 
+        // Two apps' workers on one device, and one on another.
         let first = MpsDaemon::ensure_with(&program, &root, "MIG-aaaa").unwrap();
         assert!(first.owned());
-        assert_eq!(first.pipe_dir(), root.join("MIG-aaaa/pipe"));
-        let again = MpsDaemon::ensure_with(&program, &root, "MIG-aaaa").unwrap();
-        assert!(!again.owned(), "a running daemon is reused, not started twice");
+        assert_eq!(first.pipe_dir(), pipe);
+        let second = MpsDaemon::ensure_with(&program, &root, "MIG-aaaa").unwrap();
+        assert!(second.owned(), "the second user shares the daemon this process started");
+        assert!(Arc::ptr_eq(first.daemon.as_ref().unwrap(), second.daemon.as_ref().unwrap()));
         let other = MpsDaemon::ensure_with(&program, &root, "MIG-bbbb").unwrap();
         assert!(other.owned());
+        let started: Vec<String> = calls(&log).into_iter().filter(|l| l.starts_with("start")).collect();
+        assert_eq!(started.len(), 2, "one daemon per device: {started:?}");
+        assert!(started.contains(&format!("start MIG-aaaa {}", root.join("MIG-aaaa/log").display())));
 
-        drop(again);
-        let calls = std::fs::read_to_string(&log).unwrap();
-        assert_eq!(calls.lines().filter(|l| l.starts_with("start")).count(), 2);
-        assert!(calls.contains(&format!("start MIG-aaaa {}", root.join("MIG-aaaa/log").display())));
-        assert!(!calls.contains("quit"), "only the owner stops a daemon");
-
+        // The user that started it goes (its app deleted or re-planned): the daemon serves the other on.
         drop(first);
-        let calls = std::fs::read_to_string(&log).unwrap();
-        assert!(calls.contains(&format!("quit {}", root.join("MIG-aaaa/pipe").display())));
-        assert!(!root.join("MIG-aaaa/pipe/control").exists());
-        drop(other);
+        assert!(!calls(&log).iter().any(|l| l.starts_with("quit")), "{:?}", calls(&log));
+        assert!(control.exists(), "the daemon still runs for the second user");
+        assert_eq!(second.pipe_dir(), pipe);
+
+        // The last user goes: the daemon is quit, and only this device's.
+        drop(second);
+        assert_eq!(
+            calls(&log).iter().filter(|l| l.starts_with("quit")).collect::<Vec<_>>(),
+            [&format!("quit {}", pipe.display())]
+        );
+        assert!(!control.exists());
+        assert!(root.join("MIG-bbbb/pipe/control").exists());
+
+        // A later user starts it afresh.
+        let again = MpsDaemon::ensure_with(&program, &root, "MIG-aaaa").unwrap();
+        assert!(again.owned() && control.exists());
+        assert_eq!(calls(&log).iter().filter(|l| l.starts_with("start MIG-aaaa")).count(), 2);
+        drop((again, other));
+        assert_eq!(calls(&log).iter().filter(|l| l.starts_with("quit")).count(), 3);
+    }
+
+    #[test]
+    fn users_arriving_together_start_one_daemon() {
+        let dir = tempfile::tempdir().unwrap();
+        let (program, log) = fake_control(dir.path());
+        let root = dir.path().join("mps");
+        let users: Vec<MpsDaemon> = std::thread::scope(|scope| {
+            let threads: Vec<_> =
+                (0..8).map(|_| scope.spawn(|| MpsDaemon::ensure_with(&program, &root, "GPU-cccc").unwrap())).collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        assert!(users.iter().all(MpsDaemon::owned));
+        assert_eq!(calls(&log).iter().filter(|l| l.starts_with("start")).count(), 1, "{:?}", calls(&log));
+        let mut users = users;
+        users.truncate(1);
+        assert!(!calls(&log).iter().any(|l| l.starts_with("quit")), "seven of eight gone: {:?}", calls(&log));
+        users.clear();
+        assert_eq!(calls(&log).iter().filter(|l| l.starts_with("quit")).count(), 1);
+    }
+
+    #[test]
+    fn a_daemon_this_process_did_not_start_is_left_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let (program, log) = fake_control(dir.path());
+        let root = dir.path().join("mps");
+        let control = root.join("GPU-dddd/pipe/control");
+        std::fs::create_dir_all(control.parent().unwrap()).unwrap();
+        std::fs::write(&control, b"").unwrap();
+        let (a, b) = (
+            MpsDaemon::ensure_with(&program, &root, "GPU-dddd").unwrap(),
+            MpsDaemon::ensure_with(&program, &root, "GPU-dddd").unwrap(),
+        );
+        assert!(!a.owned() && !b.owned());
+        drop((a, b));
+        assert!(calls(&log).is_empty(), "neither started nor quit: {:?}", calls(&log));
+        assert!(control.exists());
     }
 
     #[test]

@@ -23,10 +23,12 @@ pub enum Segment {
         /// The MIG instance's profile, e.g. `3g.40gb`.
         profile: MigProfile,
         /// How many processes share the instance (1–4): each gets `1/mps` of its memory and, through MPS,
-        /// `100 / mps` percent of its SMs.
+        /// `100 / mps` percent of its SMs. The memory is the instance's as this machine lists it, not the
+        /// profile's 80 GB size ([`crate::device::Bound::memory`]).
         mps: u8,
     },
-    /// `percent` of GPU `gpu`'s SMs through `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`.
+    /// `percent` of GPU `gpu`'s SMs through `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, and as much of its memory
+    /// ([`crate::device::Bound::memory`]).
     Mps {
         /// The GPU's index.
         gpu: u32,
@@ -46,15 +48,6 @@ impl Segment {
         match *self {
             Segment::Cpu { .. } => None,
             Segment::Mig { gpu, .. } | Segment::Mps { gpu, .. } => Some(gpu),
-        }
-    }
-
-    /// GPU memory this segment grants an instance, in bytes, where the segment fixes it: a MIG instance's
-    /// memory divided among its MPS processes. `None` for CPU cores and MPS percentages.
-    pub fn memory(&self) -> Option<u64> {
-        match *self {
-            Segment::Mig { profile, mps, .. } => Some(u64::from(profile.memory_gb()) * 1_000_000_000 / u64::from(mps)),
-            _ => None,
         }
     }
 
@@ -152,7 +145,6 @@ mod tests {
             assert_eq!(s.parse::<Segment>().unwrap().to_string(), s);
         }
         let mig: Segment = "mig:0:3g.40gb:2".parse().unwrap();
-        assert_eq!(mig.memory(), Some(20_000_000_000));
         assert_eq!(mig.mps_percentage(), Some(50));
         assert_eq!((mig.processes(), "mps:0:50".parse::<Segment>().unwrap().processes()), (2, 1));
         assert!(mig.is_gpu() && !"cpu:1".parse::<Segment>().unwrap().is_gpu());

@@ -55,10 +55,16 @@ pub struct Gateway {
 impl Gateway {
     /// Start `jig up` with state in `state` and `args` added.
     pub fn start(state: &Path, args: &[&str]) -> Gateway {
+        Self::start_with_env(state, args, &[])
+    }
+
+    /// [`Gateway::start`] with environment variables set for the gateway (and the processes it starts).
+    pub fn start_with_env(state: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Gateway {
         let mut child = jig()
             .args(["up", "--listen", "127.0.0.1:0", "--state-dir"])
             .arg(state)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

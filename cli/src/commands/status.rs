@@ -165,11 +165,11 @@ pub fn print_status(status: &AppStatus) {
     print_demand();
 }
 
-/// Where one instance runs: `cores 0-1`, `GPU 1`, `GPU 0 MIG #1`.
+/// Where one instance runs: `cores 0-1`, `GPU 1` (an MPS share), `GPU 0 MIG-…` (the MIG instance's UUID).
 fn place(p: &jig_api::InstancePlace) -> String {
-    match (p.gpu, p.mig_instance) {
-        (Some(gpu), Some(nth)) => format!("GPU {gpu} MIG #{nth}"),
-        (Some(gpu), None) => format!("GPU {gpu}"),
+    match (p.gpu, &p.device) {
+        (Some(gpu), Some(device)) if device.starts_with("MIG-") => format!("GPU {gpu} {device}"),
+        (Some(gpu), _) => format!("GPU {gpu}"),
         _ => format!("cores {}", ranges(&p.cores).trim_matches(|c| c == '(' || c == ')')),
     }
 }
@@ -182,8 +182,10 @@ mod tests {
     fn core_numbers_print_as_ranges() {
         assert_eq!(ranges(&[0, 1, 2, 3, 6, 8, 9]), "(0-3,6,8-9)");
         assert_eq!(ranges(&[]), "");
-        let on = jig_api::InstancePlace { gpu: Some(0), mig_instance: Some(1), ..Default::default() };
-        assert_eq!(place(&on), "GPU 0 MIG #1");
+        let on =
+            |device: &str| jig_api::InstancePlace { gpu: Some(0), device: Some(device.into()), ..Default::default() };
+        assert_eq!(place(&on("MIG-5f1c")), "GPU 0 MIG-5f1c");
+        assert_eq!(place(&on("GPU-77aa")), "GPU 0");
         assert_eq!(place(&jig_api::InstancePlace { cores: vec![4, 5], ..Default::default() }), "cores 4-5");
     }
 }

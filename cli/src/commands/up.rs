@@ -112,3 +112,20 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_lists_parse_as_nvidia_smi_indices_or_none() {
+        assert_eq!(parse_gpus("0,1").unwrap().0, vec![0, 1]);
+        assert_eq!(parse_gpus(" 3 , 1").unwrap().0, vec![3, 1], "spaces around indices are allowed");
+        assert_eq!(parse_gpus("2").unwrap().0, vec![2]);
+        assert!(parse_gpus("none").unwrap().0.is_empty(), "`none`: CPU only");
+        for bad in ["", "0,", "gpu0", "-1", "0;1", "all"] {
+            let err = parse_gpus(bad).unwrap_err();
+            assert!(err.contains(&format!("`{bad}`")) && err.contains("`none`"), "{bad}: {err}");
+        }
+    }
+}

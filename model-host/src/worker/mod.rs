@@ -103,6 +103,33 @@ pub struct WorkerSpec {
     pub instance: String,
     /// How long the worker may take to connect and load the model.
     pub load_timeout: Duration,
+    /// Run before every start of the process, the first and each restart: an `Err` fails that start with
+    /// [`WorkerError::Device`] and spawns nothing. The launcher checks here that the device the worker is bound
+    /// to is still on the machine, so that a worker is not restarted into CUDA's generic "no CUDA-capable
+    /// device" error when its MIG instance is gone.
+    pub check: Option<StartCheck>,
+}
+
+/// A check run before each start of a worker process ([`WorkerSpec::check`]): `Err` says why it must not start.
+#[derive(Clone)]
+pub struct StartCheck(Arc<dyn Fn() -> Result<(), String> + Send + Sync>);
+
+impl StartCheck {
+    /// A check that calls `check`.
+    pub fn new(check: impl Fn() -> Result<(), String> + Send + Sync + 'static) -> StartCheck {
+        StartCheck(Arc::new(check))
+    }
+
+    /// Run it.
+    pub fn run(&self) -> Result<(), String> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for StartCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StartCheck")
+    }
 }
 
 impl WorkerSpec {
@@ -123,6 +150,7 @@ impl WorkerSpec {
             options,
             instance: instance.into(),
             load_timeout: Duration::from_secs(60),
+            check: None,
         }
     }
 }
@@ -215,6 +243,18 @@ pub enum WorkerError {
         /// What was wrong with the message.
         detail: String,
     },
+    /// The worker's [start check](WorkerSpec::check) refused: its device is not on the machine as placed. No
+    /// process was started; each later batch checks again (cheaply: see `launch`) and fails the same way
+    /// until the app is redeployed.
+    #[error("instance `{instance}`: cannot start the worker for model `{model}`: {detail}")]
+    Device {
+        /// The instance the worker serves.
+        instance: String,
+        /// The model's name.
+        model: String,
+        /// Why, from the check.
+        detail: String,
+    },
     /// The parent could not create or grow the shared region.
     #[error("instance `{instance}`: shared memory for model `{model}`: {detail}; check free space in /dev/shm")]
     Memory {
@@ -244,6 +284,7 @@ impl WorkerError {
             | WorkerError::Run { model, .. }
             | WorkerError::Died { model, .. }
             | WorkerError::Protocol { model, .. }
+            | WorkerError::Device { model, .. }
             | WorkerError::Memory { model, .. } => model,
         }
     }
@@ -461,6 +502,13 @@ impl Process {
             program: spec.program.clone(),
             detail,
         };
+        if let Some(check) = &spec.check {
+            check.run().map_err(|detail| WorkerError::Device {
+                instance: spec.instance.clone(),
+                model: spec.model_name.clone(),
+                detail,
+            })?;
+        }
         let deadline = Instant::now() + spec.load_timeout;
         let rendezvous = Rendezvous::new().map_err(|e| spawn_err(format!("cannot create its socket: {e}")))?;
         let mut command = Command::new(&spec.program);
@@ -792,5 +840,47 @@ impl crate::instance::Executor for Worker {
     }
     fn buffer(&self, len: usize) -> Option<SharedBuffer> {
         Worker::buffer(self, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A refused start check spawns nothing, at the first start and at every restart, and its reason reaches
+    /// the batch that asked for the restart.
+    #[test]
+    fn a_refused_start_check_spawns_nothing_at_start_or_restart() {
+        let checks = Arc::new(AtomicUsize::new(0));
+        let counted = checks.clone();
+        let check = StartCheck::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Err("MIG instance MIG-gone is no longer listed".into())
+        });
+        let instance = "demo/detect/yolo@mig:0:3g.40gb:1#0";
+        // A program that does not exist: had the check not stopped the start, this would be a `Spawn` error.
+        let new = WorkerSpec::new("/nonexistent/jig", instance, "yolo", "yolo.onnx", SessionOptions::default());
+        let spec = WorkerSpec { check: Some(check), ..new };
+        let err = Worker::start(spec.clone()).unwrap_err();
+        assert!(matches!(&err, WorkerError::Device { detail, .. } if detail.contains("MIG-gone")), "{err:?}");
+        assert!(err.to_string().contains(instance), "{err}");
+
+        // A worker whose process died (none in the slot) restarts through the same check.
+        let inner = Inner {
+            spec,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            pid: AtomicU32::new(0),
+            restarts: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            process: Mutex::new(None),
+        };
+        let worker = Worker { inner: Arc::new(inner) };
+        let err = worker.run(&[]).unwrap_err();
+        assert!(matches!(&err, WorkerError::Device { .. }), "{err:?}");
+        let model_error = ModelError::from(err);
+        assert!(model_error.to_string().contains("MIG-gone"), "{model_error}");
+        assert_eq!((checks.load(Ordering::SeqCst), worker.restarts(), worker.pid()), (2, 0, None));
     }
 }

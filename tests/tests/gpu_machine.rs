@@ -1,0 +1,133 @@
+//! A gateway on a machine with an NVIDIA GPU, as jig sees one: through `nvidia-smi` and
+//! `nvidia-cuda-mps-control`, here stand-ins on `PATH` that describe an H100 and keep an MPS control pipe. So
+//! discovery, the segments offered, planning onto GPU shares, and what a deploy says when this machine's ONNX
+//! Runtime has no CUDA provider all run on a machine without a GPU. CUDA itself runs in `make test-gpu`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use jig_tests::{Gateway, bundle, component, model};
+
+const GPU: &str = "NVIDIA H100 80GB HBM3";
+/// Unique to these tests: the stand-in daemon's pipe lives under `/tmp/jig-mps/UUID`.
+const UUID: &str = "GPU-7e57f00d-0000-4000-8000-000000000016";
+
+/// A directory of stand-ins for the NVIDIA tools, to put first on `PATH`.
+fn nvidia_tools(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let smi = format!(
+        "#!/bin/sh\ncase \"$*\" in\n  *--query-gpu*) echo '0, {GPU}, {UUID}, 81559, Disabled' ;;\n  \
+         -L) echo 'GPU 0: {GPU} (UUID: {UUID})' ;;\n  *) exit 1 ;;\nesac\n"
+    );
+    // As the driver's MPS control: `-d` starts a daemon that makes its control pipe; `quit` on stdin stops it.
+    let mps = "#!/bin/sh\nif [ \"$1\" = -d ]; then\n  mkfifo \"$CUDA_MPS_PIPE_DIRECTORY/control\"\nelse\n  read cmd\n  \
+               rm -f \"$CUDA_MPS_PIPE_DIRECTORY/control\"\nfi\n";
+    for (name, script) in [("nvidia-smi", smi.as_str()), ("nvidia-cuda-mps-control", mps)] {
+        std::fs::write(bin.join(name), script).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+/// `jig up` on a machine whose `PATH` finds the stand-ins first.
+fn gateway_with_a_gpu(scratch: &Path) -> Gateway {
+    let path = std::env::join_paths(
+        std::iter::once(nvidia_tools(scratch)).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let env: [(&str, &std::ffi::OsStr); 1] = [("PATH", &path)];
+    Gateway::start_with_env(&scratch.join("state"), &["--cores", "2"], &env)
+}
+
+/// The probe's one-slot app named `name`, profiled on the segments of `profiles`.
+fn app(dir: &Path, name: &str, profiles: &str) {
+    let manifest = format!(
+        r#"
+name = "{name}"
+[slo]
+latency_ms = 1000
+accuracy = 0.5
+
+[[tasks]]
+name = "probe"
+glue = "glue/probe.wasm"
+slot = "classifier"
+
+[[variants]]
+slot = "classifier"
+name = "fast"
+model = "models/mlp.onnx"
+accuracy = 0.9
+"#
+    );
+    bundle(dir, &manifest, &[("glue/probe.wasm", &component("jig_probe")), ("models/mlp.onnx", &model("mlp"))]);
+    std::fs::write(dir.join("profiles.csv"), profiles).unwrap();
+}
+
+fn deploy(gateway: &Gateway, dir: &Path) -> Output {
+    gateway.jig("deploy").arg(dir).output().unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+#[test]
+fn a_gpu_is_offered_as_mps_shares_in_devices_status_and_metrics() {
+    let scratch = tempfile::tempdir().unwrap();
+    let gateway = gateway_with_a_gpu(scratch.path());
+
+    let machine = gateway.http("GET", "/v1/devices", &[], b"").json();
+    let gpus = machine["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 1, "{machine}");
+    assert_eq!(gpus[0]["uuid"], UUID, "{machine}");
+    assert_eq!(gpus[0]["name"], GPU, "{machine}");
+    assert_eq!(gpus[0]["free_mps_percent"], 100, "{machine}");
+
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains("jig_gpu_mps_free_percent{gpu=\"0\"} 100\n"), "{metrics}");
+
+    let status = gateway.jig("status").output().unwrap();
+    let shown = text(&status);
+    assert!(status.status.success(), "{shown}");
+    assert!(shown.contains(&format!("gpu 0      {GPU} ({UUID}, 81559 MiB)")), "{shown}");
+    assert!(shown.contains("MPS      100% free"), "{shown}");
+}
+
+#[test]
+fn a_plan_on_a_gpu_share_without_onnx_runtimes_cuda_build_names_what_to_install_and_others_keep_serving() {
+    let scratch = tempfile::tempdir().unwrap();
+    let gateway = gateway_with_a_gpu(scratch.path());
+    let (cpu, gpu) = (scratch.path().join("cpu-app"), scratch.path().join("gpu-app"));
+    app(
+        &cpu,
+        "on-cores",
+        "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nclassifier,fast,cpu:1,1,1,2,500,test\n",
+    );
+    app(
+        &gpu,
+        "on-gpu",
+        &format!(
+            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nclassifier,fast,mps:0:50,1,1,2,900,{GPU}\n"
+        ),
+    );
+    let deployed = deploy(&gateway, &cpu);
+    assert!(deployed.status.success(), "{}", text(&deployed));
+
+    // The plan puts the GPU app on half the GPU; its worker cannot load CUDA (set-up installed the CPU build).
+    let refused = deploy(&gateway, &gpu);
+    let said = text(&refused);
+    assert!(!refused.status.success(), "{said}");
+    for named in ["on-gpu", "classifier", "mps:0:50", UUID, "onnxruntime-gpu"] {
+        assert!(said.contains(named), "the error names {named}: {said}");
+    }
+
+    // Nothing of the GPU is held by the deploy that failed, and the other app still answers.
+    let machine = gateway.http("GET", "/v1/devices", &[], b"").json();
+    assert_eq!(machine["gpus"][0]["free_mps_percent"], 100, "{machine}");
+    let reply = gateway.http("POST", "/v1/apps/on-cores/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(!Path::new("/tmp/jig-mps").join(UUID).join("pipe/control").exists(), "the MPS daemon was stopped");
+}
