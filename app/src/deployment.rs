@@ -259,6 +259,9 @@ pub struct GpuCapacity {
     /// Its existing MIG instances that no app holds, in `nvidia-smi -L`'s order: the profile and the
     /// instance's `MIG-…` UUID, which an instance placed on it is bound to.
     pub mig: Vec<(MigProfile, String)>,
+    /// Whether a plan may give it any MIG layout (its seven slices, whatever instances exist now): what
+    /// `jig plan BUNDLE --mig-config FILE` plans with, to write the layout that would serve the plan.
+    pub any_layout: bool,
 }
 
 impl Capacity {
@@ -277,10 +280,21 @@ impl Capacity {
                     uuid: g.uuid.clone(),
                     mps_percent: if g.mig_enabled { 0 } else { 100 },
                     mig,
+                    any_layout: false,
                 }
             })
             .collect();
         Capacity { cores: devices.cpu_cores.iter().take(cores as usize).map(|&c| c as u32).collect(), gpus }
+    }
+
+    /// This capacity with each GPU of a model whose MIG layouts jig knows free to take any of them, as if
+    /// MIG instances could be created at will: for a plan whose layout is to be written (`--mig-config`),
+    /// not for a deployment, which serves only on instances that exist.
+    pub fn with_any_mig_layout(mut self) -> Capacity {
+        for gpu in self.gpus.iter_mut().filter(|g| jig_policy::mig::has_layouts(&g.name)) {
+            gpu.any_layout = true;
+        }
+        self
     }
 
     /// Cores `0..cores` and no GPU.
@@ -318,7 +332,7 @@ impl Capacity {
     /// instances.
     fn gpu_slices(&self) -> u32 {
         let mig = |g: &GpuCapacity| g.mig.iter().map(|(p, _)| p.effective_slices()).sum::<u32>();
-        self.gpus.iter().map(|g| g.mps_percent * 7 / 100 + mig(g)).sum()
+        self.gpus.iter().map(|g| if g.any_layout { 7 } else { g.mps_percent * 7 / 100 + mig(g) }).sum()
     }
 
     /// Hold room for one instance of `segment`: the first free cores, the first GPU with the share free,
@@ -336,6 +350,9 @@ impl Capacity {
                 Some(InstancePlace { gpu: Some(gpu.index), device: Some(gpu.uuid.clone()), ..InstancePlace::default() })
             }
             SegmentKind::Mig { profile, .. } => self.gpus.iter_mut().find_map(|g| {
+                if g.any_layout {
+                    return Some(InstancePlace { gpu: Some(g.index), ..InstancePlace::default() });
+                }
                 let i = g.mig.iter().position(|&(p, _)| p == profile)?;
                 let (_, uuid) = g.mig.remove(i);
                 Some(InstancePlace { gpu: Some(g.index), device: Some(uuid), ..InstancePlace::default() })
@@ -349,7 +366,9 @@ impl std::fmt::Display for Capacity {
         write!(f, "{} cores", self.cores.len())?;
         for g in &self.gpus {
             write!(f, ", GPU {}: ", g.index)?;
-            if g.mig.is_empty() {
+            if g.any_layout {
+                write!(f, "any MIG layout")?;
+            } else if g.mig.is_empty() {
                 write!(f, "{}% for MPS shares", g.mps_percent)?;
             } else {
                 let mig: Vec<String> = g.mig.iter().map(|(p, _)| p.to_string()).collect();
@@ -569,7 +588,7 @@ pub fn problem(
                 "it measures {measured}; the gateway has no GPU (none on this machine, or none given to `jig up --gpus`)"
             )
         } else {
-            format!("it measures {measured}; give the gateway those devices (`jig up --gpus`) or free them")
+            format!("it measures {measured}; give the gateway those devices (`jig up --cores`, `--gpus`) or free them")
         };
         let mut measured = missing;
         measured.sort_by_key(SegmentKind::name);
@@ -970,6 +989,24 @@ mod tests {
         assert!(matches!(error, PlanningError::DoesNotFit { needed: 2, placed: 1, .. }), "{text}");
         assert!(text.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{text}");
         assert!(text.contains("\"1g.10gb\": 2"), "the config provides both: {text}");
+    }
+
+    #[test]
+    fn a_plan_for_a_mig_config_may_take_any_layout_of_the_gpus() {
+        let dir = tempfile::tempdir().unwrap();
+        // 31.5 req/s at 20 req/s an instance: two 2g.20gb instances, a profile GPU 0 has none of.
+        let bundle = bundle(dir.path(), &[("mig:0:2g.20gb:1", 4, 40.0, 20.0)]);
+        let (profiles, observed) = (bundle.profiles_path().unwrap(), Observations::default());
+        let capacity = Capacity::of(&machine(), 0, Some(&[0]));
+        let error = problem(&bundle, &profiles, &[], &capacity, &observed).unwrap_err();
+        assert!(error.to_string().contains("`jig plan BUNDLE --mig-config FILE` writes a layout"), "{error}");
+
+        let any = capacity.with_any_mig_layout();
+        assert_eq!(any.to_string(), "0 cores, GPU 0: any MIG layout");
+        let (problem, _) = problem(&bundle, &profiles, &[], &any, &observed).unwrap();
+        assert_eq!(problem.gpu_slices, Some(7), "one whole GPU, whatever its instances now");
+        let plan = jig_planner::plan(&problem, Features::ALL, &SolveOptions::default()).unwrap();
+        assert_eq!(plan.slices_used, 4, "two 2g.20gb instances: {}", plan.to_text());
     }
 
     #[test]

@@ -82,7 +82,8 @@ impl Source {
                 load_problem(&spec, profiles)
             }
             Source::Bundle { dir, profiles } => {
-                bundle_problem(dir, profiles.as_deref(), slices, demand, observed.cloned().unwrap_or_default())
+                let observed = observed.cloned().unwrap_or_default();
+                bundle_problem(dir, profiles.as_deref(), slices, demand, observed, MigInstances::Existing)
             }
             Source::Paper { app, profiles } => {
                 let (default_slices, default_demand) = app_defaults;
@@ -136,15 +137,26 @@ pub fn paper_problem(app: PaperApp, profiles: Option<&Path>, slices: u32, demand
     problem_with(&spec, &rows, path)
 }
 
+/// Which MIG instances a bundle's plan may use on this machine's GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigInstances {
+    /// Those that exist, as a deployment does.
+    Existing,
+    /// Any layout of each GPU: the plan whose layout `--mig-config` writes.
+    AnyLayout,
+}
+
 /// The planning problem of the bundle in `dir` as a deployment sees it: its profile table (or `profiles`),
-/// `cores` CPU cores (default: this machine's; more than it has plans a larger one) and this machine's GPUs,
-/// `demand` req/s (default: the manifest's), refined by what a deployed app `observed`.
-fn bundle_problem(
+/// `cores` CPU cores (default: this machine's; more than it has plans a larger one) and this machine's GPUs
+/// with their `mig` instances, `demand` req/s (default: the manifest's), refined by what a deployed app
+/// `observed`.
+pub fn bundle_problem(
     dir: &Path,
     profiles: Option<&Path>,
     cores: Option<u32>,
     demand: Option<f64>,
     observed: Observations,
+    mig: MigInstances,
 ) -> anyhow::Result<jig_planner::Problem> {
     let bundle = jig_manifest::Bundle::open(dir)?;
     let profiles = profiles.map(Path::to_path_buf).or_else(|| bundle.profiles_path()).with_context(|| {
@@ -155,6 +167,9 @@ fn bundle_problem(
     // --slices asks "what if the machine had N cores", so it may exceed the cores this one has.
     if let Some(n) = cores {
         capacity.cores = (0..n).collect();
+    }
+    if mig == MigInstances::AnyLayout {
+        capacity = capacity.with_any_mig_layout();
     }
     let demand = demand.unwrap_or(bundle.manifest.demand.rps);
     jig_app::deployment::problem(&bundle, &profiles, &[demand], &capacity, &observed)

@@ -13,12 +13,13 @@ const GPU: &str = "NVIDIA H100 80GB HBM3";
 /// Unique to these tests: the stand-in daemon's pipe lives under `/tmp/jig-mps/UUID`.
 const UUID: &str = "GPU-7e57f00d-0000-4000-8000-000000000016";
 
-/// A directory of stand-ins for the NVIDIA tools, to put first on `PATH`.
-fn nvidia_tools(dir: &Path) -> PathBuf {
+/// A directory of stand-ins for the NVIDIA tools, to put first on `PATH`: an H100 with MIG mode `mig`
+/// (`Enabled` or `Disabled`) and no MIG instances.
+fn nvidia_tools(dir: &Path, mig: &str) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let smi = format!(
-        "#!/bin/sh\ncase \"$*\" in\n  *--query-gpu*) echo '0, {GPU}, {UUID}, 81559, Disabled' ;;\n  \
+        "#!/bin/sh\ncase \"$*\" in\n  *--query-gpu*) echo '0, {GPU}, {UUID}, 81559, {mig}' ;;\n  \
          -L) echo 'GPU 0: {GPU} (UUID: {UUID})' ;;\n  *) exit 1 ;;\nesac\n"
     );
     // As the driver's MPS control: `-d` starts a daemon that makes its control pipe; `quit` on stdin stops it.
@@ -31,12 +32,16 @@ fn nvidia_tools(dir: &Path) -> PathBuf {
     bin
 }
 
-/// `jig up` on a machine whose `PATH` finds the stand-ins first.
+/// A `PATH` that finds the stand-ins first.
+fn path_with_a_gpu(scratch: &Path, mig: &str) -> std::ffi::OsString {
+    let tools = nvidia_tools(scratch, mig);
+    std::env::join_paths(std::iter::once(tools).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())))
+        .unwrap()
+}
+
+/// `jig up` on a machine with a GPU without MIG.
 fn gateway_with_a_gpu(scratch: &Path) -> Gateway {
-    let path = std::env::join_paths(
-        std::iter::once(nvidia_tools(scratch)).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
+    let path = path_with_a_gpu(scratch, "Disabled");
     let env: [(&str, &std::ffi::OsStr); 1] = [("PATH", &path)];
     Gateway::start_with_env(&scratch.join("state"), &["--cores", "2"], &env)
 }
@@ -130,4 +135,33 @@ fn a_plan_on_a_gpu_share_without_onnx_runtimes_cuda_build_names_what_to_install_
     let reply = gateway.http("POST", "/v1/apps/on-cores/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert!(!Path::new("/tmp/jig-mps").join(UUID).join("pipe/control").exists(), "the MPS daemon was stopped");
+}
+
+#[test]
+fn a_bundle_needing_mig_instances_that_do_not_exist_is_refused_and_plan_writes_the_layout_that_serves_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let path = path_with_a_gpu(scratch.path(), "Enabled");
+    let dir = scratch.path().join("mig-app");
+    // 31.5 req/s (the manifest's 30 and 5%) at 20 req/s an instance: two 2g.20gb instances.
+    let rows = format!(
+        "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nclassifier,fast,mig:0:2g.20gb:1,4,30,40,20,{GPU}\n"
+    );
+    app(&dir, "on-mig", &rows);
+    let manifest = std::fs::read_to_string(dir.join("jig.toml")).unwrap();
+    std::fs::write(dir.join("jig.toml"), manifest.replace("[slo]", "[demand]\nrps = 30\n\n[slo]")).unwrap();
+
+    let env: [(&str, &std::ffi::OsStr); 1] = [("PATH", &path)];
+    let gateway = Gateway::start_with_env(&scratch.path().join("state"), &["--cores", "2"], &env);
+    let refused = deploy(&gateway, &dir);
+    let said = text(&refused);
+    assert!(!refused.status.success(), "{said}");
+    assert!(said.contains("mig:2g.20gb:1") && said.contains("jig plan BUNDLE --mig-config FILE"), "{said}");
+
+    // The command the refusal names works on this machine: it plans as if GPU 0 could take any layout.
+    let config = scratch.path().join("mig.yaml");
+    let planned = jig_tests::jig().arg("plan").arg(&dir).arg("--mig-config").arg(&config).env("PATH", &path).output();
+    let planned = planned.unwrap();
+    assert!(planned.status.success(), "{}", text(&planned));
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    assert!(yaml.contains("\"jig-on-mig\"") && yaml.contains("\"2g.20gb\": 2"), "{yaml}");
 }

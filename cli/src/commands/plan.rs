@@ -24,7 +24,7 @@ use jig_sim::apps::PaperApp;
 use crate::commands::status::status;
 use crate::gateway::GatewayArgs;
 use crate::input::write_file;
-use crate::problem::{Source, paper_problem, parse_features};
+use crate::problem::{MigInstances, Source, bundle_problem, paper_problem, parse_features};
 
 /// Plan a function graph: variants, segments, batch sizes and instance counts that meet its latency and
 /// accuracy objectives at the lowest cost (the JigsawServe MILP), placed onto GPUs and cores.
@@ -111,7 +111,14 @@ impl PlanCommand {
         if self.max_demand {
             return run_max_demand(self);
         }
-        let problem = self.source()?.problem(self.slices, self.demand, (28, 50.0), None)?;
+        let problem = match self.source()? {
+            // The layout to write is the one the plan wants, whatever MIG instances exist now.
+            Source::Bundle { dir, profiles } if self.mig_config.is_some() => {
+                let any = MigInstances::AnyLayout;
+                bundle_problem(&dir, profiles.as_deref(), self.slices, self.demand, Default::default(), any)?
+            }
+            source => source.problem(self.slices, self.demand, (28, 50.0), None)?,
+        };
         plan_problem(self, &problem)
     }
 
