@@ -385,7 +385,7 @@ impl Worker {
             Err(Fault::Failed(detail)) => Err(WorkerError::Run {
                 instance: inner.spec.instance.clone(),
                 model: inner.spec.model_name.clone(),
-                detail,
+                detail: with_memory_hint(detail, &inner.spec.options),
             }),
             Err(Fault::Memory(err)) => Err(WorkerError::Memory {
                 instance: inner.spec.instance.clone(),
@@ -843,10 +843,40 @@ impl crate::instance::Executor for Worker {
     }
 }
 
+/// `detail`, a failed batch's error, with what to do when it says the GPU's memory ran out: ONNX Runtime's CUDA
+/// arena (`Failed to allocate memory`), CUDA or cuDNN.
+fn with_memory_hint(detail: String, options: &SessionOptions) -> String {
+    let Some((_, limit)) = options.cuda else { return detail };
+    let signs = ["out of memory", "failed to allocate memory", "cudaerrormemoryallocation", "alloc_failed"];
+    let lower = detail.to_lowercase();
+    if !signs.iter().any(|sign| lower.contains(sign)) {
+        return detail;
+    }
+    let share = limit.map_or("the GPU's".into(), |bytes| format!("{:.1} GB,", bytes as f64 / 1e9));
+    format!(
+        "{detail} (GPU memory exhausted: this instance may use {share} its segment's share; give it a larger \
+         segment or a smaller maximum batch; the worker serves the next batch)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn a_batch_that_runs_out_of_gpu_memory_says_how_much_it_had_and_what_to_do() {
+        let cuda = SessionOptions { threads: 1, cuda: Some((0, Some(10_000_000_000))) };
+        let arena = "Failed to allocate memory for requested buffer of size 4194304000".to_string();
+        let said = with_memory_hint(arena.clone(), &cuda);
+        assert!(said.starts_with(&arena) && said.contains("may use 10.0 GB, its segment's share"), "{said}");
+        assert!(said.contains("smaller maximum batch"), "{said}");
+        let cudnn = with_memory_hint("CUDNN failure 4: CUDNN_STATUS_ALLOC_FAILED".into(), &cuda);
+        assert!(cudnn.contains("GPU memory exhausted"), "{cudnn}");
+        // Another failure, or a CPU session, is left as it is.
+        assert_eq!(with_memory_hint("shape mismatch".into(), &cuda), "shape mismatch");
+        assert_eq!(with_memory_hint(arena.clone(), &SessionOptions::default()), arena);
+    }
 
     /// A refused start check spawns nothing, at the first start and at every restart, and its reason reaches
     /// the batch that asked for the restart.
