@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what building and testing jig needs and the machine lacks. Idempotent: a second run only checks.
 #   - the wasm32-wasip2 Rust target (glue functions are built for it)
-#   - Debian packages: cmake and libclang-dev (HiGHS, the planner's solver, builds from source with them), and
-#     fonts-dejavu-core (the fonts of the photographed sample signs)
+#   - Debian packages: cmake and libclang-dev (HiGHS, the planner's solver, builds from source with them),
+#     fonts-dejavu-core (the fonts of the photographed sample signs), and chromium (the headless browser the
+#     test of the gateway's `/ui` page runs)
 set -euo pipefail
 
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
@@ -11,7 +12,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
 fi
 
 missing=()
-for pkg in cmake libclang-dev fonts-dejavu-core; do
+for pkg in cmake libclang-dev fonts-dejavu-core chromium; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then

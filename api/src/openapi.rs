@@ -60,6 +60,15 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
                 "content": { "application/openmetrics-text": { "schema": { "type": "string" } } },
             } },
         }),
+        Route::Ui => json!({
+            "summary": "A status page for a browser: the machine, each app's plan (instances on cores, GPUs and MIG \
+                        instances) and its live rate, latency and SLO violations, refreshed every two seconds from \
+                        /v1/devices, /v1/apps and /metrics (with the gateway's token, `?token=` or asked for).",
+            "responses": { "200": {
+                "description": "The page.",
+                "content": { "text/html": { "schema": { "type": "string" } } },
+            } },
+        }),
         Route::OpenApi => json!({
             "summary": "This document.",
             "responses": { "200": { "description": "The OpenAPI document.", "content": { "application/json": {} } } },

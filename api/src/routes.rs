@@ -10,6 +10,8 @@ pub enum Route<'a> {
     Metrics,
     /// `GET /openapi.json`
     OpenApi,
+    /// `GET /ui`: a page showing the machine, each app's plan and its live rate, latency and violations.
+    Ui,
     /// `GET /v1/devices`
     Devices,
     /// `GET /v1/apps`
@@ -38,10 +40,11 @@ pub enum Route<'a> {
 
 impl<'a> Route<'a> {
     /// One of each route, naming the app `{app}` (a v2 model `{model}`) as the API description writes it.
-    pub const ALL: [Route<'static>; 15] = [
+    pub const ALL: [Route<'static>; 16] = [
         Route::Health,
         Route::Metrics,
         Route::OpenApi,
+        Route::Ui,
         Route::Devices,
         Route::ListApps,
         Route::Deploy,
@@ -63,6 +66,7 @@ impl<'a> Route<'a> {
             ("GET", ["healthz"]) => Route::Health,
             ("GET", ["metrics"]) => Route::Metrics,
             ("GET", ["openapi.json"]) => Route::OpenApi,
+            ("GET", ["ui"]) => Route::Ui,
             ("GET", ["v1", "devices"]) => Route::Devices,
             ("GET", ["v1", "apps"]) => Route::ListApps,
             ("POST", ["v1", "apps"]) => Route::Deploy,
@@ -90,6 +94,7 @@ impl<'a> Route<'a> {
             Route::Health => ("GET", "/healthz"),
             Route::Metrics => ("GET", "/metrics"),
             Route::OpenApi => ("GET", "/openapi.json"),
+            Route::Ui => ("GET", "/ui"),
             Route::Devices => ("GET", "/v1/devices"),
             Route::ListApps => ("GET", "/v1/apps"),
             Route::Deploy => ("POST", "/v1/apps"),

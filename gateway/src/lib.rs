@@ -270,7 +270,7 @@ impl Gateway {
                 ErrorKind::NotFound,
                 format!(
                     "no route {} {path}; see /v1/apps, /v1/apps/APP/invoke, /v1/devices, /v2/models/APP.SLOT/infer, \
-                     /metrics, and /openapi.json for the whole API",
+                     /metrics, /ui, and /openapi.json for the whole API",
                     request.method()
                 ),
             );
@@ -292,6 +292,11 @@ impl Gateway {
                 reply
             }
             Route::OpenApi => json(StatusCode::OK, &jig_api::openapi()),
+            Route::Ui => {
+                let mut reply = text(StatusCode::OK, include_str!("ui.html"));
+                reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+                reply
+            }
             Route::Devices => json(StatusCode::OK, &self.machine()),
             Route::ListApps => self.list(),
             Route::Deploy => self.deploy(request).await,
