@@ -45,6 +45,35 @@ pub fn bundle(dir: &Path, manifest: &str, files: &[(&str, &Path)]) {
     }
 }
 
+/// The probe's one-slot app `name` (task `probe` calling slot `classifier`, variant `fast` on the `mlp` model
+/// with `accuracy`, SLO 1 s) in `dir`, with `profiles` as its `profiles.csv` (none when `None`). Another
+/// accuracy makes another bundle.
+pub fn probe_app(dir: &Path, name: &str, accuracy: f64, profiles: Option<&str>) {
+    let manifest = format!(
+        r#"
+name = "{name}"
+[slo]
+latency_ms = 1000
+accuracy = 0.5
+
+[[tasks]]
+name = "probe"
+glue = "glue/probe.wasm"
+slot = "classifier"
+
+[[variants]]
+slot = "classifier"
+name = "fast"
+model = "models/mlp.onnx"
+accuracy = {accuracy}
+"#
+    );
+    bundle(dir, &manifest, &[("glue/probe.wasm", &component("jig_probe")), ("models/mlp.onnx", &model("mlp"))]);
+    if let Some(profiles) = profiles {
+        std::fs::write(dir.join("profiles.csv"), profiles).unwrap();
+    }
+}
+
 /// A `jig up` process on a free loopback port. Killed when dropped.
 pub struct Gateway {
     pub child: Child,

@@ -7,7 +7,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use jig_tests::{Gateway, bundle, component, model};
+use jig_tests::{Gateway, probe_app};
+
+/// The probe's app `name` with the profile table `profiles`.
+fn app(dir: &Path, name: &str, profiles: &str) {
+    probe_app(dir, name, 0.9, Some(profiles));
+}
 
 const GPU: &str = "NVIDIA H100 80GB HBM3";
 /// Unique to these tests: the stand-in daemon's pipe lives under `/tmp/jig-mps/UUID`.
@@ -44,31 +49,6 @@ fn gateway_with_a_gpu(scratch: &Path) -> Gateway {
     let path = path_with_a_gpu(scratch, "Disabled");
     let env: [(&str, &std::ffi::OsStr); 1] = [("PATH", &path)];
     Gateway::start_with_env(&scratch.join("state"), &["--cores", "2"], &env)
-}
-
-/// The probe's one-slot app named `name`, profiled on the segments of `profiles`.
-fn app(dir: &Path, name: &str, profiles: &str) {
-    let manifest = format!(
-        r#"
-name = "{name}"
-[slo]
-latency_ms = 1000
-accuracy = 0.5
-
-[[tasks]]
-name = "probe"
-glue = "glue/probe.wasm"
-slot = "classifier"
-
-[[variants]]
-slot = "classifier"
-name = "fast"
-model = "models/mlp.onnx"
-accuracy = 0.9
-"#
-    );
-    bundle(dir, &manifest, &[("glue/probe.wasm", &component("jig_probe")), ("models/mlp.onnx", &model("mlp"))]);
-    std::fs::write(dir.join("profiles.csv"), profiles).unwrap();
 }
 
 fn deploy(gateway: &Gateway, dir: &Path) -> Output {

@@ -4,22 +4,13 @@
 use std::path::Path;
 use std::process::Output;
 
-use jig_tests::{Gateway, bundle, component, model};
+use jig_tests::{Gateway, probe_app};
 
 const HEADER: &str = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n";
 
-/// The probe's one-slot app named `name`, its model `accuracy` (a new value makes a new bundle), with
-/// `profiles` as its profile table (none when `None`).
-fn app(dir: &Path, name: &str, accuracy: f64, profiles: Option<&str>) {
-    let manifest = format!(
-        "name = \"{name}\"\n[slo]\nlatency_ms = 1000\naccuracy = 0.5\n\
-         [[tasks]]\nname = \"probe\"\nglue = \"glue/probe.wasm\"\nslot = \"classifier\"\n\
-         [[variants]]\nslot = \"classifier\"\nname = \"fast\"\nmodel = \"models/mlp.onnx\"\naccuracy = {accuracy}\n"
-    );
-    bundle(dir, &manifest, &[("glue/probe.wasm", &component("jig_probe")), ("models/mlp.onnx", &model("mlp"))]);
-    if let Some(rows) = profiles {
-        std::fs::write(dir.join("profiles.csv"), format!("{HEADER}{rows}")).unwrap();
-    }
+/// The probe's one-slot app, with `rows` of a profile table (none when `None`).
+fn app(dir: &Path, name: &str, accuracy: f64, rows: Option<&str>) {
+    probe_app(dir, name, accuracy, rows.map(|rows| format!("{HEADER}{rows}")).as_deref());
 }
 
 const ON_CORES: &str = "classifier,fast,cpu:1,1,1,2,500,test\n";

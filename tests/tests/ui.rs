@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use jig_tests::{Gateway, bundle, component, model};
+use jig_tests::{Gateway, probe_app};
 
 const PROFILES: &str =
     "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nclassifier,fast,cpu:1,1,1,2,500,test\n";
@@ -29,25 +29,7 @@ fn chromium(dir: &Path, url: &str, what: &[&str]) -> Vec<u8> {
 fn the_status_page_shows_the_machine_the_plan_and_live_requests_in_a_browser() {
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("bundle");
-    let manifest = r#"
-name = "shown"
-[slo]
-latency_ms = 1000
-accuracy = 0.5
-
-[[tasks]]
-name = "probe"
-glue = "glue/probe.wasm"
-slot = "classifier"
-
-[[variants]]
-slot = "classifier"
-name = "fast"
-model = "models/mlp.onnx"
-accuracy = 0.9
-"#;
-    bundle(&dir, manifest, &[("glue/probe.wasm", &component("jig_probe")), ("models/mlp.onnx", &model("mlp"))]);
-    std::fs::write(dir.join("profiles.csv"), PROFILES).unwrap();
+    probe_app(&dir, "shown", 0.9, Some(PROFILES));
     let gateway = Gateway::start(&scratch.path().join("state"), &["--cores", "2", "--gpus", "none"]);
     let deployed = gateway.jig("deploy").arg(&dir).output().unwrap();
     assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
