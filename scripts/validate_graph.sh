@@ -85,12 +85,15 @@ EOF
 [ -f "$profiles" ] || "$jig" profile "$bundle" --segment cpu:1 --max-batch 8 --runs 20 --output "$profiles"
 cp "$profiles" "$bundle/profiles.csv"
 
-# A trace of 20-second bins that climbs past what the most accurate detector serves (about 10 req/s) and back.
+# A trace of 20-second bins that climbs past what the most accurate detector serves and back: its peak is 1.35×
+# the profiled batch-1 rate of the full-size detector (11 req/s on the 2 vCPU AMD EPYC: a peak of 15 req/s),
+# so that the controller must re-plan to a faster detector on any machine, whatever its speed.
+peak=$(awk -F, '$1 == "det" && $2 == "ppocr-v4-det" && $3 == "cpu:1" && $4 == 1 { print $7 * 1.35; exit }' "$profiles")
 {
     echo "start_s,rps"
     i=0
-    for rate in 3 3 4 5 6 7 8 9 10 10 9 8 6 4; do
-        echo "$((i * 20)),$rate"
+    for share in 0.3 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1.0 1.0 0.9 0.8 0.6 0.4; do
+        awk -v at=$((i * 20)) -v share="$share" -v peak="$peak" 'BEGIN { printf "%d,%.1f\n", at, share * peak }'
         i=$((i + 1))
     done
 } >"$out/trace.csv"
