@@ -570,29 +570,28 @@ pub fn problem(
     segments.sort();
     segments.dedup();
     if segments.is_empty() {
-        let mig = missing.iter().any(|kind| matches!(kind, SegmentKind::Mig { .. }));
-        let gpu_only = missing.iter().all(|kind| !matches!(kind, SegmentKind::Cpu { .. }));
-        let mut names: Vec<String> = missing.iter().map(SegmentKind::name).collect();
-        names.sort();
+        let mut measured = missing;
+        measured.sort_by_key(SegmentKind::name);
+        measured.dedup();
+        let mig = measured.iter().any(|kind| matches!(kind, SegmentKind::Mig { .. }));
+        let gpu_only = measured.iter().all(|kind| !matches!(kind, SegmentKind::Cpu { .. }));
+        let mut names: Vec<String> = measured.iter().map(SegmentKind::name).collect();
         names.dedup();
-        let measured = names.join(", ");
-        let hint = if missing.is_empty() {
+        let names = names.join(", ");
+        let hint = if measured.is_empty() {
             "profile one with `jig profile --segment`".to_string()
         } else if mig {
             let create = unknown_mig_gpu(capacity).unwrap_or_else(|| {
                 "create them with nvidia-mig-parted (`jig plan BUNDLE --mig-config FILE` writes a layout)".into()
             });
-            format!("it measures {measured}; MIG instances must exist before they serve: {create}")
+            format!("it measures {names}; MIG instances must exist before they serve: {create}")
         } else if gpu_only && capacity.gpus.is_empty() {
             format!(
-                "it measures {measured}; the gateway has no GPU (none on this machine, or none given to `jig up --gpus`)"
+                "it measures {names}; the gateway has no GPU (none on this machine, or none given to `jig up --gpus`)"
             )
         } else {
-            format!("it measures {measured}; give the gateway those devices (`jig up --cores`, `--gpus`) or free them")
+            format!("it measures {names}; give the gateway those devices (`jig up --cores`, `--gpus`) or free them")
         };
-        let mut measured = missing;
-        measured.sort_by_key(SegmentKind::name);
-        measured.dedup();
         return Err(PlanningError::NoSegments { free: capacity.to_string(), measured, hint });
     }
     let demand = if demand_windows.is_empty() { vec![m.demand.rps] } else { demand_windows.to_vec() };

@@ -82,11 +82,7 @@ impl Devices {
     /// process's cores; `None` when `nvidia-smi` does not answer. How a worker's device is looked for again
     /// each time the worker (re)starts ([`crate::launch`]): a MIG instance can be destroyed while jig runs.
     pub fn list_now() -> Option<Devices> {
-        let query = nvidia_smi(&[
-            "--query-gpu=index,name,uuid,memory.total,mig.mode.current",
-            "--format=csv,noheader,nounits",
-        ])?;
-        let mut gpus = parse_gpu_query(&query);
+        let mut gpus = query_gpus()?;
         if gpus.iter().any(|g| g.mig_enabled) {
             attach_mig_instances(&mut gpus, &nvidia_smi(&["-L"])?);
         }
@@ -315,14 +311,19 @@ fn nvidia_smi(args: &[&str]) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The GPUs `nvidia-smi`'s query lists (see [`Devices::from_nvidia_smi`]), without their MIG instances; `None`
+/// when it does not answer.
+fn query_gpus() -> Option<Vec<Gpu>> {
+    nvidia_smi(&["--query-gpu=index,name,uuid,memory.total,mig.mode.current", "--format=csv,noheader,nounits"])
+        .map(|query| parse_gpu_query(&query))
+}
+
 /// The GPUs `nvidia-smi` lists (or, without it, those CUDA sees), with CUDA's SM counts and the MIG
 /// instances of GPUs in MIG mode.
 fn discover_gpus() -> Vec<Gpu> {
     let cuda = cuda_gpus().unwrap_or_default();
-    let query =
-        nvidia_smi(&["--query-gpu=index,name,uuid,memory.total,mig.mode.current", "--format=csv,noheader,nounits"]);
-    let mut gpus = match query {
-        Some(query) => parse_gpu_query(&query),
+    let mut gpus = match query_gpus() {
+        Some(gpus) => gpus,
         None => cuda
             .iter()
             .map(|d| Gpu {
