@@ -597,6 +597,12 @@ pub fn problem(
     let demand = if demand_windows.is_empty() { vec![m.demand.rps] } else { demand_windows.to_vec() };
     let cores = capacity.cores.len() as u32;
     let gpu_slices = capacity.gpu_slices();
+    let planner = match &m.planner {
+        Some(name) => {
+            name.parse().map_err(|e: String| PlanError::Input(format!("app `{}`, jig.toml `planner`: {e}", m.name)))?
+        }
+        None => Default::default(),
+    };
     let spec = PlanSpec {
         app: AppSpec {
             name: m.name.clone(),
@@ -605,6 +611,7 @@ pub fn problem(
             tasks,
             edges: model_edges(bundle),
             paths: None,
+            planner,
         },
         segments: segments.into_iter().map(|name| SegmentSpec { name, slices: None }).collect(),
         resources: Resources {
@@ -615,6 +622,7 @@ pub fn problem(
         },
         demand: DemandSpec { windows: demand, slack: None },
         objective: Objective::default(),
+        ipa: Default::default(),
         batch_sizes: None,
     };
     let mut source = profiles.display().to_string();
@@ -703,11 +711,14 @@ fn plan_with_profiles(
     instances.extend(rest.instances.into_iter().filter(|i| !planned.contains(&i.slot.as_str())));
     Ok(Deployment {
         source: match short {
-            None => format!("planned from profiles.csv ({}, {:.2} s)", plan.solve.status, plan.solve.seconds),
+            None => format!(
+                "planned from profiles.csv by {} ({}, {:.2} s)",
+                plan.planner, plan.solve.status, plan.solve.seconds
+            ),
             Some((wanted, why)) => format!(
-                "planned from profiles.csv for {:.1} req/s, the most this machine serves, short of the {wanted:.1} \
-                 req/s predicted ({why})",
-                plan.demand_rps
+                "planned from profiles.csv by {} for {:.1} req/s, the most this machine serves, short of the \
+                 {wanted:.1} req/s predicted ({why})",
+                plan.planner, plan.demand_rps
             ),
         },
         demand_rps: Some(plan.demand_rps),
@@ -915,6 +926,36 @@ mod tests {
         let demand = d.demand_rps.expect("a plan, not the default");
         assert!((19.0..=20.0).contains(&demand), "planned for {demand}");
         assert!(d.source.contains("the most this machine serves") && d.source.contains("31.5"), "{}", d.source);
+    }
+
+    #[test]
+    fn a_bundle_may_ask_for_ipa_and_a_planner_jig_lacks_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        // Batches of 4 take 250 ms: beyond JigsawServe's 2·L within the 400 ms SLO, but within IPA's L plus the
+        // wait for a full batch at 31.5 req/s (95 ms).
+        bundle(dir.path(), &[("cpu:1", 1, 50.0, 10.0), ("cpu:1", 4, 250.0, 30.0)]);
+        let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
+        let batches = |planner: &str| {
+            std::fs::write(dir.path().join("jig.toml"), format!("planner = \"{planner}\"\n{manifest}")).unwrap();
+            let bundle = Bundle::open(dir.path()).unwrap();
+            plan_for_deploy(&bundle, &[], &Capacity::cpu_only(8), &Observations::default())
+                .map(|d| (d.source.clone(), d.instances.iter().map(|i| (i.max_batch, i.count)).collect::<Vec<_>>()))
+        };
+        let (source, ipa) = batches("ipa").unwrap();
+        assert!(source.contains("by ipa"), "{source}");
+        assert_eq!(ipa, [(4, 2)], "two replicas of batch 4 serve 31.5 req/s on two cores");
+        let (source, jigsaw) = batches("jigsaw").unwrap();
+        assert!(source.contains("by jigsaw"), "{source}");
+        assert!(jigsaw.iter().all(|&(b, _)| b == 1), "{jigsaw:?}");
+        // The manifest refuses a planner jig lacks; it lists the planner crate's strategies.
+        let names: Vec<&str> = jig_planner::Strategy::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(names, jig_manifest::PLANNERS);
+        std::fs::write(dir.path().join("jig.toml"), format!("planner = \"compass\"\n{manifest}")).unwrap();
+        let refused = Bundle::open(dir.path()).unwrap_err().to_string();
+        assert!(
+            refused.contains("jig.toml") && refused.contains("compass") && refused.contains("jigsaw, ipa"),
+            "{refused}"
+        );
     }
 
     #[test]

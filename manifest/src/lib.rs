@@ -6,6 +6,7 @@
 //! ```toml
 //! manifest_version = 1                # optional: the format's version, 1 (the only one so far)
 //! name = "sign-reader"                # the app: letters, digits, `-` and `_`, at most 64
+//! planner = "jigsaw"                  # optional: the planner strategy, `jigsaw` (default) or `ipa`
 //!
 //! [slo]
 //! latency_ms = 800                    # end-to-end latency objective; the default deadline of an invocation
@@ -92,6 +93,10 @@ pub struct Manifest {
     /// The demand to plan for before the gateway has measured one.
     #[serde(default)]
     pub demand: Demand,
+    /// The planner strategy, one of [`PLANNERS`]: `jigsaw` (the default) or `ipa` (linear pipelines on CPU
+    /// cores).
+    #[serde(default)]
+    pub planner: Option<String>,
     /// The functions of its graph; the one no edge leads to is the entry.
     #[serde(default)]
     pub tasks: Vec<Task>,
@@ -111,6 +116,9 @@ impl Manifest {
 
 /// The manifest format this jig reads.
 pub const MANIFEST_VERSION: u32 = 1;
+
+/// The planner strategies `planner` may name (`jig_planner::Strategy`).
+pub const PLANNERS: [&str; 2] = ["jigsaw", "ipa"];
 
 /// The app's objectives.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -345,6 +353,11 @@ impl Bundle {
             ));
         }
         check_name("app name", &m.name).map_err(|e| e.0)?;
+        if let Some(planner) = &m.planner
+            && !PLANNERS.contains(&planner.as_str())
+        {
+            return Err(format!("`planner = \"{planner}\"`: jig has the planners {}", PLANNERS.join(", ")));
+        }
         if let Some(slo) = &m.slo {
             if slo.latency_ms == 0 {
                 return Err("`slo.latency_ms` must be positive".into());

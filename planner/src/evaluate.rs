@@ -10,6 +10,7 @@
 
 use crate::problem::Problem;
 use crate::spec::Weighting;
+use crate::strategy::Strategy;
 
 /// M(t,v,s,b) instances of one instance type and the rate routed to them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,7 +39,7 @@ pub struct Evaluation {
     pub task_demand_rps: Vec<f64>,
     /// Â(t) (10) normalised by the task's best variant.
     pub task_accuracy: Vec<f64>,
-    /// Σ 2·L̂(t) along each path (3), ms.
+    /// Σ 2·L̂(t) along each path (3), ms; for IPA, Σ of each task's batch latency and wait for a full batch.
     pub path_latency_ms: Vec<f64>,
     /// A_p (11), in accuracy units.
     pub path_accuracy: Vec<f64>,
@@ -46,7 +47,7 @@ pub struct Evaluation {
     pub accuracy: f64,
     /// Σ Ŝ(t) (7)–(8): the slices (GPU slices or CPU cores) the instances take.
     pub slices: u32,
-    /// Objective (14): α·A_obj − β·slices.
+    /// Objective (14): α·A_obj − β·slices; for IPA, its (9): α·100·A_obj − β·cores − δ·Σ batch.
     pub objective: f64,
     /// Every constraint the plan breaks, in words; empty when feasible.
     pub violations: Vec<String>,
@@ -80,6 +81,13 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     let n = problem.tasks.len();
     let mut violations = Vec::new();
     let mut latency = vec![0.0_f64; n];
+    // What (3) sums along a path per task: 2·L̂ (a batch waits at most one batch time), or for IPA the batch's
+    // latency plus the wait for a full batch at the least demand the task can see (Eq. 7).
+    let mut budget = vec![0.0_f64; n];
+    let least_demand = match problem.strategy {
+        Strategy::Jigsaw => Vec::new(),
+        Strategy::Ipa => problem.demand_bounds(|_, _| true).0,
+    };
     let mut capacity_ok = true;
     let mut slices = 0u32;
     let mut served = vec![0.0_f64; n];
@@ -100,6 +108,11 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
         };
         if a.instances > 0 {
             latency[a.task] = latency[a.task].max(c.latency_ms); // (1)–(2)
+            let own = match problem.strategy {
+                Strategy::Jigsaw => 2.0 * c.latency_ms,
+                Strategy::Ipa => c.latency_ms + crate::ipa::queueing_ms(a.batch, least_demand[a.task]),
+            };
+            budget[a.task] = budget[a.task].max(own);
         }
         if !(a.rate_rps >= 0.0 && close_enough(a.rate_rps, f64::from(a.instances) * c.throughput_rps)) {
             capacity_ok = false;
@@ -166,8 +179,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     }
 
     // (3)
-    let path_latency: Vec<f64> =
-        problem.paths.iter().map(|p| p.tasks.iter().map(|&t| 2.0 * latency[t]).sum()).collect();
+    let path_latency: Vec<f64> = problem.paths.iter().map(|p| p.tasks.iter().map(|&t| budget[t]).sum()).collect();
     for (p, &l) in problem.paths.iter().zip(&path_latency) {
         if !close_enough(l, problem.slo_latency_ms) {
             violations.push(format!(
@@ -208,7 +220,14 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
             accuracy, problem.slo_accuracy
         ));
     }
-    let objective = problem.objective.alpha * accuracy - problem.objective.beta * f64::from(slices);
+    let objective = match problem.strategy {
+        Strategy::Jigsaw => problem.objective.alpha * accuracy - problem.objective.beta * f64::from(slices),
+        Strategy::Ipa => {
+            let batches: u32 = plan.iter().filter(|a| a.instances > 0).map(|a| a.batch).sum();
+            let w = problem.ipa;
+            w.alpha * 100.0 * accuracy - w.beta * f64::from(slices) - w.delta * f64::from(batches)
+        }
+    };
     Evaluation {
         task_latency_ms: latency,
         task_demand_rps: demand,

@@ -5,7 +5,21 @@ use std::fmt::Write as _;
 
 use crate::error::PlanError;
 use crate::evaluate::Assignment;
-use crate::milp::{Relax, SolveOptions, solve_from, solve_relaxed};
+use crate::milp::{Relax, SolveOptions, Solved, solve_relaxed};
+use crate::strategy::{Strategy, solve_from};
+
+/// A solve by `problem`'s strategy, JigsawServe's as the bisection needs it (no relaxation, its options).
+fn solve_in(
+    problem: &Problem,
+    features: Features,
+    options: &SolveOptions,
+    previous: &[Assignment],
+) -> Result<Solved, PlanError> {
+    match problem.strategy {
+        Strategy::Jigsaw => solve_relaxed(problem, features, options, Relax::default(), previous),
+        Strategy::Ipa => crate::ipa::solve(problem, options),
+    }
+}
 use crate::problem::Problem;
 use crate::spec::{Features, Uninformed, Weighting};
 
@@ -43,7 +57,7 @@ impl MaxDemand {
         }
         let at = problem.clone().with_demand(self.demand_rps, problem.slices);
         let options = SolveOptions { time_limit_s, ..SolveOptions::default() };
-        match solve_relaxed(&at, self.features, &options, Relax::default(), &self.plan) {
+        match solve_in(&at, self.features, &options, &self.plan) {
             Ok(solved) => {
                 self.slices_used = slices(problem, &solved.assignments);
                 self.plan = solved.assignments;
@@ -71,7 +85,7 @@ pub fn max_demand(
     let mut timed_out_at: Option<f64> = None;
     let mut feasible = |r: f64| -> Result<Option<Vec<Assignment>>, PlanError> {
         let p = problem.clone().with_demand(r, problem.slices);
-        match solve_relaxed(&p, features, &feasibility, Relax::default(), &[]) {
+        match solve_in(&p, features, &feasibility, &[]) {
             Ok(s) => Ok(Some(s.assignments)),
             Err(PlanError::Infeasible(_)) => Ok(None),
             // Not shown infeasible, but no plan either: the bracket closes below `r`, which the table says.
@@ -218,11 +232,13 @@ mod tests {
                 }],
                 edges: Vec::new(),
                 paths: None,
+                planner: Default::default(),
             },
             segments: ["cpu:1", "cpu:2"].map(|name| SegmentSpec { name: name.into(), slices: None }).into(),
             resources: Resources { slices: 4, cores_per_host: Some(4), cpu_cores: None, gpu_slices: None },
             demand: DemandSpec { windows: vec![1.0], slack: Some(0.0) },
             objective: Objective::default(),
+            ipa: Default::default(),
             batch_sizes: None,
         };
         Problem::new(&spec, &[row("cpu:1", 100.0), row("cpu:2", 150.0)], "test").unwrap()

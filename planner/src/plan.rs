@@ -5,10 +5,11 @@ use std::fmt::Write as _;
 
 use crate::error::PlanError;
 use crate::evaluate::{Assignment, evaluate_as};
-use crate::milp::{SolveOptions, solve_from};
+use crate::milp::SolveOptions;
 use crate::placement::{Item, Placement, mig_counts, pack_layouts, place_on};
 use crate::problem::Problem;
 use crate::spec::Features;
+use crate::strategy::solve_from;
 use serde::Serialize;
 
 /// Plan `problem` in configuration space `features`.
@@ -89,6 +90,7 @@ pub fn plan_from(
         .collect();
     Ok(Plan {
         app: problem.app.clone(),
+        planner: problem.strategy,
         features: features.to_string(),
         demand_rps: problem.demand_rps,
         slo_latency_ms: problem.slo_latency_ms,
@@ -117,6 +119,8 @@ pub struct Plan {
     pub app: String,
     /// The configuration space planned in, as [`Features`] displays it: `A+S+T`, `S`, `Unopt`…
     pub features: String,
+    /// The strategy that planned it (`features` are JigsawServe's switches, which IPA does not read).
+    pub planner: crate::strategy::Strategy,
     /// R, the demand at the roots (req/s).
     pub demand_rps: f64,
     /// SLO_l: the latency bound on every path, ms.
@@ -246,7 +250,11 @@ impl Plan {
             s,
             "plan for `{}` [{}] at {:.1} req/s: {} of {} slices, accuracy {:.4} of the best (linear bound {:.4}), objective {:.4}",
             self.app,
-            self.features,
+            if self.planner == crate::strategy::Strategy::Jigsaw {
+                self.features.clone()
+            } else {
+                self.planner.to_string()
+            },
             self.demand_rps,
             self.slices_used,
             self.slices_available,

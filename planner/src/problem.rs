@@ -39,6 +39,10 @@ pub struct Problem {
     pub cores_per_host: u32,
     /// α, β of objective (14).
     pub objective: Objective,
+    /// The planner strategy that plans it (`app.planner`).
+    pub strategy: crate::strategy::Strategy,
+    /// IPA's weights, when `strategy` is IPA.
+    pub ipa: crate::spec::IpaSpec,
     /// R, req/s at every root task.
     pub demand_rps: f64,
     /// Where the profile table came from, for the plan's report.
@@ -356,6 +360,8 @@ impl Problem {
             gpu_slices: spec.resources.gpu_slices,
             cores_per_host: spec.resources.cores_per_host.unwrap_or(16).max(1),
             objective: spec.objective,
+            strategy: spec.app.planner,
+            ipa: spec.ipa,
             demand_rps,
             profile_source: profile_source.to_string(),
             index,

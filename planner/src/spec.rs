@@ -28,6 +28,9 @@ pub struct PlanSpec {
     /// α, β of objective (14); the paper's §4.4 weights when absent.
     #[serde(default)]
     pub objective: Objective,
+    /// IPA's weights (`[ipa]`), read when `app.planner = "ipa"`.
+    #[serde(default)]
+    pub ipa: IpaSpec,
     /// Maximum batch sizes to consider; all the profile table has when absent.
     #[serde(default)]
     pub batch_sizes: Option<Vec<u32>>,
@@ -73,6 +76,9 @@ pub struct AppSpec {
     /// Paths and their request fractions f_p; when absent, every root-to-sink path with equal fractions.
     #[serde(default)]
     pub paths: Option<Vec<PathSpec>>,
+    /// The planner strategy: `jigsaw` (the default) or `ipa`.
+    #[serde(default)]
+    pub planner: crate::strategy::Strategy,
 }
 
 /// A task t: one node of the function graph, and the model variants that may serve it.
@@ -309,6 +315,28 @@ impl Objective {
     pub fn scaled_to(slices: u32) -> Self {
         let paper = Self::default();
         Self { beta: paper.beta * 28.0 / f64::from(slices.max(1)), ..paper }
+    }
+}
+
+/// IPA's objective weights and base-allocation threshold (`[ipa]`, [`crate::ipa`]): maximise
+/// α·PAS − β·cores − δ·Σ batch, PAS in percent. The defaults are the paper's for its video pipeline (Table 15,
+/// and Appendix A's 4 req/s threshold for detection and classification).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IpaSpec {
+    /// α: the weight of PAS, the pipeline's accuracy in percent of its best.
+    pub alpha: f64,
+    /// β: the cost of one core.
+    pub beta: f64,
+    /// δ: the cost of one request of batch size, a tie-break towards smaller batches.
+    pub delta: f64,
+    /// th of Eq. 1: the req/s one replica must sustain at batch 1 on its variant's base allocation.
+    pub threshold_rps: f64,
+}
+
+impl Default for IpaSpec {
+    fn default() -> Self {
+        Self { alpha: 2.0, beta: 1.0, delta: 1e-6, threshold_rps: 4.0 }
     }
 }
 

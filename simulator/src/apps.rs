@@ -188,11 +188,13 @@ impl PaperApp {
                         .map(|(p, f)| PathSpec { tasks: p.iter().map(|s| s.to_string()).collect(), fraction: *f })
                         .collect(),
                 ),
+                planner: Default::default(),
             },
             segments: analytic::segment_kinds().iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
             resources: Resources { slices, cores_per_host: None, cpu_cores: None, gpu_slices: None },
             demand: DemandSpec { windows: vec![demand_rps], slack: None },
             objective: Objective::scaled_to(slices),
+            ipa: Default::default(),
             batch_sizes: None,
         }
     }

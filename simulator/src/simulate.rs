@@ -42,9 +42,10 @@ use crate::trace::Trace;
 use jig_planner::error::PlanError;
 use jig_planner::evaluate::Assignment;
 use jig_planner::max_demand::max_demand;
-use jig_planner::milp::{SolveOptions, solve, solve_from};
+use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
 use jig_planner::spec::{DemandSpec, Features, Replan, SegmentKind};
+use jig_planner::{solve, solve_from};
 
 /// How to simulate.
 #[derive(Debug, Clone)]

@@ -42,7 +42,11 @@ pub struct PlanCommand {
     /// analytic profiles unless --profiles is given.
     #[arg(long)]
     pub app: Option<String>,
-    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all`.
+    /// The planner strategy: `jigsaw` (JigsawServe's MILP) or `ipa` (IPA's: linear pipelines on CPU cores,
+    /// one variant, batch size and replica count per stage). Default: the spec's or bundle's `planner`.
+    #[arg(long)]
+    pub planner: Option<jig_planner::Strategy>,
+    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all` (JigsawServe's switches).
     #[arg(long, default_value = "all")]
     pub features: String,
     /// Plan in each of the eight A/S/T spaces.
@@ -111,7 +115,7 @@ impl PlanCommand {
         if self.max_demand {
             return run_max_demand(self);
         }
-        let problem = match self.source()? {
+        let mut problem = match self.source()? {
             // The layout to write is the one the plan wants, whatever MIG instances exist now.
             Source::Bundle { dir, profiles } if self.mig_config.is_some() => {
                 let any = MigInstances::AnyLayout;
@@ -119,6 +123,9 @@ impl PlanCommand {
             }
             source => source.problem(self.slices, self.demand, (28, 50.0), None)?,
         };
+        if let Some(planner) = self.planner {
+            problem.strategy = planner;
+        }
         plan_problem(self, &problem)
     }
 

@@ -39,7 +39,11 @@ pub struct SimulateCommand {
     /// values: `Objective::scaled_to`), the spec's otherwise.
     #[arg(long)]
     pub slices: Option<u32>,
-    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all`.
+    /// The planner strategy that plans each interval: `jigsaw` or `ipa` (linear pipelines on CPU cores).
+    /// Default: the spec's or bundle's `planner`.
+    #[arg(long)]
+    pub planner: Option<jig_planner::Strategy>,
+    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all` (JigsawServe's switches).
     #[arg(long, default_value = "all")]
     pub features: String,
     /// Simulate A+S+T, S+T, A+T and A+S on the same trace (the paper's Figure 4).
@@ -115,7 +119,10 @@ impl SimulateCommand {
         // The plan's demand comes from the trace (or --demand), not the problem's.
         let status = self.observed.as_deref().map(read_status).transpose()?;
         let observed = status.as_ref().map(Observations::from_status);
-        let problem = source.problem(self.slices, None, (28, 1.0), observed.as_ref())?;
+        let mut problem = source.problem(self.slices, None, (28, 1.0), observed.as_ref())?;
+        if let Some(planner) = self.planner {
+            problem.strategy = planner;
+        }
         // The paper adds ~10 ms per communication hop (§4.4); a bundle's --overhead-ms is measured instead.
         let hop_ms = self.hop_ms.unwrap_or(if matches!(source, Source::Paper { .. }) { 10.0 } else { 0.0 });
         if !(hop_ms.is_finite() && hop_ms >= 0.0) {
