@@ -4,14 +4,18 @@
 //! variant × segment × batch size), a function graph with its latency and accuracy objectives, and the expected
 //! demand, it decides which variant each task runs, on which segment type, with which maximum batch size and how
 //! many instances, so that the objectives hold at the lowest cost, and places the instances on GPUs and CPU
-//! hosts. It is the JigsawServe MILP (§3.2) on HiGHS, with the paper's A/S/T baselines.
+//! hosts. It is the JigsawServe MILP (§3.2) on HiGHS, with the paper's A/S/T baselines, and IPA's planner for
+//! linear CPU pipelines ([`strategy`] picks one per problem).
 //!
 //! ## Modules
 //!
 //! * [`spec`]: the input spec; [`profile`]: the CSV profile table `jig profile` writes.
 //! * [`problem`]: the validated problem (graph checked and ordered, paths and weights, profiles joined).
+//! * [`strategy`]: which planner plans a problem (`app.planner`): the one entry point, [`solve`] /
+//!   [`solve_from`], that the deploy path, the controller and the simulator call.
 //! * [`milp`]: the formulation below, solved by `good_lp` + HiGHS; when no plan exists, it names the binding
 //!   constraint by solving relaxations.
+//! * [`ipa`]: IPA's integer program (its own module docs).
 //! * [`baselines`]: the A/S/T switches and Appendix B's static budgets.
 //! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
 //! * [`placement`]: MIG instances onto GPUs by the plan's layouts (or the cheapest packing into valid

@@ -161,7 +161,7 @@ pub struct Instances {
 pub struct Simulation {
     /// The app simulated.
     pub app: String,
-    /// The configuration space, e.g. `A+S+T`.
+    /// The configuration space, e.g. `A+S+T`, or the planner when it is not JigsawServe (`ipa`).
     pub features: String,
     /// S_avail: GPU slices (or CPU cores) the plans could use.
     pub slices_available: u32,
@@ -317,7 +317,11 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
     };
     Ok(Simulation {
         app: problem.app.clone(),
-        features: options.features.to_string(),
+        // IPA reads none of JigsawServe's A/S/T switches: its runs are labelled by the planner.
+        features: match problem.strategy {
+            jig_planner::Strategy::Jigsaw => options.features.to_string(),
+            other => other.to_string(),
+        },
         slices_available: problem.slices,
         beta: problem.objective.beta,
         bins,

@@ -215,7 +215,7 @@ fn simulate_problem(
     // The spaces are independent: each simulates on its own thread (the bins of one space follow each other,
     // each planned from what the last one observed).
     let simulate_space = |features: Features| {
-        eprintln!("jig simulate: {} in {features}, {} bins …", problem.app, trace.rates.len());
+        eprintln!("jig simulate: {} in {features} ({}), {} bins …", problem.app, problem.strategy, trace.rates.len());
         let options = SimOptions {
             features,
             solve,
