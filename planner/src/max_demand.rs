@@ -6,22 +6,9 @@ use std::fmt::Write as _;
 use crate::error::PlanError;
 use crate::evaluate::Assignment;
 use crate::milp::{Relax, SolveOptions, Solved, solve_relaxed};
-use crate::strategy::{Strategy, solve_from};
-
-/// A solve by `problem`'s strategy, JigsawServe's as the bisection needs it (no relaxation, its options).
-fn solve_in(
-    problem: &Problem,
-    features: Features,
-    options: &SolveOptions,
-    previous: &[Assignment],
-) -> Result<Solved, PlanError> {
-    match problem.strategy {
-        Strategy::Jigsaw => solve_relaxed(problem, features, options, Relax::default(), previous),
-        Strategy::Ipa => crate::ipa::solve(problem, options),
-    }
-}
 use crate::problem::Problem;
 use crate::spec::{Features, Uninformed, Weighting};
+use crate::strategy::{Strategy, solve_from};
 
 /// The paper's Figure 3 (traffic analysis, 840 slices): maximum demand normalised to Unopt, in the order of
 /// [`Features::combinations`] (Unopt, S, A, T, A+T, S+T, A+S, A+S+T).
@@ -67,6 +54,19 @@ impl MaxDemand {
             Err(e) => return Err(e),
         }
         Ok(self)
+    }
+}
+
+/// A solve by `problem`'s strategy, JigsawServe's as the bisection needs it (no relaxation, its options).
+fn solve_in(
+    problem: &Problem,
+    features: Features,
+    options: &SolveOptions,
+    previous: &[Assignment],
+) -> Result<Solved, PlanError> {
+    match problem.strategy {
+        Strategy::Jigsaw => solve_relaxed(problem, features, options, Relax::default(), previous),
+        Strategy::Ipa => crate::ipa::solve(problem, options),
     }
 }
 

@@ -139,6 +139,9 @@ impl PlanCommand {
         {
             bail!("--demand must be a non-negative rate");
         }
+        if self.max_demand && self.planner.is_some_and(|p| p != jig_planner::Strategy::Jigsaw) {
+            bail!("--max-demand compares JigsawServe's A/S/T spaces: drop --planner");
+        }
         if self.mig_config.is_some() && (self.each || self.max_demand) {
             bail!("--mig-config writes one plan's MIG layout: drop --each and --max-demand");
         }
