@@ -37,7 +37,7 @@ use good_lp::{
 
 use crate::error::PlanError;
 use crate::evaluate::Assignment;
-use crate::milp::{SolveOptions, Solved};
+use crate::milp::{SolveOptions, Solved, highs_with};
 use crate::problem::{Config, Problem};
 use crate::spec::SegmentKind;
 
@@ -228,13 +228,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
     rows.push(constraint!(used.clone() <= cores));
     rows.push(constraint!(pas.clone() >= problem.slo_accuracy));
     let objective = 100.0 * weights.alpha * pas - weights.beta * used - weights.delta * batches;
-    let mut model = vars
-        .maximise(objective)
-        .using(highs)
-        .set_time_limit(options.time_limit_s)
-        .set_option("output_flag", std::env::var_os("JIG_HIGHS_LOG").is_some())
-        .set_option("log_to_console", std::env::var_os("JIG_HIGHS_LOG").is_some())
-        .set_option("random_seed", options.random_seed as i32);
+    let mut model = vars.maximise(objective).using(|p| highs_with(highs(p), options));
     for row in rows {
         model.add_constraint(row);
     }

@@ -5,7 +5,7 @@ mod infeasible;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use good_lp::solvers::highs::highs;
+use good_lp::solvers::highs::{HighsProblem, highs};
 use good_lp::{
     Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable,
     WithInitialSolution, constraint, variable,
@@ -54,6 +54,17 @@ impl Default for SolveOptions {
             feasibility_only: false,
         }
     }
+}
+
+/// HiGHS with `options`' time limit and random seed; `JIG_HIGHS_LOG=1` prints its log, to see where a slow
+/// solve spends its time.
+pub(crate) fn highs_with(model: HighsProblem, options: &SolveOptions) -> HighsProblem {
+    let log = std::env::var_os("JIG_HIGHS_LOG").is_some();
+    model
+        .set_time_limit(options.time_limit_s)
+        .set_option("output_flag", log)
+        .set_option("log_to_console", log)
+        .set_option("random_seed", options.random_seed as i32)
 }
 
 /// What the solver returned.
@@ -456,12 +467,7 @@ pub(crate) fn solve_relaxed(
         .collect();
     let mut model = vars
         .maximise(objective)
-        .using(highs)
-        .set_time_limit(options.time_limit_s)
-        // `JIG_HIGHS_LOG=1` prints HiGHS's log, to see where a slow solve spends its time.
-        .set_option("output_flag", std::env::var_os("JIG_HIGHS_LOG").is_some())
-        .set_option("log_to_console", std::env::var_os("JIG_HIGHS_LOG").is_some())
-        .set_option("random_seed", options.random_seed as i32)
+        .using(|p| highs_with(highs(p), options))
         // HiGHS's root reduced-cost heuristic (a sub-MIP over the columns the root LP prices near zero) finds
         // the plans that end the search at hundreds of slices, but on a few dozen it costs more than it saves:
         // measured in BENCHMARKS.md ("Planner").
