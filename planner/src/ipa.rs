@@ -162,6 +162,13 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
                 here.push(Candidate { config: i, bound, latency_ms });
             }
         }
+        if base[t].iter().all(Option::is_none) {
+            return Err(PlanError::Input(format!(
+                "app `{}`: task `{}` has no `cpu:N` rows in {}: the IPA planner plans on CPU cores (`jig profile` \
+                 measures them)",
+                problem.app, problem.tasks[t].name, problem.profile_source
+            )));
+        }
         if here.is_empty() {
             return Err(PlanError::Infeasible(format!(
                 "app `{}`: task `{}` has no variant whose base allocation fits {cores} cores and whose batch latency, \

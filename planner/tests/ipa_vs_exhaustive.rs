@@ -232,3 +232,22 @@ fn the_strategy_is_read_from_the_spec() {
     let bad = PlanSpec::from_toml(&text.replace("\"ipa\"", "\"compass\"")).unwrap_err().to_string();
     assert!(bad.contains("unknown variant `compass`") && bad.contains("jigsaw"), "{bad}");
 }
+
+#[test]
+fn a_task_profiled_off_cpu_cores_is_named() {
+    let case = Case {
+        variants: vec![vec![(90.0, 1.0)]; 2],
+        profile: vec![(10.0, 20.0); 2],
+        slo_ms: 1000.0,
+        slo_acc: 0.0,
+        demand: 5.0,
+        cores: 16,
+        weights: IpaSpec::default(),
+    };
+    let mut problem = case.problem();
+    for segment in &mut problem.segments {
+        segment.kind = SegmentKind::parse("mps:0:50").unwrap();
+    }
+    let err = solve(&problem, jig_planner::Features::ALL, &SolveOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("app `chain`") && err.contains("task `a`") && err.contains("cpu:N"), "{err}");
+}
