@@ -232,6 +232,23 @@ fn two_workers_are_independent() {
 }
 
 #[test]
+fn an_instance_counts_its_workers_restarts() {
+    use jig_model_host::instance::{Instance, InstanceConfig};
+    let worker = start("cpu-0/mixed", "mixed");
+    let pid = worker.pid().unwrap();
+    let instance = Instance::start(InstanceConfig::new("mixed@worker"), move || Ok(worker)).unwrap();
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let infer = |inputs: Vec<Tensor>| tokio.block_on(instance.infer(inputs, Instant::now() + Duration::from_secs(30)));
+    let (inputs, want) = mixed_batch(4);
+    assert_eq!(f32s(&infer(inputs.clone()).unwrap()[0]), want);
+    assert_eq!(instance.restarts(), 0);
+    kill(pid);
+    assert!(infer(inputs.clone()).is_err(), "the batch the worker died in fails");
+    assert_eq!(f32s(&infer(inputs).unwrap()[0]), want, "the next batch runs in a fresh process");
+    assert_eq!(instance.restarts(), 1);
+}
+
+#[test]
 fn dropping_a_worker_ends_its_process() {
     let worker = start("cpu-0/mixed", "mixed");
     let pid = worker.pid().unwrap();

@@ -11,6 +11,7 @@
 //! | `jig_task_duration_seconds` | app, task | glue invocation latency, `infer` calls included (histogram) |
 //! | `jig_instance_requests_total` … | app, slot, instance | per model instance: requests, batches, rows, drops, failures |
 //! | `jig_instance_busy_seconds_total` | app, slot, instance | time spent running batches: its rate is the segment's use |
+//! | `jig_instance_restarts_total` | app, slot, instance | times the instance's worker process was replaced after dying |
 //! | `jig_instance_queue_depth` | app, slot, instance | requests waiting for a batch |
 //! | `jig_edge_factor` | app, from, to | observed invocations of model task `to` per invocation of `from` |
 //! | `jig_cpu_cores` | state | cores the gateway may give instances: `free`, or `held` by an app's instances |
@@ -262,6 +263,12 @@ impl prometheus_client::collector::Collector for InstanceCollector {
             for (labels, instance) in &rows {
                 ConstCounter::new(read(instance.stats())).encode(family.encode_family(labels)?)?;
             }
+        }
+        let counter = ConstCounter::new(0u64);
+        let help = "Times a model instance's worker process was replaced after dying or misbehaving (0 in process)";
+        let mut family = encoder.encode_descriptor("instance_restarts", help, None, counter.metric_type())?;
+        for (labels, instance) in &rows {
+            ConstCounter::new(instance.restarts()).encode(family.encode_family(labels)?)?;
         }
         let busy = ConstCounter::new(0.0f64);
         let mut family = encoder.encode_descriptor(

@@ -36,6 +36,10 @@ pub trait Executor: Send + Sync {
     fn buffer(&self, _len: usize) -> Option<crate::worker::SharedBuffer> {
         None
     }
+    /// How many times the executor's process was replaced after dying (a worker's); `None` in process.
+    fn restarts(&self) -> Option<Arc<AtomicU64>> {
+        None
+    }
 }
 
 impl Executor for Model {
@@ -211,6 +215,7 @@ pub struct Instance {
     outputs: Vec<TensorSpec>,
     queue: mpsc::Sender<Job>,
     stats: Arc<Stats>,
+    restarts: Option<Arc<AtomicU64>>,
 }
 
 impl Instance {
@@ -224,7 +229,8 @@ impl Instance {
         let config = Arc::new(config);
         let stats = Arc::new(Stats::default());
         let (queue, jobs) = mpsc::channel::<Job>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<(Vec<TensorSpec>, Vec<TensorSpec>), String>>();
+        type Ready = (Vec<TensorSpec>, Vec<TensorSpec>, Option<Arc<AtomicU64>>);
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Ready, String>>();
         let start_error = |detail: String| InstanceError::Start { instance: config.name.clone(), detail };
         {
             let (config, stats) = (config.clone(), stats.clone());
@@ -244,7 +250,11 @@ impl Instance {
                             return;
                         }
                     };
-                    let _ = ready_tx.send(Ok((executor.inputs().to_vec(), executor.outputs().to_vec())));
+                    let _ = ready_tx.send(Ok((
+                        executor.inputs().to_vec(),
+                        executor.outputs().to_vec(),
+                        executor.restarts(),
+                    )));
                     // A model with an input that has no batch dimension (a Piper voice's `scales`) cannot stack
                     // requests: it runs them one at a time.
                     let batchable = executor.inputs().iter().all(TensorSpec::batchable);
@@ -256,8 +266,8 @@ impl Instance {
                 .map_err(|e| start_error(e.to_string()))?;
         }
         let specs = ready_rx.recv().map_err(|_| start_error("the instance thread died while loading".into()))?;
-        let (inputs, outputs) = specs.map_err(start_error)?;
-        Ok(Instance { inputs, outputs, config, queue, stats })
+        let (inputs, outputs, restarts) = specs.map_err(start_error)?;
+        Ok(Instance { inputs, outputs, config, queue, stats, restarts })
     }
 
     /// The instance's name, from its [`InstanceConfig`].
@@ -284,6 +294,11 @@ impl Instance {
     /// Its counters, updated as it runs.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// How many times its worker process was replaced after dying or misbehaving (0 in process).
+    pub fn restarts(&self) -> u64 {
+        self.restarts.as_ref().map_or(0, |r| r.load(Ordering::Relaxed))
     }
 
     /// Queue `inputs` for the next batch and wait for this request's outputs.

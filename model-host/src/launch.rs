@@ -159,6 +159,9 @@ impl Executor for Loaded {
     fn buffer(&self, len: usize) -> Option<crate::worker::SharedBuffer> {
         self.executor.buffer(len)
     }
+    fn restarts(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicU64>> {
+        self.executor.restarts()
+    }
 }
 
 impl Launcher {

@@ -315,7 +315,8 @@ struct Inner {
     outputs: Vec<TensorSpec>,
     /// Outside the lock, so a supervisor can read it while a batch is in flight. 0: no process.
     pid: AtomicU32,
-    restarts: AtomicU64,
+    /// Shared with the instance that runs it, for its metrics ([`crate::instance::Executor::restarts`]).
+    restarts: Arc<AtomicU64>,
     closed: AtomicBool,
     process: Mutex<Option<Process>>,
 }
@@ -330,7 +331,7 @@ impl Worker {
             spec,
             inputs,
             outputs,
-            restarts: AtomicU64::new(0),
+            restarts: Arc::default(),
             closed: AtomicBool::new(false),
             process: Mutex::new(Some(process)),
         };
@@ -841,6 +842,9 @@ impl crate::instance::Executor for Worker {
     fn buffer(&self, len: usize) -> Option<SharedBuffer> {
         Worker::buffer(self, len)
     }
+    fn restarts(&self) -> Option<Arc<AtomicU64>> {
+        Some(self.inner.restarts.clone())
+    }
 }
 
 /// `detail`, a failed batch's error, with what to do when it says the GPU's memory ran out: ONNX Runtime's CUDA
@@ -902,7 +906,7 @@ mod tests {
             inputs: Vec::new(),
             outputs: Vec::new(),
             pid: AtomicU32::new(0),
-            restarts: AtomicU64::new(0),
+            restarts: Arc::default(),
             closed: AtomicBool::new(false),
             process: Mutex::new(None),
         };
