@@ -39,7 +39,7 @@ use crate::error::PlanError;
 use crate::evaluate::Assignment;
 use crate::milp::{SolveOptions, Solved, highs_with};
 use crate::problem::{Config, Problem};
-use crate::spec::SegmentKind;
+use crate::spec::{IpaVariants, SegmentKind};
 
 /// The worst-case wait of a request for a full batch of `batch` at `demand_rps` (Eq. 7), ms: the first
 /// request of a batch waits for b − 1 more. Infinite where no demand can arrive.
@@ -142,6 +142,16 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
         problem.configs.iter().filter(|c| matches!(problem.segments[c.segment].kind, SegmentKind::Cpu { .. }));
     let profiled = cpu_types.count();
 
+    // The baselines fix each stage's variant: its least accurate one, or its most accurate (`best`).
+    let lightest = |t: usize| {
+        let variants = &problem.tasks[t].variants;
+        (0..variants.len()).min_by(|&a, &b| variants[a].accuracy.total_cmp(&variants[b].accuracy))
+    };
+    let allowed = |t: usize, v: usize| match weights.variants {
+        IpaVariants::Switch => true,
+        IpaVariants::Lightest => lightest(t) == Some(v),
+        IpaVariants::Heaviest => problem.tasks[t].best == v,
+    };
     // Candidates: each stage's variants on their base allocation, at every profiled batch that could fit.
     struct Candidate {
         config: usize,
@@ -152,12 +162,16 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
     for &t in &stages {
         let mut here = Vec::new();
         for (i, c) in problem.configs.iter().enumerate().filter(|(_, c)| c.task == t) {
-            if base[t][c.variant] != Some(c.segment) {
+            if base[t][c.variant] != Some(c.segment) || !allowed(t, c.variant) {
                 continue;
             }
             let latency_ms = c.latency_ms + queueing_ms(c.batch, demand_min[t]);
             let slices = problem.segments[c.segment].slices.max(1);
-            let bound = ((demand_max[t] / c.throughput_rps - 1e-9).ceil().max(1.0) as u32).min(cores / slices);
+            let bound = match weights.replicas {
+                0 => ((demand_max[t] / c.throughput_rps - 1e-9).ceil().max(1.0) as u32).min(cores / slices),
+                fixed if fixed * slices <= cores => fixed,
+                _ => 0, // the fixed replicas do not fit the cores
+            };
             if latency_ms <= problem.slo_latency_ms && bound > 0 {
                 here.push(Candidate { config: i, bound, latency_ms });
             }
@@ -199,6 +213,9 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
             let (i, n) = (active[s][k], replicas[s][k]);
             one += i;
             rows.push(constraint!(n <= f64::from(cand.bound) * i));
+            if weights.replicas > 0 {
+                rows.push(constraint!(n == f64::from(weights.replicas) * i));
+            }
             let w = vars.add(variable().min(0).max(demand_max[t]));
             let r = rate_in[s].clone();
             rows.extend([

@@ -332,12 +332,31 @@ pub struct IpaSpec {
     pub delta: f64,
     /// th of Eq. 1: the req/s one replica must sustain at batch 1 on its variant's base allocation.
     pub threshold_rps: f64,
+    /// Which variants a stage may run: `switch` (IPA: any), or one fixed, as the paper's baselines run:
+    /// `lightest` (FA2-low) or `heaviest` (FA2-high, the most accurate).
+    pub variants: IpaVariants,
+    /// Replicas of every stage fixed to this many (RIM: model switching and batching without scaling); 0:
+    /// chosen by the program.
+    pub replicas: u32,
 }
 
 impl Default for IpaSpec {
     fn default() -> Self {
-        Self { alpha: 2.0, beta: 1.0, delta: 1e-6, threshold_rps: 4.0 }
+        Self { alpha: 2.0, beta: 1.0, delta: 1e-6, threshold_rps: 4.0, variants: IpaVariants::Switch, replicas: 0 }
     }
+}
+
+/// Which variants IPA's program may choose per stage ([`IpaSpec::variants`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpaVariants {
+    /// Any: model switching, as IPA does.
+    #[default]
+    Switch,
+    /// Each stage's least accurate variant (FA2-low).
+    Lightest,
+    /// Each stage's most accurate variant (FA2-high).
+    Heaviest,
 }
 
 /// The A/S/T feature switches of the paper's ablation (§4.3).

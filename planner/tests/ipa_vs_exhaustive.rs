@@ -1,7 +1,8 @@
 //! The IPA strategy: on random small linear pipelines (≤ 3 stages, ≤ 3 variants, CPU segments of 1, 2 and 4
-//! cores, batches 1, 2, 4), its plan passes the independent evaluator and its objective matches exhaustive
-//! search of IPA's program (one variant on its base allocation, one batch size and the fewest replicas that
-//! serve the stage's demand, per stage); and a graph that is no chain is refused by name.
+//! cores, batches 1, 2, 4), with model switching or the baselines' fixed variants or replicas, its plan passes
+//! the independent evaluator and its objective matches exhaustive search of IPA's program (one variant on its
+//! base allocation, one batch size and the fewest replicas that serve the stage's demand, per stage); and a
+//! graph that is no chain is refused by name.
 
 use jig_planner::evaluate::evaluate;
 use jig_planner::ipa::{base_allocations, queueing_ms, stages};
@@ -39,18 +40,33 @@ fn case() -> impl Strategy<Value = Case> {
             1.0f64..60.0,
             4u32..40,
             (prop_oneof![Just(2.0), Just(10.0), Just(40.0)], prop_oneof![Just(1.0), Just(0.5)], 1.0f64..60.0),
+            (
+                prop_oneof![Just(IpaVariants::Switch), Just(IpaVariants::Lightest), Just(IpaVariants::Heaviest)],
+                prop_oneof![3 => Just(0u32), 1 => 1u32..4],
+            ),
         )
-            .prop_map(|(variants, profile, slo_ms, slo_acc, demand, cores, (alpha, beta, threshold_rps))| {
-                Case {
+            .prop_map(
+                |(
                     variants,
                     profile,
                     slo_ms,
                     slo_acc,
                     demand,
                     cores,
-                    weights: IpaSpec { alpha, beta, delta: 1e-6, threshold_rps },
-                }
-            })
+                    (alpha, beta, threshold_rps),
+                    (mode, replicas),
+                )| {
+                    Case {
+                        variants,
+                        profile,
+                        slo_ms,
+                        slo_acc,
+                        demand,
+                        cores,
+                        weights: IpaSpec { alpha, beta, delta: 1e-6, threshold_rps, variants: mode, replicas },
+                    }
+                },
+            )
     })
 }
 
@@ -122,7 +138,20 @@ fn exhaustive(problem: &Problem) -> Option<f64> {
     let least = problem.demand_bounds(|_, _| true).0;
     let choices: Vec<Vec<&jig_planner::problem::Config>> = order
         .iter()
-        .map(|&t| problem.configs.iter().filter(|c| c.task == t && base[t][c.variant] == Some(c.segment)).collect())
+        .map(|&t| {
+            let variants = &problem.tasks[t].variants;
+            let lightest = (0..variants.len()).min_by(|&a, &b| variants[a].accuracy.total_cmp(&variants[b].accuracy));
+            let allowed = |v: usize| match problem.ipa.variants {
+                IpaVariants::Switch => true,
+                IpaVariants::Lightest => Some(v) == lightest,
+                IpaVariants::Heaviest => v == problem.tasks[t].best,
+            };
+            problem
+                .configs
+                .iter()
+                .filter(|c| c.task == t && base[t][c.variant] == Some(c.segment) && allowed(c.variant))
+                .collect()
+        })
         .collect();
     let mut best: Option<f64> = None;
     let mut pick = vec![0usize; order.len()];
@@ -130,7 +159,12 @@ fn exhaustive(problem: &Problem) -> Option<f64> {
         let (mut rate, mut latency, mut pas, mut cores, mut batches) = (problem.demand_rps, 0.0, 1.0, 0u32, 0u32);
         for (s, &t) in order.iter().enumerate() {
             let c = choices[s][pick[s]];
-            let replicas = ((rate / c.throughput_rps) - 1e-9).ceil().max(1.0) as u32;
+            let needed = ((rate / c.throughput_rps) - 1e-9).ceil().max(1.0) as u32;
+            let replicas = match problem.ipa.replicas {
+                0 => needed,
+                fixed if fixed >= needed => fixed,
+                _ => u32::MAX / 64, // too few replicas: over any core budget
+            };
             cores += replicas * problem.segments[c.segment].slices;
             latency += c.latency_ms + queueing_ms(c.batch, least[t]);
             pas *= problem.tasks[t].normalised_accuracy(c.variant);
