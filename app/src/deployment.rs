@@ -698,9 +698,9 @@ fn plan_with_profiles(
                 count: e.instances,
                 rate_rps: e.rate_rps / e.instances.max(1) as f64,
                 latency_ms: e.latency_ms,
-                wait_ms: task.latency_ms,
-                drop_budget_ms: plan.drop_budget_ms(&task.task).unwrap_or(0.0),
-                stale_ms: plan.stale_after_ms(&task.task).unwrap_or(2.0 * task.latency_ms),
+                wait_ms: task.policy.wait_ms,
+                drop_budget_ms: task.policy.drop_budget_ms,
+                stale_ms: task.policy.stale_ms,
                 places,
             });
         }

@@ -176,4 +176,4 @@ pub use milp::SolveOptions;
 pub use plan::{Plan, plan, plan_from};
 pub use problem::Problem;
 pub use spec::{Features, PlanSpec, Uninformed, Weighting};
-pub use strategy::{Strategy, solve, solve_from};
+pub use strategy::{Strategy, TaskPolicy, runtime_policies, solve, solve_from};

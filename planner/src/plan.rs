@@ -9,7 +9,7 @@ use crate::milp::SolveOptions;
 use crate::placement::{Item, Placement, mig_counts, pack_layouts, place_on};
 use crate::problem::Problem;
 use crate::spec::Features;
-use crate::strategy::solve_from;
+use crate::strategy::{TaskPolicy, runtime_policies, solve_from};
 use serde::Serialize;
 
 /// Plan `problem` in configuration space `features`.
@@ -48,6 +48,7 @@ pub fn plan_from(
     // objective does not count GPUs): the exact packing, where it is found, uses the fewest of both.
     let packing = pack_layouts(&mig_counts(items.iter().map(|it| &it.kind)));
     let placement = place_on(&items, problem.cores_per_host, packing.as_deref().unwrap_or(&solved.gpu_layouts));
+    let policies = runtime_policies(problem, &solved.assignments);
     let tasks = problem
         .tasks
         .iter()
@@ -57,6 +58,7 @@ pub fn plan_from(
             demand_rps: eval.task_demand_rps[t],
             latency_ms: eval.task_latency_ms[t],
             accuracy: eval.task_accuracy[t],
+            policy: policies[t],
             entries: solved
                 .assignments
                 .iter()
@@ -156,6 +158,8 @@ pub struct TaskPlan {
     pub latency_ms: f64,
     /// Â(t) normalised to the task's best variant.
     pub accuracy: f64,
+    /// How its instances batch and drop ([`runtime_policies`]).
+    pub policy: TaskPolicy,
     /// The instance types serving the task; it may mix variants, segment types and batch sizes.
     pub entries: Vec<PlanEntry>,
 }
@@ -210,37 +214,16 @@ pub struct SolveInfo {
 }
 
 impl Plan {
-    /// The early-drop budget of a request at `task` (§3.3), ms: the time it still needs at the least, which is
-    /// this task's slowest planned batch latency followed, on the slowest path on from it, by the fastest
-    /// planned instance type of every later task, run without waiting for a batch. A request with less time
-    /// left before its deadline cannot make it and is dropped at once. `None` for a task the plan lacks.
+    /// How long a request may have left at `task` before it is dropped at once, ms ([`runtime_policies`]):
+    /// for JigsawServe, the time it still needs at the least (§3.3). `None` for a task the plan lacks.
     pub fn drop_budget_ms(&self, task: &str) -> Option<f64> {
-        let own = self.tasks.iter().find(|t| t.task == task)?.latency_ms;
-        let fastest = |name: &str| {
-            let entries = self.tasks.iter().find(|t| t.task == name).map(|t| t.entries.as_slice()).unwrap_or(&[]);
-            entries.iter().map(|e| e.latency_ms).fold(f64::INFINITY, f64::min).min(1e12)
-        };
-        let after = self
-            .paths
-            .iter()
-            .filter_map(|p| p.tasks.iter().position(|t| t == task).map(|i| &p.tasks[i + 1..]))
-            .map(|rest| rest.iter().map(|t| fastest(t)).sum::<f64>())
-            .fold(0.0, f64::max);
-        Some(own + after)
+        self.tasks.iter().find(|t| t.task == task).map(|t| t.policy.drop_budget_ms)
     }
 
-    /// How long a request may wait at `task` before it is stale (§3.3), ms: the task's share of the latency
-    /// SLO on the tightest path through it, in proportion to the 2·L̂ the plan budgets each task of that path
-    /// (the SLO split as Appendix B splits it). A plan that takes the whole SLO gives each task its 2·L̂; one
-    /// with slack spreads the slack over its tasks, so that a request is not dropped while it can still make its
-    /// deadline. `None` for a task the plan lacks or no path takes.
+    /// How long a request may wait at `task` before it is stale, ms ([`runtime_policies`]). `None` for a task
+    /// the plan lacks.
     pub fn stale_after_ms(&self, task: &str) -> Option<f64> {
-        let own = 2.0 * self.tasks.iter().find(|t| t.task == task)?.latency_ms;
-        self.paths
-            .iter()
-            .filter(|p| p.tasks.iter().any(|t| t == task) && p.latency_ms > 0.0)
-            .map(|p| self.slo_latency_ms * own / p.latency_ms)
-            .reduce(f64::min)
+        self.tasks.iter().find(|t| t.task == task).map(|t| t.policy.stale_ms)
     }
 
     /// A human-readable summary.

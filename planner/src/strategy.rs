@@ -56,6 +56,66 @@ impl FromStr for Strategy {
     }
 }
 
+/// How a plan's instances of one task batch and drop, as its strategy's latency model assumes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TaskPolicy {
+    /// The longest the first request of a batch waits for more, ms.
+    pub wait_ms: f64,
+    /// A request with less time left before its deadline is dropped at once, ms (0: only one already late).
+    pub drop_budget_ms: f64,
+    /// A request that waited longer for a batch is dropped as stale, ms.
+    pub stale_ms: f64,
+}
+
+/// Each task's [`TaskPolicy`] under `plan`, in task order: what deployments and `jig simulate` run.
+///
+/// * JigsawServe (§3.3): a batch waits up to L̂, the slowest planned batch latency of the task; a request is
+///   dropped once less time is left than L̂ and then, on the slowest path on, the fastest planned type of
+///   every later task; it is stale after the task's share of the SLO on its tightest path, in proportion to
+///   the 2·L̂ each task of the path is budgeted (2·L̂ where no path takes it).
+/// * IPA (§4.3, §4.5): a batch waits for b rows up to the (b − 1)/λ its latency model counts; a request is
+///   dropped only once it has passed its deadline, or after waiting twice the SLO.
+pub fn runtime_policies(problem: &Problem, plan: &[Assignment]) -> Vec<TaskPolicy> {
+    let n = problem.tasks.len();
+    let latency = |a: &Assignment| problem.config(a.task, a.variant, a.segment, a.batch).map_or(0.0, |c| c.latency_ms);
+    let active = || plan.iter().filter(|a| a.instances > 0);
+    if problem.strategy == Strategy::Ipa {
+        let least = problem.demand_bounds(|_, _| true).0;
+        let mut wait_ms = vec![0.0f64; n];
+        for a in active() {
+            let wait = crate::ipa::queueing_ms(a.batch, least[a.task]);
+            wait_ms[a.task] = wait_ms[a.task].max(if wait.is_finite() { wait } else { 0.0 });
+        }
+        let stale_ms = 2.0 * problem.slo_latency_ms;
+        return wait_ms.into_iter().map(|wait_ms| TaskPolicy { wait_ms, drop_budget_ms: 0.0, stale_ms }).collect();
+    }
+    let (mut wait_ms, mut fastest_ms) = (vec![0.0f64; n], vec![f64::INFINITY; n]);
+    for a in active() {
+        wait_ms[a.task] = wait_ms[a.task].max(latency(a));
+        fastest_ms[a.task] = fastest_ms[a.task].min(latency(a));
+    }
+    (0..n)
+        .map(|t| {
+            let after = problem
+                .paths
+                .iter()
+                .filter_map(|p| p.tasks.iter().position(|&u| u == t).map(|i| &p.tasks[i + 1..]))
+                .map(|rest| rest.iter().map(|&u| if fastest_ms[u].is_finite() { fastest_ms[u] } else { 0.0 }).sum())
+                .fold(0.0, f64::max);
+            let stale_ms = problem
+                .paths
+                .iter()
+                .filter(|p| p.tasks.contains(&t))
+                .map(|p| p.tasks.iter().map(|&u| 2.0 * wait_ms[u]).sum::<f64>())
+                .filter(|&budget| budget > 0.0)
+                .map(|budget| problem.slo_latency_ms * 2.0 * wait_ms[t] / budget)
+                .reduce(f64::min)
+                .unwrap_or(2.0 * wait_ms[t]);
+            TaskPolicy { wait_ms: wait_ms[t], drop_budget_ms: wait_ms[t] + after, stale_ms }
+        })
+        .collect()
+}
+
 /// Solve `problem` with its strategy.
 pub fn solve(problem: &Problem, features: Features, options: &SolveOptions) -> Result<Solved, PlanError> {
     solve_from(problem, features, options, &[])

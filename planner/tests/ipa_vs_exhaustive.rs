@@ -285,3 +285,26 @@ fn a_task_profiled_off_cpu_cores_is_named() {
     let err = solve(&problem, jig_planner::Features::ALL, &SolveOptions::default()).unwrap_err().to_string();
     assert!(err.contains("app `chain`") && err.contains("task `a`") && err.contains("cpu:N"), "{err}");
 }
+
+#[test]
+fn ipa_plans_run_with_its_runtime_policy() {
+    let case = Case {
+        variants: vec![vec![(90.0, 2.0)], vec![(80.0, 1.0)]],
+        profile: vec![(10.0, 20.0); 2],
+        slo_ms: 1000.0,
+        slo_acc: 0.0,
+        demand: 50.0,
+        cores: 64,
+        weights: IpaSpec::default(),
+    };
+    let problem = case.problem();
+    let plan = jig_planner::plan(&problem, jig_planner::Features::ALL, &SolveOptions::default()).unwrap();
+    let least = problem.demand_bounds(|_, _| true).0;
+    for (t, task) in plan.tasks.iter().enumerate() {
+        let batch = task.entries[0].batch;
+        // The wait for a full batch that IPA's latency counts; drops only once late, or after twice the SLO.
+        assert_eq!(task.policy.wait_ms, queueing_ms(batch, least[t]), "{task:?}");
+        assert_eq!((task.policy.drop_budget_ms, task.policy.stale_ms), (0.0, 2000.0));
+    }
+    assert!(plan.tasks.iter().any(|t| t.entries[0].batch > 1), "batching pays here: {plan:?}");
+}

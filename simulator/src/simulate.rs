@@ -811,48 +811,8 @@ impl<'a> Sim<'a> {
     /// `glue(t)`: the glue time task t's CPU rows carry, taken out of its CPU instances' batches.
     fn new(problem: &'a Problem, assignments: &[Assignment], glue: &dyn Fn(usize) -> f64, seed: u64) -> Self {
         let n = problem.tasks.len();
-        // As deployments batch and drop (§3.3): each task waits up to its L̂, the slowest batch latency among
-        // its instance types, and drops a request once less time is left than its drop budget, L̂ and then the
-        // fastest planned type of every later task on the slowest path on (`jig_planner::Plan::drop_budget_ms`),
-        // or once it waited longer than the task's share of the SLO.
-        let mut wait_ms = vec![0.0f64; n];
-        let mut fastest_ms = vec![f64::INFINITY; n];
-        for a in assignments {
-            let latency = problem
-                .configs
-                .iter()
-                .find(|c| (c.task, c.variant, c.segment, c.batch) == (a.task, a.variant, a.segment, a.batch))
-                .map_or(0.0, |c| c.latency_ms);
-            wait_ms[a.task] = wait_ms[a.task].max(latency);
-            fastest_ms[a.task] = fastest_ms[a.task].min(latency);
-        }
-        let drop_budget_ms: Vec<f64> = (0..n)
-            .map(|t| {
-                let after = problem
-                    .paths
-                    .iter()
-                    .filter_map(|p| p.tasks.iter().position(|&u| u == t).map(|i| &p.tasks[i + 1..]))
-                    .map(|rest| {
-                        rest.iter().map(|&u| if fastest_ms[u].is_finite() { fastest_ms[u] } else { 0.0 }).sum::<f64>()
-                    })
-                    .fold(0.0, f64::max);
-                wait_ms[t] + after
-            })
-            .collect();
-        // Stale after the task's share of the SLO on its tightest path (`jig_planner::Plan::stale_after_ms`).
-        let stale_ms: Vec<f64> = (0..n)
-            .map(|t| {
-                problem
-                    .paths
-                    .iter()
-                    .filter(|p| p.tasks.contains(&t))
-                    .map(|p| p.tasks.iter().map(|&u| 2.0 * wait_ms[u]).sum::<f64>())
-                    .filter(|&budget| budget > 0.0)
-                    .map(|budget| problem.slo_latency_ms * 2.0 * wait_ms[t] / budget)
-                    .reduce(f64::min)
-                    .unwrap_or(2.0 * wait_ms[t])
-            })
-            .collect();
+        // As deployments batch and drop: the plan's strategy's policy per task (`jig_planner::runtime_policies`).
+        let policies = jig_planner::runtime_policies(problem, assignments);
         let ms = |ms: f64| Duration::from_secs_f64(ms / 1000.0);
         let mut instances = Vec::new();
         let mut routes: Vec<(Vec<usize>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); n];
@@ -871,8 +831,8 @@ impl<'a> Sim<'a> {
                 SegmentKind::Mig { mps, .. } => usize::from(mps.max(1)),
                 _ => 1,
             };
-            let (wait, budget, stale) = (wait_ms[a.task], drop_budget_ms[a.task], stale_ms[a.task]);
-            let policy = BatchPolicy::planned(u64::from(a.batch), ms(wait), ms(budget), ms(stale));
+            let p = policies[a.task];
+            let policy = BatchPolicy::planned(u64::from(a.batch), ms(p.wait_ms), ms(p.drop_budget_ms), ms(p.stale_ms));
             for _ in 0..a.instances {
                 routes[a.task].0.push(instances.len());
                 routes[a.task].1.push(a.rate_rps / f64::from(a.instances.max(1)));
