@@ -62,4 +62,9 @@ if [ "$(cat "$CLIENT_DIR/.jig-installed" 2>/dev/null)" != "$CLIENT_PACKAGES" ]; 
     echo "$CLIENT_PACKAGES" > "$CLIENT_DIR/.jig-installed"
 fi
 PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models
+# IPA's load predictor: an LSTM trained on generated traces (numpy), once; about 80 s on two cores.
+if [ ! -e .jig/models/ipa-lstm.onnx ]; then
+    echo "setup: training IPA's load predictor into .jig/models/ipa-lstm.onnx"
+    PYTHONPATH="$PY_DIR" python3 scripts/ipa_predictor.py --out .jig/models > /dev/null
+fi
 PYTHONPATH="$PY_DIR" python3 scripts/samples.py .jig/samples

@@ -59,6 +59,8 @@ pub struct App {
     pub deployment: Deployment,
     /// Times the controller re-planned this app (carried from copy to copy).
     pub replans: u32,
+    /// The planner strategy its manifest names (`planner`).
+    pub planner: jig_planner::Strategy,
     tasks: Vec<Arc<TaskRuntime>>,
     entry: usize,
     max_inflight: u32,
@@ -288,6 +290,7 @@ impl App {
             slo_latency: slo,
             deployment,
             replans: 0,
+            planner: m.planner.as_deref().and_then(|p| p.parse().ok()).unwrap_or_default(),
             tasks,
             entry,
             max_inflight: m.limits.max_inflight,

@@ -3,7 +3,9 @@
 //!
 //! Every `demand_window` the requests that arrived in the window that ended become a rate (measured over the
 //! window's actual length). The predicted demand is the mean of the last five rates × (1 + 5% slack)
-//! (`jig_planner::spec::DemandSpec::predict`). A re-plan runs when
+//! (`jig_planner::spec::DemandSpec::predict`); for an app planned by IPA, once 120 s of its arrivals are
+//! counted per second and the gateway has IPA's predictor ([`crate::predictor`]), the largest load of the next
+//! 20 s that the predictor sees coming, × (1 + 5% slack). A re-plan runs when
 //! the prediction differs from the demand the current deployment was planned for by more than
 //! `replan_threshold` (relative), when more than 1% of the window's requests violated their SLO
 //! (`jig_planner::spec::Replan`, which `jig simulate --replan-threshold` follows too), or when a
@@ -21,7 +23,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jig_planner::Strategy;
 use jig_planner::spec::{DemandSpec, Replan};
+
+use crate::predictor::HISTORY_S;
 
 use super::Gateway;
 use jig_app::App;
@@ -47,6 +52,17 @@ pub struct DemandWindows {
     planned_refined: Option<Vec<ObservedLatency>>,
     /// Why the last re-plan kept the running deployment, when it found no plan.
     pub kept: Option<String>,
+    /// Arrivals in each second, the last of them the current one, for IPA's predictor: at most
+    /// [`HISTORY_S`] + 1, the earliest no older than the first counted.
+    seconds: VecDeque<u64>,
+    /// The second (of [`now_s`]) the last entry of `seconds` counts.
+    second: u64,
+}
+
+/// Seconds since the gateway started counting: the clock of per-second arrivals.
+fn now_s() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_secs()
 }
 
 impl DemandWindows {
@@ -67,6 +83,38 @@ impl DemandWindows {
     /// Count a request that arrived.
     pub fn arrived(&mut self) {
         self.arrivals += 1;
+        self.arrived_at(now_s());
+    }
+
+    /// Count an arrival in second `now` (of [`now_s`]).
+    fn arrived_at(&mut self, now: u64) {
+        self.advance(now);
+        if self.seconds.is_empty() {
+            (self.second, self.seconds) = (now, VecDeque::from([0]));
+        }
+        *self.seconds.back_mut().expect("the current second") += 1;
+    }
+
+    /// Move the current second to `now`, the seconds between counting none.
+    fn advance(&mut self, now: u64) {
+        if self.seconds.is_empty() || now <= self.second {
+            return;
+        }
+        let gap = (now - self.second).min(HISTORY_S as u64 + 1);
+        self.seconds.extend(std::iter::repeat_n(0, gap as usize));
+        self.second = now;
+        while self.seconds.len() > HISTORY_S + 1 {
+            self.seconds.pop_front();
+        }
+    }
+
+    /// Arrivals in each of the [`HISTORY_S`] whole seconds before second `now`, oldest first, once they have
+    /// been counted that long.
+    fn history(&mut self, now: u64) -> Option<Vec<f64>> {
+        self.advance(now);
+        let whole = self.seconds.len().checked_sub(1)?;
+        (whole >= HISTORY_S)
+            .then(|| self.seconds.iter().take(whole).skip(whole - HISTORY_S).map(|&n| n as f64).collect())
     }
 
     /// Count a request that missed its SLO (dropped, late, refused).
@@ -142,8 +190,19 @@ impl Gateway {
                         let refined = windows.planned_refined.as_ref().unwrap_or(&app.deployment.refined);
                         let drifted = factors_drifted(&app.observed_factors(), planned_factors, threshold)
                             || latencies_drifted(refined, &app.observed_latencies(), threshold);
-                        (windows.should_replan(planned_for, threshold) || drifted)
-                            .then(|| (app.clone(), windows.rates()))
+                        // IPA's apps plan for the peak its predictor sees coming, once it has their history.
+                        let peak = self.peaks.as_ref().filter(|_| app.planner == Strategy::Ipa).and_then(|peaks| {
+                            let history = windows.history(now_s())?;
+                            peaks.predict(&history).inspect_err(|e| tracing::warn!(app = %app.name, "{e:#}")).ok()
+                        });
+                        let rates = peak.map_or_else(|| windows.rates(), |peak| vec![peak]);
+                        let due = match peak {
+                            Some(_) => DemandSpec { windows: rates.clone(), slack: None }
+                                .predict()
+                                .is_ok_and(|p| Replan { threshold }.due(planned_for, p, windows.violation_share)),
+                            None => windows.should_replan(planned_for, threshold),
+                        };
+                        (due || drifted).then(|| (app.clone(), rates))
                     })
                     .collect()
             };
@@ -220,6 +279,30 @@ fn kept(current: &Deployment, new: &Deployment) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrivals_are_counted_per_second_for_the_peak_predictor() {
+        let mut w = DemandWindows::default();
+        assert_eq!(w.history(5), None, "nothing counted yet");
+        // i % 7 + 1 arrivals in second 10 + i.
+        let count = |w: &mut DemandWindows, seconds: std::ops::Range<u64>| {
+            for i in seconds {
+                (0..=i % 7).for_each(|_| w.arrived_at(10 + i));
+            }
+        };
+        count(&mut w, 0..119);
+        assert_eq!(w.history(129), None, "119 whole seconds counted");
+        count(&mut w, 119..121);
+        let history = w.history(130).expect("120 whole seconds");
+        assert_eq!(history.len(), HISTORY_S);
+        assert_eq!(history[..3], [1.0, 2.0, 3.0], "oldest first, from second 10");
+        assert_eq!(history[119], 1.0, "second 129: 119 % 7 + 1 arrivals");
+        // Quiet seconds count none; a long quiet keeps the history all zeros, never longer.
+        let later = w.history(140).unwrap();
+        assert_eq!(later[111..], [0.0; 9], "seconds 131 to 139: {later:?}");
+        assert_eq!(w.history(10_000).unwrap(), vec![0.0; HISTORY_S]);
+        assert!(w.seconds.len() <= HISTORY_S + 1);
+    }
 
     #[test]
     fn a_re_plan_without_a_plan_keeps_a_planned_deployment_and_says_why() {

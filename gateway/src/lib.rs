@@ -13,12 +13,13 @@
 mod controller;
 mod metrics;
 mod oip;
+mod predictor;
 mod store;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -83,6 +84,9 @@ pub struct GatewayConfig {
     pub header_timeout_s: f64,
     /// Connections open at once; further clients wait in the listen backlog until one closes.
     pub max_connections: u32,
+    /// IPA's load predictor (`make setup` writes `.jig/models/ipa-lstm.onnx`), for apps with `planner = "ipa"`;
+    /// when absent, that file if it exists. Without one, those apps' demand is predicted as the others'.
+    pub ipa_predictor: Option<PathBuf>,
 }
 
 impl Default for GatewayConfig {
@@ -101,6 +105,28 @@ impl Default for GatewayConfig {
             replan_threshold: 0.2,
             header_timeout_s: 10.0,
             max_connections: 1024,
+            ipa_predictor: None,
+        }
+    }
+}
+
+/// IPA's load predictor at `configured`, or set-up's if it exists; a configured one that fails to load is an
+/// error, set-up's a warning.
+fn load_peak_predictor(configured: Option<&Path>) -> anyhow::Result<Option<predictor::PeakPredictor>> {
+    let setup = Path::new(".jig/models/ipa-lstm.onnx");
+    let Some(path) = configured.or(setup.exists().then_some(setup)) else {
+        tracing::info!(
+            "no IPA load predictor (.jig/models/ipa-lstm.onnx, from `make setup`): apps planned by IPA \
+                        predict demand as the others do"
+        );
+        return Ok(None);
+    };
+    match predictor::PeakPredictor::load(path) {
+        Ok(predictor) => Ok(Some(predictor)),
+        Err(e) if configured.is_some() => Err(e.context(format!("`ipa_predictor` {}", path.display()))),
+        Err(e) => {
+            tracing::warn!("IPA's load predictor {} did not load: {e:#}", path.display());
+            Ok(None)
         }
     }
 }
@@ -138,6 +164,8 @@ pub struct Gateway {
     uploads: Semaphore,
     /// Each app's demand, by name (see [`controller`]).
     demand: std::sync::Mutex<HashMap<String, controller::DemandWindows>>,
+    /// IPA's load predictor, when one was found.
+    peaks: Option<predictor::PeakPredictor>,
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -158,6 +186,7 @@ impl Gateway {
             ..RuntimeConfig::default()
         })?);
         let apps: Apps = Arc::default();
+        let peaks = load_peak_predictor(config.ipa_predictor.as_deref())?;
         let gateway = Arc::new(Gateway {
             metrics: Metrics::new(apps.clone()),
             config,
@@ -168,6 +197,7 @@ impl Gateway {
             control: tokio::sync::Mutex::new(()),
             uploads: Semaphore::new(2),
             demand: Default::default(),
+            peaks,
         });
         for record in gateway.store.apps_list()? {
             let name = record.name.clone();
