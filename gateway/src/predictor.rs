@@ -59,4 +59,50 @@ mod tests {
         assert!(peak > 60.0, "a ramp that ends at 79.5 req/s: {peak}");
         assert!(predictor.predict(&[1.0; 3]).is_err());
     }
+
+    /// A held-out trace, made here rather than by the training script: a rate wandering around `base`, bursts
+    /// of twice it for 30–90 s, and arrivals per second drawn around the rate (normal approximation).
+    fn held_out(seconds: usize, base: f64, seed: u64) -> Vec<f64> {
+        let mut state = seed;
+        let mut uniform = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut burst_until = 0;
+        (0..seconds)
+            .map(|t| {
+                let x = t as f64;
+                let mut rate = base * (1.0 + 0.3 * (x / 1300.0).sin() + 0.15 * (x / 410.0 + 1.0).sin());
+                if t >= burst_until && uniform() < 1.0 / 900.0 {
+                    burst_until = t + 30 + (uniform() * 60.0) as usize;
+                }
+                if t < burst_until {
+                    rate *= 2.0;
+                }
+                let normal = (-2.0 * uniform().max(1e-12).ln()).sqrt() * (std::f64::consts::TAU * uniform()).cos();
+                (rate + rate.sqrt() * normal).round().max(0.0)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn on_a_held_out_trace_it_predicts_the_coming_peak_better_than_the_mean() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.jig/models/ipa-lstm.onnx");
+        let predictor = PeakPredictor::load(&path).expect("set-up's predictor: run `make setup`");
+        let load = held_out(2 * 3600, 40.0, 11);
+        let smape = |pairs: &[(f64, f64)]| {
+            100.0 * pairs.iter().map(|(p, a)| 2.0 * (p - a).abs() / (p.abs() + a.abs()).max(1e-9)).sum::<f64>()
+                / pairs.len() as f64
+        };
+        let (mut lstm, mut mean) = (Vec::new(), Vec::new());
+        for start in (0..load.len() - HISTORY_S - 20).step_by(30) {
+            let history = &load[start..start + HISTORY_S];
+            let peak = load[start + HISTORY_S..start + HISTORY_S + 20].iter().copied().fold(0.0, f64::max);
+            lstm.push((predictor.predict(history).unwrap(), peak));
+            mean.push((history[HISTORY_S - 5..].iter().sum::<f64>() / 5.0 * 1.05, peak));
+        }
+        let (lstm, mean) = (smape(&lstm), smape(&mean));
+        assert!(lstm < 15.0, "SMAPE {lstm:.1}% on a held-out trace");
+        assert!(lstm < mean, "the LSTM {lstm:.1}% against the mean of the last 5 s {mean:.1}%");
+    }
 }
