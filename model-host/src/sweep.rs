@@ -23,11 +23,59 @@ pub struct Settings {
     pub runs: usize,
     /// Stop growing the batch once a batch's p95 latency exceeds this.
     pub max_latency: Duration,
+    /// Measure each point until its verdict against a latency budget is certain enough, instead of `runs`
+    /// times (Compass's adaptive profiling).
+    pub adaptive: Option<Adaptive>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { max_batch: 128, warmup: 3, runs: 20, max_latency: Duration::from_secs(2) }
+        Settings { max_batch: 128, warmup: 3, runs: 20, max_latency: Duration::from_secs(2), adaptive: None }
+    }
+}
+
+/// Adaptive sampling (Compass §4.2): a point is measured until the verdict "its p95 latency is within
+/// `budget`" holds, or its opposite, with `confidence`, and at least `min_runs` times; at most `max_runs`.
+///
+/// Compass decides on a mean (a t-test on accuracy samples); the planner reads a p95, so the verdict here is
+/// the distribution-free one on that quantile: with k of n samples over the budget, the p95 is within it when
+/// P(Binomial(n, 0.05) ≤ k) ≤ 1 − confidence, and over it when P(Binomial(n, 0.05) ≥ k) ≤ 1 − confidence. A
+/// batch whose p95 is over the budget ends the sweep, as [`Settings::max_latency`] does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Adaptive {
+    /// The latency the verdict is about.
+    pub budget: Duration,
+    /// How sure the verdict must be, e.g. 0.99.
+    pub confidence: f64,
+    /// Samples taken at the least (Compass: 50).
+    pub min_runs: usize,
+    /// Samples taken at the most, verdict or not.
+    pub max_runs: usize,
+}
+
+impl Adaptive {
+    /// Compass's settings for `budget`: 99% confidence, at least 50 samples; at most 400.
+    pub fn compass(budget: Duration) -> Self {
+        Adaptive { budget, confidence: 0.99, min_runs: 50, max_runs: 400 }
+    }
+}
+
+/// Whether the p95 of the distribution `samples` come from is within `budget` (`Some(true)`), over it
+/// (`Some(false)`), or not yet known with `confidence` ([`Adaptive`]).
+pub fn verdict(samples: &[Duration], budget: Duration, confidence: f64) -> Option<bool> {
+    let n = samples.len();
+    let over = samples.iter().filter(|&&s| s > budget).count();
+    // P(Binomial(n, q) = i), in logs so that n in the thousands stays finite.
+    let q: f64 = 0.05;
+    let ln_choose = |i: usize| -> f64 { (1..=i).map(|j| ((n + 1 - j) as f64 / j as f64).ln()).sum() };
+    let pmf = |i: usize| (ln_choose(i) + i as f64 * q.ln() + (n - i) as f64 * (1.0 - q).ln()).exp();
+    let alpha = 1.0 - confidence;
+    if (0..=over).map(pmf).sum::<f64>() <= alpha {
+        Some(true)
+    } else if (over..=n).map(pmf).sum::<f64>() <= alpha {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -42,6 +90,10 @@ pub struct Point {
     pub p95: Duration,
     /// Rows per second, batches run back to back.
     pub throughput: f64,
+    /// Timed runs it took (of all processes together).
+    pub runs: usize,
+    /// With [`Settings::adaptive`]: whether its p95 is within the budget, when that is known.
+    pub within_budget: Option<bool>,
 }
 
 /// Why the batch stopped growing before `max_batch`, if it did.
@@ -81,7 +133,10 @@ pub fn sweep(
     let max_batch = if first.inputs().iter().all(crate::onnx::TensorSpec::batchable) { settings.max_batch } else { 1 };
     while batch <= max_batch.max(1) {
         let inputs = sample_inputs(name, first.inputs(), samples, u64::from(batch))?;
-        let measured = measure_together(executors, &inputs, settings);
+        let measured = match &settings.adaptive {
+            None => measure_together(executors, &inputs, settings.warmup, settings.runs),
+            Some(adaptive) => measure_adaptively(executors, &inputs, settings.warmup, adaptive),
+        };
         let times = match measured {
             Ok(times) => times,
             Err(e) if batch == 1 => return Err(e),
@@ -92,16 +147,19 @@ pub fn sweep(
         // Rows per second of each process, batches back to back, added up.
         let throughput =
             times.iter().map(|t| f64::from(batch) * t.len() as f64 / t.iter().sum::<Duration>().as_secs_f64()).sum();
+        let within_budget = settings.adaptive.and_then(|a| verdict(&all, a.budget, a.confidence));
         let point = Point {
             batch,
             p50: all[all.len() / 2],
             p95: all[((all.len() * 95).div_ceil(100)).saturating_sub(1)],
             throughput,
+            runs: all.len(),
+            within_budget,
         };
         progress(&point);
         let p95 = point.p95;
         points.push(point);
-        if p95 > settings.max_latency && batch < max_batch {
+        if (p95 > settings.max_latency || within_budget == Some(false)) && batch < max_batch {
             return Ok((points, Some(Stop::Latency { batch, p95 })));
         }
         batch *= 2;
@@ -109,12 +167,35 @@ pub fn sweep(
     Ok((points, None))
 }
 
-/// Each executor's timed batch latencies on `inputs`: warm-up runs, then `runs` timed ones, every executor on
-/// a thread of its own and the timed runs started together.
+/// Each executor's timed batch latencies, measured in rounds of ten until [`verdict`] is certain and at
+/// least `min_runs` were taken (all executors together), or `max_runs` were.
+fn measure_adaptively(
+    executors: &[&dyn Executor],
+    inputs: &[Tensor],
+    warmup: usize,
+    adaptive: &Adaptive,
+) -> Result<Vec<Vec<Duration>>, BoxError> {
+    const ROUND: usize = 10;
+    let mut times = measure_together(executors, inputs, warmup, ROUND)?;
+    loop {
+        let all: Vec<Duration> = times.iter().flatten().copied().collect();
+        let known = verdict(&all, adaptive.budget, adaptive.confidence).is_some();
+        if (known && all.len() >= adaptive.min_runs) || all.len() >= adaptive.max_runs {
+            return Ok(times);
+        }
+        for (mine, more) in times.iter_mut().zip(measure_together(executors, inputs, 0, ROUND)?) {
+            mine.extend(more);
+        }
+    }
+}
+
+/// Each executor's timed batch latencies on `inputs`: `warmup` untimed runs, then `runs` timed ones, every
+/// executor on a thread of its own and the timed runs started together.
 fn measure_together(
     executors: &[&dyn Executor],
     inputs: &[Tensor],
-    settings: &Settings,
+    warmup: usize,
+    runs: usize,
 ) -> Result<Vec<Vec<Duration>>, BoxError> {
     let start = std::sync::Barrier::new(executors.len());
     std::thread::scope(|scope| {
@@ -123,12 +204,12 @@ fn measure_together(
             .map(|executor| {
                 let start = &start;
                 scope.spawn(move || -> Result<Vec<Duration>, BoxError> {
-                    let warm = (0..settings.warmup).try_for_each(|_| executor.execute(inputs).map(drop));
+                    let warm = (0..warmup).try_for_each(|_| executor.execute(inputs).map(drop));
                     // Every thread reaches the barrier, failed or not, so that none waits forever.
                     start.wait();
                     warm?;
-                    let mut times = Vec::with_capacity(settings.runs.max(1));
-                    for _ in 0..settings.runs.max(1) {
+                    let mut times = Vec::with_capacity(runs.max(1));
+                    for _ in 0..runs.max(1) {
                         let started = Instant::now();
                         executor.execute(inputs)?;
                         times.push(started.elapsed());
@@ -261,7 +342,7 @@ mod tests {
 
     #[test]
     fn processes_measured_together_add_their_throughput_and_share_their_latencies() {
-        let settings = Settings { max_batch: 2, warmup: 1, runs: 5, max_latency: Duration::from_secs(10) };
+        let settings = Settings { max_batch: 2, warmup: 1, runs: 5, ..Settings::default() };
         let (one, two) = (sleeper(20, false), sleeper(20, false));
         let (alone, _) = sweep(&[&one], "m", &[], &settings, |_| {}).unwrap();
         let (together, _) = sweep(&[&one, &two], "m", &[], &settings, |_| {}).unwrap();
@@ -273,8 +354,44 @@ mod tests {
     }
 
     #[test]
+    fn the_verdict_on_a_p95_needs_enough_samples_either_way() {
+        let ms = Duration::from_millis;
+        let under = |n: usize| vec![ms(1); n];
+        // All within: 0.95^n ≤ 1% from n = 90.
+        assert_eq!(verdict(&under(89), ms(10), 0.99), None);
+        assert_eq!(verdict(&under(90), ms(10), 0.99), Some(true));
+        // All over: certain at once.
+        assert_eq!(verdict(&vec![ms(20); 5], ms(10), 0.99), Some(false));
+        // 6% over, near the 5% the p95 allows: not known after 100, nor after 1000.
+        let near = |n: usize| (0..n).map(|i| if i % 50 < 3 { ms(20) } else { ms(1) }).collect::<Vec<_>>();
+        assert_eq!(verdict(&near(100), ms(10), 0.99), None);
+        assert_eq!(verdict(&near(1000), ms(10), 0.99), None);
+        // 20% over: the p95 is over.
+        let often = (0..100).map(|i| if i % 5 == 0 { ms(20) } else { ms(1) }).collect::<Vec<_>>();
+        assert_eq!(verdict(&often, ms(10), 0.99), Some(false));
+    }
+
+    #[test]
+    fn adaptive_sampling_stops_at_the_verdict_and_a_batch_over_budget_ends_the_sweep() {
+        let adaptive = |budget_ms: u64| Settings {
+            max_batch: 2,
+            warmup: 1,
+            adaptive: Some(Adaptive::compass(Duration::from_millis(budget_ms))),
+            ..Settings::default()
+        };
+        let fast = sleeper(1, false);
+        let (points, stop) = sweep(&[&fast], "m", &[], &adaptive(50), |_| {}).unwrap();
+        assert_eq!(stop, None);
+        assert_eq!(points.iter().map(|p| (p.runs, p.within_budget)).collect::<Vec<_>>(), [(90, Some(true)); 2]);
+        let slow = sleeper(12, false);
+        let (points, stop) = sweep(&[&slow], "m", &[], &adaptive(5), |_| {}).unwrap();
+        assert_eq!(points.iter().map(|p| (p.runs, p.within_budget)).collect::<Vec<_>>(), [(50, Some(false))]);
+        assert!(matches!(stop, Some(Stop::Latency { batch: 1, .. })), "{stop:?}");
+    }
+
+    #[test]
     fn a_process_that_fails_fails_the_point_without_hanging_the_others() {
-        let settings = Settings { max_batch: 1, warmup: 1, runs: 3, max_latency: Duration::from_secs(10) };
+        let settings = Settings { max_batch: 1, warmup: 1, runs: 3, ..Settings::default() };
         let (ok, failing) = (sleeper(1, false), sleeper(1, true));
         let e = sweep(&[&ok, &failing], "m", &[], &settings, |_| {}).unwrap_err();
         assert!(e.to_string().contains("out of memory"), "{e}");

@@ -143,6 +143,34 @@ fn profile_writes_a_table_the_planner_reads() {
 }
 
 #[test]
+fn adaptive_profiling_samples_each_point_until_its_verdict_and_counts_what_it_saved() {
+    let bundle = tempfile::tempdir().unwrap();
+    let manifest = "name = \"t\"\nslo = { latency_ms = 10000 }\n[[variants]]\nslot = \"c\"\nname = \"mlp\"\nmodel = \"mlp.onnx\"\n";
+    jig_tests::bundle(bundle.path(), manifest, &[("mlp.onnx", &model("mlp"))]);
+    let args = ["--segment", "cpu:1", "--segment", "cpu:2", "--max-batch", "2", "--adaptive", "--max-runs", "200"];
+    let output = run(jig().arg("profile").arg(bundle.path()).args(args), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // Far within a 5 s budget: 90 runs make the verdict 99% certain.
+    assert!(
+        stderr.contains("c/mlp on cpu:2: batch   2") && stderr.contains("(90 runs, within the budget)"),
+        "{stderr}"
+    );
+    // Trimming probes batch 1 on one core (within), so no segment is skipped: 5 points in all.
+    assert!(stderr.contains("adaptive: 450 timed runs for 5 points, 55% fewer than 1000 at a fixed 200"), "{stderr}");
+    let rows =
+        jig_planner::profile::from_csv(&std::fs::read_to_string(bundle.path().join("profiles.csv")).unwrap()).unwrap();
+    assert_eq!(rows.len(), 4, "batches 1 and 2 on both segments");
+
+    // Without a latency SLO there is nothing to decide.
+    std::fs::write(bundle.path().join("jig.toml"), manifest.replace("slo = { latency_ms = 10000 }\n", "")).unwrap();
+    let output = run(jig().arg("profile").arg(bundle.path()).args(args), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--adaptive") && stderr.contains("latency_ms"), "{stderr}");
+}
+
+#[test]
 fn profiling_a_gpu_segment_the_machine_lacks_names_it() {
     let bundle = tempfile::tempdir().unwrap();
     let manifest = "name = \"t\"\n[[variants]]\nslot = \"c\"\nname = \"mlp\"\nmodel = \"mlp.onnx\"\n";

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use jig_manifest::Bundle;
 use jig_model_host::launch::{Launcher, Placement};
 use jig_model_host::segment::Segment;
@@ -38,6 +38,17 @@ pub struct ProfileCommand {
     /// Where to write the table; default BUNDLE/profiles.csv.
     #[arg(long, short = 'o')]
     output: Option<PathBuf>,
+    /// Compass's SLO profiler: measure each point until the verdict "its p95 is within the latency budget" is
+    /// 99% certain, either way (at least 50 runs, at most --max-runs), instead of --runs times; stop growing
+    /// the batch at the first over the budget; and skip the CPU segments smaller than the smallest on which
+    /// batch 1 is within it (a binary search down the core counts). The budget is half the manifest's
+    /// `slo.latency_ms` (a type slower serves no path of JigsawServe's plans), the whole of it with `planner =
+    /// "ipa"`.
+    #[arg(long)]
+    adaptive: bool,
+    /// With --adaptive, the most runs a point takes.
+    #[arg(long, default_value_t = 400, requires = "adaptive")]
+    max_runs: usize,
 }
 
 impl ProfileCommand {
@@ -70,10 +81,21 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     for segment in &segments {
         launcher.check(&placement(*segment))?;
     }
+    let adaptive = match (args.adaptive, bundle.manifest.slo) {
+        (false, _) => None,
+        (true, None) => bail!("--adaptive measures against the latency SLO: add `[slo] latency_ms` to jig.toml"),
+        (true, Some(slo)) => {
+            let ipa = bundle.manifest.planner.as_deref() == Some("ipa");
+            let slo = Duration::from_millis(slo.latency_ms);
+            let budget = if ipa { slo } else { slo / 2 };
+            Some(sweep::Adaptive { max_runs: args.max_runs.max(50), ..sweep::Adaptive::compass(budget) })
+        }
+    };
     let settings = sweep::Settings {
         max_batch: args.max_batch,
         runs: args.runs,
         max_latency: Duration::from_millis(args.max_latency_ms),
+        adaptive,
         ..sweep::Settings::default()
     };
     let mut rows = Vec::new();
@@ -81,11 +103,11 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     let sweep_points = u64::from(args.max_batch.max(1).ilog2() + 1);
     let steps =
         Arc::new(Steps::new("profile", bundle.manifest.variants.len() as u64 * segments.len() as u64 * sweep_points));
+    // Adaptive sampling's account: timed runs taken, points measured, and segments trimmed away.
+    let (mut runs, mut points_measured, mut trimmed) = (0usize, 0usize, Vec::new());
     for variant in &bundle.manifest.variants {
-        for segment in &segments {
+        let measure = |segment: &Segment, settings: &sweep::Settings, quiet: bool| {
             let label = format!("{}/{} on {segment}", variant.slot, variant.name);
-            steps.println(&format!("profile: {label}"));
-            steps.set_message(label.clone());
             let (shapes, values) = (variant.shapes.clone(), variant.values.clone());
             let samples = move |inputs: &[jig_model_host::onnx::TensorSpec]| -> Vec<sweep::SampleInput> {
                 inputs
@@ -96,31 +118,77 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
                     })
                     .collect()
             };
+            let adaptive = settings.adaptive.is_some();
             let report = {
                 let (label, steps) = (label.clone(), steps.clone());
                 move |p: &sweep::Point| {
+                    let verdict = match p.within_budget {
+                        Some(true) => ", within the budget",
+                        Some(false) => ", over the budget",
+                        None if adaptive => ", budget undecided",
+                        None => "",
+                    };
                     steps.println(&format!(
-                        "profile: {label}: batch {:>3}: p50 {:>8.2} ms, p95 {:>8.2} ms, {:>9.1} rows/s",
+                        "profile: {label}: batch {:>3}: p50 {:>8.2} ms, p95 {:>8.2} ms, {:>9.1} rows/s ({} runs{verdict})",
                         p.batch,
                         p.p50.as_secs_f64() * 1e3,
                         p.p95.as_secs_f64() * 1e3,
-                        p.throughput
+                        p.throughput,
+                        p.runs,
                     ));
-                    steps.advance(1);
+                    if !quiet {
+                        steps.advance(1);
+                    }
                 }
             };
             let (settings, name, placement) = (settings.clone(), variant.name.clone(), placement(*segment));
             let sweep_name = name.clone();
-            let (points, stop) = launcher
+            launcher
                 .run_on(&label, &name, &bundle.model_path(variant), &placement, move |executors| {
                     let samples = samples(executors.first().map_or(&[][..], |e| e.inputs()));
                     sweep::sweep(executors, &sweep_name, &samples, &settings, report)
                 })?
-                .map_err(|e| anyhow::anyhow!("profiling {label}: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("profiling {label}: {e}"))
+        };
+        // With --adaptive, the CPU segments below the smallest on which batch 1 is within the budget are skipped.
+        let mut chosen: Vec<Segment> = segments.clone();
+        if settings.adaptive.is_some() {
+            let mut cpus: Vec<Segment> =
+                segments.iter().copied().filter(|s| matches!(s, Segment::Cpu { .. })).collect();
+            cpus.sort_by_key(|s| match s {
+                Segment::Cpu { cores } => *cores,
+                _ => 0,
+            });
+            let probe = sweep::Settings { max_batch: 1, ..settings.clone() };
+            let lo = smallest_within(cpus.len(), |i| {
+                steps.println(&format!("profile: {}/{}: trimming: batch 1 on {}", variant.slot, variant.name, cpus[i]));
+                let (points, _) = measure(&cpus[i], &probe, true)?;
+                runs += points.iter().map(|p| p.runs).sum::<usize>();
+                points_measured += points.len();
+                Ok(points.first().is_some_and(|p| p.within_budget == Some(true)))
+            })?;
+            let skipped: Vec<Segment> = cpus[..lo].to_vec();
+            chosen.retain(|s| !skipped.contains(s));
+            for segment in &skipped {
+                steps.println(&format!(
+                    "profile: {}/{} on {segment}: trimmed (batch 1 is not within the budget on fewer cores than {})",
+                    variant.slot, variant.name, cpus[lo]
+                ));
+                steps.advance(sweep_points);
+                trimmed.push(format!("{}/{} on {segment}", variant.slot, variant.name));
+            }
+        }
+        for segment in &chosen {
+            let label = format!("{}/{} on {segment}", variant.slot, variant.name);
+            steps.println(&format!("profile: {label}"));
+            steps.set_message(label.clone());
+            let (points, stop) = measure(segment, &settings, false)?;
+            let placement = placement(*segment);
             let device = launcher.device_name(&placement);
             match stop {
                 Some(sweep::Stop::Latency { batch, p95 }) => steps.println(&format!(
-                    "profile: {label}: stopped after batch {batch}: p95 {p95:?} exceeds --max-latency-ms"
+                    "profile: {label}: stopped after batch {batch}: p95 {p95:?} exceeds {}",
+                    if settings.adaptive.is_some() { "the budget" } else { "--max-latency-ms" }
                 )),
                 Some(sweep::Stop::Failed { batch, detail }) => {
                     steps.println(&format!("profile: {label}: stopped at batch {batch}: {detail}"))
@@ -129,6 +197,8 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
             }
             // A sweep that stopped early skips the points it did not measure.
             steps.advance(sweep_points.saturating_sub(points.len() as u64));
+            runs += points.iter().map(|p| p.runs).sum::<usize>();
+            points_measured += points.len();
             rows.extend(points.into_iter().map(|p| ProfileRow {
                 slot: variant.slot.clone(),
                 variant: variant.name.clone(),
@@ -141,10 +211,60 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
             }));
         }
     }
+    if let Some(adaptive) = &settings.adaptive {
+        let fixed = points_measured * adaptive.max_runs;
+        steps.println(&format!(
+            "profile: adaptive: {runs} timed runs for {points_measured} points, {:.0}% fewer than {fixed} at a fixed {} \
+             a point; trimmed {} segment(s){}",
+            100.0 * (1.0 - runs as f64 / fixed.max(1) as f64),
+            adaptive.max_runs,
+            trimmed.len(),
+            if trimmed.is_empty() { String::new() } else { format!(": {}", trimmed.join(", ")) }
+        ));
+    }
     steps.finish();
     let output = args.output.unwrap_or_else(|| bundle.dir.join("profiles.csv"));
     std::fs::write(&output, jig_planner::profile::to_csv(&rows))
         .with_context(|| format!("writing the profile table to {}", output.display()))?;
     eprintln!("profile: wrote {} rows to {}", rows.len(), output.display());
     Ok(())
+}
+
+/// Resource trimming (Compass §4.2): of `n` segments ordered by size, the index of the smallest on which
+/// `within(i)` holds, by binary search, assuming more resources are never slower; the largest when none does,
+/// so that the table still measures the variant somewhere. `within` runs about log₂ n times.
+fn smallest_within(n: usize, mut within: impl FnMut(usize) -> anyhow::Result<bool>) -> anyhow::Result<usize> {
+    let (mut lo, mut hi) = (0, n.saturating_sub(1));
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if within(mid)? {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Ok(lo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trimming_finds_the_smallest_segment_within_the_budget_in_few_probes() {
+        for n in 1..=6 {
+            for first in 0..=n {
+                let mut probes = 0;
+                let found = smallest_within(n, |i| {
+                    probes += 1;
+                    Ok(i >= first)
+                })
+                .unwrap();
+                // None within: the largest.
+                assert_eq!(found, first.min(n - 1), "{n} segments, within from {first}");
+                assert!(probes <= n.next_power_of_two().ilog2() as usize, "{probes} probes for {n}");
+            }
+        }
+        assert!(smallest_within(4, |_| anyhow::bail!("no such segment")).is_err());
+    }
 }
