@@ -361,7 +361,7 @@ mod tests {
         assert_eq!(verdict(&under(89), ms(10), 0.99), None);
         assert_eq!(verdict(&under(90), ms(10), 0.99), Some(true));
         // All over: certain at once.
-        assert_eq!(verdict(&vec![ms(20); 5], ms(10), 0.99), Some(false));
+        assert_eq!(verdict(&[ms(20); 5], ms(10), 0.99), Some(false));
         // 6% over, near the 5% the p95 allows: not known after 100, nor after 1000.
         let near = |n: usize| (0..n).map(|i| if i % 50 < 3 { ms(20) } else { ms(1) }).collect::<Vec<_>>();
         assert_eq!(verdict(&near(100), ms(10), 0.99), None);
