@@ -1,6 +1,8 @@
 //! Which paper's planner decides a plan: the one place the deploy path, the controller and the simulator ask
-//! for a plan of a [`Problem`] (its `strategy`, from the spec's `app.planner` or `--planner`). A strategy is
-//! added here: a variant, its solver module, and the latency model [`crate::evaluate`] checks its plans with.
+//! for a plan of a [`Problem`] (its `strategy`, from the spec's `app.planner` or `--planner`), and for how its
+//! plans run ([`runtime_policies`]). A strategy is added here (a variant, its solver module, its runtime
+//! policy), in the latency model and objective [`crate::evaluate`] checks its plans with, and in
+//! [`crate::max_demand`]'s bisection.
 
 use std::fmt;
 use std::str::FromStr;
