@@ -71,6 +71,20 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 impl Case {
+    /// `stages` stages of one variant each (accuracy 90, factor 1; 10 ms and 20 req/s at batch 1 on a core),
+    /// 5 req/s, a 1 s SLO, no accuracy floor, 16 cores.
+    fn chain(stages: usize) -> Case {
+        Case {
+            variants: vec![vec![(90.0, 1.0)]; stages],
+            profile: vec![(10.0, 20.0); stages],
+            slo_ms: 1000.0,
+            slo_acc: 0.0,
+            demand: 5.0,
+            cores: 16,
+            weights: IpaSpec::default(),
+        }
+    }
+
     fn problem(&self) -> Problem {
         let nt = self.variants.len();
         let tasks = (0..nt)
@@ -215,16 +229,7 @@ proptest! {
 
 #[test]
 fn a_graph_that_is_no_chain_is_refused_by_name() {
-    let case = Case {
-        variants: vec![vec![(90.0, 1.0)]; 3],
-        profile: vec![(10.0, 20.0); 3],
-        slo_ms: 1000.0,
-        slo_acc: 0.0,
-        demand: 5.0,
-        cores: 16,
-        weights: IpaSpec::default(),
-    };
-    let mut problem = case.problem();
+    let mut problem = Case::chain(3).problem();
     assert!(solve(&problem, jig_planner::Features::ALL, &SolveOptions::default()).is_ok());
     // a → b and a → c: a fork.
     let c = 2;
@@ -269,16 +274,7 @@ fn the_strategy_is_read_from_the_spec() {
 
 #[test]
 fn a_task_profiled_off_cpu_cores_is_named() {
-    let case = Case {
-        variants: vec![vec![(90.0, 1.0)]; 2],
-        profile: vec![(10.0, 20.0); 2],
-        slo_ms: 1000.0,
-        slo_acc: 0.0,
-        demand: 5.0,
-        cores: 16,
-        weights: IpaSpec::default(),
-    };
-    let mut problem = case.problem();
+    let mut problem = Case::chain(2).problem();
     for segment in &mut problem.segments {
         segment.kind = SegmentKind::parse("mps:0:50").unwrap();
     }
@@ -288,15 +284,7 @@ fn a_task_profiled_off_cpu_cores_is_named() {
 
 #[test]
 fn ipa_plans_run_with_its_runtime_policy() {
-    let case = Case {
-        variants: vec![vec![(90.0, 2.0)], vec![(80.0, 1.0)]],
-        profile: vec![(10.0, 20.0); 2],
-        slo_ms: 1000.0,
-        slo_acc: 0.0,
-        demand: 50.0,
-        cores: 64,
-        weights: IpaSpec::default(),
-    };
+    let case = Case { variants: vec![vec![(90.0, 2.0)], vec![(80.0, 1.0)]], demand: 50.0, cores: 64, ..Case::chain(2) };
     let problem = case.problem();
     let plan = jig_planner::plan(&problem, jig_planner::Features::ALL, &SolveOptions::default()).unwrap();
     let least = problem.demand_bounds(|_, _| true).0;

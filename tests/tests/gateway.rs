@@ -565,51 +565,40 @@ fn the_controller_replans_as_demand_grows_without_losing_a_request() {
     assert_eq!(deployed_variants(&status), ["accurate"], "1 req/s expected: {status}");
 
     // About 100 req/s: more than `accurate` can serve on two cores, so the controller moves to `fast`.
-    let started = Instant::now();
-    let mut codes = Vec::new();
-    let mut status = serde_json::Value::Null;
-    while started.elapsed() < Duration::from_secs(20) {
-        let reply = gateway.http("POST", "/v1/apps/planned/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
-        codes.push(reply.status);
-        std::thread::sleep(Duration::from_millis(5));
-        if codes.len() % 20 == 0 {
-            status = gateway.http("GET", "/v1/apps/planned", &[], b"").json();
-            if status["replans"].as_u64() >= Some(1) && codes.len() > 300 {
-                break;
-            }
-        }
-    }
+    let (codes, status) = drive(&gateway, "planned", |status| status["replans"].as_u64() >= Some(1));
     assert_eq!(deployed_variants(&status), ["fast"], "{status}");
     assert!(status["predicted_rps"].as_f64().unwrap() > 20.0, "{status}");
     assert!(codes.iter().all(|&c| c == 200), "{:?}", codes.iter().filter(|&&c| c != 200).collect::<Vec<_>>());
 }
 
+/// Invoke `app` about 100 times a second (one at a time) for at least 300 requests, until `done` holds of
+/// its status (checked every 20 requests) or 20 s pass; the answers' status codes, and the last status.
+fn drive(gateway: &Gateway, app: &str, done: impl Fn(&serde_json::Value) -> bool) -> (Vec<u16>, serde_json::Value) {
+    let started = Instant::now();
+    let (mut codes, mut status) = (Vec::new(), serde_json::Value::Null);
+    while started.elapsed() < Duration::from_secs(20) {
+        let reply = gateway.http("POST", &format!("/v1/apps/{app}/invoke"), &[], br#"{"op": "echo", "text": "1"}"#);
+        codes.push(reply.status);
+        std::thread::sleep(Duration::from_millis(5));
+        if codes.len() % 20 == 0 {
+            status = gateway.http("GET", &format!("/v1/apps/{app}"), &[], b"").json();
+            if done(&status) && codes.len() > 300 {
+                break;
+            }
+        }
+    }
+    (codes, status)
+}
+
 #[test]
 fn an_ipa_app_scales_its_replicas_as_demand_grows_without_losing_a_request() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let manifest = r#"
-name = "scaled"
-planner = "ipa"
-[slo]
-latency_ms = 1000
-accuracy = 0.5
-
-[[tasks]]
-name = "probe"
-glue = "glue/probe.wasm"
-slot = "classifier"
-
-[[variants]]
-slot = "classifier"
-name = "fast"
-model = "models/mlp.onnx"
-accuracy = 0.7
-"#;
-    bundle(dir.path(), manifest, &[("glue/probe.wasm", &component("jig_probe")), ("models/mlp.onnx", &model("mlp"))]);
     // One replica (IPA's base allocation: one core) serves 60 req/s, as the planner believes.
     let profiles =
         "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nclassifier,fast,cpu:1,1,10,15,60,test\n";
-    std::fs::write(dir.path().join("profiles.csv"), profiles).unwrap();
+    jig_tests::probe_app(dir.path(), "scaled", 0.7, Some(profiles));
+    let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
+    std::fs::write(dir.path().join("jig.toml"), format!("planner = \"ipa\"\n{manifest}")).unwrap();
     let gateway = start_with_config(state.path(), "demand_window_s = 0.5\ncores = 2\n");
     assert_ok(&deploy(&gateway, dir.path(), &[]));
     let replicas = |status: &serde_json::Value| -> u64 {
@@ -620,20 +609,7 @@ accuracy = 0.7
     assert_eq!(replicas(&status), 1, "1 req/s expected: {status}");
 
     // About 100 req/s: more than one replica serves, so the controller's re-plan adds the second.
-    let started = Instant::now();
-    let mut codes = Vec::new();
-    let mut status = serde_json::Value::Null;
-    while started.elapsed() < Duration::from_secs(20) {
-        let reply = gateway.http("POST", "/v1/apps/scaled/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
-        codes.push(reply.status);
-        std::thread::sleep(Duration::from_millis(5));
-        if codes.len() % 20 == 0 {
-            status = gateway.http("GET", "/v1/apps/scaled", &[], b"").json();
-            if status["replans"].as_u64() >= Some(1) && replicas(&status) == 2 && codes.len() > 300 {
-                break;
-            }
-        }
-    }
+    let (codes, status) = drive(&gateway, "scaled", |s| s["replans"].as_u64() >= Some(1) && replicas(s) == 2);
     assert_eq!(replicas(&status), 2, "{status}");
     assert!(status["deployment"]["source"].as_str().unwrap().contains("by ipa"), "{status}");
     assert!(codes.iter().all(|&c| c == 200), "{:?}", codes.iter().filter(|&&c| c != 200).collect::<Vec<_>>());
