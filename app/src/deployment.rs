@@ -612,6 +612,7 @@ pub fn problem(
             edges: model_edges(bundle),
             paths: None,
             planner,
+            classes: Vec::new(),
         },
         segments: segments.into_iter().map(|name| SegmentSpec { name, slices: None }).collect(),
         resources: Resources {
@@ -623,6 +624,7 @@ pub fn problem(
         demand: DemandSpec { windows: demand, slack: None },
         objective: Objective::default(),
         ipa: Default::default(),
+        compass: Default::default(),
         batch_sizes: None,
     };
     let mut source = profiles.display().to_string();
@@ -947,15 +949,16 @@ mod tests {
         let (source, jigsaw) = batches("jigsaw").unwrap();
         assert!(source.contains("by jigsaw"), "{source}");
         assert!(jigsaw.iter().all(|&(b, _)| b == 1), "{jigsaw:?}");
-        // The manifest refuses a planner jig lacks; it lists the planner crate's strategies.
-        let names: Vec<&str> = jig_planner::Strategy::ALL.iter().map(|s| s.name()).collect();
-        assert_eq!(names, jig_manifest::PLANNERS);
-        std::fs::write(dir.path().join("jig.toml"), format!("planner = \"compass\"\n{manifest}")).unwrap();
-        let refused = Bundle::open(dir.path()).unwrap_err().to_string();
-        assert!(
-            refused.contains("jig.toml") && refused.contains("compass") && refused.contains("jigsaw, ipa"),
-            "{refused}"
-        );
+        // The manifest refuses a planner jig lacks, or whose plans it does not serve; each it takes is a strategy.
+        assert!(jig_manifest::PLANNERS.iter().all(|p| p.parse::<jig_planner::Strategy>().is_ok()));
+        for (planner, says) in [("simple", "jig serves the plans of"), ("compass", "route requests by query class")] {
+            std::fs::write(dir.path().join("jig.toml"), format!("planner = \"{planner}\"\n{manifest}")).unwrap();
+            let refused = Bundle::open(dir.path()).unwrap_err().to_string();
+            assert!(
+                refused.contains("jig.toml") && refused.contains(says) && refused.contains("jigsaw, ipa"),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -117,7 +117,8 @@ impl Manifest {
 /// The manifest format this jig reads.
 pub const MANIFEST_VERSION: u32 = 1;
 
-/// The planner strategies `planner` may name (`jig_planner::Strategy`).
+/// The planner strategies a bundle's `planner` may name: those of `jig_planner::Strategy` whose plans jig
+/// serves (Compass's query classes need routing by class, which the runtime does not do yet).
 pub const PLANNERS: [&str; 2] = ["jigsaw", "ipa"];
 
 /// The app's objectives.
@@ -356,7 +357,13 @@ impl Bundle {
         if let Some(planner) = &m.planner
             && !PLANNERS.contains(&planner.as_str())
         {
-            return Err(format!("`planner = \"{planner}\"`: jig has the planners {}", PLANNERS.join(", ")));
+            let why = if planner == "compass" {
+                "Compass's plans route requests by query class, which jig's runtime does not do yet (plan them \
+                 with `jig plan SPEC --planner compass`); a bundle may name"
+            } else {
+                "jig serves the plans of"
+            };
+            return Err(format!("`planner = \"{planner}\"`: {why} the planners {}", PLANNERS.join(", ")));
         }
         if let Some(slo) = &m.slo {
             if slo.latency_ms == 0 {

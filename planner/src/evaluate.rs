@@ -47,7 +47,8 @@ pub struct Evaluation {
     pub accuracy: f64,
     /// Σ Ŝ(t) (7)–(8): the slices (GPU slices or CPU cores) the instances take.
     pub slices: u32,
-    /// Objective (14): α·A_obj − β·slices; for IPA, its (9): α·100·A_obj − β·cores − δ·Σ batch.
+    /// Objective (14): α·A_obj − β·slices; for IPA, its (9): α·100·A_obj − β·cores − δ·Σ batch; for Compass,
+    /// the goodput: req/s served within their classes' SLOs.
     pub objective: f64,
     /// Every constraint the plan breaks, in words; empty when feasible.
     pub violations: Vec<String>,
@@ -85,9 +86,11 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     // latency plus the wait for a full batch at the least demand the task can see (Eq. 7).
     let mut budget = vec![0.0_f64; n];
     let least_demand = match problem.strategy {
-        Strategy::Jigsaw => Vec::new(),
         Strategy::Ipa => problem.demand_bounds(|_, _| true).0,
+        Strategy::Jigsaw | Strategy::Compass => Vec::new(),
     };
+    // Compass serves part of the demand, each class within SLOs of its own: `compass::check` checks those.
+    let whole_app = problem.strategy != Strategy::Compass;
     let mut capacity_ok = true;
     let mut slices = 0u32;
     let mut served = vec![0.0_f64; n];
@@ -109,8 +112,8 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
         if a.instances > 0 {
             latency[a.task] = latency[a.task].max(c.latency_ms); // (1)–(2)
             let own = match problem.strategy {
-                Strategy::Jigsaw => 2.0 * c.latency_ms,
                 Strategy::Ipa => c.latency_ms + crate::ipa::queueing_ms(a.batch, least_demand[a.task]),
+                Strategy::Jigsaw | Strategy::Compass => 2.0 * c.latency_ms,
             };
             budget[a.task] = budget[a.task].max(own);
         }
@@ -154,7 +157,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
                 emitted[s] += demand[t] * active_factors[t][i]; // (4) as printed, then (5)
             }
         }
-        if (served[t] - demand[t]).abs() > TOL * demand[t].max(1.0) && capacity_ok {
+        if whole_app && (served[t] - demand[t]).abs() > TOL * demand[t].max(1.0) && capacity_ok {
             violations.push(format!(
                 "task `{}`: demand {:.3} req/s but {:.3} req/s routed to its instances",
                 problem.tasks[t].name, demand[t], served[t]
@@ -181,7 +184,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     // (3)
     let path_latency: Vec<f64> = problem.paths.iter().map(|p| p.tasks.iter().map(|&t| budget[t]).sum()).collect();
     for (p, &l) in problem.paths.iter().zip(&path_latency) {
-        if !close_enough(l, problem.slo_latency_ms) {
+        if whole_app && !close_enough(l, problem.slo_latency_ms) {
             violations.push(format!(
                 "path {}: {l:.1} ms exceeds the latency SLO of {} ms",
                 problem.path_name(&p.tasks),
@@ -214,7 +217,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     let accuracy: f64 =
         problem.paths.iter().map(|p| p.weight * p.tasks.iter().map(|&t| task_accuracy[t]).product::<f64>()).sum();
     // (13)
-    if accuracy < problem.slo_accuracy - TOL {
+    if whole_app && accuracy < problem.slo_accuracy - TOL {
         violations.push(format!(
             "accuracy {:.4} of the best is below the accuracy SLO of {}",
             accuracy, problem.slo_accuracy
@@ -227,6 +230,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
             let w = problem.ipa;
             w.alpha * 100.0 * accuracy - w.beta * f64::from(slices) - w.delta * f64::from(batches)
         }
+        Strategy::Compass => (0..n).filter(|&t| problem.is_root(t)).map(|t| served[t]).sum(),
     };
     Evaluation {
         task_latency_ms: latency,

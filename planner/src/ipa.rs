@@ -55,9 +55,15 @@ pub fn queueing_ms(batch: u32, demand_rps: f64) -> f64 {
 
 /// The stages of `problem` in pipeline order, or an error naming the task that makes it no chain.
 pub fn stages(problem: &Problem) -> Result<Vec<usize>, PlanError> {
+    chain(problem, "IPA")
+}
+
+/// The tasks of `problem` in pipeline order, or an error naming the task that makes it no chain and the
+/// `planner` that needs one.
+pub fn chain(problem: &Problem, planner: &str) -> Result<Vec<usize>, PlanError> {
     let not_linear = |why: String| {
         PlanError::Input(format!(
-            "app `{}`: the IPA planner plans linear pipelines (one chain of tasks, as the paper does); {why}; \
+            "app `{}`: the {planner} planner plans linear pipelines (one chain of tasks, as the paper does); {why}; \
              plan it with `planner = \"jigsaw\"`",
             problem.app
         ))
@@ -299,5 +305,6 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
         gpu_layouts: Vec::new(),
         instance_types: cands.iter().map(Vec::len).sum(),
         instance_types_profiled: profiled,
+        classes: Vec::new(),
     })
 }

@@ -15,7 +15,7 @@
 //!   [`solve_from`], that the deploy path, the controller and the simulator call.
 //! * [`milp`]: the formulation below, solved by `good_lp` + HiGHS; when no plan exists, it names the binding
 //!   constraint by solving relaxations.
-//! * [`ipa`]: IPA's integer program (its own module docs).
+//! * [`ipa`]: IPA's integer program; [`compass`]: Compass's, over query classes (their module docs).
 //! * [`baselines`]: the A/S/T switches and Appendix B's static budgets.
 //! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
 //! * [`placement`]: MIG instances onto GPUs by the plan's layouts (or the cheapest packing into valid
@@ -157,6 +157,7 @@
 #![deny(missing_docs)]
 
 pub mod baselines;
+pub mod compass;
 pub mod error;
 pub mod evaluate;
 pub mod exhaustive;

@@ -67,6 +67,11 @@ fn solve_in(
     match problem.strategy {
         Strategy::Jigsaw => solve_relaxed(problem, features, options, Relax::default(), previous),
         Strategy::Ipa => crate::ipa::solve(problem, options),
+        Strategy::Compass => Err(PlanError::Input(format!(
+            "app `{}`: Compass plans for the goodput its slices serve; the largest demand is JigsawServe's and IPA's \
+             question",
+            problem.app
+        ))),
     }
 }
 
@@ -233,12 +238,14 @@ mod tests {
                 edges: Vec::new(),
                 paths: None,
                 planner: Default::default(),
+                classes: Vec::new(),
             },
             segments: ["cpu:1", "cpu:2"].map(|name| SegmentSpec { name: name.into(), slices: None }).into(),
             resources: Resources { slices: 4, cores_per_host: Some(4), cpu_cores: None, gpu_slices: None },
             demand: DemandSpec { windows: vec![1.0], slack: Some(0.0) },
             objective: Objective::default(),
             ipa: Default::default(),
+            compass: Default::default(),
             batch_sizes: None,
         };
         Problem::new(&spec, &[row("cpu:1", 100.0), row("cpu:2", 150.0)], "test").unwrap()

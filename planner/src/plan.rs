@@ -27,11 +27,15 @@ pub fn plan_from(
 ) -> Result<Plan, PlanError> {
     let solved = solve_from(problem, features, options, previous)?;
     let eval = evaluate_as(problem, &solved.assignments, features.weighting);
-    if !eval.is_feasible() {
+    let mut violations = eval.violations.clone();
+    if problem.strategy == crate::strategy::Strategy::Compass {
+        violations.extend(crate::compass::check(problem, &solved));
+    }
+    if !violations.is_empty() {
         // The formulation is conservative, so this is a bug, not bad input: say so rather than hand out the plan.
         return Err(PlanError::Solver(format!(
             "the solver's plan fails the independent check: {}",
-            eval.violations.join("; ")
+            violations.join("; ")
         )));
     }
     let mut items = Vec::new();
@@ -93,6 +97,7 @@ pub fn plan_from(
     Ok(Plan {
         app: problem.app.clone(),
         planner: problem.strategy,
+        classes: solved.classes.iter().map(|c| ClassReport::of(problem, c)).collect(),
         features: features.to_string(),
         demand_rps: problem.demand_rps,
         slo_latency_ms: problem.slo_latency_ms,
@@ -123,6 +128,8 @@ pub struct Plan {
     pub features: String,
     /// The strategy that planned it (`features` are JigsawServe's switches, which IPA does not read).
     pub planner: crate::strategy::Strategy,
+    /// Compass's plan of each query class; empty for the other strategies.
+    pub classes: Vec<ClassReport>,
     /// R, the demand at the roots (req/s).
     pub demand_rps: f64,
     /// SLO_l: the latency bound on every path, ms.
@@ -145,6 +152,64 @@ pub struct Plan {
     pub placement: Placement,
     /// How the solver ran.
     pub solve: SolveInfo,
+}
+
+/// What a Compass plan does for one query class.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassReport {
+    /// The class's name.
+    pub class: String,
+    /// Its demand, req/s.
+    pub demand_rps: f64,
+    /// What the plan serves of it within its SLOs, req/s.
+    pub served_rps: f64,
+    /// Its latency SLO, ms.
+    pub slo_latency_ms: f64,
+    /// Its accuracy SLO, a fraction of the best.
+    pub slo_accuracy: f64,
+    /// Its routes, most used first.
+    pub routes: Vec<RouteReport>,
+}
+
+/// One route of a class in a plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RouteReport {
+    /// The class's requests on it, req/s.
+    pub rate_rps: f64,
+    /// Σ 2·L of its types, ms.
+    pub latency_ms: f64,
+    /// The product of its types' normalised accuracies.
+    pub accuracy: f64,
+    /// Per task, `variant on segment batch b`.
+    pub types: Vec<String>,
+}
+
+impl ClassReport {
+    fn of(problem: &Problem, plan: &crate::compass::ClassPlan) -> Self {
+        let class = problem.classes.iter().find(|c| c.name == plan.class);
+        let routes = plan
+            .routes
+            .iter()
+            .map(|route| {
+                let (mut latency_ms, mut accuracy, mut types) = (0.0, 1.0, Vec::new());
+                for &(t, v, s, b) in &route.types {
+                    latency_ms += 2.0 * problem.config(t, v, s, b).map_or(0.0, |c| c.latency_ms);
+                    accuracy *= problem.tasks[t].normalised_accuracy(v);
+                    let task = &problem.tasks[t];
+                    types.push(format!("{} on {} batch {b}", task.variants[v].name, problem.segments[s].name));
+                }
+                RouteReport { rate_rps: route.rate_rps, latency_ms, accuracy, types }
+            })
+            .collect();
+        ClassReport {
+            class: plan.class.clone(),
+            demand_rps: plan.demand_rps,
+            served_rps: plan.served_rps,
+            slo_latency_ms: class.map_or(0.0, |c| c.slo_latency_ms),
+            slo_accuracy: class.map_or(0.0, |c| c.slo_accuracy),
+            routes,
+        }
+    }
 }
 
 /// One task's part of a plan.
@@ -284,6 +349,23 @@ impl Plan {
                 p.accuracy,
                 p.accuracy_of_best * 100.0
             );
+        }
+        for c in &self.classes {
+            let _ = writeln!(
+                s,
+                "  class {} (SLOs {} ms, accuracy {}): {:.1} of {:.1} req/s served",
+                c.class, c.slo_latency_ms, c.slo_accuracy, c.served_rps, c.demand_rps
+            );
+            for r in &c.routes {
+                let _ = writeln!(
+                    s,
+                    "    {:.1} req/s: {} ({:.1} ms, accuracy {:.4})",
+                    r.rate_rps,
+                    r.types.join(" → "),
+                    r.latency_ms,
+                    r.accuracy
+                );
+            }
         }
         let pl = &self.placement;
         let _ = writeln!(

@@ -43,6 +43,10 @@ pub struct Problem {
     pub strategy: crate::strategy::Strategy,
     /// IPA's weights, when `strategy` is IPA.
     pub ipa: crate::spec::IpaSpec,
+    /// Compass's query classes, shares summing to 1: the spec's, or one with the app's SLOs.
+    pub classes: Vec<Class>,
+    /// Compass's settings.
+    pub compass: crate::spec::CompassSpec,
     /// R, req/s at every root task.
     pub demand_rps: f64,
     /// Where the profile table came from, for the plan's report.
@@ -90,6 +94,62 @@ impl Task {
     /// F(t,v,t′), 0 when t′ is not a successor.
     pub fn factor(&self, v: usize, to: usize) -> f64 {
         self.succs.iter().position(|&s| s == to).map_or(0.0, |i| self.variants[v].factors[i])
+    }
+}
+
+/// A query class (Compass): requests of the app with SLOs of their own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Class {
+    /// Its name.
+    pub name: String,
+    /// Its latency SLO, ms.
+    pub slo_latency_ms: f64,
+    /// Its accuracy SLO, a fraction of the best achievable.
+    pub slo_accuracy: f64,
+    /// Its share of the demand; the shares sum to 1.
+    pub share: f64,
+}
+
+impl Class {
+    /// The spec's classes, checked and their shares normalised; one with the app's SLOs when it has none.
+    fn from_spec(spec: &PlanSpec) -> Result<Vec<Class>, PlanError> {
+        let app = &spec.app;
+        if app.classes.is_empty() {
+            let name = app.name.clone();
+            return Ok(vec![Class {
+                name,
+                slo_latency_ms: app.slo_latency_ms,
+                slo_accuracy: app.slo_accuracy,
+                share: 1.0,
+            }]);
+        }
+        let total: f64 = app.classes.iter().map(|c| c.share).sum();
+        let mut names = std::collections::HashSet::new();
+        for c in &app.classes {
+            let bad = |what: &str| PlanError::Input(format!("app `{}`, class `{}`: {what}", app.name, c.name));
+            if !names.insert(c.name.as_str()) {
+                return Err(bad("a second class of that name"));
+            }
+            if !(c.slo_latency_ms.is_finite() && c.slo_latency_ms > 0.0) {
+                return Err(bad("slo_latency_ms must be a positive number of milliseconds"));
+            }
+            if !(0.0..=1.0).contains(&c.slo_accuracy) {
+                return Err(bad("slo_accuracy must be a fraction in [0, 1]"));
+            }
+            if !(c.share.is_finite() && c.share > 0.0) {
+                return Err(bad("share must be positive"));
+            }
+        }
+        Ok(app
+            .classes
+            .iter()
+            .map(|c| Class {
+                name: c.name.clone(),
+                slo_latency_ms: c.slo_latency_ms,
+                slo_accuracy: c.slo_accuracy,
+                share: c.share / total,
+            })
+            .collect())
     }
 }
 
@@ -346,6 +406,7 @@ impl Problem {
         }
 
         let demand_rps = spec.demand.predict()?;
+        let classes = Class::from_spec(spec)?;
         Ok(Self {
             app,
             tasks,
@@ -362,6 +423,8 @@ impl Problem {
             objective: spec.objective,
             strategy: spec.app.planner,
             ipa: spec.ipa,
+            classes,
+            compass: spec.compass,
             demand_rps,
             profile_source: profile_source.to_string(),
             index,

@@ -31,6 +31,9 @@ pub struct PlanSpec {
     /// IPA's weights (`[ipa]`), read when `app.planner = "ipa"`.
     #[serde(default)]
     pub ipa: IpaSpec,
+    /// Compass's settings (`[compass]`), read when `app.planner = "compass"`.
+    #[serde(default)]
+    pub compass: CompassSpec,
     /// Maximum batch sizes to consider; all the profile table has when absent.
     #[serde(default)]
     pub batch_sizes: Option<Vec<u32>>,
@@ -79,6 +82,10 @@ pub struct AppSpec {
     /// The planner strategy: `jigsaw` (the default) or `ipa`.
     #[serde(default)]
     pub planner: crate::strategy::Strategy,
+    /// Compass's query classes over the graph, each with its own SLOs and share of the demand; none: one
+    /// class with the app's SLOs.
+    #[serde(default)]
+    pub classes: Vec<ClassSpec>,
 }
 
 /// A task t: one node of the function graph, and the model variants that may serve it.
@@ -316,6 +323,28 @@ impl Objective {
         let paper = Self::default();
         Self { beta: paper.beta * 28.0 / f64::from(slices.max(1)), ..paper }
     }
+}
+
+/// Compass's settings (`[compass]`, [`crate::compass`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompassSpec {
+    /// Plan each class alone, in the spec's order, on what the ones before it left (Compass's baseline).
+    pub alone: bool,
+}
+
+/// A query class (Compass): requests that run the app's graph under SLOs of their own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassSpec {
+    /// The class's name.
+    pub name: String,
+    /// Its end-to-end latency SLO, ms.
+    pub slo_latency_ms: f64,
+    /// Its accuracy SLO, a fraction of the best achievable.
+    pub slo_accuracy: f64,
+    /// Its share of the app's demand (shares are normalised to sum to 1).
+    pub share: f64,
 }
 
 /// IPA's objective weights and base-allocation threshold (`[ipa]`, [`crate::ipa`]): maximise

@@ -27,17 +27,21 @@ pub enum Strategy {
     /// size and a replica count, for α·PAS − β·cores − δ·Σ batch; latency is the batch's plus the worst-case
     /// wait for a full batch, (b − 1)/λ ([`crate::ipa`]).
     Ipa,
+    /// Compass (§3–5): query classes with SLOs of their own over a linear pipeline's shared operators, planned
+    /// together for SLO goodput ([`crate::compass`]). Planned and checked; not yet served.
+    Compass,
 }
 
 impl Strategy {
     /// Every strategy, in the order `--help` lists them.
-    pub const ALL: [Strategy; 2] = [Strategy::Jigsaw, Strategy::Ipa];
+    pub const ALL: [Strategy; 3] = [Strategy::Jigsaw, Strategy::Ipa, Strategy::Compass];
 
     /// The name `app.planner` and `--planner` take.
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Jigsaw => "jigsaw",
             Strategy::Ipa => "ipa",
+            Strategy::Compass => "compass",
         }
     }
 }
@@ -135,6 +139,7 @@ pub fn solve_from(
     match problem.strategy {
         Strategy::Jigsaw => milp::solve_from(problem, features, options, previous),
         Strategy::Ipa => crate::ipa::solve(problem, options),
+        Strategy::Compass => crate::compass::solve(problem, options),
     }
 }
 
@@ -148,6 +153,6 @@ mod tests {
             assert_eq!(s.name().parse::<Strategy>(), Ok(s));
         }
         let err = "compas".parse::<Strategy>().unwrap_err();
-        assert!(err.contains("`compas`") && err.contains("jigsaw, ipa"), "{err}");
+        assert!(err.contains("`compas`") && err.contains("jigsaw, ipa, compass"), "{err}");
     }
 }

@@ -133,12 +133,14 @@ impl Case {
                 edges: (1..nt).map(|t| EdgeSpec { from: TASKS[t - 1].into(), to: TASKS[t].into() }).collect(),
                 paths: None,
                 planner: jig_planner::Strategy::Ipa,
+                classes: Vec::new(),
             },
             segments: CORES.iter().map(|c| SegmentSpec { name: format!("cpu:{c}"), slices: None }).collect(),
             resources: Resources { slices: self.cores, cores_per_host: None, cpu_cores: None, gpu_slices: None },
             demand: DemandSpec { windows: vec![self.demand], slack: Some(0.0) },
             objective: Objective::default(),
             ipa: self.weights,
+            compass: Default::default(),
             batch_sizes: None,
         };
         Problem::new(&spec, &rows, "test").expect("a valid problem")
@@ -268,8 +270,8 @@ fn the_strategy_is_read_from_the_spec() {
     let spec = PlanSpec::from_toml(text).unwrap();
     assert_eq!(spec.app.planner, jig_planner::Strategy::Ipa);
     assert_eq!(spec.ipa, IpaSpec { alpha: 10.0, ..IpaSpec::default() });
-    let bad = PlanSpec::from_toml(&text.replace("\"ipa\"", "\"compass\"")).unwrap_err().to_string();
-    assert!(bad.contains("unknown variant `compass`") && bad.contains("jigsaw"), "{bad}");
+    let bad = PlanSpec::from_toml(&text.replace("\"ipa\"", "\"simple\"")).unwrap_err().to_string();
+    assert!(bad.contains("unknown variant `simple`") && bad.contains("jigsaw"), "{bad}");
 }
 
 #[test]

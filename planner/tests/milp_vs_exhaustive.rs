@@ -177,6 +177,7 @@ impl Case {
                 edges: edges.iter().map(|&(a, b)| EdgeSpec { from: TASKS[a].into(), to: TASKS[b].into() }).collect(),
                 paths: None,
                 planner: Default::default(),
+                classes: Vec::new(),
             },
             segments: segments.iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
             resources: Resources {
@@ -188,6 +189,7 @@ impl Case {
             demand: DemandSpec { windows: vec![self.demand], slack: Some(0.0) },
             objective: Objective { alpha: 1.0, beta: self.beta },
             ipa: Default::default(),
+            compass: Default::default(),
             batch_sizes: None,
         };
         (spec, rows)

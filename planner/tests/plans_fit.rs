@@ -51,12 +51,14 @@ fn problem(tasks: &[(Vec<usize>, f64, f64)], slices: u32, demand: f64) -> Proble
             edges: names.windows(2).map(|w| EdgeSpec { from: w[0].clone(), to: w[1].clone() }).collect(),
             paths: None,
             planner: Default::default(),
+            classes: Vec::new(),
         },
         segments: segments.into_iter().map(|name| SegmentSpec { name, slices: None }).collect(),
         resources: Resources { slices, cores_per_host: None, cpu_cores: None, gpu_slices: None },
         demand: DemandSpec { windows: vec![demand], slack: Some(0.0) },
         objective: Objective { alpha: 1.0, beta: 0.035 },
         ipa: Default::default(),
+        compass: Default::default(),
         batch_sizes: None,
     };
     Problem::new(&spec, &rows, "test").expect("a valid problem")

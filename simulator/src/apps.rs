@@ -189,12 +189,14 @@ impl PaperApp {
                         .collect(),
                 ),
                 planner: Default::default(),
+                classes: Vec::new(),
             },
             segments: analytic::segment_kinds().iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
             resources: Resources { slices, cores_per_host: None, cpu_cores: None, gpu_slices: None },
             demand: DemandSpec { windows: vec![demand_rps], slack: None },
             objective: Objective::scaled_to(slices),
             ipa: Default::default(),
+            compass: Default::default(),
             batch_sizes: None,
         }
     }

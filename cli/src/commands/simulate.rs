@@ -39,8 +39,8 @@ pub struct SimulateCommand {
     /// values: `Objective::scaled_to`), the spec's otherwise.
     #[arg(long)]
     pub slices: Option<u32>,
-    /// The planner strategy that plans each interval: `jigsaw` or `ipa` (linear pipelines on CPU cores).
-    /// Default: the spec's or bundle's `planner`.
+    /// The planner strategy that plans each interval: `jigsaw` or `ipa` (linear pipelines on CPU cores;
+    /// `compass` plans are not simulated yet). Default: the spec's or bundle's `planner`.
     #[arg(long)]
     pub planner: Option<jig_planner::Strategy>,
     /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all` (JigsawServe's switches).
@@ -122,6 +122,11 @@ impl SimulateCommand {
         let mut problem = source.problem(self.slices, None, (28, 1.0), observed.as_ref())?;
         if let Some(planner) = self.planner {
             problem.strategy = planner;
+        }
+        if problem.strategy == jig_planner::Strategy::Compass {
+            bail!(
+                "Compass's plans route requests by query class, which the simulator does not do yet: `jig plan` them"
+            );
         }
         // The paper adds ~10 ms per communication hop (§4.4); a bundle's --overhead-ms is measured instead.
         let hop_ms = self.hop_ms.unwrap_or(if matches!(source, Source::Paper { .. }) { 10.0 } else { 0.0 });

@@ -84,6 +84,8 @@ pub struct Solved {
     pub instance_types: usize,
     /// Profiled instance types the configuration space admits, before pruning.
     pub instance_types_profiled: usize,
+    /// Compass's plan per query class; empty for the other strategies.
+    pub classes: Vec<crate::compass::ClassPlan>,
 }
 
 /// An instance type that survives pruning, with its big-M bound U on M(t,v,s,b).
@@ -646,5 +648,6 @@ pub(crate) fn solve_relaxed(
         seconds: started.elapsed().as_secs_f64(),
         instance_types: cands.len(),
         instance_types_profiled: profiled,
+        classes: Vec::new(),
     })
 }

@@ -1,0 +1,328 @@
+//! Compass's planner (§3–5): several query classes, each with its own latency and accuracy SLOs and share of the
+//! demand, over the shared operators of a linear pipeline, planned together for **SLO goodput** (the requests
+//! served within their SLOs) on limited slices; solved exactly on HiGHS.
+//!
+//! A *route* of a class is one instance type k = (variant, segment, batch) per task whose 2·L_k sum within the
+//! class's latency SLO and whose accuracies, multiplied, meet its accuracy SLO; jig enumerates them (Compass
+//! searches them with Bayesian optimisation, profiling each: here the profile table has every type measured).
+//! A class's requests are split over its routes (u_cp, the share of class c on route p); classes whose routes
+//! take the same type share its instances: the operator sharing that planning each query alone misses.
+//!
+//! ```text
+//! max  Σ_c R_c·Σ_p u_cp − ε·Σ_k s_k·M_k
+//!      Σ_p u_cp ≤ 1                                  (a class is served at most in full)
+//!      Σ_c Σ_{p ∋ k} R_c·F_p(k)·u_cp ≤ H_k·M_k       (F_p(k): requests at k per request of the class on p)
+//!      Σ_k s_k·M_k ≤ S   (and the cores and GPU slices apart)
+//! ```
+//!
+//! Only the instance counts M_k are integers, so HiGHS solves it quickly; ε makes the fewest slices the
+//! tie-break. `[compass] alone = true` plans each class alone instead, in the spec's order, each on the slices
+//! the ones before it left and with instances of its own: Compass's baseline. MIG segments are left out (their
+//! layouts are JigsawServe's MILP's); Compass plans are made and checked, not yet deployed or simulated (jig's
+//! runtime routes a task's requests without their class).
+
+use std::time::Instant;
+
+use good_lp::solvers::highs::highs;
+use good_lp::{Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable};
+use good_lp::{constraint, variable};
+use serde::Serialize;
+
+use crate::error::PlanError;
+use crate::evaluate::Assignment;
+use crate::milp::{SolveOptions, Solved, highs_with};
+use crate::problem::{Class, Problem};
+use crate::spec::SegmentKind;
+
+/// What one class was planned: its demand, and the routes that serve it within its SLOs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassPlan {
+    /// The class's name.
+    pub class: String,
+    /// R_c, req/s.
+    pub demand_rps: f64,
+    /// R_c·Σ_p u_cp: what the plan serves of it within its SLOs, req/s.
+    pub served_rps: f64,
+    /// The routes its requests take, most used first.
+    pub routes: Vec<Route>,
+}
+
+/// One route of a class: a type per task, and the class's requests it takes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Route {
+    /// Per task in pipeline order, the type (task, variant, segment, batch).
+    pub types: Vec<(usize, usize, usize, u32)>,
+    /// Requests of the class on it, req/s (at the first task).
+    pub rate_rps: f64,
+}
+
+/// The most routes a class may have before the planner refuses the problem as too large to enumerate.
+const MAX_ROUTES: usize = 200_000;
+
+/// The slices, CPU cores and GPU slices a plan may take.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    slices: u32,
+    cpu: Option<u32>,
+    gpu: Option<u32>,
+}
+
+/// Plan `problem`'s classes as Compass does (or each alone, as its baseline, with `[compass] alone`).
+pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanError> {
+    let started = Instant::now();
+    let order = crate::ipa::chain(problem, "Compass")?;
+    let budget = Budget { slices: problem.slices, cpu: problem.cpu_cores, gpu: problem.gpu_slices };
+    let classes: Vec<(&Class, f64)> = problem.classes.iter().map(|c| (c, c.share * problem.demand_rps)).collect();
+    let (mut assignments, mut plans, mut optimal) = (Vec::new(), Vec::new(), true);
+    if problem.compass.alone {
+        let mut left = budget;
+        for class in &classes {
+            let (a, p, opt) = joint(problem, options, &order, std::slice::from_ref(class), left)?;
+            let used = |cpu: bool| -> u32 {
+                a.iter()
+                    .filter(|a| matches!(problem.segments[a.segment].kind, SegmentKind::Cpu { .. }) == cpu)
+                    .map(|a| a.instances * problem.segments[a.segment].slices)
+                    .sum()
+            };
+            let (cpu, gpu) = (used(true), used(false));
+            left = Budget {
+                slices: left.slices - cpu - gpu,
+                cpu: left.cpu.map(|c| c.saturating_sub(cpu)),
+                gpu: left.gpu.map(|g| g.saturating_sub(gpu)),
+            };
+            assignments.extend(a);
+            plans.extend(p);
+            optimal &= opt;
+        }
+    } else {
+        (assignments, plans, optimal) = joint(problem, options, &order, &classes, budget)?;
+    }
+    Ok(Solved {
+        instance_types: problem
+            .configs
+            .iter()
+            .filter(|c| !matches!(problem.segments[c.segment].kind, SegmentKind::Mig { .. }))
+            .count(),
+        instance_types_profiled: problem.configs.len(),
+        assignments,
+        // No linear bound of its own: the plan reports the accuracy evaluated on it.
+        accuracy_bound: f64::INFINITY,
+        optimal,
+        seconds: started.elapsed().as_secs_f64(),
+        gpu_layouts: Vec::new(),
+        classes: plans,
+    })
+}
+
+/// The joint program over `classes` (class, demand) within `budget`.
+fn joint(
+    problem: &Problem,
+    options: &SolveOptions,
+    order: &[usize],
+    classes: &[(&Class, f64)],
+    budget: Budget,
+) -> Result<(Vec<Assignment>, Vec<ClassPlan>, bool), PlanError> {
+    // Candidate types per task: profiled on a segment Compass plans (not MIG).
+    let types: Vec<Vec<usize>> = order
+        .iter()
+        .map(|&t| {
+            (0..problem.configs.len())
+                .filter(|&i| problem.configs[i].task == t)
+                .filter(|&i| !matches!(problem.segments[problem.configs[i].segment].kind, SegmentKind::Mig { .. }))
+                .collect()
+        })
+        .collect();
+    let routes: Vec<Vec<Vec<usize>>> =
+        classes.iter().map(|(c, _)| routes_of(problem, c, &types)).collect::<Result<_, _>>()?;
+    if routes.iter().all(Vec::is_empty) {
+        // No class has a route within its SLOs: nothing to serve, and nothing for HiGHS to solve.
+        let none = |&(class, demand): &(&Class, f64)| ClassPlan {
+            class: class.name.clone(),
+            demand_rps: demand,
+            served_rps: 0.0,
+            routes: Vec::new(),
+        };
+        return Ok((Vec::new(), classes.iter().map(none).collect(), true));
+    }
+    let mut vars = ProblemVariables::new();
+    let shares: Vec<Vec<Variable>> =
+        routes.iter().map(|rs| rs.iter().map(|_| vars.add(variable().min(0).max(1))).collect()).collect();
+    // Load on each type: over the routes through it, the class's demand × the requests per request there.
+    let mut load: std::collections::BTreeMap<usize, Expression> = Default::default();
+    let mut goodput = Expression::default();
+    let mut rows = Vec::new();
+    for (((_, demand), rs), us) in classes.iter().zip(&routes).zip(&shares) {
+        let mut whole = Expression::default();
+        for (route, &u) in rs.iter().zip(us) {
+            whole += u;
+            goodput.add_mul(*demand, u);
+            let mut per_request = 1.0;
+            for &i in route {
+                load.entry(i).or_default().add_mul(demand * per_request, u);
+                let c = &problem.configs[i];
+                per_request *= problem.tasks[c.task].variants[c.variant].factors.first().copied().unwrap_or(0.0);
+            }
+        }
+        rows.push(constraint!(whole <= 1));
+    }
+    let (mut slices, mut cpu, mut gpu) = (Expression::default(), Expression::default(), Expression::default());
+    let mut instances = Vec::with_capacity(load.len());
+    for (&i, used) in &load {
+        let c = &problem.configs[i];
+        let segment = &problem.segments[c.segment];
+        let m = vars.add(variable().integer().min(0).max(f64::from(budget.slices / segment.slices.max(1))));
+        rows.push(constraint!(used.clone() <= c.throughput_rps * m));
+        slices.add_mul(segment.slices, m);
+        if matches!(segment.kind, SegmentKind::Cpu { .. }) { &mut cpu } else { &mut gpu }.add_mul(segment.slices, m);
+        instances.push((i, m));
+    }
+    rows.push(constraint!(slices.clone() <= budget.slices));
+    if let Some(cap) = budget.cpu {
+        rows.push(constraint!(cpu <= cap));
+    }
+    if let Some(cap) = budget.gpu {
+        rows.push(constraint!(gpu <= cap));
+    }
+    // A slice is worth less than serving a thousandth of a request per second more.
+    let epsilon = 1e-3 / f64::from(budget.slices.max(1));
+    let mut model = vars.maximise(goodput - epsilon * slices).using(|p| highs_with(highs(p), options));
+    for row in rows {
+        model.add_constraint(row);
+    }
+    let solution = match model.solve() {
+        Ok(s) => s,
+        Err(ResolutionError::Other("NoSolutionFound")) => return Err(PlanError::TimeLimit(options.time_limit_s)),
+        Err(e) => return Err(PlanError::Solver(e.to_string())),
+    };
+    let optimal = !matches!(solution.status(), SolutionStatus::TimeLimit);
+    let mut assignments = Vec::new();
+    for (i, m) in instances {
+        let c = &problem.configs[i];
+        let m = solution.value(m).round().max(0.0) as u32;
+        let rate = load[&i].eval_with(&solution).clamp(0.0, f64::from(m) * c.throughput_rps);
+        if m > 0 {
+            let (task, variant, segment, batch) = (c.task, c.variant, c.segment, c.batch);
+            assignments.push(Assignment { task, variant, segment, batch, instances: m, rate_rps: rate });
+        }
+    }
+    let key = |i: &usize| {
+        let c = &problem.configs[*i];
+        (c.task, c.variant, c.segment, c.batch)
+    };
+    let plans = classes
+        .iter()
+        .zip(routes.iter().zip(&shares))
+        .map(|(&(class, demand), (rs, us))| {
+            let mut taken: Vec<Route> = rs
+                .iter()
+                .zip(us)
+                .map(|(route, &u)| (route, demand * solution.value(u)))
+                .filter(|&(_, rate)| rate > 1e-6)
+                .map(|(route, rate_rps)| Route { types: route.iter().map(key).collect(), rate_rps })
+                .collect();
+            taken.sort_by(|a, b| b.rate_rps.total_cmp(&a.rate_rps));
+            // (+ 0.0: an empty sum of floats is −0.0.)
+            let served_rps = taken.iter().map(|r| r.rate_rps).sum::<f64>() + 0.0;
+            ClassPlan { class: class.name.clone(), demand_rps: demand, served_rps, routes: taken }
+        })
+        .collect();
+    Ok((assignments, plans, optimal))
+}
+
+/// Every route of `class`: a type of `types` per task, within its latency and accuracy SLOs (enumerated depth
+/// first, cut as soon as a prefix breaks either).
+fn routes_of(problem: &Problem, class: &Class, types: &[Vec<usize>]) -> Result<Vec<Vec<usize>>, PlanError> {
+    fn extend(
+        problem: &Problem,
+        class: &Class,
+        types: &[Vec<usize>],
+        prefix: &mut Vec<usize>,
+        (latency, accuracy): (f64, f64),
+        out: &mut Vec<Vec<usize>>,
+    ) -> Result<(), PlanError> {
+        let Some(here) = types.get(prefix.len()) else {
+            out.push(prefix.clone());
+            if out.len() > MAX_ROUTES {
+                return Err(PlanError::Input(format!(
+                    "app `{}`, class `{}`: more than {MAX_ROUTES} routes meet its SLOs; profile fewer variants, \
+                     segments or batch sizes",
+                    problem.app, class.name
+                )));
+            }
+            return Ok(());
+        };
+        for &i in here {
+            let c = &problem.configs[i];
+            let l = latency + 2.0 * c.latency_ms;
+            let a = accuracy * problem.tasks[c.task].normalised_accuracy(c.variant);
+            if l <= class.slo_latency_ms && a >= class.slo_accuracy - 1e-9 {
+                prefix.push(i);
+                extend(problem, class, types, prefix, (l, a), out)?;
+                prefix.pop();
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    extend(problem, class, types, &mut Vec::with_capacity(types.len()), (0.0, 1.0), &mut out)?;
+    Ok(out)
+}
+
+/// What a Compass plan breaks, checked apart from the solver: every route of a class within its latency and
+/// accuracy SLOs, no class served beyond its demand, and no type's instances given more than they serve.
+pub fn check(problem: &Problem, solved: &Solved) -> Vec<String> {
+    let mut violations = Vec::new();
+    let mut load = std::collections::HashMap::<(usize, usize, usize, u32), f64>::new();
+    for plan in &solved.classes {
+        let Some(class) = problem.classes.iter().find(|c| c.name == plan.class) else {
+            violations.push(format!("class `{}` is not the app's", plan.class));
+            continue;
+        };
+        if plan.served_rps > plan.demand_rps * (1.0 + 1e-6) + 1e-6 {
+            violations
+                .push(format!("class `{}`: {:.2} req/s served of {:.2}", class.name, plan.served_rps, plan.demand_rps));
+        }
+        for route in &plan.routes {
+            let (mut latency, mut accuracy, mut rate) = (0.0, 1.0, route.rate_rps);
+            for &key @ (task, variant, segment, batch) in &route.types {
+                let Some(c) = problem.config(task, variant, segment, batch) else {
+                    violations.push(format!("class `{}`: an unprofiled type at task {task}", class.name));
+                    continue;
+                };
+                latency += 2.0 * c.latency_ms;
+                accuracy *= problem.tasks[task].normalised_accuracy(variant);
+                *load.entry(key).or_default() += rate;
+                rate *= problem.tasks[task].variants[variant].factors.first().copied().unwrap_or(0.0);
+            }
+            if latency > class.slo_latency_ms * (1.0 + 1e-6) {
+                violations.push(format!(
+                    "class `{}`: a route of {latency:.1} ms, over its SLO of {} ms",
+                    class.name, class.slo_latency_ms
+                ));
+            }
+            if accuracy < class.slo_accuracy - 1e-6 {
+                violations.push(format!(
+                    "class `{}`: a route of accuracy {accuracy:.4}, below its SLO of {}",
+                    class.name, class.slo_accuracy
+                ));
+            }
+        }
+    }
+    for ((task, variant, segment, batch), served) in load {
+        let capacity: f64 = solved
+            .assignments
+            .iter()
+            .filter(|a| (a.task, a.variant, a.segment, a.batch) == (task, variant, segment, batch))
+            .filter_map(|a| {
+                Some(f64::from(a.instances) * problem.config(task, variant, segment, batch)?.throughput_rps)
+            })
+            .sum();
+        if served > capacity * (1.0 + 1e-6) + 1e-6 {
+            violations.push(format!(
+                "task `{}`: {served:.2} req/s of the classes on `{}` {} batch {batch}, which serve {capacity:.2}",
+                problem.tasks[task].name, problem.tasks[task].variants[variant].name, problem.segments[segment].name
+            ));
+        }
+    }
+    violations
+}

@@ -1,0 +1,181 @@
+//! The Compass strategy on random linear pipelines (1–3 stages, 1–3 variants, cpu:1/2/4, batches 1, 2, 4) with
+//! 1–3 query classes: its plans pass the independent checks (every route within its class's SLOs, no type's
+//! instances over their capacity, the slices within the budget), planning the classes together serves at least
+//! what planning each alone serves, and with slices to spare every class that has a route is served in full.
+
+use jig_planner::milp::SolveOptions;
+use jig_planner::profile::ProfileRow;
+use jig_planner::spec::*;
+use jig_planner::{Features, Problem, plan};
+use proptest::prelude::*;
+
+const TASKS: [&str; 3] = ["a", "b", "c"];
+
+#[derive(Debug, Clone)]
+struct Case {
+    /// Per stage, per variant: accuracy and the factor to the next stage.
+    variants: Vec<Vec<(f64, f64)>>,
+    /// Per (stage, variant): batch-1 latency ms and throughput req/s on one core.
+    profile: Vec<(f64, f64)>,
+    /// Per class: latency SLO ms, accuracy SLO, share.
+    classes: Vec<(f64, f64, f64)>,
+    demand: f64,
+    slices: u32,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (1usize..=3, 1usize..=3, 1usize..=3).prop_flat_map(|(nt, nv, nc)| {
+        (
+            proptest::collection::vec(proptest::collection::vec((50.0f64..100.0, 0.5f64..2.0), nv), nt),
+            proptest::collection::vec((5.0f64..80.0, 5.0f64..40.0), nt * nv),
+            proptest::collection::vec((50.0f64..800.0, prop_oneof![Just(0.0), 0.6f64..1.0], 0.1f64..1.0), nc),
+            1.0f64..80.0,
+            2u32..24,
+        )
+            .prop_map(|(variants, profile, classes, demand, slices)| Case {
+                variants,
+                profile,
+                classes,
+                demand,
+                slices,
+            })
+    })
+}
+
+impl Case {
+    fn problem(&self, alone: bool, slices: u32) -> Problem {
+        let nt = self.variants.len();
+        let tasks = (0..nt)
+            .map(|t| TaskSpec {
+                name: TASKS[t].into(),
+                slot: None,
+                variants: self.variants[t]
+                    .iter()
+                    .enumerate()
+                    .map(|(v, &(accuracy, factor))| VariantSpec {
+                        name: format!("v{v}"),
+                        accuracy,
+                        factors: (t + 1 < nt).then(|| (TASKS[t + 1].to_string(), factor)).into_iter().collect(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let mut rows = Vec::new();
+        for (t, variants) in self.variants.iter().enumerate() {
+            for v in 0..variants.len() {
+                let (ms, rps) = self.profile[t * variants.len() + v];
+                for cores in [1u32, 2, 4] {
+                    for batch in [1u32, 2, 4] {
+                        let latency = ms * f64::from(batch).powf(0.8) / f64::from(cores).powf(0.7);
+                        rows.push(ProfileRow {
+                            slot: TASKS[t].into(),
+                            variant: format!("v{v}"),
+                            segment: format!("cpu:{cores}"),
+                            batch,
+                            p50_ms: latency,
+                            p95_ms: latency,
+                            throughput_rps: rps * f64::from(batch).powf(0.2) * f64::from(cores).powf(0.7),
+                            device: "test".into(),
+                        });
+                    }
+                }
+            }
+        }
+        let classes = self
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, &(slo_latency_ms, slo_accuracy, share))| ClassSpec {
+                name: format!("q{i}"),
+                slo_latency_ms,
+                slo_accuracy,
+                share,
+            })
+            .collect();
+        let spec = PlanSpec {
+            app: AppSpec {
+                name: "classes".into(),
+                slo_latency_ms: 1000.0,
+                slo_accuracy: 0.0,
+                tasks,
+                edges: (1..nt).map(|t| EdgeSpec { from: TASKS[t - 1].into(), to: TASKS[t].into() }).collect(),
+                paths: None,
+                planner: jig_planner::Strategy::Compass,
+                classes,
+            },
+            segments: [1, 2, 4].iter().map(|c| SegmentSpec { name: format!("cpu:{c}"), slices: None }).collect(),
+            resources: Resources { slices, cores_per_host: None, cpu_cores: None, gpu_slices: None },
+            demand: DemandSpec { windows: vec![self.demand], slack: Some(0.0) },
+            objective: Objective::default(),
+            ipa: IpaSpec::default(),
+            compass: CompassSpec { alone },
+            batch_sizes: None,
+        };
+        Problem::new(&spec, &rows, "test").expect("a valid problem")
+    }
+}
+
+fn goodput(problem: &Problem) -> (f64, jig_planner::Plan) {
+    let plan = plan(problem, Features::ALL, &SolveOptions::default()).expect("Compass plans pass their checks");
+    (plan.classes.iter().map(|c| c.served_rps).sum(), plan)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn classes_planned_together_serve_at_least_what_each_alone_does(c in case()) {
+        let (together, plan) = goodput(&c.problem(false, c.slices));
+        let (alone, _) = goodput(&c.problem(true, c.slices));
+        prop_assert!(together >= alone - 1e-3 * c.demand, "together {together} < alone {alone}");
+        prop_assert!(plan.slices_used <= c.slices);
+        prop_assert!(together <= c.demand * (1.0 + 1e-6));
+        // With slices to spare, each class with a route is served in full.
+        let (_, ample) = goodput(&c.problem(false, 2000));
+        for class in &ample.classes {
+            if !class.routes.is_empty() {
+                prop_assert!((class.served_rps - class.demand_rps).abs() <= 1e-6 * class.demand_rps.max(1.0), "{class:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_class_no_route_meets_is_not_served_and_classes_must_be_well_formed() {
+    let case = Case {
+        variants: vec![vec![(90.0, 1.0)]],
+        profile: vec![(100.0, 20.0)],
+        // 2·L on four cores is 2·100/4^0.7 ≈ 76 ms: 50 ms is out of reach, 400 ms is not.
+        classes: vec![(50.0, 0.0, 1.0), (400.0, 0.0, 1.0)],
+        demand: 10.0,
+        slices: 8,
+    };
+    let (served, plan) = goodput(&case.problem(false, 8));
+    assert_eq!(plan.classes[0].served_rps, 0.0);
+    assert!(plan.classes[0].routes.is_empty());
+    assert!((served - 5.0).abs() < 1e-6, "the other class's 5 req/s: {plan:?}");
+    let spec = |classes: &str| {
+        PlanSpec::from_toml(&format!(
+            "[app]\nname = \"x\"\nslo_latency_ms = 100\nslo_accuracy = 0\nplanner = \"compass\"\nclasses = [{classes}]\n\
+             tasks = [{{ name = \"a\", variants = [{{ name = \"v\", accuracy = 1 }}] }}]\n\
+             [[segments]]\nname = \"cpu:1\"\n[resources]\nslices = 4\n[demand]\nwindows = [1]\n"
+        ))
+        .unwrap()
+    };
+    let row = ProfileRow {
+        slot: "a".into(),
+        variant: "v".into(),
+        segment: "cpu:1".into(),
+        batch: 1,
+        p50_ms: 1.0,
+        p95_ms: 1.0,
+        throughput_rps: 10.0,
+        device: "test".into(),
+    };
+    let twice = "{ name = \"q\", slo_latency_ms = 10, slo_accuracy = 0, share = 1 }";
+    let err = Problem::new(&spec(&format!("{twice}, {twice}")), std::slice::from_ref(&row), "t").unwrap_err();
+    assert!(err.to_string().contains("class `q`: a second class of that name"), "{err}");
+    let negative = "{ name = \"q\", slo_latency_ms = 10, slo_accuracy = 0, share = -1 }";
+    let err = Problem::new(&spec(negative), std::slice::from_ref(&row), "t").unwrap_err();
+    assert!(err.to_string().contains("app `x`, class `q`: share must be positive"), "{err}");
+}
