@@ -9,14 +9,14 @@
 //! take the same type share its instances: the operator sharing that planning each query alone misses.
 //!
 //! ```text
-//! max  Σ_c R_c·Σ_p u_cp − ε·Σ_k s_k·M_k
+//! max  Σ_c R_c·Σ_p u_cp, then the fewest Σ_k s_k·M_k that serve it
 //!      Σ_p u_cp ≤ 1                                  (a class is served at most in full)
 //!      Σ_c Σ_{p ∋ k} R_c·F_p(k)·u_cp ≤ H_k·M_k       (F_p(k): requests at k per request of the class on p)
 //!      Σ_k s_k·M_k ≤ S   (and the cores and GPU slices apart)
 //! ```
 //!
-//! Only the instance counts M_k are integers, so HiGHS solves it quickly; ε makes the fewest slices the
-//! tie-break. `[compass] alone = true` plans each class alone instead, in the spec's order, each on the slices
+//! Only the instance counts M_k are integers, so HiGHS solves it quickly (twice: the most goodput, then the
+//! fewest slices for it). `[compass] alone = true` plans each class alone instead, in the spec's order, each on the slices
 //! the ones before it left and with instances of its own: Compass's baseline. MIG segments are left out (their
 //! layouts are JigsawServe's MILP's); Compass plans are made and checked, not yet deployed or simulated (jig's
 //! runtime routes a task's requests without their class).
@@ -144,55 +144,74 @@ fn joint(
         };
         return Ok((Vec::new(), classes.iter().map(none).collect(), true));
     }
-    let mut vars = ProblemVariables::new();
-    let shares: Vec<Vec<Variable>> =
-        routes.iter().map(|rs| rs.iter().map(|_| vars.add(variable().min(0).max(1))).collect()).collect();
-    // Load on each type: over the routes through it, the class's demand × the requests per request there.
-    let mut load: std::collections::BTreeMap<usize, Expression> = Default::default();
-    let mut goodput = Expression::default();
-    let mut rows = Vec::new();
-    for (((_, demand), rs), us) in classes.iter().zip(&routes).zip(&shares) {
-        let mut whole = Expression::default();
-        for (route, &u) in rs.iter().zip(us) {
-            whole += u;
-            goodput.add_mul(*demand, u);
-            let mut per_request = 1.0;
-            for &i in route {
-                load.entry(i).or_default().add_mul(demand * per_request, u);
-                let c = &problem.configs[i];
-                per_request *= problem.tasks[c.task].variants[c.variant].factors.first().copied().unwrap_or(0.0);
+    // Two solves: the most goodput, then the fewest slices that serve it (one weighted objective would leave the
+    // slices to within the solver's gap).
+    let mut most: Option<f64> = None;
+    let (solution, shares, load, instances) = loop {
+        let mut vars = ProblemVariables::new();
+        let shares: Vec<Vec<Variable>> =
+            routes.iter().map(|rs| rs.iter().map(|_| vars.add(variable().min(0).max(1))).collect()).collect();
+        // Load on each type: over the routes through it, the class's demand × the requests per request there.
+        let mut load: std::collections::BTreeMap<usize, Expression> = Default::default();
+        let mut goodput = Expression::default();
+        let mut rows = Vec::new();
+        for (((_, demand), rs), us) in classes.iter().zip(&routes).zip(&shares) {
+            let mut whole = Expression::default();
+            for (route, &u) in rs.iter().zip(us) {
+                whole += u;
+                goodput.add_mul(*demand, u);
+                let mut per_request = 1.0;
+                for &i in route {
+                    load.entry(i).or_default().add_mul(demand * per_request, u);
+                    let c = &problem.configs[i];
+                    per_request *= problem.tasks[c.task].variants[c.variant].factors.first().copied().unwrap_or(0.0);
+                }
             }
+            rows.push(constraint!(whole <= 1));
         }
-        rows.push(constraint!(whole <= 1));
-    }
-    let (mut slices, mut cpu, mut gpu) = (Expression::default(), Expression::default(), Expression::default());
-    let mut instances = Vec::with_capacity(load.len());
-    for (&i, used) in &load {
-        let c = &problem.configs[i];
-        let segment = &problem.segments[c.segment];
-        let m = vars.add(variable().integer().min(0).max(f64::from(budget.slices / segment.slices.max(1))));
-        rows.push(constraint!(used.clone() <= c.throughput_rps * m));
-        slices.add_mul(segment.slices, m);
-        if matches!(segment.kind, SegmentKind::Cpu { .. }) { &mut cpu } else { &mut gpu }.add_mul(segment.slices, m);
-        instances.push((i, m));
-    }
-    rows.push(constraint!(slices.clone() <= budget.slices));
-    if let Some(cap) = budget.cpu {
-        rows.push(constraint!(cpu <= cap));
-    }
-    if let Some(cap) = budget.gpu {
-        rows.push(constraint!(gpu <= cap));
-    }
-    // A slice is worth less than serving a thousandth of a request per second more.
-    let epsilon = 1e-3 / f64::from(budget.slices.max(1));
-    let mut model = vars.maximise(goodput - epsilon * slices).using(|p| highs_with(highs(p), options));
-    for row in rows {
-        model.add_constraint(row);
-    }
-    let solution = match model.solve() {
-        Ok(s) => s,
-        Err(ResolutionError::Other("NoSolutionFound")) => return Err(PlanError::TimeLimit(options.time_limit_s)),
-        Err(e) => return Err(PlanError::Solver(e.to_string())),
+        let (mut slices, mut cpu, mut gpu) = (Expression::default(), Expression::default(), Expression::default());
+        let mut instances = Vec::with_capacity(load.len());
+        for (&i, used) in &load {
+            let c = &problem.configs[i];
+            let segment = &problem.segments[c.segment];
+            let m = vars.add(variable().integer().min(0).max(f64::from(budget.slices / segment.slices.max(1))));
+            rows.push(constraint!(used.clone() <= c.throughput_rps * m));
+            slices.add_mul(segment.slices, m);
+            if matches!(segment.kind, SegmentKind::Cpu { .. }) { &mut cpu } else { &mut gpu }
+                .add_mul(segment.slices, m);
+            instances.push((i, m));
+        }
+        rows.push(constraint!(slices.clone() <= budget.slices));
+        if let Some(cap) = budget.cpu {
+            rows.push(constraint!(cpu <= cap));
+        }
+        if let Some(cap) = budget.gpu {
+            rows.push(constraint!(gpu <= cap));
+        }
+        let unsolved = match most {
+            None => vars.maximise(goodput.clone()),
+            Some(best) => {
+                rows.push(constraint!(goodput.clone() >= best - 1e-6 * best.max(1.0)));
+                vars.minimise(slices)
+            }
+        };
+        let mut model = unsolved.using(|p| highs_with(highs(p), options));
+        if most.is_some() {
+            // Slices are whole: within one of the fewest is the fewest.
+            model = model.set_mip_abs_gap(0.99).map_err(|e| PlanError::Solver(e.to_string()))?;
+        }
+        for row in rows {
+            model.add_constraint(row);
+        }
+        let solution = match model.solve() {
+            Ok(s) => s,
+            Err(ResolutionError::Other("NoSolutionFound")) => return Err(PlanError::TimeLimit(options.time_limit_s)),
+            Err(e) => return Err(PlanError::Solver(e.to_string())),
+        };
+        match most {
+            None => most = Some(goodput.eval_with(&solution)),
+            Some(_) => break (solution, shares, load, instances),
+        }
     };
     let optimal = !matches!(solution.status(), SolutionStatus::TimeLimit);
     let mut assignments = Vec::new();
@@ -209,6 +228,8 @@ fn joint(
         let c = &problem.configs[*i];
         (c.task, c.variant, c.segment, c.batch)
     };
+    // A route whose types got no instances carries only the solver's round-off.
+    let held = |i: &usize| assignments.iter().any(|a| key(i) == (a.task, a.variant, a.segment, a.batch));
     let plans = classes
         .iter()
         .zip(routes.iter().zip(&shares))
@@ -217,7 +238,7 @@ fn joint(
                 .iter()
                 .zip(us)
                 .map(|(route, &u)| (route, demand * solution.value(u)))
-                .filter(|&(_, rate)| rate > 1e-6)
+                .filter(|&(route, rate)| rate > 1e-6 && route.iter().all(held))
                 .map(|(route, rate_rps)| Route { types: route.iter().map(key).collect(), rate_rps })
                 .collect();
             taken.sort_by(|a, b| b.rate_rps.total_cmp(&a.rate_rps));

@@ -121,7 +121,7 @@ fn goodput(problem: &Problem) -> (f64, jig_planner::Plan) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 20, ..ProptestConfig::default() })]
 
     #[test]
     fn classes_planned_together_serve_at_least_what_each_alone_does(c in case()) {
@@ -131,10 +131,10 @@ proptest! {
         prop_assert!(plan.slices_used <= c.slices);
         prop_assert!(together <= c.demand * (1.0 + 1e-6));
         // With slices to spare, each class with a route is served in full.
-        let (_, ample) = goodput(&c.problem(false, 2000));
+        let (_, ample) = goodput(&c.problem(false, 200));
         for class in &ample.classes {
             if !class.routes.is_empty() {
-                prop_assert!((class.served_rps - class.demand_rps).abs() <= 1e-6 * class.demand_rps.max(1.0), "{class:?}");
+                prop_assert!((class.served_rps - class.demand_rps).abs() <= 1e-5 * class.demand_rps.max(1.0), "{class:?}");
             }
         }
     }
