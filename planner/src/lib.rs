@@ -40,6 +40,8 @@
 //! slo_accuracy = 0.9                   # SLO_a, a fraction of the best achievable A_obj
 //! edges = [{ from = "detect", to = "car" }]
 //! paths = [{ tasks = ["detect", "car"], fraction = 1.0 }]   # optional: root-to-sink paths, equal f_p
+//! planner = "jigsaw"                  # optional: `jigsaw`, `ipa` or `compass` (strategy.rs)
+//! classes = [{ name = "fast", slo_latency_ms = 300, slo_accuracy = 0.9, share = 0.5 }]   # compass only
 //!
 //! [[app.tasks]]
 //! name = "detect"
@@ -68,6 +70,17 @@
 //! [objective]                          # optional: α, β of (14)
 //! alpha = 1.0
 //! beta = 0.035
+//!
+//! [ipa]                                # optional, `planner = "ipa"` (ipa.rs): objective (9) and Eq. 1
+//! alpha = 2
+//! beta = 1
+//! delta = 1e-6
+//! threshold_rps = 4
+//! variants = "switch"                  # or "lightest" (FA2-low), "heaviest" (FA2-high)
+//! replicas = 0                         # N > 0: fixed per stage (RIM)
+//!
+//! [compass]                            # optional, `planner = "compass"` (compass.rs)
+//! alone = false                        # true: each class planned alone, Compass's baseline
 //! ```
 //!
 //! and the profile table ([`profile`]): `slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device`.
