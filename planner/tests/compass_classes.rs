@@ -9,7 +9,7 @@ use jig_planner::spec::*;
 use jig_planner::{Features, Problem, plan};
 use proptest::prelude::*;
 
-const TASKS: [&str; 3] = ["a", "b", "c"];
+mod common;
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -44,43 +44,7 @@ fn case() -> impl Strategy<Value = Case> {
 
 impl Case {
     fn problem(&self, alone: bool, slices: u32) -> Problem {
-        let nt = self.variants.len();
-        let tasks = (0..nt)
-            .map(|t| TaskSpec {
-                name: TASKS[t].into(),
-                slot: None,
-                variants: self.variants[t]
-                    .iter()
-                    .enumerate()
-                    .map(|(v, &(accuracy, factor))| VariantSpec {
-                        name: format!("v{v}"),
-                        accuracy,
-                        factors: (t + 1 < nt).then(|| (TASKS[t + 1].to_string(), factor)).into_iter().collect(),
-                    })
-                    .collect(),
-            })
-            .collect();
-        let mut rows = Vec::new();
-        for (t, variants) in self.variants.iter().enumerate() {
-            for v in 0..variants.len() {
-                let (ms, rps) = self.profile[t * variants.len() + v];
-                for cores in [1u32, 2, 4] {
-                    for batch in [1u32, 2, 4] {
-                        let latency = ms * f64::from(batch).powf(0.8) / f64::from(cores).powf(0.7);
-                        rows.push(ProfileRow {
-                            slot: TASKS[t].into(),
-                            variant: format!("v{v}"),
-                            segment: format!("cpu:{cores}"),
-                            batch,
-                            p50_ms: latency,
-                            p95_ms: latency,
-                            throughput_rps: rps * f64::from(batch).powf(0.2) * f64::from(cores).powf(0.7),
-                            device: "test".into(),
-                        });
-                    }
-                }
-            }
-        }
+        let (tasks, edges, segments, rows) = common::chain(&self.variants, &self.profile);
         let classes = self
             .classes
             .iter()
@@ -98,12 +62,12 @@ impl Case {
                 slo_latency_ms: 1000.0,
                 slo_accuracy: 0.0,
                 tasks,
-                edges: (1..nt).map(|t| EdgeSpec { from: TASKS[t - 1].into(), to: TASKS[t].into() }).collect(),
+                edges,
                 paths: None,
                 planner: jig_planner::Strategy::Compass,
                 classes,
             },
-            segments: [1, 2, 4].iter().map(|c| SegmentSpec { name: format!("cpu:{c}"), slices: None }).collect(),
+            segments,
             resources: Resources { slices, cores_per_host: None, cpu_cores: None, gpu_slices: None },
             demand: DemandSpec { windows: vec![self.demand], slack: Some(0.0) },
             objective: Objective::default(),

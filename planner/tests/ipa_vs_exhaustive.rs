@@ -7,14 +7,11 @@
 use jig_planner::evaluate::evaluate;
 use jig_planner::ipa::{base_allocations, queueing_ms, stages};
 use jig_planner::milp::SolveOptions;
-use jig_planner::profile::ProfileRow;
 use jig_planner::spec::*;
 use jig_planner::{PlanError, Problem, solve};
 use proptest::prelude::*;
 
-const TASKS: [&str; 3] = ["a", "b", "c"];
-const CORES: [u32; 3] = [1, 2, 4];
-const BATCHES: [u32; 3] = [1, 2, 4];
+mod common;
 
 /// A random pipeline's raw numbers.
 #[derive(Debug, Clone)]
@@ -86,56 +83,19 @@ impl Case {
     }
 
     fn problem(&self) -> Problem {
-        let nt = self.variants.len();
-        let tasks = (0..nt)
-            .map(|t| TaskSpec {
-                name: TASKS[t].into(),
-                slot: None,
-                variants: self.variants[t]
-                    .iter()
-                    .enumerate()
-                    .map(|(v, &(accuracy, factor))| VariantSpec {
-                        name: format!("v{v}"),
-                        accuracy,
-                        factors: (t + 1 < nt).then(|| (TASKS[t + 1].to_string(), factor)).into_iter().collect(),
-                    })
-                    .collect(),
-            })
-            .collect();
-        let mut rows = Vec::new();
-        for (t, variants) in self.variants.iter().enumerate() {
-            for v in 0..variants.len() {
-                let (ms, rps) = self.profile[t * variants.len() + v];
-                for cores in CORES {
-                    for batch in BATCHES {
-                        // More cores run a batch faster (sublinearly); a larger batch takes longer, serves more.
-                        let latency = ms * f64::from(batch).powf(0.8) / f64::from(cores).powf(0.7);
-                        rows.push(ProfileRow {
-                            slot: TASKS[t].into(),
-                            variant: format!("v{v}"),
-                            segment: format!("cpu:{cores}"),
-                            batch,
-                            p50_ms: latency,
-                            p95_ms: latency,
-                            throughput_rps: rps * f64::from(batch).powf(0.2) * f64::from(cores).powf(0.7),
-                            device: "test".into(),
-                        });
-                    }
-                }
-            }
-        }
+        let (tasks, edges, segments, rows) = common::chain(&self.variants, &self.profile);
         let spec = PlanSpec {
             app: AppSpec {
                 name: "chain".into(),
                 slo_latency_ms: self.slo_ms,
                 slo_accuracy: self.slo_acc,
                 tasks,
-                edges: (1..nt).map(|t| EdgeSpec { from: TASKS[t - 1].into(), to: TASKS[t].into() }).collect(),
+                edges,
                 paths: None,
                 planner: jig_planner::Strategy::Ipa,
                 classes: Vec::new(),
             },
-            segments: CORES.iter().map(|c| SegmentSpec { name: format!("cpu:{c}"), slices: None }).collect(),
+            segments,
             resources: Resources { slices: self.cores, cores_per_host: None, cpu_cores: None, gpu_slices: None },
             demand: DemandSpec { windows: vec![self.demand], slack: Some(0.0) },
             objective: Objective::default(),
