@@ -292,6 +292,8 @@ fn routes_of(problem: &Problem, class: &Class, types: &[Vec<usize>]) -> Result<V
 /// What a Compass plan breaks, checked apart from the solver: every route of a class within its latency and
 /// accuracy SLOs, no class served beyond its demand, and no type's instances given more than they serve.
 pub fn check(problem: &Problem, solved: &Solved) -> Vec<String> {
+    // Rates are the solver's, within its feasibility tolerance: a relative 1e-5 and 1e-4 req/s.
+    let over = |rate: f64, limit: f64| rate > limit * (1.0 + 1e-5) + 1e-4;
     let mut violations = Vec::new();
     let mut load = std::collections::HashMap::<(usize, usize, usize, u32), f64>::new();
     for plan in &solved.classes {
@@ -299,7 +301,7 @@ pub fn check(problem: &Problem, solved: &Solved) -> Vec<String> {
             violations.push(format!("class `{}` is not the app's", plan.class));
             continue;
         };
-        if plan.served_rps > plan.demand_rps * (1.0 + 1e-6) + 1e-6 {
+        if over(plan.served_rps, plan.demand_rps) {
             violations
                 .push(format!("class `{}`: {:.2} req/s served of {:.2}", class.name, plan.served_rps, plan.demand_rps));
         }
@@ -338,7 +340,7 @@ pub fn check(problem: &Problem, solved: &Solved) -> Vec<String> {
                 Some(f64::from(a.instances) * problem.config(task, variant, segment, batch)?.throughput_rps)
             })
             .sum();
-        if served > capacity * (1.0 + 1e-6) + 1e-6 {
+        if over(served, capacity) {
             violations.push(format!(
                 "task `{}`: {served:.2} req/s of the classes on `{}` {} batch {batch}, which serve {capacity:.2}",
                 problem.tasks[task].name, problem.tasks[task].variants[variant].name, problem.segments[segment].name
