@@ -17,13 +17,20 @@
 //! Models: a one-node `Add` on 3×640×640 images (the most bytes per unit of work: 4.9 MB a row each way), and
 //! the PP-OCRv4 detector and recognizer. `BENCH_MODELS=add` and `BENCH_BATCHES=1,8` narrow the run;
 //! `BENCH_THREADS` sets the intra-op threads (default: this machine's cores).
+//!
+//! `BENCH_SEGMENT=mps:0:100` (any GPU segment) measures the GPU path instead, on a machine with an NVIDIA GPU
+//! and ONNX Runtime's CUDA build (`JIG_ORT_LIB`): bare is a session with the CUDA provider on host tensors, its
+//! outputs copied back to the host (as Python's `InferenceSession.run` does); in process and stacked are an
+//! instance on that segment, served as a deployment serves it (a `jig worker` bound to the device, its MPS
+//! share); worker is that process without the instance's queue, on the same device.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use jig_model_host::device::Devices;
 use jig_model_host::instance::{BatchPolicy, InstanceConfig};
-use jig_model_host::launch::{Launcher, Placement};
+use jig_model_host::launch::{Launcher, Placement, WorkerCommand};
 use jig_model_host::onnx::{self, SessionOptions};
 use jig_model_host::segment::Segment;
 use jig_model_host::sweep::{SampleInput, sample_inputs};
@@ -44,21 +51,24 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times[times.len() / 2]
 }
 
-/// Time `run` (after one warm-up call) and return the median.
+/// Time `run` (after three warm-up calls: a CUDA session tunes its kernels and grows its arena in its first
+/// runs) and return the median.
 fn measure(mut run: impl FnMut() -> Duration) -> Duration {
-    let first = run();
-    median((0..runs(first)).map(|_| run()).collect())
+    let last = (0..3).map(|_| run()).last().unwrap();
+    median((0..runs(last)).map(|_| run()).collect())
 }
 
-fn bare(name: &str, inputs: &[Tensor], threads: usize) -> Duration {
-    let mut session = ort::session::Session::builder(onnx::environment().unwrap())
+fn bare(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> Duration {
+    let mut builder = ort::session::Session::builder(onnx::environment().unwrap())
         .unwrap()
         .with_intra_threads(threads)
         .unwrap()
         .with_inter_threads(1)
-        .unwrap()
-        .commit_from_file(model_path(name))
         .unwrap();
+    if gpu {
+        builder = builder.with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()]).unwrap();
+    }
+    let mut session = builder.commit_from_file(model_path(name)).unwrap();
     let names: Vec<String> = session.inputs().iter().map(|i| i.name().to_string()).collect();
     let values: Vec<ort::value::DynValue> = inputs.iter().map(ort_value).collect();
     measure(|| {
@@ -90,13 +100,23 @@ fn ort_value(tensor: &Tensor) -> ort::value::DynValue {
     }
 }
 
-fn in_process(name: &str, inputs: &[Tensor], b: u64, threads: u32) -> Duration {
+/// The `jig` binary, whose `worker` subcommand serves GPU segments.
+fn jig() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_jig"))
+}
+
+/// What starts instances on `segment`: in this process for CPU cores, in a `jig worker` for a GPU.
+fn launcher() -> Launcher {
+    Launcher::new(Devices::discover(), Some(WorkerCommand { program: jig(), args: vec!["worker".into()] }))
+}
+
+fn in_process(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Duration {
     let config = InstanceConfig {
         policy: BatchPolicy { max_batch: b, ..BatchPolicy::default() },
-        ..InstanceConfig::new(format!("{name}@cpu:{threads}"))
+        ..InstanceConfig::new(format!("{name}@{segment}"))
     };
-    let placement = Placement::new(Segment::Cpu { cores: threads });
-    let instance = Launcher::discover().start_instance(config, name, &model_path(name), placement).unwrap();
+    let placement = Placement::new(*segment);
+    let instance = launcher().start_instance(config, name, &model_path(name), placement).unwrap();
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     measure(|| {
         let request = inputs.to_vec();
@@ -109,16 +129,16 @@ fn in_process(name: &str, inputs: &[Tensor], b: u64, threads: u32) -> Duration {
 }
 
 /// `b` requests of one row each, sent at once: the batcher waits for all of them and stacks them into one batch.
-fn stacked(name: &str, inputs: &[Tensor], b: u64, threads: u32) -> Duration {
+fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Duration {
     let policy = BatchPolicy {
         max_batch: b,
         max_wait: Duration::from_secs(1),
         staleness: Duration::from_secs(60),
         ..BatchPolicy::default()
     };
-    let config = InstanceConfig { policy, ..InstanceConfig::new(format!("{name}@cpu:{threads}")) };
-    let placement = Placement::new(Segment::Cpu { cores: threads });
-    let instance = Arc::new(Launcher::discover().start_instance(config, name, &model_path(name), placement).unwrap());
+    let config = InstanceConfig { policy, ..InstanceConfig::new(format!("{name}@{segment}")) };
+    let placement = Placement::new(*segment);
+    let instance = Arc::new(launcher().start_instance(config, name, &model_path(name), placement).unwrap());
     let requests: Vec<Vec<Tensor>> = (0..b as usize)
         .map(|r| {
             inputs
@@ -149,10 +169,10 @@ fn stacked(name: &str, inputs: &[Tensor], b: u64, threads: u32) -> Duration {
     })
 }
 
-/// The worker's time with the batch in its shared memory, and with the batch copied in.
-fn worker(name: &str, inputs: &[Tensor], threads: usize) -> (Duration, Duration) {
-    let options = SessionOptions { threads, ..SessionOptions::default() };
-    let spec = WorkerSpec::new(env!("CARGO_BIN_EXE_jig"), format!("{name}@worker"), name, model_path(name), options);
+/// The worker's time with the batch in its shared memory, and with the batch copied in (on GPU 0 for `gpu`).
+fn worker(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> (Duration, Duration) {
+    let options = SessionOptions { threads, cuda: gpu.then_some((0, None)) };
+    let spec = WorkerSpec::new(jig(), format!("{name}@worker"), name, model_path(name), options);
     let worker = Worker::start(WorkerSpec { args: vec!["worker".into()], ..spec }).unwrap();
     let shared: Vec<Tensor> = inputs
         .iter()
@@ -188,7 +208,16 @@ fn main() {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let models = list("BENCH_MODELS").unwrap_or_else(|| ["add", "ppocr-det", "ppocr-rec"].map(String::from).to_vec());
     let batches: Option<Vec<u64>> = list("BENCH_BATCHES").map(|b| b.iter().filter_map(|b| b.parse().ok()).collect());
-    println!("tensor path vs bare ONNX Runtime, {threads} intra-op threads; median ms per batch, ratio bare/path");
+    let segment: Segment = match std::env::var("BENCH_SEGMENT") {
+        Ok(s) => s.parse().unwrap_or_else(|e| panic!("BENCH_SEGMENT: {e}")),
+        Err(_) => Segment::Cpu { cores: threads as u32 },
+    };
+    let gpu = segment.is_gpu();
+    println!(
+        "tensor path on {segment} vs bare ONNX Runtime ({}), {threads} intra-op threads; median ms per batch, \
+         ratio bare/path",
+        if gpu { "CUDA provider, host tensors" } else { "CPU" }
+    );
     println!(
         "{:<10} {:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}",
         "model",
@@ -207,6 +236,7 @@ fn main() {
     for name in &models {
         let (item, default_batches): (&[u64], &[u64]) = match name.as_str() {
             "add" => (&[3, 640, 640], &[1, 2, 4, 8, 16, 32, 64]),
+            "ppocr-det" if gpu => (&[3, 640, 640], &[1, 8, 64]),
             "ppocr-det" => (&[3, 640, 640], &[1, 8]),
             "ppocr-rec" => (&[3, 48, 320], &[1, 16, 32]),
             other => panic!("unknown bench model {other}"),
@@ -216,10 +246,10 @@ fn main() {
             let sample = [SampleInput { shape: Some(item.to_vec()), values: None }];
             let inputs = sample_inputs(name, probe.inputs(), &sample, b).unwrap();
             let mb = inputs.iter().map(|t| t.data().len()).sum::<usize>() as f64 / 1e6;
-            let reference = bare(name, &inputs, threads);
-            let local = in_process(name, &inputs, b, threads as u32);
-            let together = if b > 1 { stacked(name, &inputs, b, threads as u32) } else { local };
-            let (remote, copied) = worker(name, &inputs, threads);
+            let reference = bare(name, &inputs, threads, gpu);
+            let local = in_process(name, &inputs, b, &segment);
+            let together = if b > 1 { stacked(name, &inputs, b, &segment) } else { local };
+            let (remote, copied) = worker(name, &inputs, threads, gpu);
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             println!(
                 "{name:<10} {b:>5} {mb:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",

@@ -5,6 +5,11 @@
 //! `CUDA_MPS_PIPE_DIRECTORY` (see [`crate::device::Bound::env`]). Several apps' workers may share a
 //! device's daemon: each holds an [`MpsDaemon`] handle, and a daemon this process started is stopped when the
 //! last handle on it goes, not when the app that started it is deleted or re-planned.
+//!
+//! A daemon is alive when its control socket (`PIPE/control`) accepts a connection, not when the file exists:
+//! a daemon that quit or died can leave the socket file behind, and a client that finds no daemon behind its
+//! `CUDA_MPS_PIPE_DIRECTORY` runs without MPS, silently, its active-thread percentage ignored (seen on an
+//! H100: a 10% share ran as fast as the whole GPU).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -83,8 +88,11 @@ pub enum MpsError {
         /// Its exit status and standard error.
         detail: String,
     },
-    /// The daemon did not create its control pipe within 5 seconds of starting.
-    #[error("the MPS daemon for {device} did not create its control pipe in {}", .pipe.display())]
+    /// The daemon did not answer on its control socket within 5 seconds of starting.
+    #[error(
+        "the MPS daemon for {device} did not answer on its control socket in {} (its log: the `log` folder beside it)",
+        .pipe.display()
+    )]
     NoPipe {
         /// The device's UUID.
         device: String,
@@ -150,17 +158,21 @@ impl Drop for MpsDaemon {
 }
 
 impl Running {
-    /// The daemon of `device` under `root`: one already running (its control pipe exists), else one started
-    /// with `program -d`.
+    /// The daemon of `device` under `root`: one already running (its control socket answers), else one started
+    /// with `program -d`, in a pipe directory cleared of what a daemon that is gone left there.
     fn start(program: &Path, root: &Path, device: &str) -> Result<Running, MpsError> {
         let (pipe, log) = (root.join(device).join("pipe"), root.join(device).join("log"));
         let mut daemon =
             Running { device: device.to_string(), program: program.to_path_buf(), pipe: pipe.clone(), owned: false };
-        if pipe.join("control").exists() {
+        if answers(&pipe) {
             return Ok(daemon);
         }
         let spawn_error =
             |error| MpsError::Spawn { device: device.to_string(), program: program.display().to_string(), error };
+        if pipe.exists() {
+            tracing::info!(device, pipe = %pipe.display(), "no MPS daemon answers there: clearing what one left");
+            std::fs::remove_dir_all(&pipe).map_err(spawn_error)?;
+        }
         std::fs::create_dir_all(&pipe).and_then(|()| std::fs::create_dir_all(&log)).map_err(spawn_error)?;
         // `-d` forks the daemon and returns once it is up.
         let out = Command::new(program)
@@ -179,15 +191,34 @@ impl Running {
         }
         // From here a failure stops the daemon again, as `daemon` is dropped.
         daemon.owned = true;
-        let started = Instant::now();
-        while !pipe.join("control").exists() {
-            if started.elapsed() > Duration::from_secs(5) {
-                return Err(MpsError::NoPipe { device: device.to_string(), pipe });
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if !wait_until(|| answers(&pipe)) {
+            return Err(MpsError::NoPipe { device: device.to_string(), pipe });
         }
         Ok(daemon)
     }
+}
+
+/// Whether a daemon listens on the control socket in `pipe`. The driver's daemon listens on a socket of
+/// another type than a stream (a stream's `connect` is refused as the wrong protocol type, EPROTOTYPE), so
+/// only "refused" (a socket file nobody listens on) and "not found" mean no daemon.
+fn answers(pipe: &Path) -> bool {
+    use std::io::ErrorKind;
+    match std::os::unix::net::UnixStream::connect(pipe.join("control")) {
+        Ok(_) => true,
+        Err(e) => !matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::NotFound),
+    }
+}
+
+/// Poll `done` every 10 ms for up to 5 seconds; whether it came true.
+fn wait_until(mut done: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    while !done() {
+        if started.elapsed() > Duration::from_secs(5) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
 }
 
 impl Drop for Running {
@@ -207,6 +238,11 @@ impl Drop for Running {
         if let Err(e) = quit {
             tracing::warn!(device = %self.device, "stopping its MPS control daemon: {e}");
         }
+        // `quit` returns before the daemon is gone: a user arriving next (waiting on the slot) starts afresh
+        // only once this one no longer answers.
+        if !wait_until(|| !answers(&self.pipe)) {
+            tracing::warn!(device = %self.device, "its MPS control daemon still answers 5 s after `quit`");
+        }
     }
 }
 
@@ -215,20 +251,28 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    /// A stand-in for `nvidia-cuda-mps-control` that logs how it was called and keeps the control pipe as
-    /// the real daemon does.
+    /// A stand-in for `nvidia-cuda-mps-control` that logs how it was called and, as the real daemon does,
+    /// listens on its control socket until told to `quit` (Python for the socket; `make setup` needs it too).
     fn fake_control(dir: &Path) -> (PathBuf, PathBuf) {
         let (program, log) = (dir.join("mps-control"), dir.join("calls.log"));
         let script = format!(
-            "#!/bin/sh\nif [ \"$1\" = -d ]; then\n  echo \"start $CUDA_VISIBLE_DEVICES $CUDA_MPS_LOG_DIRECTORY\" >> {log}\n  \
-             mkfifo \"$CUDA_MPS_PIPE_DIRECTORY/control\"\nelse\n  read cmd\n  echo \"$cmd $CUDA_MPS_PIPE_DIRECTORY\" >> {log}\n  \
-             rm \"$CUDA_MPS_PIPE_DIRECTORY/control\"\nfi\n",
+            "#!/bin/sh\ncontrol=\"$CUDA_MPS_PIPE_DIRECTORY/control\"\nif [ \"$1\" = -d ]; then\n  \
+             echo \"start $CUDA_VISIBLE_DEVICES $CUDA_MPS_LOG_DIRECTORY\" >> {log}\n  \
+             python3 -c '{LISTEN}' \"$control\" </dev/null >/dev/null 2>&1 &\nelse\n  read cmd\n  \
+             echo \"$cmd $CUDA_MPS_PIPE_DIRECTORY\" >> {log}\n  python3 -c '{QUIT}' \"$control\"\nfi\n",
             log = log.display()
         );
         std::fs::write(&program, script).unwrap();
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
         (program, log)
     }
+
+    /// The stand-in daemon: accept on the socket until a connection says `quit`, then remove the socket.
+    const LISTEN: &str = "import os, socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\n\
+                          s.listen()\nwhile not s.accept()[0].recv(8).startswith(b\"quit\"): pass\n\
+                          os.unlink(sys.argv[1])";
+    const QUIT: &str = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n\
+                        s.sendall(b\"quit\")";
 
     fn calls(log: &Path) -> Vec<String> {
         std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
@@ -303,7 +347,8 @@ mod tests {
         let root = dir.path().join("mps");
         let control = root.join("GPU-dddd/pipe/control");
         std::fs::create_dir_all(control.parent().unwrap()).unwrap();
-        std::fs::write(&control, b"").unwrap();
+        // Listening as the driver's daemon does, on a socket that is not a stream.
+        let _other = std::os::unix::net::UnixDatagram::bind(&control).unwrap();
         let (a, b) = (
             MpsDaemon::ensure_with(&program, &root, "GPU-dddd").unwrap(),
             MpsDaemon::ensure_with(&program, &root, "GPU-dddd").unwrap(),
@@ -312,6 +357,24 @@ mod tests {
         drop((a, b));
         assert!(calls(&log).is_empty(), "neither started nor quit: {:?}", calls(&log));
         assert!(control.exists());
+    }
+
+    /// A socket file that nothing listens on (a daemon that died) is no daemon: one is started in its place,
+    /// so that clients do not run without MPS.
+    #[test]
+    fn a_control_socket_left_by_a_daemon_that_is_gone_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (program, log) = fake_control(dir.path());
+        let root = dir.path().join("mps");
+        let control = root.join("GPU-eeee/pipe/control");
+        std::fs::create_dir_all(control.parent().unwrap()).unwrap();
+        drop(std::os::unix::net::UnixListener::bind(&control).unwrap());
+        assert!(control.exists() && !answers(control.parent().unwrap()));
+        let daemon = MpsDaemon::ensure_with(&program, &root, "GPU-eeee").unwrap();
+        assert!(daemon.owned() && answers(daemon.pipe_dir()));
+        assert_eq!(calls(&log).iter().filter(|l| l.starts_with("start GPU-eeee")).count(), 1);
+        drop(daemon);
+        assert!(!answers(&root.join("GPU-eeee/pipe")), "quit, and gone before the handle's drop returned");
     }
 
     #[test]

@@ -27,10 +27,16 @@ fn nvidia_tools(dir: &Path, mig: &str) -> PathBuf {
         "#!/bin/sh\ncase \"$*\" in\n  *--query-gpu*) echo '0, {GPU}, {UUID}, 81559, {mig}' ;;\n  \
          -L) echo 'GPU 0: {GPU} (UUID: {UUID})' ;;\n  *) exit 1 ;;\nesac\n"
     );
-    // As the driver's MPS control: `-d` starts a daemon that makes its control pipe; `quit` on stdin stops it.
-    let mps = "#!/bin/sh\nif [ \"$1\" = -d ]; then\n  mkfifo \"$CUDA_MPS_PIPE_DIRECTORY/control\"\nelse\n  read cmd\n  \
-               rm -f \"$CUDA_MPS_PIPE_DIRECTORY/control\"\nfi\n";
-    for (name, script) in [("nvidia-smi", smi.as_str()), ("nvidia-cuda-mps-control", mps)] {
+    // As the driver's MPS control: `-d` starts a daemon that listens on its control socket (in Python); `quit`
+    // on stdin tells it to stop, and it removes the socket.
+    let listen = "import os, socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen()\n\
+                  while not s.accept()[0].recv(8).startswith(b\"quit\"): pass\nos.unlink(sys.argv[1])";
+    let quit = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(b\"quit\")";
+    let mps = format!(
+        "#!/bin/sh\ncontrol=\"$CUDA_MPS_PIPE_DIRECTORY/control\"\nif [ \"$1\" = -d ]; then\n  \
+         python3 -c '{listen}' \"$control\" </dev/null >/dev/null 2>&1 &\nelse\n  read cmd\n  python3 -c '{quit}' \"$control\"\nfi\n"
+    );
+    for (name, script) in [("nvidia-smi", smi.as_str()), ("nvidia-cuda-mps-control", mps.as_str())] {
         std::fs::write(bin.join(name), script).unwrap();
         std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
