@@ -107,6 +107,11 @@ print(f"every instance of {', '.join(sorted(planned))} runs on an MPS share of G
       f"{', '.join(sorted(seen - planned)) or 'no other slot'} on its default")
 PY
 "$jig" status
+# A share is only a share under an MPS server: a worker that finds no daemon behind its pipe directory runs
+# on the whole GPU, silently. The server starts when its first client connects.
+nvidia-smi --query-compute-apps=process_name --format=csv,noheader | grep -q nvidia-cuda-mps-server ||
+    fail "no MPS server runs on GPU 0: the instances on mps: shares are not MPS clients, their shares not applied"
+echo "an MPS server runs on GPU 0: the instances' shares apply"
 
 echo "== jig invoke sign-reader $sample"
 "$jig" invoke sign-reader "$sample" --json > "$out/stop.json" || { cat "$out/stop.json"; fail "the invocation failed"; }
