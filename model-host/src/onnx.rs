@@ -320,7 +320,8 @@ impl Model {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| failed(format!("cannot create an input tensor: {e}")))?;
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-        let outputs = session.run(values.as_slice()).map_err(|e| failed(explain_run_error(e.to_string(), self.gpu_memory)))?;
+        let outputs =
+            session.run(values.as_slice()).map_err(|e| failed(explain_run_error(e.to_string(), self.gpu_memory)))?;
         outputs.into_iter().map(|(_, v)| from_ort(&self.name, v)).collect()
     }
 

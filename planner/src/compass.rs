@@ -98,11 +98,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
         (assignments, plans, optimal) = joint(problem, options, &order, &classes, budget)?;
     }
     Ok(Solved {
-        instance_types: problem
-            .configs
-            .iter()
-            .filter(|c| !matches!(problem.segments[c.segment].kind, SegmentKind::Mig { .. }))
-            .count(),
+        instance_types: (0..problem.configs.len()).filter(|&i| plans_on(problem, i)).count(),
         instance_types_profiled: problem.configs.len(),
         assignments,
         // No linear bound of its own: the plan reports the accuracy evaluated on it.
@@ -114,6 +110,12 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
     })
 }
 
+/// Whether Compass plans instance type `config`: one on CPU cores or an MPS share, not on a MIG instance (MIG
+/// layouts are JigsawServe's MILP's).
+fn plans_on(problem: &Problem, config: usize) -> bool {
+    !matches!(problem.segments[problem.configs[config].segment].kind, SegmentKind::Mig { .. })
+}
+
 /// The joint program over `classes` (class, demand) within `budget`.
 fn joint(
     problem: &Problem,
@@ -122,14 +124,10 @@ fn joint(
     classes: &[(&Class, f64)],
     budget: Budget,
 ) -> Result<(Vec<Assignment>, Vec<ClassPlan>, bool), PlanError> {
-    // Candidate types per task: profiled on a segment Compass plans (not MIG).
     let types: Vec<Vec<usize>> = order
         .iter()
         .map(|&t| {
-            (0..problem.configs.len())
-                .filter(|&i| problem.configs[i].task == t)
-                .filter(|&i| !matches!(problem.segments[problem.configs[i].segment].kind, SegmentKind::Mig { .. }))
-                .collect()
+            (0..problem.configs.len()).filter(|&i| problem.configs[i].task == t && plans_on(problem, i)).collect()
         })
         .collect();
     let routes: Vec<Vec<Vec<usize>>> =

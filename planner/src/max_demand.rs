@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::error::PlanError;
 use crate::evaluate::Assignment;
-use crate::milp::{Relax, SolveOptions, Solved, solve_relaxed};
+use crate::milp::SolveOptions;
 use crate::problem::Problem;
 use crate::spec::{Features, Uninformed, Weighting};
 use crate::strategy::{Strategy, solve_from};
@@ -44,7 +44,7 @@ impl MaxDemand {
         }
         let at = problem.clone().with_demand(self.demand_rps, problem.slices);
         let options = SolveOptions { time_limit_s, ..SolveOptions::default() };
-        match solve_in(&at, self.features, &options, &self.plan) {
+        match solve_from(&at, self.features, &options, &self.plan) {
             Ok(solved) => {
                 self.slices_used = slices(problem, &solved.assignments);
                 self.plan = solved.assignments;
@@ -54,24 +54,6 @@ impl MaxDemand {
             Err(e) => return Err(e),
         }
         Ok(self)
-    }
-}
-
-/// A solve by `problem`'s strategy, JigsawServe's as the bisection needs it (no relaxation, its options).
-fn solve_in(
-    problem: &Problem,
-    features: Features,
-    options: &SolveOptions,
-    previous: &[Assignment],
-) -> Result<Solved, PlanError> {
-    match problem.strategy {
-        Strategy::Jigsaw => solve_relaxed(problem, features, options, Relax::default(), previous),
-        Strategy::Ipa => crate::ipa::solve(problem, options),
-        Strategy::Compass => Err(PlanError::Input(format!(
-            "app `{}`: Compass plans for the goodput its slices serve; the largest demand is JigsawServe's and IPA's \
-             question",
-            problem.app
-        ))),
     }
 }
 
@@ -86,11 +68,18 @@ pub fn max_demand(
     rel_tol: f64,
     time_limit_s: f64,
 ) -> Result<MaxDemand, PlanError> {
-    let feasibility = SolveOptions { time_limit_s, feasibility_only: true, ..SolveOptions::default() };
+    if problem.strategy == Strategy::Compass {
+        return Err(PlanError::Input(format!(
+            "app `{}`: Compass plans for the goodput its slices serve; the largest demand is JigsawServe's and IPA's \
+             question",
+            problem.app
+        )));
+    }
+    let feasibility = SolveOptions { time_limit_s, feasibility_only: true, diagnose: false, ..SolveOptions::default() };
     let mut timed_out_at: Option<f64> = None;
     let mut feasible = |r: f64| -> Result<Option<Vec<Assignment>>, PlanError> {
         let p = problem.clone().with_demand(r, problem.slices);
-        match solve_in(&p, features, &feasibility, &[]) {
+        match solve_from(&p, features, &feasibility, &[]) {
             Ok(s) => Ok(Some(s.assignments)),
             Err(PlanError::Infeasible(_)) => Ok(None),
             // Not shown infeasible, but no plan either: the bracket closes below `r`, which the table says.
@@ -105,7 +94,8 @@ pub fn max_demand(
     // 840 slices that is a latency budget, not capacity).
     let (mut lo, mut hi) = (1.0, 1.0);
     let Some(mut plan) = feasible(hi)? else {
-        let why = match solve_from(&problem.clone().with_demand(hi, problem.slices), features, &feasibility, &[]) {
+        let diagnosed = SolveOptions { diagnose: true, ..feasibility };
+        let why = match solve_from(&problem.clone().with_demand(hi, problem.slices), features, &diagnosed, &[]) {
             Err(PlanError::Infeasible(why)) => why,
             _ => format!("a solve at {hi} req/s hit the {time_limit_s} s time limit"),
         };

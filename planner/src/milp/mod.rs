@@ -41,6 +41,9 @@ pub struct SolveOptions {
     pub random_seed: u32,
     /// Stop at the first plan that meets the constraints (the max-demand bisection only asks "is there one?").
     pub feasibility_only: bool,
+    /// Say why an infeasible JigsawServe problem is so (which constraint to relax): solves of its own, which
+    /// the max-demand bisection, probing many infeasible demands, goes without.
+    pub diagnose: bool,
 }
 
 impl Default for SolveOptions {
@@ -52,6 +55,7 @@ impl Default for SolveOptions {
             abs_gap_slices: 0.5,
             random_seed: 0,
             feasibility_only: false,
+            diagnose: true,
         }
     }
 }
@@ -203,7 +207,9 @@ pub fn solve_from(
     previous: &[Assignment],
 ) -> Result<Solved, PlanError> {
     match solve_relaxed(problem, features, options, Relax::default(), previous) {
-        Err(PlanError::Infeasible(_)) => Err(PlanError::Infeasible(infeasible::explain(problem, features, options))),
+        Err(PlanError::Infeasible(_)) if options.diagnose => {
+            Err(PlanError::Infeasible(infeasible::explain(problem, features, options)))
+        }
         other => other,
     }
 }
