@@ -328,6 +328,19 @@ impl Capacity {
         self.clone().take(segment).is_some()
     }
 
+    /// The free MIG instances by profile, which a plan may use no more of; `None` when a GPU may take any
+    /// layout ([`Capacity::with_any_mig_layout`]).
+    pub fn mig_instances(&self) -> Option<BTreeMap<String, u32>> {
+        if self.gpus.iter().any(|g| g.any_layout) {
+            return None;
+        }
+        let mut counts = BTreeMap::new();
+        for (profile, _) in self.gpus.iter().flat_map(|g| &g.mig) {
+            *counts.entry(profile.to_string()).or_insert(0) += 1;
+        }
+        Some(counts)
+    }
+
     /// GPU slices free in all: an MPS share's part of seven, rounded down, and the slices of free MIG
     /// instances.
     fn gpu_slices(&self) -> u32 {
@@ -620,6 +633,7 @@ pub fn problem(
             cores_per_host: Some(cores.max(1)),
             cpu_cores: Some(cores),
             gpu_slices: Some(gpu_slices),
+            mig_instances: capacity.mig_instances(),
         },
         demand: DemandSpec { windows: demand, slack: None },
         objective: Objective::default(),
@@ -719,8 +733,10 @@ fn plan_with_profiles(
             ),
             Some((wanted, why)) => format!(
                 "planned from profiles.csv by {} for {:.1} req/s, the most this machine serves, short of the \
-                 {wanted:.1} req/s predicted ({why})",
-                plan.planner, plan.demand_rps
+                 {wanted:.1} req/s predicted ({why}){}",
+                plan.planner,
+                plan.demand_rps,
+                mig_shortfall(bundle, profiles, demand_windows, capacity, observed, &options).unwrap_or_default()
             ),
         },
         demand_rps: Some(plan.demand_rps),
@@ -782,14 +798,42 @@ fn unknown_mig_gpu(capacity: &Capacity) -> Option<String> {
 
 /// Which MIG instances `plan` needs that the machine lacks, and the `nvidia-mig-parted` config that would
 /// provide them (the plan's GPUs numbered from 0, as the machine's).
-fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
+/// Where the machine's MIG instances hold the plan short of its demand: the instances the plan for the whole
+/// demand would add, were any layout of the GPUs allowed, and how to get them (`None` when MIG is not what it
+/// lacks).
+fn mig_shortfall(
+    bundle: &Bundle,
+    profiles: &Path,
+    demand_windows: &[f64],
+    capacity: &Capacity,
+    observed: &Observations,
+    options: &SolveOptions,
+) -> Option<String> {
+    capacity.mig_instances().filter(|existing| !existing.is_empty())?;
+    let (problem, _) =
+        problem(bundle, profiles, demand_windows, &capacity.clone().with_any_mig_layout(), observed).ok()?;
+    let missing = missing_mig(&jig_planner::plan(&problem, Features::ALL, options).ok()?, capacity);
+    (!missing.is_empty()).then(|| {
+        format!(
+            "; with more MIG instances it would serve it: {} (`jig plan BUNDLE --mig-config FILE` writes the \
+             nvidia-mig-parted config that provides them)",
+            missing.join("; ")
+        )
+    })
+}
+
+/// The MIG instances `plan`'s placement needs beyond the free ones of `capacity`, each said in the machine's
+/// own names (an H200's 3g.71gb for jig's 3g.40gb; a machine of mixed models in its first GPU's).
+fn missing_mig(plan: &jig_planner::Plan, capacity: &Capacity) -> Vec<String> {
     let present: Vec<(u32, String)> =
         capacity.gpus.iter().flat_map(|g| g.mig.iter().map(move |(p, _)| (g.index, p.to_string()))).collect();
-    // Said in the machine's own names (an H200's 3g.71gb for jig's 3g.40gb); a machine of mixed models is
-    // described in its first GPU's.
     let model = capacity.gpus.first().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
-    let missing: Vec<String> =
-        missing_instances(&plan.placement, &present, model).iter().map(|m| m.to_string()).collect();
+    missing_instances(&plan.placement, &present, model).iter().map(|m| m.to_string()).collect()
+}
+
+fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
+    let missing = missing_mig(plan, capacity);
+    let model = capacity.gpus.first().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
     if let Some(unknown) = unknown_mig_gpu(capacity) {
         return format!("; {}. {unknown}", missing.join("; "));
     }
@@ -1020,18 +1064,21 @@ mod tests {
     }
 
     #[test]
-    fn a_plan_needing_more_mig_instances_than_exist_says_which_and_gives_the_layout() {
+    fn a_plan_within_the_mig_instances_that_exist_says_which_would_serve_the_demand() {
         let dir = tempfile::tempdir().unwrap();
-        // 31.5 req/s at 20 req/s an instance: two 1g.10gb instances, where GPU 0 has one.
+        // 31.5 req/s at 20 req/s an instance: two 1g.10gb instances, where GPU 0 has one. The plan holds the one
+        // there is, serves what it can, and says what would serve the rest.
         let bundle = bundle(dir.path(), &[("mig:0:1g.10gb:1", 4, 40.0, 20.0)]);
         let capacity = Capacity::of(&machine(), 8, Some(&[0]));
-        let error =
-            plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &Observations::default())
-                .unwrap_err();
-        let text = error.to_string();
-        assert!(matches!(error, PlanningError::DoesNotFit { needed: 2, placed: 1, .. }), "{text}");
-        assert!(text.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{text}");
-        assert!(text.contains("\"1g.10gb\": 2"), "the config provides both: {text}");
+        let existing = BTreeMap::from([("1g.10gb".to_string(), 1), ("3g.40gb".to_string(), 2)]);
+        assert_eq!(capacity.mig_instances(), Some(existing));
+        assert_eq!(capacity.clone().with_any_mig_layout().mig_instances(), None);
+        let d = plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &Observations::default())
+            .unwrap();
+        assert_eq!(d.instances.iter().filter(|i| i.segment.starts_with("mig:")).map(|i| i.count).sum::<u32>(), 1);
+        assert!(d.source.contains("the most this machine serves, short of the 31.5 req/s"), "{}", d.source);
+        assert!(d.source.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{}", d.source);
+        assert!(d.source.contains("--mig-config"), "{}", d.source);
     }
 
     #[test]
@@ -1087,12 +1134,10 @@ mod tests {
         assert!(!capacity.offers(&SegmentKind::parse("mig:1g.10gb:1").unwrap()), "no one-slot instance exists");
         // 31.5 req/s at 20 req/s an instance needs two 1g.20gb-shaped instances; the A100 40GB has one.
         let bundle = bundle(dir.path(), &[("mig:0:1g.20gb:1", 4, 40.0, 20.0)]);
-        let error =
-            plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &Observations::default())
-                .unwrap_err()
-                .to_string();
-        assert!(error.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{error}");
-        assert!(error.contains("\"1g.10gb\": 2") && !error.contains("1g.20gb\":"), "A100 40GB names: {error}");
+        let d = plan_with_profiles(&bundle, &bundle.profiles_path().unwrap(), &[], &capacity, &Observations::default())
+            .unwrap();
+        assert!(d.source.contains("the plan needs 2× 1g.10gb on GPU 0; this machine has only 1"), "{}", d.source);
+        assert!(!d.source.contains("1g.20gb"), "A100 40GB names: {}", d.source);
     }
 
     fn observed(p95_ms: f64, batches: u64) -> ObservedLatency {

@@ -195,6 +195,13 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     // A GPU that MIG instances priced 8 slices fill holds 7 (`jig_policy::mig::Layout::slices`).
     let kinds = plan.iter().flat_map(|a| std::iter::repeat_n(&problem.segments[a.segment].kind, a.instances as usize));
     let counts = crate::placement::mig_counts(kinds);
+    if let Some(existing) = problem.mig_instances {
+        for ((profile, &n), &free) in crate::spec::MigProfile::ALL.iter().zip(&counts).zip(&existing) {
+            if n > free {
+                violations.push(format!("{n} MIG instances of {profile} used, {free} exist"));
+            }
+        }
+    }
     let priced: u32 = crate::spec::MigProfile::ALL.iter().zip(&counts).map(|(p, n)| p.effective_slices() * n).sum();
     slices = slices.saturating_sub(priced - crate::placement::mig_slices(&counts));
     // (8)

@@ -62,6 +62,9 @@
 //! [resources]
 //! slices = 28                          # S_avail (GPU slices, or cores for cpu segments)
 //! cores_per_host = 16                  # optional, for placing cpu segments
+//! cpu_cores = 8                        # optional: at most this many cores in cpu segments
+//! gpu_slices = 21                      # optional: at most this many slices in GPU segments
+//! mig_instances = { "3g.40gb" = 2 }    # optional: the MIG instances that exist; a plan holds no more
 //!
 //! [demand]
 //! windows = [40, 42, 45, 41, 44]       # recent req/s; R = mean of the last 5 × (1 + slack)

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::error::PlanError;
 use crate::profile::ProfileRow;
-use crate::spec::{Objective, PlanSpec, SegmentKind};
+use crate::spec::{MigProfile, Objective, PlanSpec, SegmentKind};
 
 /// A validated planning problem, built by [`Problem::new`]: tasks, paths and segment types by index, and every
 /// profiled instance type. Tasks, variants and segment types keep the spec's order.
@@ -35,6 +35,9 @@ pub struct Problem {
     pub cpu_cores: Option<u32>,
     /// At most this many slices in all GPU segments ([`Resources::gpu_slices`](crate::spec::Resources)).
     pub gpu_slices: Option<u32>,
+    /// At most this many MIG instances of each profile, in [`MigProfile::ALL`]'s order, where the machine's
+    /// instances exist already ([`Resources::mig_instances`](crate::spec::Resources)); `None`: any layout.
+    pub mig_instances: Option<[u32; 6]>,
     /// Cores of one CPU host: where `cpu:N` instances are placed, and what counts as a whole device without S.
     pub cores_per_host: u32,
     /// α, β of objective (14).
@@ -407,6 +410,19 @@ impl Problem {
 
         let demand_rps = spec.demand.predict()?;
         let classes = Class::from_spec(spec)?;
+        let mig_instances = match &spec.resources.mig_instances {
+            None => None,
+            Some(given) => {
+                let mut counts = [0; 6];
+                for (name, &count) in given {
+                    let profile: MigProfile = name.parse().map_err(|e| {
+                        PlanError::Input(format!("app `{}`, resources.mig_instances: {e}", spec.app.name))
+                    })?;
+                    counts[MigProfile::ALL.iter().position(|&p| p == profile).expect("a profile of ALL")] += count;
+                }
+                Some(counts)
+            }
+        };
         Ok(Self {
             app,
             tasks,
@@ -419,6 +435,7 @@ impl Problem {
             slices: spec.resources.slices,
             cpu_cores: spec.resources.cpu_cores,
             gpu_slices: spec.resources.gpu_slices,
+            mig_instances,
             cores_per_host: spec.resources.cores_per_host.unwrap_or(16).max(1),
             objective: spec.objective,
             strategy: spec.app.planner,

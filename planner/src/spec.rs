@@ -244,6 +244,11 @@ pub struct Resources {
     /// At most this many slices in all GPU (`mig:` and `mps:`) segments.
     #[serde(default)]
     pub gpu_slices: Option<u32>,
+    /// The MIG instances that exist (and are free), by profile: `{ "3g.40gb" = 2 }`. A plan holds at most these
+    /// of each profile, as jig creates no MIG instance; absent, the GPU slices may take any MIG layout (what
+    /// `jig plan --mig-config` plans with, to write the layout that serves the plan).
+    #[serde(default)]
+    pub mig_instances: Option<BTreeMap<String, u32>>,
 }
 
 /// Demand R at the app's roots: either a rate, or recent windows to predict from.

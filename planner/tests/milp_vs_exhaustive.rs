@@ -31,6 +31,8 @@ struct Case {
     slo_acc: f64,
     demand: f64,
     beta: f64,
+    /// Existing MIG instances per profile, where the machine's are fixed (`resources.mig_instances`).
+    mig_cap: Option<u32>,
 }
 
 fn case(shared_factors: bool) -> impl Strategy<Value = Case> {
@@ -57,9 +59,10 @@ fn case(shared_factors: bool) -> impl Strategy<Value = Case> {
             0.9f64..1.0,
             2.0f64..30.0,
             prop_oneof![Just(0.035), Just(0.01)],
+            prop_oneof![3 => Just(None), 1 => (0u32..=2).prop_map(Some)],
         )
             .prop_map(
-                |(shape, variants, segments, batches, profile, edge_factors, slo_ms, slo_acc, demand, beta)| Case {
+                |(
                     shape,
                     variants,
                     segments,
@@ -70,6 +73,19 @@ fn case(shared_factors: bool) -> impl Strategy<Value = Case> {
                     slo_acc,
                     demand,
                     beta,
+                    mig_cap,
+                )| Case {
+                    shape,
+                    variants,
+                    segments,
+                    batches,
+                    profile,
+                    edge_factors,
+                    slo_ms,
+                    slo_acc,
+                    demand,
+                    beta,
+                    mig_cap,
                 },
             )
     })
@@ -185,6 +201,7 @@ impl Case {
                 cores_per_host: None,
                 cpu_cores: None,
                 gpu_slices: None,
+                mig_instances: self.mig_cap.map(|n| PROFILES.iter().map(|p| (p.to_string(), n)).collect()),
             },
             demand: DemandSpec { windows: vec![self.demand], slack: Some(0.0) },
             objective: Objective { alpha: 1.0, beta: self.beta },
@@ -300,6 +317,7 @@ fn evaluator_catches_broken_plans() {
         slo_acc: 0.9,
         demand: 10.0,
         beta: 0.035,
+        mig_cap: None,
     };
     let (spec, rows) = c.build();
     let problem = Problem::new(&spec, &rows, "test").unwrap();
@@ -328,6 +346,7 @@ fn the_literal_reading_counts_every_active_type_and_splits_by_capacity() {
         slo_acc: 0.975,
         demand: 35.0,
         beta: 0.035,
+        mig_cap: None,
     };
     let (spec, rows) = c.build();
     let problem = Problem::new(&spec, &rows, "test").unwrap();
@@ -352,4 +371,54 @@ fn the_literal_reading_counts_every_active_type_and_splits_by_capacity() {
         }
         check(&c, features, true).unwrap();
     }
+}
+
+/// Where the machine's MIG instances exist already, a plan holds at most those of each profile: two 1g
+/// instances are the cheapest plan, but with one of each profile the 3g instance serves instead.
+#[test]
+fn a_plan_holds_no_more_mig_instances_than_exist() {
+    let c = Case {
+        shape: 1,
+        variants: vec![vec![(1.0, 1.0)]],
+        segments: vec![(0, 1), (2, 1)],
+        batches: vec![1],
+        profile: vec![Some((20.0, 30.0)), Some((20.0, 60.0))],
+        edge_factors: vec![1.0, 1.0],
+        slo_ms: 100.0,
+        slo_acc: 0.9,
+        demand: 50.0,
+        beta: 0.035,
+        mig_cap: None,
+    };
+    let used = |c: &Case| {
+        let (spec, rows) = c.build();
+        let problem = Problem::new(&spec, &rows, "test").unwrap();
+        let solved = solve(&problem, Features::ALL, &options()).unwrap();
+        assert!(evaluate(&problem, &solved.assignments).is_feasible());
+        let mut used: Vec<(String, u32)> = solved
+            .assignments
+            .iter()
+            .filter(|a| a.instances > 0)
+            .map(|a| (problem.segments[a.segment].name.clone(), a.instances))
+            .collect();
+        used.sort();
+        used
+    };
+    assert_eq!(used(&c), [("mig:1g.10gb:1".to_string(), 2)]);
+    assert_eq!(used(&Case { mig_cap: Some(1), ..c.clone() }), [("mig:3g.40gb:1".to_string(), 1)]);
+    // A profile jig does not know is refused by name.
+    let (mut spec, rows) = c.build();
+    spec.resources.mig_instances = Some(BTreeMap::from([("5g.50gb".to_string(), 1)]));
+    let error = Problem::new(&spec, &rows, "test").unwrap_err().to_string();
+    assert!(error.contains("resources.mig_instances") && error.contains("5g.50gb"), "{error}");
+    // The evaluator holds a plan to the same count.
+    let (spec, rows) = Case { mig_cap: Some(1), ..c }.build();
+    let problem = Problem::new(&spec, &rows, "test").unwrap();
+    let two = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 2, rate_rps: 50.0 }];
+    let eval = evaluate(&problem, &two);
+    assert!(
+        eval.violations.iter().any(|v| v.contains("2 MIG instances of 1g.10gb used, 1 exist")),
+        "{:?}",
+        eval.violations
+    );
 }

@@ -146,8 +146,17 @@ pub(crate) fn candidates(
             && f64::from(problem.segments[c.segment].slices) <= slice_cap(c.task) + 1e-9
     };
     let feasible: Vec<usize> = admitted.iter().copied().filter(|&i| fits(i)).collect();
+    let mig_profile = |c: &crate::problem::Config| match problem.segments[c.segment].kind {
+        SegmentKind::Mig { profile, .. } => Some(profile),
+        _ => None,
+    };
     let dominates = |a: usize, b: usize| {
         let (x, y) = (&problem.configs[a], &problem.configs[b]);
+        // Where the MIG instances exist already, one of a profile is not there to copy (nor, with others
+        // holding them, there at all): it stands in only for a type on the same profile.
+        if problem.mig_instances.is_some() && mig_profile(x).is_some() && mig_profile(x) != mig_profile(y) {
+            return false;
+        }
         let (sx, sy) = (problem.segments[x.segment].slices, problem.segments[y.segment].slices);
         let copies = f64::from(sy / sx.max(1));
         let no_worse = sx <= sy && x.latency_ms <= y.latency_ms && copies * x.throughput_rps >= y.throughput_rps;
@@ -552,7 +561,12 @@ pub(crate) fn solve_relaxed(
         for &(i, y) in &gpu_layouts {
             held.add_mul(layouts()[i].count(p), y);
         }
-        model.add_constraint(constraint!(instances == held));
+        model.add_constraint(constraint!(instances.clone() == held));
+        // Where the instances exist already, at most those: jig creates none.
+        if let Some(existing) = problem.mig_instances {
+            let free = existing[MigProfile::ALL.iter().position(|&q| q == p).expect("a profile of ALL")];
+            model.add_constraint(constraint!(instances <= free));
+        }
     }
     if !gpu_layouts.is_empty() {
         let used: Expression = gpu_layouts.iter().map(|&(_, y)| y).sum();
