@@ -796,8 +796,6 @@ fn unknown_mig_gpu(capacity: &Capacity) -> Option<String> {
     ))
 }
 
-/// Which MIG instances `plan` needs that the machine lacks, and the `nvidia-mig-parted` config that would
-/// provide them (the plan's GPUs numbered from 0, as the machine's).
 /// Where the machine's MIG instances hold the plan short of its demand: the instances the plan for the whole
 /// demand would add, were any layout of the GPUs allowed, and how to get them (`None` when MIG is not what it
 /// lacks).
@@ -831,6 +829,8 @@ fn missing_mig(plan: &jig_planner::Plan, capacity: &Capacity) -> Vec<String> {
     missing_instances(&plan.placement, &present, model).iter().map(|m| m.to_string()).collect()
 }
 
+/// Which MIG instances `plan` needs that the machine lacks, and the `nvidia-mig-parted` config that would
+/// provide them (the plan's GPUs numbered from 0, as the machine's).
 fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
     let missing = missing_mig(plan, capacity);
     let model = capacity.gpus.first().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
