@@ -229,7 +229,7 @@ impl SegmentKind {
 }
 
 /// The capacity a plan may use.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
     /// S_avail: GPU slices (7 per H100) or CPU cores available in all.

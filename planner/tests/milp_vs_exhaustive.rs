@@ -198,10 +198,8 @@ impl Case {
             segments: segments.iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
             resources: Resources {
                 slices: if nt == 3 { 5 } else { 6 },
-                cores_per_host: None,
-                cpu_cores: None,
-                gpu_slices: None,
                 mig_instances: self.mig_cap.map(|n| PROFILES.iter().map(|p| (p.to_string(), n)).collect()),
+                ..Resources::default()
             },
             demand: DemandSpec { windows: vec![self.demand], slack: Some(0.0) },
             objective: Objective { alpha: 1.0, beta: self.beta },

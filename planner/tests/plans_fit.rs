@@ -54,7 +54,7 @@ fn problem(tasks: &[(Vec<usize>, f64, f64)], slices: u32, demand: f64) -> Proble
             classes: Vec::new(),
         },
         segments: segments.into_iter().map(|name| SegmentSpec { name, slices: None }).collect(),
-        resources: Resources { slices, cores_per_host: None, cpu_cores: None, gpu_slices: None, mig_instances: None },
+        resources: Resources { slices, ..Resources::default() },
         demand: DemandSpec { windows: vec![demand], slack: Some(0.0) },
         objective: Objective { alpha: 1.0, beta: 0.035 },
         ipa: Default::default(),
