@@ -43,6 +43,9 @@ use serde::{Deserialize, Serialize};
 /// The request header that carries an invocation's timeout, in milliseconds.
 pub const TIMEOUT_HEADER: &str = "jig-timeout-ms";
 
+/// The request header that names an invocation's query class, for an app planned by Compass.
+pub const CLASS_HEADER: &str = "jig-class";
+
 /// A successful invocation: one part per leaf task's return value or payload emitted on a port without
 /// edges, in the graph's order (fan-out order, not completion order).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -240,6 +243,47 @@ pub struct Deployment {
     pub glue: Vec<ObservedGlue>,
     /// Instances by variant and segment.
     pub instances: Vec<PlannedInstances>,
+    /// For an app planned by Compass: each query class's routes, over which its requests are spread; empty
+    /// otherwise (a slot's requests are spread over all its instances).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassRoutes>,
+}
+
+/// How one query class's requests are served: spread over its routes in proportion to their rates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ClassRoutes {
+    /// The class, as requests name it (`jig-class`).
+    pub class: String,
+    /// Its latency SLO, milliseconds: the deadline of its requests that name none.
+    pub latency_ms: f64,
+    /// Its demand the plan was made for, req/s.
+    pub demand_rps: f64,
+    /// What the plan serves of it within its SLOs, req/s.
+    pub served_rps: f64,
+    /// Its routes, most used first.
+    pub routes: Vec<ClassRoute>,
+}
+
+/// One route of a class: an instance type for each planned slot, and the class's requests it takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ClassRoute {
+    /// The class's requests on it, req/s.
+    pub rate_rps: f64,
+    /// Per planned slot, the instances its requests go to.
+    pub steps: Vec<RouteStep>,
+}
+
+/// The instances of one slot a route takes: those of a variant on a segment type with a largest batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RouteStep {
+    /// The model slot.
+    pub slot: String,
+    /// The variant.
+    pub variant: String,
+    /// The segment type.
+    pub segment: String,
+    /// The instances' largest batch.
+    pub max_batch: u32,
 }
 
 /// `count` instances of one variant on one kind of segment.
@@ -429,13 +473,8 @@ mod tests {
         };
         let a = Deployment {
             source: "planned".into(),
-            demand_rps: None,
-            accuracy: None,
-            capacity_rps: None,
-            factors: Vec::new(),
-            refined: Vec::new(),
-            glue: Vec::new(),
             instances: vec![planned("a", 1.0), planned("b", 2.0)],
+            ..Deployment::default()
         };
         let b = Deployment { instances: vec![planned("b", 5.0), planned("a", 3.0)], ..a.clone() };
         assert!(a.same_instances(&b));

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::oip::{Health, InferRequest, InferResponse, ModelMetadata, ServerMetadata};
 use crate::routes::Route;
-use crate::{AppList, AppStatus, Deleted, ErrorBody, InvokeResponse, MachineStatus, TIMEOUT_HEADER};
+use crate::{AppList, AppStatus, CLASS_HEADER, Deleted, ErrorBody, InvokeResponse, MachineStatus, TIMEOUT_HEADER};
 
 /// The OpenAPI document of the API.
 pub fn openapi() -> Value {
@@ -122,7 +122,10 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
             "security": token,
             "parameters": [app, {
                 "name": TIMEOUT_HEADER, "in": "header", "required": false, "schema": { "type": "integer", "minimum": 0 },
-                "description": "The deadline, milliseconds from arrival; else the app's latency SLO; else 30 s.",
+                "description": "The deadline, milliseconds from arrival; else the query class's or the app's latency SLO; else 30 s.",
+            }, {
+                "name": CLASS_HEADER, "in": "header", "required": false, "schema": { "type": "string" },
+                "description": "The query class of an app planned by Compass (`classes` in its jig.toml): required there, refused elsewhere (400).",
             }],
             "requestBody": {
                 "required": false,

@@ -33,6 +33,7 @@ use jig_api::{InstancePlace, ObservedFactor, ObservedGlue, ObservedLatency};
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A task of a running app.
+#[derive(Clone)]
 struct TaskRuntime {
     name: Arc<str>,
     function: Function,
@@ -77,6 +78,17 @@ pub struct App {
     model_edges: Vec<(usize, usize)>,
     /// Each planned group of instances, with its profile rows' p95 latency by batch size.
     groups: Vec<Group>,
+    /// Compass's query classes by name (empty for other planners): where each class's requests go.
+    classes: HashMap<String, ClassRouter>,
+}
+
+/// A query class of an app planned by Compass: its routes, each the app's tasks calling only the instances
+/// planned for the route, picked for the class's requests in proportion to the route's rate.
+struct ClassRouter {
+    /// The class's latency SLO: the deadline of its requests that name none.
+    latency: Duration,
+    routes: Vec<Arc<[Arc<TaskRuntime>]>>,
+    pick: std::sync::Mutex<jig_policy::WeightedRoundRobin>,
 }
 
 /// The instances of one variant on one segment type, and what the profile table says of them.
@@ -84,6 +96,7 @@ struct Group {
     slot: String,
     variant: String,
     segment: String,
+    max_batch: u32,
     instances: Vec<Arc<Instance>>,
     /// The profile's p50 and p95 latency (ms) by batch size.
     profiled_ms: HashMap<u32, (f64, f64)>,
@@ -93,6 +106,8 @@ struct Group {
 pub struct Admitted {
     _inflight: tokio::sync::OwnedSemaphorePermit,
     planned: Option<Ticket>,
+    /// The tasks of its query class's route, for a class of a Compass app; else the app's own.
+    route: Option<Arc<[Arc<TaskRuntime>]>>,
 }
 
 impl Admitted {
@@ -226,6 +241,23 @@ pub enum AppError {
         /// What the executor reported.
         detail: String,
     },
+    /// The request names a query class the app lacks, or names none where the app has classes.
+    #[error(
+        "app `{app}`: {}",
+        match (class, known.is_empty()) {
+            (Some(c), true) => format!("has no query classes, yet the request names `{c}`; leave out `jig-class`"),
+            (Some(c), false) => format!("has no query class `{c}`; its classes are {known} (`jig-class` header)"),
+            (None, _) => format!("serves query classes ({known}): name one in the `jig-class` header"),
+        }
+    )]
+    UnknownClass {
+        /// The app.
+        app: String,
+        /// The class the request named, if any.
+        class: Option<String>,
+        /// The app's classes, comma-separated.
+        known: String,
+    },
 }
 
 impl App {
@@ -283,6 +315,7 @@ impl App {
             .zip(slo)
             .map(|(rps, slo)| Admission::new((rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32));
         let model_edges = model_edges(bundle).iter().map(|e| (index[e.from.as_str()], index[e.to.as_str()])).collect();
+        let classes = class_routers(&app, &deployment, &models, &groups, &tasks)?;
         Ok(App {
             name: app,
             bundle: hash.to_string(),
@@ -301,6 +334,7 @@ impl App {
             glue: Arc::new(m.tasks.iter().map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect()),
             model_edges,
             groups,
+            classes,
         })
     }
 
@@ -409,16 +443,45 @@ impl App {
         &self.models
     }
 
-    /// The deadline of a request that arrived at `arrived` with an optional timeout: the timeout, else the
-    /// app's latency SLO, else [`DEFAULT_DEADLINE`].
-    pub fn deadline(&self, arrived: Instant, timeout: Option<Duration>) -> Instant {
-        arrived + timeout.or(self.slo_latency).unwrap_or(DEFAULT_DEADLINE)
+    /// The deadline of a request of `class` (if it names one) that arrived at `arrived` with an optional
+    /// timeout: the timeout, else the class's latency SLO, else the app's, else [`DEFAULT_DEADLINE`].
+    pub fn deadline(&self, arrived: Instant, timeout: Option<Duration>, class: Option<&str>) -> Instant {
+        let slo = class.and_then(|c| self.classes.get(c)).map(|c| c.latency).or(self.slo_latency);
+        arrived + timeout.or(slo).unwrap_or(DEFAULT_DEADLINE)
+    }
+
+    /// The query classes of an app planned by Compass, sorted; empty for other apps.
+    pub fn classes(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.classes.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// The tasks a request of `class` runs: a route of the class, for an app planned by Compass (which
+    /// requires one of its classes); `None` (the app's own tasks) for other apps, which take none.
+    fn route(&self, class: Option<&str>) -> Result<Option<Arc<[Arc<TaskRuntime>]>>, AppError> {
+        let unknown = || AppError::UnknownClass {
+            app: self.name.clone(),
+            class: class.map(str::to_string),
+            known: self.classes().join(", "),
+        };
+        match (class, self.classes.is_empty()) {
+            (None, true) => Ok(None),
+            (Some(_), true) | (None, false) => Err(unknown()),
+            (Some(name), false) => {
+                let router = self.classes.get(name).ok_or_else(unknown)?;
+                let index = router.pick.lock().unwrap_or_else(|p| p.into_inner()).pick();
+                // A class the plan serves none of has no route: it runs on all the app's instances.
+                Ok(index.map(|i| router.routes[i].clone()))
+            }
+        }
     }
 
     /// Admit one more request, or refuse it when `limits.max_inflight` are in progress, or when a planned
     /// deployment already holds as many as it completes within the SLO ([`crate::admission`]). Hold the permit for the
     /// request's life: take it before reading the request's body, so the limits bound memory too.
-    pub fn admit(&self) -> Result<Admitted, AppError> {
+    pub fn admit(&self, class: Option<&str>) -> Result<Admitted, AppError> {
+        let route = self.route(class)?;
         let inflight = self
             .inflight
             .clone()
@@ -432,27 +495,28 @@ impl App {
                 limit: admission.limit(),
             })?),
         };
-        Ok(Admitted { _inflight: inflight, planned })
+        Ok(Admitted { _inflight: inflight, planned, route })
     }
 
     /// Run the graph on `payload` by `deadline`, for a request [admitted](App::admit).
     pub async fn invoke(
         &self,
-        _admitted: &Admitted,
+        admitted: &Admitted,
         payload: Vec<u8>,
         deadline: Instant,
         observer: &impl TaskObserver,
     ) -> Result<Vec<Output>, AppError> {
+        let tasks: &[Arc<TaskRuntime>] = admitted.route.as_deref().unwrap_or(&self.tasks);
         // Each invocation carries its position in the fan-out tree (emission indexes from the entry), so the
         // response lists outputs in an order that does not depend on which finished first.
         let mut running: JoinSet<(usize, Vec<u32>, Result<Outcome, AppError>)> = JoinSet::new();
         let mut outputs: Vec<(Vec<u32>, Output)> = Vec::new();
-        self.spawn(&mut running, self.entry, Vec::new(), payload, deadline, observer);
+        self.spawn(tasks, &mut running, self.entry, Vec::new(), payload, deadline, observer);
         while let Some(joined) = running.join_next().await {
             let (task, key, result) =
                 joined.map_err(|e| AppError::Panicked { app: self.name.clone(), detail: e.to_string() })?;
             let outcome = result?;
-            let t = &self.tasks[task];
+            let t = &tasks[task];
             let mut n = 0u32;
             let mut child = || {
                 let mut child = key.clone();
@@ -464,7 +528,8 @@ impl App {
                 match t.routes.get(&emission.port) {
                     Some(targets) => {
                         for &target in targets {
-                            self.spawn(&mut running, target, child(), emission.payload.clone(), deadline, observer);
+                            let payload = emission.payload.clone();
+                            self.spawn(tasks, &mut running, target, child(), payload, deadline, observer);
                         }
                     }
                     None => {
@@ -482,8 +547,10 @@ impl App {
         Ok(outputs.into_iter().map(|(_, o)| o).collect())
     }
 
+    #[allow(clippy::too_many_arguments)] // one task's invocation: where, in which tree, on what, by when
     fn spawn(
         &self,
+        tasks: &[Arc<TaskRuntime>],
         running: &mut JoinSet<(usize, Vec<u32>, Result<Outcome, AppError>)>,
         task: usize,
         key: Vec<u32>,
@@ -492,7 +559,7 @@ impl App {
         observer: &impl TaskObserver,
     ) {
         self.invocations[task].fetch_add(1, Ordering::Relaxed);
-        let (t, app, observer) = (self.tasks[task].clone(), self.name.clone(), observer.clone());
+        let (t, app, observer) = (tasks[task].clone(), self.name.clone(), observer.clone());
         let glue = self.glue.clone();
         running.spawn(async move {
             let started = Instant::now();
@@ -522,6 +589,51 @@ impl App {
     }
 }
 
+/// The routers of a Compass deployment's query classes: for each route, the app's tasks with their functions
+/// calling, for each slot the route names, only the instances of its step (and every instance of the others).
+fn class_routers(
+    app: &str,
+    deployment: &Deployment,
+    models: &ModelSlots,
+    groups: &[Group],
+    tasks: &[Arc<TaskRuntime>],
+) -> Result<HashMap<String, ClassRouter>, StartError> {
+    let mut routers = HashMap::new();
+    for class in &deployment.classes {
+        let mut routes = Vec::with_capacity(class.routes.len());
+        for route in &class.routes {
+            let mut slots = models.clone();
+            for step in &route.steps {
+                let group = groups
+                    .iter()
+                    .find(|g| {
+                        (g.slot.as_str(), g.variant.as_str(), g.segment.as_str(), g.max_batch)
+                            == (step.slot.as_str(), step.variant.as_str(), step.segment.as_str(), step.max_batch)
+                    })
+                    .ok_or_else(|| StartError::Deployment {
+                        app: app.to_string(),
+                        detail: format!(
+                            "class `{}` routes slot `{}` to {} on {} batch {}, which the deployment lacks",
+                            class.class, step.slot, step.variant, step.segment, step.max_batch
+                        ),
+                    })?;
+                let instances = group.instances.iter().map(|i| (i.clone(), 1.0)).collect();
+                slots.insert(step.slot.clone(), Arc::new(Pool::new(instances)));
+            }
+            let slots: Arc<dyn jig_runtime::ModelHost> = Arc::new(slots);
+            let on_route: Vec<Arc<TaskRuntime>> = tasks
+                .iter()
+                .map(|t| Arc::new(TaskRuntime { function: t.function.with_models(slots.clone()), ..(**t).clone() }))
+                .collect();
+            routes.push(on_route.into());
+        }
+        let pick = jig_policy::WeightedRoundRobin::new(class.routes.iter().map(|r| r.rate_rps));
+        let latency = Duration::from_secs_f64(class.latency_ms.max(0.0) / 1000.0);
+        routers.insert(class.class.clone(), ClassRouter { latency, routes, pick: std::sync::Mutex::new(pick) });
+    }
+    Ok(routers)
+}
+
 /// Start the deployment's instances, each in its planned place: pinned to its cores, or in a worker bound, by
 /// UUID, to the GPU or MIG instance its place names (one worker for each of a `mig:…:K` instance's K processes).
 fn start_models(
@@ -540,6 +652,7 @@ fn start_models(
             slot: planned.slot.clone(),
             variant: planned.variant.clone(),
             segment: planned.segment.clone(),
+            max_batch: planned.max_batch,
             instances: Vec::new(),
             profiled_ms: profiles
                 .iter()

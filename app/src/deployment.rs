@@ -22,7 +22,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 pub use jig_api::{
-    Deployment, InstancePlace, ObservedFactor, ObservedGlue, ObservedLatency, PlannedFactor, PlannedInstances,
+    ClassRoute, ClassRoutes, Deployment, InstancePlace, ObservedFactor, ObservedGlue, ObservedLatency, PlannedFactor,
+    PlannedInstances, RouteStep,
 };
 
 use jig_model_host::device::Devices;
@@ -31,7 +32,7 @@ use jig_planner::evaluate::Assignment;
 use jig_planner::mig_parted::{config_name, mig_parted_config, missing_instances};
 use jig_planner::profile::ProfileRow;
 use jig_planner::spec::{
-    AppSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentKind, SegmentSpec, TaskSpec, VariantSpec,
+    AppSpec, ClassSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentKind, SegmentSpec, TaskSpec, VariantSpec,
 };
 use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions};
 use jig_policy::mig::{GPU_80GB, GpuModel};
@@ -485,6 +486,7 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
         factors: Vec::new(),
         refined: Vec::new(),
         glue: Vec::new(),
+        classes: Vec::new(),
         instances: best
             .into_iter()
             .map(|v| PlannedInstances {
@@ -625,7 +627,16 @@ pub fn problem(
             edges: model_edges(bundle),
             paths: None,
             planner,
-            classes: Vec::new(),
+            classes: m
+                .classes
+                .iter()
+                .map(|c| ClassSpec {
+                    name: c.name.clone(),
+                    slo_latency_ms: c.latency_ms as f64,
+                    slo_accuracy: c.accuracy,
+                    share: c.share,
+                })
+                .collect(),
         },
         segments: segments.into_iter().map(|name| SegmentSpec { name, slices: None }).collect(),
         resources: Resources {
@@ -745,6 +756,33 @@ fn plan_with_profiles(
         factors: planned_factors(bundle, &observed.factors),
         refined: refined.latencies,
         glue: refined.glue,
+        classes: plan
+            .classes
+            .iter()
+            .map(|c| ClassRoutes {
+                class: c.class.clone(),
+                latency_ms: c.slo_latency_ms,
+                demand_rps: c.demand_rps,
+                served_rps: c.served_rps,
+                routes: c
+                    .routes
+                    .iter()
+                    .map(|r| ClassRoute {
+                        rate_rps: r.rate_rps,
+                        steps: r
+                            .steps
+                            .iter()
+                            .map(|s| RouteStep {
+                                slot: slot_of[s.task.as_str()].to_string(),
+                                variant: s.variant.clone(),
+                                segment: s.segment.clone(),
+                                max_batch: s.batch,
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            })
+            .collect(),
         instances,
     })
 }
@@ -993,15 +1031,13 @@ mod tests {
         let (source, jigsaw) = batches("jigsaw").unwrap();
         assert!(source.contains("by jigsaw"), "{source}");
         assert!(jigsaw.iter().all(|&(b, _)| b == 1), "{jigsaw:?}");
-        // The manifest refuses a planner jig lacks, or whose plans it does not serve; each it takes is a strategy.
+        // The manifest refuses a planner jig lacks, and Compass without query classes; each it takes is a
+        // strategy.
         assert!(jig_manifest::PLANNERS.iter().all(|p| p.parse::<jig_planner::Strategy>().is_ok()));
-        for (planner, says) in [("simple", "jig serves the plans of"), ("compass", "route requests by query class")] {
+        for (planner, says) in [("simple", "jig's planners are jigsaw, ipa, compass"), ("compass", "declare them")] {
             std::fs::write(dir.path().join("jig.toml"), format!("planner = \"{planner}\"\n{manifest}")).unwrap();
             let refused = Bundle::open(dir.path()).unwrap_err().to_string();
-            assert!(
-                refused.contains("jig.toml") && refused.contains(says) && refused.contains("jigsaw, ipa"),
-                "{refused}"
-            );
+            assert!(refused.contains("jig.toml") && refused.contains(says), "{refused}");
         }
     }
 

@@ -45,7 +45,7 @@ use jig_runtime::{FunctionError, InferError, InvokeError, Runtime, RuntimeConfig
 use crate::metrics::{Apps, Metrics};
 use crate::store::{AppRecord, PutError, Store};
 
-pub use jig_api::TIMEOUT_HEADER;
+pub use jig_api::{CLASS_HEADER, TIMEOUT_HEADER};
 
 /// The longest a bundle upload may take.
 const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
@@ -372,8 +372,9 @@ impl Gateway {
             Ok(timeout) => timeout,
             Err(bad) => return self.answered(name, arrived, error(ErrorKind::InvalidRequest, bad), false),
         };
-        let deadline = app.deadline(arrived, timeout);
-        let admitted = match app.admit() {
+        let class = request_class(&request);
+        let deadline = app.deadline(arrived, timeout, class);
+        let admitted = match app.admit(class) {
             Ok(permit) => permit,
             Err(e) => return self.answered(name, arrived, error(classify(&e, deadline), e.to_string()), false),
         };
@@ -569,6 +570,7 @@ impl Gateway {
 fn classify(e: &AppError, deadline: Instant) -> ErrorKind {
     match e {
         AppError::Busy { .. } => ErrorKind::Busy,
+        AppError::UnknownClass { .. } => ErrorKind::InvalidRequest,
         AppError::OverCapacity { .. } => ErrorKind::Overloaded,
         AppError::Queued { .. } if Instant::now() >= deadline => ErrorKind::Deadline,
         AppError::Queued { .. } => ErrorKind::Overloaded,
@@ -608,6 +610,11 @@ fn output_part(output: jig_app::Output) -> OutputPart {
 
 /// The request's [`TIMEOUT_HEADER`], if it has one; what is wrong (a 400) when it is not a positive number of
 /// milliseconds.
+/// The query class the request names (`jig-class`), if any.
+fn request_class(request: &Request<Incoming>) -> Option<&str> {
+    request.headers().get(CLASS_HEADER).and_then(|v| v.to_str().ok()).map(str::trim)
+}
+
 fn request_timeout(request: &Request<Incoming>) -> Result<Option<Duration>, String> {
     match request.headers().get(TIMEOUT_HEADER).map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())) {
         None => Ok(None),

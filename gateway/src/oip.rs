@@ -24,7 +24,7 @@ use jig_model_host::instance::InstanceError;
 use jig_model_host::onnx::TensorSpec;
 use jig_model_host::pool::Pool;
 
-use crate::{Gateway, Reply, classify, error, json, read_body, refuse_unauthorized, request_timeout};
+use crate::{Gateway, Reply, classify, error, json, read_body, refuse_unauthorized, request_class, request_timeout};
 
 impl Gateway {
     /// `GET /v2`.
@@ -115,8 +115,9 @@ impl Gateway {
             Ok(timeout) => timeout,
             Err(bad) => return (error(ErrorKind::InvalidRequest, bad), false),
         };
-        let deadline = app.deadline(arrived, timeout);
-        let admitted = match app.admit() {
+        let class = request_class(&request);
+        let deadline = app.deadline(arrived, timeout, class);
+        let admitted = match app.admit(class) {
             Ok(admitted) => admitted,
             Err(e) => return (error(classify(&e, deadline), e.to_string()), false),
         };

@@ -6,7 +6,11 @@
 //! ```toml
 //! manifest_version = 1                # optional: the format's version, 1 (the only one so far)
 //! name = "sign-reader"                # the app: letters, digits, `-` and `_`, at most 64
-//! planner = "jigsaw"                  # optional: the planner strategy, `jigsaw` (default) or `ipa`
+//! planner = "jigsaw"                  # optional: the planner strategy, `jigsaw` (default), `ipa` or `compass`
+//! classes = [                         # with `compass`: query classes, each with its own objectives and
+//!   { name = "fast", latency_ms = 300, accuracy = 0.8, share = 0.5 },   # share of the demand; a request
+//!   { name = "best", latency_ms = 2000, accuracy = 1.0, share = 0.5 },  # names its class in `jig-class`
+//! ]
 //!
 //! [slo]
 //! latency_ms = 800                    # end-to-end latency objective; the default deadline of an invocation
@@ -93,10 +97,13 @@ pub struct Manifest {
     /// The demand to plan for before the gateway has measured one.
     #[serde(default)]
     pub demand: Demand,
-    /// The planner strategy, one of [`PLANNERS`]: `jigsaw` (the default) or `ipa` (linear pipelines on CPU
-    /// cores).
+    /// The planner strategy, one of [`PLANNERS`]: `jigsaw` (the default), `ipa` (linear pipelines on CPU
+    /// cores) or `compass` (query classes over a linear pipeline).
     #[serde(default)]
     pub planner: Option<String>,
+    /// Compass's query classes: requests that name one (the `jig-class` header) are held to its objectives.
+    #[serde(default)]
+    pub classes: Vec<QueryClass>,
     /// The functions of its graph; the one no edge leads to is the entry.
     #[serde(default)]
     pub tasks: Vec<Task>,
@@ -117,9 +124,22 @@ impl Manifest {
 /// The manifest format this jig reads.
 pub const MANIFEST_VERSION: u32 = 1;
 
-/// The planner strategies a bundle's `planner` may name: those of `jig_planner::Strategy` whose plans jig
-/// serves (Compass's query classes need routing by class, which the runtime does not do yet).
-pub const PLANNERS: [&str; 2] = ["jigsaw", "ipa"];
+/// The planner strategies a bundle's `planner` may name: those of `jig_planner::Strategy`.
+pub const PLANNERS: [&str; 3] = ["jigsaw", "ipa", "compass"];
+
+/// A query class of a Compass app: its own latency and accuracy objectives, and its share of the demand.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryClass {
+    /// Its name, as requests give it (`jig-class`).
+    pub name: String,
+    /// Its end-to-end latency objective, ms: the deadline of its requests that name none.
+    pub latency_ms: u64,
+    /// Its accuracy objective, a fraction of the best achievable (0 to 1].
+    pub accuracy: f64,
+    /// Its share of the app's demand (the shares are normalised to sum to 1).
+    pub share: f64,
+}
 
 /// The app's objectives.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -357,13 +377,30 @@ impl Bundle {
         if let Some(planner) = &m.planner
             && !PLANNERS.contains(&planner.as_str())
         {
-            let why = if planner == "compass" {
-                "Compass's plans route requests by query class, which jig's runtime does not do yet (plan them \
-                 with `jig plan SPEC --planner compass`); a bundle may name"
-            } else {
-                "jig serves the plans of"
-            };
-            return Err(format!("`planner = \"{planner}\"`: {why} the planners {}", PLANNERS.join(", ")));
+            return Err(format!("`planner = \"{planner}\"`: jig's planners are {}", PLANNERS.join(", ")));
+        }
+        let compass = m.planner.as_deref() == Some("compass");
+        if compass && m.classes.is_empty() {
+            return Err("`planner = \"compass\"` plans query classes: declare them in `classes = [{ name, \
+                        latency_ms, accuracy, share }, …]`"
+                .into());
+        }
+        if !compass && !m.classes.is_empty() {
+            return Err("`classes` are Compass's query classes: add `planner = \"compass\"`, or remove them".into());
+        }
+        let mut names = HashSet::new();
+        for c in &m.classes {
+            check_name("class name", &c.name).map_err(|e| e.0)?;
+            if !names.insert(c.name.as_str()) {
+                return Err(format!("class `{}` is declared twice", c.name));
+            }
+            if c.latency_ms == 0 || !(c.accuracy > 0.0 && c.accuracy <= 1.0) || !(c.share.is_finite() && c.share > 0.0)
+            {
+                return Err(format!(
+                    "class `{}`: give a positive `latency_ms`, an `accuracy` in (0, 1] and a positive `share`",
+                    c.name
+                ));
+            }
         }
         if let Some(slo) = &m.slo {
             if slo.latency_ms == 0 {
@@ -641,6 +678,31 @@ mod tests {
         write(dir.path(), &format!("manifest_version = 2\n{TWO_TASKS}"));
         let error = Bundle::open(dir.path()).unwrap_err().0;
         assert!(error.contains("jig.toml") && error.contains("reads version 1"), "{error}");
+    }
+
+    #[test]
+    fn query_classes_belong_to_compass_and_are_checked_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let class = |name: &str, latency: u64, accuracy: f64| {
+            format!("{{ name = \"{name}\", latency_ms = {latency}, accuracy = {accuracy}, share = 1 }}")
+        };
+        let open = |planner: &str, classes: &[String]| {
+            write(dir.path(), &format!("{planner}classes = [{}]\n{TWO_TASKS}", classes.join(", ")));
+            Bundle::open(dir.path()).map(|b| b.manifest.classes.len()).map_err(|e| e.0)
+        };
+        let compass = "planner = \"compass\"\n";
+        assert_eq!(open(compass, &[class("fast", 60, 0.5), class("best", 2000, 1.0)]), Ok(2));
+        for (planner, classes, says) in [
+            (compass, vec![], "declare them in `classes"),
+            ("", vec![class("fast", 60, 0.5)], "add `planner = \"compass\"`"),
+            (compass, vec![class("fast", 60, 0.5), class("fast", 70, 0.5)], "class `fast` is declared twice"),
+            (compass, vec![class("fast", 0, 0.5)], "class `fast`: give a positive `latency_ms`"),
+            (compass, vec![class("fast", 60, 1.5)], "an `accuracy` in (0, 1]"),
+            (compass, vec![class("no way", 60, 0.5)], "class name"),
+        ] {
+            let error = open(planner, &classes).unwrap_err();
+            assert!(error.contains("jig.toml") && error.contains(says), "{error}");
+        }
     }
 
     #[test]

@@ -18,8 +18,8 @@
 //! Only the instance counts M_k are integers, so HiGHS solves it quickly (twice: the most goodput, then the
 //! fewest slices for it). `[compass] alone = true` plans each class alone instead, in the spec's order, each on the slices
 //! the ones before it left and with instances of its own: Compass's baseline. MIG segments are left out (their
-//! layouts are JigsawServe's MILP's); Compass plans are made and checked, not yet deployed or simulated (jig's
-//! runtime routes a task's requests without their class).
+//! layouts are JigsawServe's MILP's). Deployments route each class's requests over its routes (`jig_app`);
+//! `jig simulate` does not route by class yet.
 
 use std::time::Instant;
 

@@ -182,6 +182,21 @@ pub struct RouteReport {
     pub accuracy: f64,
     /// Per task, `variant on segment batch b`.
     pub types: Vec<String>,
+    /// Per task, the instance type its requests go to: what a deployment routes them by.
+    pub steps: Vec<RouteStep>,
+}
+
+/// The instance type a route takes at one task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RouteStep {
+    /// The task.
+    pub task: String,
+    /// Its variant.
+    pub variant: String,
+    /// The segment type.
+    pub segment: String,
+    /// The batch size.
+    pub batch: u32,
 }
 
 impl ClassReport {
@@ -191,14 +206,16 @@ impl ClassReport {
             .routes
             .iter()
             .map(|route| {
-                let (mut latency_ms, mut accuracy, mut types) = (0.0, 1.0, Vec::new());
+                let (mut latency_ms, mut accuracy, mut types, mut steps) = (0.0, 1.0, Vec::new(), Vec::new());
                 for &(t, v, s, b) in &route.types {
                     latency_ms += 2.0 * problem.config(t, v, s, b).map_or(0.0, |c| c.latency_ms);
                     accuracy *= problem.tasks[t].normalised_accuracy(v);
                     let task = &problem.tasks[t];
-                    types.push(format!("{} on {} batch {b}", task.variants[v].name, problem.segments[s].name));
+                    let (variant, segment) = (task.variants[v].name.clone(), problem.segments[s].name.clone());
+                    types.push(format!("{variant} on {segment} batch {b}"));
+                    steps.push(RouteStep { task: task.name.clone(), variant, segment, batch: b });
                 }
-                RouteReport { rate_rps: route.rate_rps, latency_ms, accuracy, types }
+                RouteReport { rate_rps: route.rate_rps, latency_ms, accuracy, types, steps }
             })
             .collect();
         ClassReport {

@@ -81,6 +81,9 @@ pub struct TaskPolicy {
 ///   the 2·L̂ each task of the path is budgeted (2·L̂ where no path takes it).
 /// * IPA (§4.3, §4.5): a batch waits for b rows up to the (b − 1)/λ its latency model counts; a request is
 ///   dropped only once it has passed its deadline, or after waiting twice the SLO.
+/// * Compass: as JigsawServe, with the task's fastest planned type in place of its slowest: a task's types
+///   serve classes of different SLOs, and a request of a tight class, routed to a fast type, must neither wait
+///   nor be dropped by the slow type's budget.
 pub fn runtime_policies(problem: &Problem, plan: &[Assignment]) -> Vec<TaskPolicy> {
     let n = problem.tasks.len();
     let latency = |a: &Assignment| problem.config(a.task, a.variant, a.segment, a.batch).map_or(0.0, |c| c.latency_ms);
@@ -99,6 +102,9 @@ pub fn runtime_policies(problem: &Problem, plan: &[Assignment]) -> Vec<TaskPolic
     for a in active() {
         wait_ms[a.task] = wait_ms[a.task].max(latency(a));
         fastest_ms[a.task] = fastest_ms[a.task].min(latency(a));
+    }
+    if problem.strategy == Strategy::Compass {
+        wait_ms = fastest_ms.iter().map(|&f| if f.is_finite() { f } else { 0.0 }).collect();
     }
     (0..n)
         .map(|t| {

@@ -366,6 +366,22 @@ struct FunctionInner {
 }
 
 impl Function {
+    /// The same function (compiled once, sharing its concurrency slots) calling its models through `models`:
+    /// how an app routes one class of requests to the instances planned for it.
+    pub fn with_models(&self, models: Arc<dyn ModelHost>) -> Function {
+        let f = &*self.inner;
+        Function {
+            inner: Arc::new(FunctionInner {
+                name: f.name.clone(),
+                pre: f.pre.clone(),
+                limits: f.limits,
+                config: f.config.clone(),
+                models,
+                slots: f.slots.clone(),
+            }),
+        }
+    }
+
     /// The name it was loaded under, as errors and logs give it.
     pub fn name(&self) -> &str {
         &self.inner.name

@@ -615,6 +615,85 @@ fn an_ipa_app_scales_its_replicas_as_demand_grows_without_losing_a_request() {
     assert!(codes.iter().all(|&c| c == 200), "{:?}", codes.iter().filter(|&&c| c != 200).collect::<Vec<_>>());
 }
 
+/// A Compass app with two query classes over one slot: `fast` (60 ms) only the fast variant meets, `best` (the
+/// most accurate) only the accurate one. Each class's requests run on its own route; a request must name a
+/// class the app has.
+#[test]
+fn a_compass_app_serves_each_query_class_on_its_own_route() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let manifest = r#"
+name = "classes"
+planner = "compass"
+classes = [
+  { name = "fast", latency_ms = 60, accuracy = 0.5, share = 0.5 },
+  { name = "best", latency_ms = 2000, accuracy = 1.0, share = 0.5 },
+]
+[slo]
+latency_ms = 2000
+accuracy = 0.5
+
+[[tasks]]
+name = "probe"
+glue = "glue/probe.wasm"
+slot = "classifier"
+
+[[variants]]
+slot = "classifier"
+name = "fast"
+model = "models/mlp.onnx"
+accuracy = 0.7
+
+[[variants]]
+slot = "classifier"
+name = "accurate"
+model = "models/mlp.onnx"
+accuracy = 0.9
+"#;
+    bundle(dir.path(), manifest, &[("glue/probe.wasm", &component("jig_probe")), ("models/mlp.onnx", &model("mlp"))]);
+    // 2·L of `accurate` is 200 ms, over `fast`'s 60 ms; `fast` is 0.78 of the best accuracy, under `best`'s 1.
+    let profiles = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n\
+                    classifier,fast,cpu:1,1,1,2,500,test\nclassifier,accurate,cpu:1,1,90,100,10,test\n";
+    std::fs::write(dir.path().join("profiles.csv"), profiles).unwrap();
+    let gateway = start_with_config(state.path(), "cores = 2\n");
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let status = gateway.http("GET", "/v1/apps/classes", &[], b"").json();
+    assert!(status["deployment"]["source"].as_str().unwrap().contains("by compass"), "{status}");
+    let route = |class: &str| -> Vec<String> {
+        let classes = status["deployment"]["classes"].as_array().unwrap();
+        let c = classes.iter().find(|c| c["class"] == class).unwrap();
+        c["routes"].as_array().unwrap().iter().map(|r| r["steps"][0]["variant"].as_str().unwrap().into()).collect()
+    };
+    assert_eq!((route("fast"), route("best")), (vec!["fast".to_string()], vec!["accurate".to_string()]), "{status}");
+
+    let payload =
+        serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [1, 64], "values": vec![0.5; 64]});
+    let invoke = |class: Option<&str>| {
+        let headers: Vec<(&str, &str)> = class.map(|c| ("jig-class", c)).into_iter().collect();
+        gateway.http("POST", "/v1/apps/classes/invoke", &headers, payload.to_string().as_bytes())
+    };
+    let batches = |variant: &str| -> u64 {
+        let status = gateway.http("GET", "/v1/apps/classes", &[], b"").json();
+        let observed = status["observed_latencies"].as_array().unwrap().clone();
+        observed.iter().filter(|o| o["variant"] == variant).map(|o| o["batches"].as_u64().unwrap()).sum()
+    };
+    for _ in 0..5 {
+        let reply = invoke(Some("best"));
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    assert_eq!((batches("accurate"), batches("fast")), (5, 0), "`best` runs on the accurate variant only");
+    for _ in 0..5 {
+        assert_eq!(invoke(Some("fast")).status, 200);
+    }
+    assert_eq!((batches("accurate"), batches("fast")), (5, 5), "`fast` runs on the fast variant only");
+
+    // A request must name one of the app's classes.
+    for (class, says) in [(None, "name one in the `jig-class` header"), (Some("cheap"), "has no query class `cheap`")] {
+        let reply = invoke(class);
+        assert_eq!(reply.status, 400, "{}", reply.text());
+        assert!(reply.text().contains(says) && reply.text().contains("best, fast"), "{}", reply.text());
+    }
+}
+
 #[test]
 fn oversized_uploads_truncated_bodies_and_vanishing_clients_leave_the_gateway_serving() {
     use std::io::Write;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use base64::Engine as _;
 use hyper::Method;
-use jig_api::{InvokeResponse, TIMEOUT_HEADER};
+use jig_api::{CLASS_HEADER, InvokeResponse, TIMEOUT_HEADER};
 
 use crate::gateway::{GatewayArgs, app_name, bytes, call, failed, print_body};
 
@@ -20,9 +20,12 @@ pub struct InvokeCommand {
     /// Wrap the payload in an envelope with this JSON metadata (for entry functions such as `crop`).
     #[arg(long, value_name = "JSON")]
     meta: Option<String>,
-    /// The invocation's timeout in milliseconds; default: the app's latency SLO.
+    /// The invocation's timeout in milliseconds; default: its query class's or the app's latency SLO.
     #[arg(long)]
     timeout_ms: Option<u64>,
+    /// The query class, for an app planned by Compass (one of the `classes` of its jig.toml).
+    #[arg(long)]
+    class: Option<String>,
     /// Write each binary output part to DIR/<n>-<task>.bin (`.wav` for WAV audio) instead of summarising it.
     #[arg(long, short = 'o', value_name = "DIR")]
     output_dir: Option<PathBuf>,
@@ -47,6 +50,9 @@ fn invoke(args: InvokeCommand) -> anyhow::Result<ExitCode> {
     let mut headers = Vec::new();
     if let Some(ms) = args.timeout_ms {
         headers.push((TIMEOUT_HEADER, ms.to_string()));
+    }
+    if let Some(class) = &args.class {
+        headers.push((CLASS_HEADER, class.clone()));
     }
     let answer =
         match call(&args.target, Method::POST, &format!("/v1/apps/{}/invoke", args.app), &headers, payload.into())? {

@@ -122,6 +122,20 @@ pub fn print_status(status: &AppStatus) {
         let at = if places.is_empty() { String::new() } else { format!(" at {}", places.join("; ")) };
         println!("    {} × {}/{} on {} (batch ≤ {}{latency}){at}", i.count, i.slot, i.variant, i.segment, i.max_batch);
     }
+    for c in &deployment.classes {
+        println!(
+            "  class      {} (SLO {:.0} ms): serves {:.1} of {:.1} req/s planned",
+            c.class, c.latency_ms, c.served_rps, c.demand_rps
+        );
+        for r in &c.routes {
+            let steps: Vec<String> = r
+                .steps
+                .iter()
+                .map(|s| format!("{}/{} on {} batch {}", s.slot, s.variant, s.segment, s.max_batch))
+                .collect();
+            println!("    {:.1} req/s → {}", r.rate_rps, steps.join(" → "));
+        }
+    }
     for f in &deployment.factors {
         let observed = status.observed_factors.iter().find(|o| o.from == f.from && o.to == f.to);
         let seen = match observed.and_then(|o| o.factor.map(|v| (v, o.samples))) {
