@@ -18,8 +18,8 @@
 //! Only the instance counts M_k are integers, so HiGHS solves it quickly (twice: the most goodput, then the
 //! fewest slices for it). `[compass] alone = true` plans each class alone instead, in the spec's order, each on the slices
 //! the ones before it left and with instances of its own: Compass's baseline. MIG segments are left out (their
-//! layouts are JigsawServe's MILP's). Deployments route each class's requests over its routes (`jig_app`);
-//! `jig simulate` does not route by class yet.
+//! layouts are JigsawServe's MILP's). Deployments (`jig_app`) and `jig simulate` route each class's requests
+//! over its routes.
 
 use std::time::Instant;
 

@@ -144,3 +144,24 @@ fn a_class_no_route_meets_is_not_served_and_classes_must_be_well_formed() {
     let err = Problem::new(&spec(negative), std::slice::from_ref(&row), "t").unwrap_err();
     assert!(err.to_string().contains("app `x`, class `q`: share must be positive"), "{err}");
 }
+
+/// The largest demand of a Compass app is the largest its plan serves in full within the classes' SLOs: just
+/// above it, the plan serves less than the demand.
+#[test]
+fn the_largest_demand_of_compass_is_the_largest_it_serves_in_full() {
+    let case = Case {
+        variants: vec![vec![(90.0, 1.0)], vec![(90.0, 1.0)]],
+        profile: vec![(20.0, 20.0), (10.0, 30.0)],
+        classes: vec![(400.0, 0.0, 0.5), (300.0, 0.0, 0.5)],
+        demand: 10.0,
+        slices: 8,
+    };
+    let problem = case.problem(false, 8);
+    let found = jig_planner::max_demand::max_demand(&problem, Features::ALL, 0.01, 30.0).unwrap();
+    assert!(found.demand_rps > 1.0 && found.why_none.is_none(), "{found:?}");
+    let (at_max, _) = goodput(&problem.clone().with_demand(found.demand_rps, 8));
+    assert!(at_max >= found.demand_rps * (1.0 - 1e-3), "{at_max} of {}", found.demand_rps);
+    let above = found.demand_rps * 1.05;
+    let (served, _) = goodput(&problem.clone().with_demand(above, 8));
+    assert!(served < above * (1.0 - 1e-4), "{served} of {above}");
+}

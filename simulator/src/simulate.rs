@@ -39,6 +39,7 @@ use jig_policy::{BatchPolicy, Queue, Request, Time as _, WeightedRoundRobin};
 use serde::Serialize;
 
 use crate::trace::Trace;
+use jig_planner::compass::ClassPlan;
 use jig_planner::error::PlanError;
 use jig_planner::evaluate::Assignment;
 use jig_planner::max_demand::max_demand;
@@ -244,7 +245,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
     let mut replanner = Replanner { problem, options, largest: None, last: Vec::new(), serves_nothing: None };
     let fixed = options.fixed_demand.map(|demand| replanner.plan(demand)).transpose()?;
     // The plan running (under a controller) and the share of the last bin's sink requests that violated.
-    let mut running: Option<(Vec<Assignment>, f64, bool)> = None;
+    let mut running: Option<Planned> = None;
     let mut violation_share = 0.0;
     for (i, &rate) in trace.rates.iter().enumerate() {
         let started = std::time::Instant::now();
@@ -252,13 +253,13 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         // Before any history, plan for the bin's own rate, as a deploy with `[demand] rps` does.
         let windows = if before.is_empty() && observed.is_empty() { vec![rate] } else { [before, &observed].concat() };
         let predicted = DemandSpec { windows, slack: Some(options.slack) }.predict()?;
-        let (assignments, planned_rps, replanned) = match (&fixed, &options.controller) {
+        let (assignments, classes, planned_rps, replanned) = match (&fixed, &options.controller) {
             (Some(plan), _) => plan.clone(),
             (None, None) => replanner.plan(predicted)?,
             (None, Some(controller)) => {
                 let plan = match running.take() {
                     None => replanner.plan(controller.planned_for.unwrap_or(predicted))?,
-                    Some(plan) if controller.replan.due(plan.1, predicted, violation_share) => {
+                    Some(plan) if controller.replan.due(plan.2, predicted, violation_share) => {
                         replanner.plan(predicted)?
                     }
                     Some(plan) => plan,
@@ -272,7 +273,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         let seconds = trace.bin_s.min(sampled);
         let seed = options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64);
         let outside = Outside { overhead_ms: options.overhead_ms, glue_ms: &options.glue_ms, hop_ms: options.hop_ms };
-        let run = run_bin(problem, &assignments, (rate, seconds), &outside, seed);
+        let run = run_classes(problem, &assignments, &classes, (rate, seconds), &outside, seed);
         observed.push(if seconds > 0.0 { run.requests as f64 / seconds } else { rate });
         violation_share = if run.units > 0.0 { run.violations / run.units } else { 0.0 };
         let slices = assignments.iter().map(|a| a.instances * problem.segments[a.segment].slices).sum();
@@ -498,6 +499,10 @@ pub fn svg(runs: &[Simulation], trace: &Trace) -> String {
     out
 }
 
+/// A plan as a bin runs it: its instances, its query classes' routes, the demand it was made for, and whether
+/// it meets the demand predicted.
+type Planned = (Vec<Assignment>, Vec<ClassPlan>, f64, bool);
+
 /// Plans per bin, falling back to the plan for the largest serviceable demand when none meets the prediction.
 struct Replanner<'a> {
     problem: &'a Problem,
@@ -510,14 +515,15 @@ struct Replanner<'a> {
 }
 
 impl Replanner<'_> {
-    /// The plan's instances, the demand it was made for, and whether it meets `demand`.
-    fn plan(&mut self, demand: f64) -> Result<(Vec<Assignment>, f64, bool), PlanError> {
+    /// The plan's instances, its query classes' routes (Compass's plans), the demand it was made for, and
+    /// whether it meets `demand`.
+    fn plan(&mut self, demand: f64) -> Result<Planned, PlanError> {
         let (problem, options) = (self.problem, self.options);
         let at = |demand: f64| problem.clone().with_demand(demand, problem.slices);
         match solve_from(&at(demand), options.features, &options.solve, &self.last) {
             Ok(solved) => {
                 self.last.clone_from(&solved.assignments);
-                Ok((solved.assignments, demand, true))
+                Ok((solved.assignments, solved.classes, demand, true))
             }
             Err(PlanError::Infeasible(_) | PlanError::TimeLimit(_)) => {
                 if self.largest.is_none() {
@@ -532,7 +538,7 @@ impl Replanner<'_> {
                     });
                 }
                 let (assignments, max) = self.largest.clone().expect("just set");
-                Ok((assignments, max, false))
+                Ok((assignments, Vec::new(), max, false))
             }
             Err(e) => Err(e),
         }
@@ -596,7 +602,12 @@ struct Job {
     tasks: u64,
     /// Whether its time outside the model at this task runs on a core of its own (else on a busy instance's).
     own_core: bool,
+    /// The route of its query class it runs on ([`Sim::class_routes`]), or [`NO_ROUTE`].
+    route: u32,
 }
+
+/// A request of no query class's route: each task routes it over all its instances.
+const NO_ROUTE: u32 = u32::MAX;
 
 impl Request<Duration> for Job {
     fn rows(&self) -> u64 {
@@ -613,6 +624,8 @@ impl Request<Duration> for Job {
 struct Instance {
     task: usize,
     variant: usize,
+    segment: usize,
+    batch: u32,
     /// (batch, p50 ms, p95 ms) profiled for this variant on this segment type, by batch.
     profile: Vec<(u32, f64, f64)>,
     /// Batches it runs at once: the MPS processes of a GPU segment, 1 on CPU cores.
@@ -741,6 +754,11 @@ struct Sim<'a> {
     instances: Vec<Instance>,
     /// Per task: its instances and the router over them.
     routes: Vec<(Vec<usize>, WeightedRoundRobin)>,
+    /// Per route of a query class: per task, the instances of the route's type and the router over them.
+    class_routes: Vec<Vec<(Vec<usize>, WeightedRoundRobin)>>,
+    /// Per query class: its cumulative share of the demand, its latency SLO, and its routes (indices into
+    /// `class_routes`) with the router over them.
+    classes: Vec<(f64, Duration, Vec<u32>, WeightedRoundRobin)>,
     /// Per task and variant: the sink requests one request there leads to on average under the plan.
     sinks_below: Vec<Vec<f64>>,
     /// Per root request: arrival, jobs still in flight, whether any part was dropped or late, last finish.
@@ -772,8 +790,23 @@ pub fn run_bin(
     outside: &Outside,
     seed: u64,
 ) -> BinRun {
+    run_classes(problem, assignments, &[], (rate, seconds), outside, seed)
+}
+
+/// [`run_bin`] for a plan with query classes (Compass's): each root request is of a class drawn by the
+/// classes' shares, has the class's latency SLO, and runs on one of the class's routes, picked in proportion to
+/// their rates, as deployments route them (`jig_app`); with no classes, as [`run_bin`].
+pub fn run_classes(
+    problem: &Problem,
+    assignments: &[Assignment],
+    classes: &[ClassPlan],
+    (rate, seconds): (f64, f64),
+    outside: &Outside,
+    seed: u64,
+) -> BinRun {
     let glue = |t: usize| outside.glue_ms.get(t).copied().unwrap_or(0.0).max(0.0);
     let mut sim = Sim::new(problem, assignments, &glue, seed);
+    sim.route_classes(classes);
     sim.outside_ms = (0..problem.tasks.len()).map(|t| outside.overhead_ms.max(0.0) + glue(t)).collect();
     sim.hop = Duration::from_secs_f64(outside.hop_ms.max(0.0) / 1000.0);
     let end = Duration::from_secs_f64(seconds.max(0.0));
@@ -839,6 +872,8 @@ impl<'a> Sim<'a> {
                 instances.push(Instance {
                     task: a.task,
                     variant: a.variant,
+                    segment: a.segment,
+                    batch: a.batch,
                     profile: profile.clone(),
                     servers,
                     on_cpu,
@@ -903,6 +938,8 @@ impl<'a> Sim<'a> {
             events: Agenda::default(),
             instances,
             routes: routes.into_iter().map(|(ids, weights)| (ids, WeightedRoundRobin::new(weights))).collect(),
+            class_routes: Vec::new(),
+            classes: Vec::new(),
             sinks_below,
             roots: Vec::new(),
             in_progress: 0,
@@ -915,10 +952,48 @@ impl<'a> Sim<'a> {
         self.events.push(at, event);
     }
 
+    /// Route requests by the query classes of `classes` (a Compass plan; none: by task alone).
+    fn route_classes(&mut self, classes: &[ClassPlan]) {
+        let mut cumulative = 0.0;
+        for plan in classes {
+            let Some(class) = self.problem.classes.iter().find(|c| c.name == plan.class) else { continue };
+            cumulative += class.share;
+            let mut routes = Vec::with_capacity(plan.routes.len());
+            for route in &plan.routes {
+                let mut by_task: Vec<(Vec<usize>, WeightedRoundRobin)> =
+                    (0..self.problem.tasks.len()).map(|_| (Vec::new(), WeightedRoundRobin::new([]))).collect();
+                for &(t, v, s, b) in &route.types {
+                    let ids: Vec<usize> = (0..self.instances.len())
+                        .filter(|&i| {
+                            let inst = &self.instances[i];
+                            (inst.task, inst.variant, inst.segment, inst.batch) == (t, v, s, b)
+                        })
+                        .collect();
+                    let router = WeightedRoundRobin::new(ids.iter().map(|_| 1.0));
+                    by_task[t] = (ids, router);
+                }
+                routes.push(self.class_routes.len() as u32);
+                self.class_routes.push(by_task);
+            }
+            let pick = WeightedRoundRobin::new(plan.routes.iter().map(|r| r.rate_rps));
+            let latency = Duration::from_secs_f64(class.slo_latency_ms / 1000.0);
+            self.classes.push((cumulative, latency, routes, pick));
+        }
+    }
+
     fn root_arrives(&mut self) {
         let root = self.roots.len();
         let depth = self.problem.paths.iter().map(|p| p.tasks.len()).max().unwrap_or(0) as u32;
-        let deadline = self.now + Duration::from_secs_f64(self.problem.slo_latency_ms / 1000.0) + self.hop * depth;
+        // Of a query class, by the classes' shares, with its SLO and one of its routes; else the app's SLO.
+        let (mut slo, mut route) = (Duration::from_secs_f64(self.problem.slo_latency_ms / 1000.0), NO_ROUTE);
+        if let Some(&(total, ..)) = self.classes.last() {
+            let draw = self.rng.uniform() * total;
+            let i = self.classes.iter().position(|c| draw < c.0).unwrap_or(self.classes.len() - 1);
+            let class = &mut self.classes[i];
+            slo = class.1;
+            route = class.3.pick().map_or(NO_ROUTE, |i| class.2[i]);
+        }
+        let deadline = self.now + slo + self.hop * depth;
         self.roots.push((self.now, 0, false, self.now));
         self.run.requests += 1;
         if self.in_progress >= self.admit_limit {
@@ -932,7 +1007,7 @@ impl<'a> Sim<'a> {
             return;
         }
         self.in_progress += 1;
-        let job = Job { root, enqueued: self.now, deadline, accuracy: 1.0, tasks: 0, own_core: false };
+        let job = Job { root, enqueued: self.now, deadline, accuracy: 1.0, tasks: 0, own_core: false, route };
         for t in (0..self.problem.tasks.len()).filter(|&t| self.problem.is_root(t)) {
             self.roots[root].1 += 1;
             self.arrive(t, job);
@@ -974,7 +1049,10 @@ impl<'a> Sim<'a> {
             self.outside_running -= 1;
         }
         let job = Job { enqueued: self.now, ..job };
-        let (ids, route) = &mut self.routes[task];
+        let (ids, route) = match job.route {
+            NO_ROUTE => &mut self.routes[task],
+            r => &mut self.class_routes[r as usize][task],
+        };
         let Some(pick) = route.pick() else {
             // The plan has no instance for this task: the request is lost.
             self.dropped(task, None, job);
@@ -1193,6 +1271,61 @@ mod tests {
         // times the demand, at least as many sink requests in time as at the demand.
         let good = |r: &BinRun| r.units - r.violations;
         assert!(good(&over) >= 0.9 * good(&run), "{} in time at 3×, {} at 1×", good(&over), good(&run));
+    }
+
+    /// A Compass plan of two classes over one task: `fast` (60 ms) only the fast variant meets, `best` (the most
+    /// accurate) only the accurate one. Routed by class, every request meets its SLO and half are served at full
+    /// accuracy; routed by task alone under the same deadlines, the `fast` requests that land on the slow
+    /// variant miss theirs.
+    #[test]
+    fn a_compass_plan_routes_each_class_on_its_own_routes() {
+        let spec = jig_planner::spec::PlanSpec::from_toml(
+            r#"
+            [app]
+            name = "classes"
+            slo_latency_ms = 2000
+            slo_accuracy = 0.5
+            planner = "compass"
+            classes = [
+              { name = "fast", slo_latency_ms = 60, slo_accuracy = 0.5, share = 0.5 },
+              { name = "best", slo_latency_ms = 2000, slo_accuracy = 1.0, share = 0.5 },
+            ]
+            [[app.tasks]]
+            name = "t"
+            variants = [{ name = "fast", accuracy = 0.7 }, { name = "accurate", accuracy = 0.9 }]
+            [[segments]]
+            name = "cpu:1"
+            [resources]
+            slices = 8
+            [demand]
+            windows = [20]
+            "#,
+        )
+        .unwrap();
+        use jig_planner::profile::ProfileRow;
+        let row = |variant: &str, ms: f64, rps: f64| ProfileRow {
+            slot: "t".into(),
+            variant: variant.into(),
+            segment: "cpu:1".into(),
+            batch: 1,
+            p50_ms: ms,
+            p95_ms: ms,
+            throughput_rps: rps,
+            device: "test".into(),
+        };
+        let rows = [row("fast", 2.0, 500.0), row("accurate", 70.0, 14.0)];
+        let problem = Problem::new(&spec, &rows, "test").unwrap();
+        let solved = jig_planner::solve(&problem, Features::ALL, &SolveOptions::default()).unwrap();
+        assert_eq!(solved.classes.len(), 2, "{solved:?}");
+        let routed = run_classes(&problem, &solved.assignments, &solved.classes, (20.0, 60.0), &Outside::default(), 5);
+        assert!(routed.violations / routed.units < 0.01, "{} of {}", routed.violations, routed.units);
+        let accuracy = routed.accuracy(&problem);
+        assert!((accuracy - (0.5 + 0.5 * 0.7 / 0.9)).abs() < 0.03, "half at 1, half at 0.78: {accuracy}");
+        // By task alone, at the tight class's deadline: the requests routed to `accurate` (70 ms) miss 60 ms.
+        let mut tight = problem.clone();
+        tight.slo_latency_ms = 60.0;
+        let unrouted = run_bin(&tight, &solved.assignments, (20.0, 60.0), &Outside::default(), 5);
+        assert!(unrouted.violations / unrouted.units > 0.3, "{} of {}", unrouted.violations, unrouted.units);
     }
 
     #[test]

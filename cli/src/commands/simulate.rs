@@ -123,11 +123,6 @@ impl SimulateCommand {
         if let Some(planner) = self.planner {
             problem.strategy = planner;
         }
-        if problem.strategy == jig_planner::Strategy::Compass {
-            bail!(
-                "Compass's plans route requests by query class, which the simulator does not do yet: `jig plan` them"
-            );
-        }
         // The paper adds ~10 ms per communication hop (§4.4); a bundle's --overhead-ms is measured instead.
         let hop_ms = self.hop_ms.unwrap_or(if matches!(source, Source::Paper { .. }) { 10.0 } else { 0.0 });
         if !(hop_ms.is_finite() && hop_ms >= 0.0) {
