@@ -142,6 +142,20 @@ pub struct BinReport {
     pub p99_ms: f64,
     /// The plan that ran: its instances by task, variant and segment type.
     pub instances: Vec<Instances>,
+    /// For a plan with query classes (Compass's): each class's root requests and those answered in full within
+    /// its SLO; empty otherwise.
+    pub classes: Vec<ClassOutcome>,
+}
+
+/// One query class's requests in a bin.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassOutcome {
+    /// The class.
+    pub class: String,
+    /// Its root requests simulated.
+    pub requests: u64,
+    /// Those answered in full within its SLO.
+    pub within_slo: u64,
 }
 
 /// Instances of one variant of a task on one segment type, in a bin's plan.
@@ -189,6 +203,31 @@ impl Simulation {
     pub fn violation_rate(&self) -> f64 {
         let total: f64 = self.bins.iter().map(|b| b.rate_rps).sum();
         self.bins.iter().map(|b| b.violation_rate * b.rate_rps).sum::<f64>() / total.max(f64::MIN_POSITIVE)
+    }
+
+    /// Each query class's SLO goodput over the day: the share of its requests answered in full within its SLO,
+    /// each bin weighted by its rate; empty without classes.
+    pub fn class_goodput(&self) -> Vec<(String, f64)> {
+        let names: Vec<&String> = self.bins.iter().flat_map(|b| b.classes.iter().map(|c| &c.class)).collect();
+        let mut unique: Vec<&String> = Vec::new();
+        names.into_iter().for_each(|n| {
+            if !unique.contains(&n) {
+                unique.push(n)
+            }
+        });
+        unique
+            .into_iter()
+            .map(|name| {
+                let (mut good, mut weight) = (0.0, 0.0);
+                for b in &self.bins {
+                    if let Some(c) = b.classes.iter().find(|c| &c.class == name).filter(|c| c.requests > 0) {
+                        good += b.rate_rps * c.within_slo as f64 / c.requests as f64;
+                        weight += b.rate_rps;
+                    }
+                }
+                (name.clone(), if weight > 0.0 { good / weight } else { 0.0 })
+            })
+            .collect()
     }
 
     /// Accuracy drop over the day, weighted by rate.
@@ -296,6 +335,11 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             accuracy_drop: 1.0 - run.accuracy(problem),
             p50_ms: quantile(&run.latencies_ms, 0.50),
             p99_ms: quantile(&run.latencies_ms, 0.99),
+            classes: classes
+                .iter()
+                .zip(&run.classes)
+                .map(|(c, &(requests, within_slo))| ClassOutcome { class: c.class.clone(), requests, within_slo })
+                .collect(),
             instances: assignments
                 .iter()
                 .map(|a| Instances {
@@ -391,6 +435,17 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
             fallbacks,
             solve
         ));
+    }
+    for run in runs {
+        let classes: Vec<String> =
+            run.class_goodput().iter().map(|(class, good)| format!("{class} {}", pct(*good))).collect();
+        if !classes.is_empty() {
+            out.push_str(&format!(
+                "{}: requests answered within their class's SLO: {}\n",
+                run.features,
+                classes.join(", ")
+            ));
+        }
     }
     for run in runs {
         if let Some(why) = &run.serves_nothing {
@@ -568,6 +623,8 @@ pub struct BinRun {
     pub paths: Vec<(u64, f64)>,
     /// End-to-end latencies of root requests served in full, sorted, ms.
     pub latencies_ms: Vec<f64>,
+    /// Per query class of the plan (in its order): root requests, and those answered in full within the SLO.
+    pub classes: Vec<(u64, u64)>,
 }
 
 impl BinRun {
@@ -763,6 +820,8 @@ struct Sim<'a> {
     sinks_below: Vec<Vec<f64>>,
     /// Per root request: arrival, jobs still in flight, whether any part was dropped or late, last finish.
     roots: Vec<(Duration, u32, bool, Duration)>,
+    /// Per root request: its query class (an index into `classes`), or [`NO_ROUTE`].
+    root_class: Vec<u32>,
     /// Root requests in progress, and how many may be at once: as a deployment admits (`jig_app::App::admit`),
     /// what the plan's capacity completes within the SLO (Little's law); more are refused at once.
     in_progress: u32,
@@ -942,6 +1001,7 @@ impl<'a> Sim<'a> {
             classes: Vec::new(),
             sinks_below,
             roots: Vec::new(),
+            root_class: Vec::new(),
             in_progress: 0,
             admit_limit,
             run: BinRun { paths: vec![(0, 0.0); problem.paths.len()], ..BinRun::default() },
@@ -979,20 +1039,25 @@ impl<'a> Sim<'a> {
             let latency = Duration::from_secs_f64(class.slo_latency_ms / 1000.0);
             self.classes.push((cumulative, latency, routes, pick));
         }
+        self.run.classes = vec![(0, 0); self.classes.len()];
     }
 
     fn root_arrives(&mut self) {
         let root = self.roots.len();
         let depth = self.problem.paths.iter().map(|p| p.tasks.len()).max().unwrap_or(0) as u32;
         // Of a query class, by the classes' shares, with its SLO and one of its routes; else the app's SLO.
-        let (mut slo, mut route) = (Duration::from_secs_f64(self.problem.slo_latency_ms / 1000.0), NO_ROUTE);
+        let (mut slo, mut route, mut of_class) =
+            (Duration::from_secs_f64(self.problem.slo_latency_ms / 1000.0), NO_ROUTE, NO_ROUTE);
         if let Some(&(total, ..)) = self.classes.last() {
             let draw = self.rng.uniform() * total;
             let i = self.classes.iter().position(|c| draw < c.0).unwrap_or(self.classes.len() - 1);
             let class = &mut self.classes[i];
             slo = class.1;
             route = class.3.pick().map_or(NO_ROUTE, |i| class.2[i]);
+            of_class = i as u32;
+            self.run.classes[i].0 += 1;
         }
+        self.root_class.push(of_class);
         let deadline = self.now + slo + self.hop * depth;
         self.roots.push((self.now, 0, false, self.now));
         self.run.requests += 1;
@@ -1172,6 +1237,9 @@ impl<'a> Sim<'a> {
             self.in_progress -= 1;
             if !*failed {
                 self.run.latencies_ms.push(last.since(*arrived).as_secs_f64() * 1000.0);
+                if let Some(class) = self.run.classes.get_mut(self.root_class[root] as usize) {
+                    class.1 += 1;
+                }
             }
         }
     }
@@ -1205,6 +1273,7 @@ mod tests {
             p50_ms: 0.0,
             p99_ms: 0.0,
             instances: plan,
+            classes: Vec::new(),
         };
         let run = Simulation {
             app: "a".into(),
@@ -1321,6 +1390,9 @@ mod tests {
         assert!(routed.violations / routed.units < 0.01, "{} of {}", routed.violations, routed.units);
         let accuracy = routed.accuracy(&problem);
         assert!((accuracy - (0.5 + 0.5 * 0.7 / 0.9)).abs() < 0.03, "half at 1, half at 0.78: {accuracy}");
+        let [(fast, fast_good), (best, best_good)] = routed.classes[..] else { panic!("{:?}", routed.classes) };
+        assert!(fast + best == routed.requests && fast.abs_diff(best) < routed.requests / 5, "{:?}", routed.classes);
+        assert!(fast_good + 5 >= fast && best_good + 5 >= best, "each class within its SLO: {:?}", routed.classes);
         // By task alone, at the tight class's deadline: the requests routed to `accurate` (70 ms) miss 60 ms.
         let mut tight = problem.clone();
         tight.slo_latency_ms = 60.0;
