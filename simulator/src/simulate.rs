@@ -1114,9 +1114,12 @@ impl<'a> Sim<'a> {
             self.outside_running -= 1;
         }
         let job = Job { enqueued: self.now, ..job };
+        // On its class's route where the route names this task's type; else over all the task's instances.
         let (ids, route) = match job.route {
-            NO_ROUTE => &mut self.routes[task],
-            r => &mut self.class_routes[r as usize][task],
+            r if r != NO_ROUTE && !self.class_routes[r as usize][task].0.is_empty() => {
+                &mut self.class_routes[r as usize][task]
+            }
+            _ => &mut self.routes[task],
         };
         let Some(pick) = route.pick() else {
             // The plan has no instance for this task: the request is lost.
