@@ -162,7 +162,7 @@ fn joint(
                 for &i in route {
                     load.entry(i).or_default().add_mul(demand * per_request, u);
                     let c = &problem.configs[i];
-                    per_request *= problem.tasks[c.task].variants[c.variant].factors.first().copied().unwrap_or(0.0);
+                    per_request *= onward(problem, c.task, c.variant);
                 }
             }
             rows.push(constraint!(whole <= 1));
@@ -287,6 +287,20 @@ fn routes_of(problem: &Problem, class: &Class, types: &[Vec<usize>]) -> Result<V
     Ok(out)
 }
 
+/// Requests the next task of the pipeline gets per request of `variant` at `task`.
+fn onward(problem: &Problem, task: usize, variant: usize) -> f64 {
+    problem.tasks[task].variants[variant].factors.first().copied().unwrap_or(0.0)
+}
+
+/// A route's Σ 2·L over its types (an unprofiled type counts 0) and the product of their normalised accuracies:
+/// what its class's latency and accuracy SLOs bound.
+pub fn route_totals(problem: &Problem, types: &[(usize, usize, usize, u32)]) -> (f64, f64) {
+    types.iter().fold((0.0, 1.0), |(latency, accuracy), &(t, v, s, b)| {
+        let l = problem.config(t, v, s, b).map_or(0.0, |c| c.latency_ms);
+        (latency + 2.0 * l, accuracy * problem.tasks[t].normalised_accuracy(v))
+    })
+}
+
 /// What a Compass plan breaks, checked apart from the solver: every route of a class within its latency and
 /// accuracy SLOs, no class served beyond its demand, and no type's instances given more than they serve.
 pub fn check(problem: &Problem, solved: &Solved) -> Vec<String> {
@@ -304,17 +318,16 @@ pub fn check(problem: &Problem, solved: &Solved) -> Vec<String> {
                 .push(format!("class `{}`: {:.2} req/s served of {:.2}", class.name, plan.served_rps, plan.demand_rps));
         }
         for route in &plan.routes {
-            let (mut latency, mut accuracy, mut rate) = (0.0, 1.0, route.rate_rps);
+            let mut rate = route.rate_rps;
             for &key @ (task, variant, segment, batch) in &route.types {
-                let Some(c) = problem.config(task, variant, segment, batch) else {
+                if problem.config(task, variant, segment, batch).is_none() {
                     violations.push(format!("class `{}`: an unprofiled type at task {task}", class.name));
                     continue;
-                };
-                latency += 2.0 * c.latency_ms;
-                accuracy *= problem.tasks[task].normalised_accuracy(variant);
+                }
                 *load.entry(key).or_default() += rate;
-                rate *= problem.tasks[task].variants[variant].factors.first().copied().unwrap_or(0.0);
+                rate *= onward(problem, task, variant);
             }
+            let (latency, accuracy) = route_totals(problem, &route.types);
             if latency > class.slo_latency_ms * (1.0 + 1e-6) {
                 violations.push(format!(
                     "class `{}`: a route of {latency:.1} ms, over its SLO of {} ms",

@@ -22,7 +22,7 @@ pub fn mig_counts<'a>(kinds: impl IntoIterator<Item = &'a SegmentKind>) -> MigCo
     let mut counts = [0; 6];
     for kind in kinds {
         if let SegmentKind::Mig { profile, .. } = kind {
-            counts[MigProfile::ALL.iter().position(|p| p == profile).expect("a profile")] += 1;
+            counts[profile.index()] += 1;
         }
     }
     counts

@@ -206,10 +206,9 @@ impl ClassReport {
             .routes
             .iter()
             .map(|route| {
-                let (mut latency_ms, mut accuracy, mut types, mut steps) = (0.0, 1.0, Vec::new(), Vec::new());
+                let (latency_ms, accuracy) = crate::compass::route_totals(problem, &route.types);
+                let (mut types, mut steps) = (Vec::new(), Vec::new());
                 for &(t, v, s, b) in &route.types {
-                    latency_ms += 2.0 * problem.config(t, v, s, b).map_or(0.0, |c| c.latency_ms);
-                    accuracy *= problem.tasks[t].normalised_accuracy(v);
                     let task = &problem.tasks[t];
                     let (variant, segment) = (task.variants[v].name.clone(), problem.segments[s].name.clone());
                     types.push(format!("{variant} on {segment} batch {b}"));

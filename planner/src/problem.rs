@@ -37,7 +37,7 @@ pub struct Problem {
     pub gpu_slices: Option<u32>,
     /// At most this many MIG instances of each profile, in [`MigProfile::ALL`]'s order, where the machine's
     /// instances exist already ([`Resources::mig_instances`](crate::spec::Resources)); `None`: any layout.
-    pub mig_instances: Option<[u32; 6]>,
+    pub mig_instances: Option<crate::placement::MigCounts>,
     /// Cores of one CPU host: where `cpu:N` instances are placed, and what counts as a whole device without S.
     pub cores_per_host: u32,
     /// α, β of objective (14).
@@ -418,7 +418,7 @@ impl Problem {
                     let profile: MigProfile = name.parse().map_err(|e| {
                         PlanError::Input(format!("app `{}`, resources.mig_instances: {e}", spec.app.name))
                     })?;
-                    counts[MigProfile::ALL.iter().position(|&p| p == profile).expect("a profile of ALL")] += count;
+                    counts[profile.index()] += count;
                 }
                 Some(counts)
             }

@@ -30,6 +30,11 @@ impl MigProfile {
     /// Every profile, smallest first.
     pub const ALL: [MigProfile; 6] = [Self::G1_10, Self::G1_20, Self::G2_20, Self::G3_40, Self::G4_40, Self::G7_80];
 
+    /// Its position in [`MigProfile::ALL`]: where tables of one number per profile keep its number.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The profile's name as `nvidia-smi` writes it, e.g. `3g.40gb`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -333,6 +338,13 @@ mod tests {
             }
         }
         assert_eq!(GPU_80GB.profile_names.map(|n| n.parse::<MigProfile>().unwrap()), MigProfile::ALL);
+    }
+
+    #[test]
+    fn a_profiles_index_is_its_place_in_all() {
+        for (i, p) in MigProfile::ALL.into_iter().enumerate() {
+            assert_eq!(p.index(), i, "{p}");
+        }
     }
 
     #[test]

@@ -564,7 +564,7 @@ pub(crate) fn solve_relaxed(
         model.add_constraint(constraint!(instances.clone() == held));
         // Where the instances exist already, at most those: jig creates none.
         if let Some(existing) = problem.mig_instances {
-            let free = existing[MigProfile::ALL.iter().position(|&q| q == p).expect("a profile of ALL")];
+            let free = existing[p.index()];
             model.add_constraint(constraint!(instances <= free));
         }
     }
