@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use good_lp::solvers::highs::highs;
 use good_lp::{Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable};
-use good_lp::{constraint, variable};
+use good_lp::{WithInitialSolution, constraint, variable};
 use serde::Serialize;
 
 use crate::error::PlanError;
@@ -67,8 +67,9 @@ struct Budget {
     gpu: Option<u32>,
 }
 
-/// Plan `problem`'s classes as Compass does (or each alone, as its baseline, with `[compass] alone`).
-pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanError> {
+/// Plan `problem`'s classes as Compass does (or each alone, as its baseline, with `[compass] alone`), starting
+/// from `previous`, the running plan's instances, where there is one (a re-plan: see [`reuse`]).
+pub fn solve(problem: &Problem, options: &SolveOptions, previous: &[Assignment]) -> Result<Solved, PlanError> {
     let started = Instant::now();
     let order = crate::ipa::chain(problem, "Compass")?;
     let budget = Budget { slices: problem.slices, cpu: problem.cpu_cores, gpu: problem.gpu_slices };
@@ -77,7 +78,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
     if problem.compass.alone {
         let mut left = budget;
         for class in &classes {
-            let (a, p, opt) = joint(problem, options, &order, std::slice::from_ref(class), left)?;
+            let (a, p, opt) = joint(problem, options, &order, std::slice::from_ref(class), left, &[])?;
             let used = |cpu: bool| -> u32 {
                 a.iter()
                     .filter(|a| matches!(problem.segments[a.segment].kind, SegmentKind::Cpu { .. }) == cpu)
@@ -95,7 +96,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
             optimal &= opt;
         }
     } else {
-        (assignments, plans, optimal) = joint(problem, options, &order, &classes, budget)?;
+        (assignments, plans, optimal) = joint(problem, options, &order, &classes, budget, previous)?;
     }
     Ok(Solved {
         instance_types: (0..problem.configs.len()).filter(|&i| plans_on(problem, i)).count(),
@@ -116,13 +117,14 @@ fn plans_on(problem: &Problem, config: usize) -> bool {
     !matches!(problem.segments[problem.configs[config].segment].kind, SegmentKind::Mig { .. })
 }
 
-/// The joint program over `classes` (class, demand) within `budget`.
+/// The joint program over `classes` (class, demand) within `budget`, from `previous` where it gives a start.
 fn joint(
     problem: &Problem,
     options: &SolveOptions,
     order: &[usize],
     classes: &[(&Class, f64)],
     budget: Budget,
+    previous: &[Assignment],
 ) -> Result<(Vec<Assignment>, Vec<ClassPlan>, bool), PlanError> {
     let types: Vec<Vec<usize>> = order
         .iter()
@@ -143,8 +145,10 @@ fn joint(
         return Ok((Vec::new(), classes.iter().map(none).collect(), true));
     }
     // Two solves: the most goodput, then the fewest slices that serve it (one weighted objective would leave the
-    // slices to within the solver's gap).
+    // slices to within the solver's gap). The first starts from the running plan where it fits, the second from
+    // the first's answer, which it keeps feasible.
     let mut most: Option<f64> = None;
+    let mut start = reuse(problem, classes, &routes, previous, budget);
     let (solution, shares, load, instances) = loop {
         let mut vars = ProblemVariables::new();
         let shares: Vec<Vec<Variable>> =
@@ -194,6 +198,11 @@ fn joint(
             }
         };
         let mut model = unsolved.using(|p| highs_with(highs(p), options));
+        if let Some((u, m)) = &start {
+            let shares = shares.iter().flatten().zip(u.iter().flatten());
+            let counts = instances.iter().map(|&(i, var)| (var, m.get(&i).copied().unwrap_or(0.0)));
+            model = model.with_initial_solution(shares.map(|(&var, &value)| (var, value)).chain(counts));
+        }
         if most.is_some() {
             // Slices are whole: within one of the fewest is the fewest.
             model = model.set_mip_abs_gap(0.99).map_err(|e| PlanError::Solver(e.to_string()))?;
@@ -207,7 +216,11 @@ fn joint(
             Err(e) => return Err(PlanError::Solver(e.to_string())),
         };
         match most {
-            None => most = Some(goodput.eval_with(&solution)),
+            None => {
+                most = Some(goodput.eval_with(&solution));
+                let u = shares.iter().map(|us| us.iter().map(|&u| solution.value(u)).collect()).collect();
+                start = Some((u, instances.iter().map(|&(i, m)| (i, solution.value(m).round())).collect()));
+            }
             Some(_) => break (solution, shares, load, instances),
         }
     };
@@ -246,6 +259,90 @@ fn joint(
         })
         .collect();
     Ok((assignments, plans, optimal))
+}
+
+/// A first incumbent from `previous`, the running plan's instances (a re-plan after demand or SLOs changed):
+/// per class, its share on each route; per type, its instances. The counts are the running plan's, scaled to
+/// this demand (or as they were, where the scaled ones overrun the budget), and each class's requests are put,
+/// in order, on its routes through those types while their capacity lasts. So a plan made for similar SLOs is
+/// reused through the routes of it that still meet them. `None` without a previous plan or within no budget.
+#[allow(clippy::type_complexity)]
+fn reuse(
+    problem: &Problem,
+    classes: &[(&Class, f64)],
+    routes: &[Vec<Vec<usize>>],
+    previous: &[Assignment],
+    budget: Budget,
+) -> Option<(Vec<Vec<f64>>, std::collections::BTreeMap<usize, f64>)> {
+    let key = |i: usize| {
+        let c = &problem.configs[i];
+        (c.task, c.variant, c.segment, c.batch)
+    };
+    let first = routes.iter().flatten().next()?[0];
+    let served_before: f64 =
+        previous.iter().filter(|a| a.task == problem.configs[first].task).map(|a| a.rate_rps).sum();
+    if served_before <= 0.0 {
+        return None;
+    }
+    let scale = problem.demand_rps / served_before;
+    let types: std::collections::BTreeSet<usize> = routes.iter().flatten().flatten().copied().collect();
+    let counts = |scaled: bool| -> std::collections::BTreeMap<usize, f64> {
+        (types.iter())
+            .filter_map(|&i| {
+                let held = previous.iter().find(|a| (a.task, a.variant, a.segment, a.batch) == key(i))?;
+                let m = if scaled {
+                    (held.rate_rps * scale / problem.configs[i].throughput_rps - 1e-9).ceil().max(1.0)
+                } else {
+                    f64::from(held.instances)
+                };
+                Some((i, m))
+            })
+            .collect()
+    };
+    let within = |m: &std::collections::BTreeMap<usize, f64>| {
+        let (mut cpu, mut gpu) = (0.0, 0.0);
+        for (&i, &n) in m {
+            let segment = &problem.segments[problem.configs[i].segment];
+            *if matches!(segment.kind, SegmentKind::Cpu { .. }) { &mut cpu } else { &mut gpu } +=
+                n * f64::from(segment.slices);
+        }
+        let fits = |used: f64, cap: Option<u32>| cap.is_none_or(|cap| used <= f64::from(cap));
+        fits(cpu + gpu, Some(budget.slices)) && fits(cpu, budget.cpu) && fits(gpu, budget.gpu)
+    };
+    let m = [counts(true), counts(false)].into_iter().find(|m| !m.is_empty() && within(m))?;
+    let mut spare: std::collections::BTreeMap<usize, f64> =
+        m.iter().map(|(&i, &n)| (i, n * problem.configs[i].throughput_rps)).collect();
+    let u = classes
+        .iter()
+        .zip(routes)
+        .map(|(&(_, demand), rs)| {
+            let mut left = 1.0f64;
+            rs.iter()
+                .map(|route| {
+                    // The share of the class this route can still take: its types' spare capacity over the
+                    // requests a request of the class brings each.
+                    let mut per_request = demand;
+                    let mut u = left;
+                    for &i in route {
+                        u = u.min(spare.get(&i).map_or(0.0, |s| s / per_request.max(1e-12)));
+                        per_request *= onward(problem, problem.configs[i].task, problem.configs[i].variant);
+                    }
+                    // Rounded down a little, so the start stays feasible within HiGHS's tolerance.
+                    let u = (u * (1.0 - 1e-9)).max(0.0);
+                    let mut per_request = demand;
+                    for &i in route {
+                        if let Some(s) = spare.get_mut(&i) {
+                            *s -= per_request * u;
+                        }
+                        per_request *= onward(problem, problem.configs[i].task, problem.configs[i].variant);
+                    }
+                    left -= u;
+                    u
+                })
+                .collect()
+        })
+        .collect();
+    Some((u, m))
 }
 
 /// Every route of `class`: a type of `types` per task, within its latency and accuracy SLOs (enumerated depth

@@ -134,8 +134,8 @@ pub fn solve(problem: &Problem, features: Features, options: &SolveOptions) -> R
 }
 
 /// Solve `problem` with its strategy, from `previous`, the assignments of the running plan (a re-plan).
-/// `features` (the A/S/T switches) and `previous` are JigsawServe's: IPA solves its small program afresh at
-/// every adaptation, as the paper does.
+/// `features` (the A/S/T switches) are JigsawServe's; JigsawServe and Compass start from `previous`, IPA solves
+/// its small program afresh at every adaptation, as the paper does.
 pub fn solve_from(
     problem: &Problem,
     features: Features,
@@ -145,7 +145,7 @@ pub fn solve_from(
     match problem.strategy {
         Strategy::Jigsaw => milp::solve_from(problem, features, options, previous),
         Strategy::Ipa => crate::ipa::solve(problem, options),
-        Strategy::Compass => crate::compass::solve(problem, options),
+        Strategy::Compass => crate::compass::solve(problem, options, previous),
     }
 }
 

@@ -1,7 +1,9 @@
 //! The Compass strategy on random linear pipelines (1–3 stages, 1–3 variants, cpu:1/2/4, batches 1, 2, 4) with
 //! 1–3 query classes: its plans pass the independent checks (every route within its class's SLOs, no type's
 //! instances over their capacity, the slices within the budget), planning the classes together serves at least
-//! what planning each alone serves, and with slices to spare every class that has a route is served in full.
+//! what planning each alone serves, and with slices to spare every class that has a route is served in full. On
+//! tiny pipelines it plans as exhaustive search does, and a re-plan from the running plan finds what a fresh
+//! one does.
 
 use jig_planner::milp::SolveOptions;
 use jig_planner::profile::ProfileRow;
@@ -44,7 +46,14 @@ fn case() -> impl Strategy<Value = Case> {
 
 impl Case {
     fn problem(&self, alone: bool, slices: u32) -> Problem {
-        let (tasks, edges, segments, rows) = common::chain(&self.variants, &self.profile);
+        self.problem_on(alone, slices, |_| true)
+    }
+
+    /// [`Case::problem`] with only the profile rows `keep` keeps, and their segments.
+    fn problem_on(&self, alone: bool, slices: u32, keep: impl Fn(&ProfileRow) -> bool) -> Problem {
+        let (tasks, edges, mut segments, mut rows) = common::chain(&self.variants, &self.profile);
+        rows.retain(keep);
+        segments.retain(|s| rows.iter().any(|r| r.segment == s.name));
         let classes = self
             .classes
             .iter()
@@ -164,4 +173,138 @@ fn the_largest_demand_of_compass_is_the_largest_it_serves_in_full() {
     let above = found.demand_rps * 1.05;
     let (served, _) = goodput(&problem.clone().with_demand(above, 8));
     assert!(served < above * (1.0 - 1e-4), "{served} of {above}");
+}
+
+/// Tiny cases for exhaustive search: 1–2 stages of 1–2 variants, on `cpu:1` at batch 1 only (at most four
+/// instance types), 1–2 classes, 1–4 slices.
+fn tiny() -> impl Strategy<Value = Case> {
+    (1usize..=2, 1usize..=2, 1usize..=2).prop_flat_map(|(nt, nv, nc)| {
+        (
+            proptest::collection::vec(proptest::collection::vec((50.0f64..100.0, 0.5f64..2.0), nv), nt),
+            proptest::collection::vec((5.0f64..80.0, 5.0f64..40.0), nt * nv),
+            proptest::collection::vec((20.0f64..300.0, prop_oneof![Just(0.0), 0.6f64..1.0], 0.1f64..1.0), nc),
+            1.0f64..100.0,
+            1u32..=4,
+        )
+            .prop_map(|(variants, profile, classes, demand, slices)| Case {
+                variants,
+                profile,
+                classes,
+                demand,
+                slices,
+            })
+    })
+}
+
+/// The best (goodput, −slices) over every vector of instance counts within the slices, each with the most
+/// goodput its counts allow (a linear program over the classes' shares of their routes, routes enumerated
+/// here as every type per stage within the class's SLOs): Compass's program searched by enumeration instead of
+/// branch and bound.
+fn exhaustive(problem: &Problem) -> (f64, u32) {
+    use good_lp::{Expression, ProblemVariables, SolverModel, constraint, default_solver, variable};
+    let types: Vec<usize> = (0..problem.configs.len()).collect();
+    let stages = problem.tasks.len();
+    let mut routes: Vec<Vec<Vec<usize>>> = Vec::new();
+    for class in &problem.classes {
+        let mut all: Vec<Vec<usize>> = vec![vec![]];
+        for t in 0..stages {
+            let on: Vec<usize> = types.iter().copied().filter(|&i| problem.configs[i].task == t).collect();
+            all = all.into_iter().flat_map(|r| on.iter().map(move |&i| [r.clone(), vec![i]].concat())).collect();
+        }
+        all.retain(|r| {
+            let latency: f64 = r.iter().map(|&i| 2.0 * problem.configs[i].latency_ms).sum();
+            let accuracy: f64 = r
+                .iter()
+                .map(|&i| problem.tasks[problem.configs[i].task].normalised_accuracy(problem.configs[i].variant))
+                .product();
+            latency <= class.slo_latency_ms && accuracy >= class.slo_accuracy - 1e-9
+        });
+        routes.push(all);
+    }
+    if routes.iter().all(Vec::is_empty) {
+        return (0.0, 0);
+    }
+    let mut best = (0.0f64, 0u32);
+    let mut counts = vec![0u32; types.len()];
+    loop {
+        let slices: u32 = counts.iter().sum();
+        if slices <= problem.slices {
+            let mut vars = ProblemVariables::new();
+            let mut goodput = Expression::default();
+            let mut rows = Vec::new();
+            let mut load = vec![Expression::default(); types.len()];
+            for (class, rs) in problem.classes.iter().zip(&routes) {
+                let demand = class.share * problem.demand_rps;
+                let mut whole = Expression::default();
+                for route in rs {
+                    let u = vars.add(variable().min(0).max(1));
+                    whole += u;
+                    goodput.add_mul(demand, u);
+                    let mut per_request = demand;
+                    for &i in route {
+                        load[i].add_mul(per_request, u);
+                        let c = &problem.configs[i];
+                        per_request *=
+                            problem.tasks[c.task].variants[c.variant].factors.first().copied().unwrap_or(0.0);
+                    }
+                }
+                rows.push(constraint!(whole <= 1));
+            }
+            for (i, l) in load.into_iter().enumerate() {
+                rows.push(constraint!(l <= problem.configs[i].throughput_rps * f64::from(counts[i])));
+            }
+            let mut model = vars.maximise(goodput.clone()).using(default_solver);
+            for row in rows {
+                model.add_constraint(row);
+            }
+            let served = goodput.eval_with(&model.solve().expect("an LP with u = 0 feasible"));
+            let better = served > best.0 + 1e-6 * best.0.max(1.0)
+                || (served >= best.0 - 1e-6 * best.0.max(1.0) && slices < best.1);
+            if better {
+                best = (served.max(best.0), slices);
+            }
+        }
+        // The next vector of counts, each 0..=slices.
+        let Some(k) = counts.iter().position(|&m| m < problem.slices) else { break };
+        counts[k] += 1;
+        counts[..k].iter_mut().for_each(|m| *m = 0);
+    }
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Compass's plan is the best there is: the most goodput, on the fewest slices for it, as exhaustive search
+    /// over the instance counts finds.
+    #[test]
+    fn compass_plans_as_exhaustive_search_does(c in tiny()) {
+        let problem = c.problem_on(false, c.slices, |row| row.segment == "cpu:1" && row.batch == 1);
+        let (served, plan) = goodput(&problem);
+        let (best, slices) = exhaustive(&problem);
+        let tolerance = 1e-5 * best.max(1.0) + 1e-4;
+        prop_assert!((served - best).abs() <= tolerance, "Compass {served}, exhaustive {best}");
+        if best > tolerance {
+            prop_assert_eq!(plan.slices_used, slices, "the fewest slices for {}", best);
+        }
+    }
+
+    /// A re-plan started from the running plan, after the demand grew or a class's latency SLO moved, finds
+    /// what planning afresh finds.
+    #[test]
+    fn a_re_plan_from_the_running_plan_finds_what_a_fresh_one_does(c in case(), grow in 0.5f64..1.5, looser in 0.8f64..1.25) {
+        let options = SolveOptions::default();
+        let running = jig_planner::solve(&c.problem(false, c.slices), Features::ALL, &options).unwrap().assignments;
+        let mut changed = c.clone();
+        changed.demand *= grow;
+        changed.classes[0].0 *= looser;
+        let problem = changed.problem(false, c.slices);
+        let (fresh, fresh_plan) = goodput(&problem);
+        let warm = jig_planner::solve_from(&problem, Features::ALL, &options, &running).expect("a re-plan");
+        let served: f64 = warm.classes.iter().map(|k| k.served_rps).sum();
+        prop_assert!((served - fresh).abs() <= 1e-5 * fresh.max(1.0) + 1e-4, "warm {served}, fresh {fresh}");
+        let slices: u32 = warm.assignments.iter().map(|a| a.instances * problem.segments[a.segment].slices).sum();
+        prop_assert_eq!(slices, fresh_plan.slices_used);
+        prop_assert!(jig_planner::compass::check(&problem, &warm).is_empty());
+    }
 }

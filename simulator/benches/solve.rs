@@ -4,12 +4,17 @@
 //! Then a re-plan, as the controller makes one when demand grows: the same problem at 10% more demand,
 //! solved from scratch (cold) and from the first plan (warm, `solve_from`), medians of the same 11 seeds.
 //!
+//! Last, Compass's re-plans (`BENCH_APP=compass`): the sign reader's three query classes
+//! (`docs/evaluation/compass/sign-reader.toml`, measured profiles) on 6, 8 and 12 cores, re-planned at 10% more
+//! demand and with one class's latency SLO 10% looser, cold and from the first plan.
+//!
 //! `cargo bench -p jig-sim --bench solve`
 
 use std::time::Instant;
 
+use jig_planner::Problem;
 use jig_planner::max_demand::max_demand;
-use jig_planner::spec::Features;
+use jig_planner::spec::{Features, PlanSpec};
 use jig_planner::{SolveOptions, solve, solve_from};
 use jig_sim::apps::PaperApp;
 
@@ -18,7 +23,11 @@ const RUNS: usize = 11;
 fn main() {
     println!("{:<18} {:>7} {:>10} {:>9} {:>12} {:>12}", "app", "slices", "req/s", "types", "median s", "max s");
     // BENCH_APP=traffic and BENCH_SLICES=28 narrow the run; BENCH_GAP sets mip_rel_gap.
-    let only_app = std::env::var("BENCH_APP").ok().and_then(|a| PaperApp::parse(&a).ok());
+    let app_named = std::env::var("BENCH_APP").ok();
+    let only_app = app_named.as_deref().and_then(|a| PaperApp::parse(a).ok());
+    if app_named.as_deref() == Some("compass") {
+        return compass();
+    }
     let only_slices = std::env::var("BENCH_SLICES").ok().and_then(|s| s.parse::<u32>().ok());
     let mut options = SolveOptions::default();
     if let Some(gap) = std::env::var("BENCH_GAP").ok().and_then(|g| g.parse().ok()) {
@@ -80,6 +89,61 @@ fn main() {
                 app.name(),
                 slices,
                 grown.demand_rps,
+                cold[RUNS / 2],
+                warm[RUNS / 2],
+                warm[RUNS - 1]
+            );
+        }
+    }
+}
+
+/// Compass's re-plans, cold and warm, medians over the same 11 seeds.
+fn compass() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let read = |path: &str| std::fs::read_to_string(format!("{root}/{path}")).expect(path);
+    let spec = PlanSpec::from_toml(&read("docs/evaluation/compass/sign-reader.toml")).expect("spec");
+    let rows = jig_planner::profile::from_csv(&read("examples/sign-reader/profiles.csv")).expect("profiles");
+    let problem = |spec: &PlanSpec| Problem::new(spec, &rows, "measured").expect("problem");
+    println!("compass re-plans of the sign reader's classes: median s over {RUNS} seeds (goodput req/s, cores)");
+    for cores in [6, 8, 12] {
+        let mut at = spec.clone();
+        at.resources.slices = cores;
+        let options = SolveOptions::default();
+        let first = solve(&problem(&at), Features::ALL, &options).expect("first plan").assignments;
+        let mut grown = at.clone();
+        grown.demand.windows = vec![1.1 * at.demand.windows[0]];
+        let mut looser = at.clone();
+        looser.app.classes[0].slo_latency_ms *= 1.1;
+        for (change, changed) in [("demand +10%", grown), ("SLO +10%", looser)] {
+            let changed = problem(&changed);
+            let (mut cold, mut warm) = (Vec::with_capacity(RUNS), Vec::with_capacity(RUNS));
+            let mut outcome = String::new();
+            for seed in 0..RUNS as u32 {
+                let options = SolveOptions { random_seed: seed, ..options };
+                let started = Instant::now();
+                let a = solve(&changed, Features::ALL, &options).expect("cold");
+                cold.push(started.elapsed().as_secs_f64());
+                let started = Instant::now();
+                let b = solve_from(&changed, Features::ALL, &options, &first).expect("warm");
+                warm.push(started.elapsed().as_secs_f64());
+                let summary = |s: &jig_planner::milp::Solved| {
+                    let served: f64 = s.classes.iter().map(|c| c.served_rps).sum();
+                    let cores: u32 =
+                        s.assignments.iter().map(|a| a.instances * changed.segments[a.segment].slices).sum();
+                    format!("{served:.1} req/s, {cores} cores")
+                };
+                outcome = format!("cold {}, warm {}", summary(&a), summary(&b));
+                eprintln!(
+                    "compass at {cores} cores, {change}, seed {seed}: cold {:.3} s, warm {:.3} s; {outcome}",
+                    cold[cold.len() - 1],
+                    warm[warm.len() - 1]
+                );
+            }
+            cold.sort_by(f64::total_cmp);
+            warm.sort_by(f64::total_cmp);
+            println!(
+                "{:>3} cores, {change:<11}: cold {:.4} s, warm {:.4} s (max {:.4}); {outcome}",
+                cores,
                 cold[RUNS / 2],
                 warm[RUNS / 2],
                 warm[RUNS - 1]
