@@ -155,13 +155,16 @@ fn joint(
             routes.iter().map(|rs| rs.iter().map(|_| vars.add(variable().min(0).max(1))).collect()).collect();
         // Load on each type: over the routes through it, the class's demand × the requests per request there.
         let mut load: std::collections::BTreeMap<usize, Expression> = Default::default();
+        // Each class's share served, Σ_p u_cp, as a variable of its own: the goodput row then has a term per
+        // class, not per route (a dense row of thousands of routes slowed HiGHS's presolve severalfold).
+        let whole: Vec<Variable> = classes.iter().map(|_| vars.add(variable().min(0).max(1))).collect();
         let mut goodput = Expression::default();
         let mut rows = Vec::new();
-        for (((_, demand), rs), us) in classes.iter().zip(&routes).zip(&shares) {
-            let mut whole = Expression::default();
+        for ((((_, demand), rs), us), &served) in classes.iter().zip(&routes).zip(&shares).zip(&whole) {
+            goodput.add_mul(*demand, served);
+            let mut routed = Expression::default();
             for (route, &u) in rs.iter().zip(us) {
-                whole += u;
-                goodput.add_mul(*demand, u);
+                routed += u;
                 let mut per_request = 1.0;
                 for &i in route {
                     load.entry(i).or_default().add_mul(demand * per_request, u);
@@ -169,7 +172,7 @@ fn joint(
                     per_request *= onward(problem, c.task, c.variant);
                 }
             }
-            rows.push(constraint!(whole <= 1));
+            rows.push(constraint!(routed == served));
         }
         let (mut slices, mut cpu, mut gpu) = (Expression::default(), Expression::default(), Expression::default());
         let mut instances = Vec::with_capacity(load.len());
@@ -193,15 +196,18 @@ fn joint(
         let unsolved = match most {
             None => vars.maximise(goodput.clone()),
             Some(best) => {
-                rows.push(constraint!(goodput.clone() >= best - 1e-6 * best.max(1.0)));
+                rows.push(constraint!(goodput.clone() >= best - 1e-9 * best.max(1.0)));
                 vars.minimise(slices)
             }
         };
-        let mut model = unsolved.using(|p| highs_with(highs(p), options));
+        // HiGHS's presolve reduces nothing here (every route share is a column of its own) and took most of the
+        // solve on thousands of routes.
+        let mut model = unsolved.using(|p| highs_with(highs(p), options).set_option("presolve", "off"));
         if let Some((u, m)) = &start {
-            let shares = shares.iter().flatten().zip(u.iter().flatten());
+            let shares = shares.iter().flatten().zip(u.iter().flatten()).map(|(&var, &value)| (var, value));
+            let served = whole.iter().zip(u).map(|(&var, us)| (var, us.iter().sum::<f64>()));
             let counts = instances.iter().map(|&(i, var)| (var, m.get(&i).copied().unwrap_or(0.0)));
-            model = model.with_initial_solution(shares.map(|(&var, &value)| (var, value)).chain(counts));
+            model = model.with_initial_solution(shares.chain(served).chain(counts));
         }
         if most.is_some() {
             // Slices are whole: within one of the fewest is the fewest.

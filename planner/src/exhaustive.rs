@@ -1,4 +1,5 @@
-//! Exhaustive search of the paper's model on small problems, to check the MILP against.
+//! Exhaustive search of the paper's model on small problems, to check the MILP against (and of Compass's
+//! program, [`compass`]).
 //!
 //! It enumerates every multiset of instance types per task within the slice limit (no dominance pruning, only
 //! the obviously valid cuts: a task's instances must be able to serve its least demand), routes each task's
@@ -202,4 +203,121 @@ fn linear_losses(problem: &Problem, features: Features, demand_min: &[f64], plan
         }
     }
     loss
+}
+
+/// The best Compass plan found by enumeration ([`compass`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompassBest {
+    /// The most goodput, req/s.
+    pub goodput_rps: f64,
+    /// The fewest slices that serve it.
+    pub slices: u32,
+    /// Vectors of instance counts tried.
+    pub plans: usize,
+}
+
+/// Compass's program searched by enumeration instead of branch and bound: every vector of instance counts
+/// within the slices, each with the most goodput its counts allow (a linear program over the classes' shares of
+/// their routes; routes enumerated here as every type per task, in pipeline order, within the class's SLOs).
+/// Gives up (returns `None`) past `limit` vectors; `None` too for a graph that is not a chain.
+pub fn compass(problem: &Problem, limit: usize) -> Option<CompassBest> {
+    use good_lp::{Expression, ProblemVariables, SolverModel, constraint, default_solver, variable};
+    let order = crate::ipa::chain(problem, "Compass").ok()?;
+    let n = problem.configs.len();
+    let mut routes: Vec<Vec<Vec<usize>>> = Vec::new();
+    for class in &problem.classes {
+        let mut all: Vec<Vec<usize>> = vec![vec![]];
+        for &t in &order {
+            let on: Vec<usize> = (0..n).filter(|&i| problem.configs[i].task == t).collect();
+            all = all.into_iter().flat_map(|r| on.iter().map(move |&i| [r.clone(), vec![i]].concat())).collect();
+        }
+        all.retain(|r| {
+            let latency: f64 = r.iter().map(|&i| 2.0 * problem.configs[i].latency_ms).sum();
+            let accuracy: f64 = r
+                .iter()
+                .map(|&i| problem.tasks[problem.configs[i].task].normalised_accuracy(problem.configs[i].variant))
+                .product();
+            latency <= class.slo_latency_ms && accuracy >= class.slo_accuracy - 1e-9
+        });
+        routes.push(all);
+    }
+    let slices_of = |i: usize| problem.segments[problem.configs[i].segment].slices.max(1);
+    // The most goodput `counts` allow.
+    let served = |counts: &[u32]| -> f64 {
+        let mut vars = ProblemVariables::new();
+        let (mut goodput, mut rows, mut load) = (Expression::default(), Vec::new(), vec![Expression::default(); n]);
+        for (class, rs) in problem.classes.iter().zip(&routes) {
+            let demand = class.share * problem.demand_rps;
+            let mut whole = Expression::default();
+            for route in rs {
+                let u = vars.add(variable().min(0).max(1));
+                whole += u;
+                goodput.add_mul(demand, u);
+                let mut per_request = demand;
+                for &i in route {
+                    load[i].add_mul(per_request, u);
+                    let c = &problem.configs[i];
+                    per_request *= problem.tasks[c.task].variants[c.variant].factors.first().copied().unwrap_or(0.0);
+                }
+            }
+            rows.push(constraint!(whole <= 1));
+        }
+        if rows.is_empty() || routes.iter().all(Vec::is_empty) {
+            return 0.0;
+        }
+        for (i, l) in load.into_iter().enumerate() {
+            rows.push(constraint!(l <= problem.configs[i].throughput_rps * f64::from(counts[i])));
+        }
+        let mut model = vars.maximise(goodput.clone()).using(default_solver);
+        for row in rows {
+            model.add_constraint(row);
+        }
+        model.solve().map_or(0.0, |s| goodput.eval_with(&s))
+    };
+    let mut best = CompassBest { goodput_rps: 0.0, slices: 0, plans: 0 };
+    let mut counts = vec![0u32; n];
+    // Depth first over the types, each count within the slices the types before it left.
+    fn next(
+        k: usize,
+        left: u32,
+        counts: &mut Vec<u32>,
+        slices_of: &dyn Fn(usize) -> u32,
+        visit: &mut dyn FnMut(&[u32]) -> bool,
+    ) -> bool {
+        if k == counts.len() {
+            return visit(counts);
+        }
+        for m in 0..=left / slices_of(k) {
+            counts[k] = m;
+            if !next(k + 1, left - m * slices_of(k), counts, slices_of, visit) {
+                return false;
+            }
+        }
+        counts[k] = 0;
+        true
+    }
+    let complete = next(0, problem.slices, &mut counts, &slices_of, &mut |counts| {
+        best.plans += 1;
+        if best.plans > limit {
+            return false;
+        }
+        let used: u32 = counts.iter().enumerate().map(|(i, &m)| m * slices_of(i)).sum();
+        let (cpu, gpu) = counts.iter().enumerate().fold((0, 0), |(cpu, gpu), (i, &m)| {
+            match problem.segments[problem.configs[i].segment].kind {
+                crate::spec::SegmentKind::Cpu { .. } => (cpu + m * slices_of(i), gpu),
+                _ => (cpu, gpu + m * slices_of(i)),
+            }
+        });
+        if problem.cpu_cores.is_some_and(|cap| cpu > cap) || problem.gpu_slices.is_some_and(|cap| gpu > cap) {
+            return true;
+        }
+        let goodput = served(counts);
+        let tie = 1e-6 * best.goodput_rps.max(1.0);
+        if goodput > best.goodput_rps + tie || (goodput >= best.goodput_rps - tie && used < best.slices) {
+            best.goodput_rps = goodput.max(best.goodput_rps);
+            best.slices = used;
+        }
+        true
+    });
+    complete.then_some(best)
 }

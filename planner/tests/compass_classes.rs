@@ -196,82 +196,6 @@ fn tiny() -> impl Strategy<Value = Case> {
     })
 }
 
-/// The best (goodput, −slices) over every vector of instance counts within the slices, each with the most
-/// goodput its counts allow (a linear program over the classes' shares of their routes, routes enumerated
-/// here as every type per stage within the class's SLOs): Compass's program searched by enumeration instead of
-/// branch and bound.
-fn exhaustive(problem: &Problem) -> (f64, u32) {
-    use good_lp::{Expression, ProblemVariables, SolverModel, constraint, default_solver, variable};
-    let types: Vec<usize> = (0..problem.configs.len()).collect();
-    let stages = problem.tasks.len();
-    let mut routes: Vec<Vec<Vec<usize>>> = Vec::new();
-    for class in &problem.classes {
-        let mut all: Vec<Vec<usize>> = vec![vec![]];
-        for t in 0..stages {
-            let on: Vec<usize> = types.iter().copied().filter(|&i| problem.configs[i].task == t).collect();
-            all = all.into_iter().flat_map(|r| on.iter().map(move |&i| [r.clone(), vec![i]].concat())).collect();
-        }
-        all.retain(|r| {
-            let latency: f64 = r.iter().map(|&i| 2.0 * problem.configs[i].latency_ms).sum();
-            let accuracy: f64 = r
-                .iter()
-                .map(|&i| problem.tasks[problem.configs[i].task].normalised_accuracy(problem.configs[i].variant))
-                .product();
-            latency <= class.slo_latency_ms && accuracy >= class.slo_accuracy - 1e-9
-        });
-        routes.push(all);
-    }
-    if routes.iter().all(Vec::is_empty) {
-        return (0.0, 0);
-    }
-    let mut best = (0.0f64, 0u32);
-    let mut counts = vec![0u32; types.len()];
-    loop {
-        let slices: u32 = counts.iter().sum();
-        if slices <= problem.slices {
-            let mut vars = ProblemVariables::new();
-            let mut goodput = Expression::default();
-            let mut rows = Vec::new();
-            let mut load = vec![Expression::default(); types.len()];
-            for (class, rs) in problem.classes.iter().zip(&routes) {
-                let demand = class.share * problem.demand_rps;
-                let mut whole = Expression::default();
-                for route in rs {
-                    let u = vars.add(variable().min(0).max(1));
-                    whole += u;
-                    goodput.add_mul(demand, u);
-                    let mut per_request = demand;
-                    for &i in route {
-                        load[i].add_mul(per_request, u);
-                        let c = &problem.configs[i];
-                        per_request *=
-                            problem.tasks[c.task].variants[c.variant].factors.first().copied().unwrap_or(0.0);
-                    }
-                }
-                rows.push(constraint!(whole <= 1));
-            }
-            for (i, l) in load.into_iter().enumerate() {
-                rows.push(constraint!(l <= problem.configs[i].throughput_rps * f64::from(counts[i])));
-            }
-            let mut model = vars.maximise(goodput.clone()).using(default_solver);
-            for row in rows {
-                model.add_constraint(row);
-            }
-            let served = goodput.eval_with(&model.solve().expect("an LP with u = 0 feasible"));
-            let better = served > best.0 + 1e-6 * best.0.max(1.0)
-                || (served >= best.0 - 1e-6 * best.0.max(1.0) && slices < best.1);
-            if better {
-                best = (served.max(best.0), slices);
-            }
-        }
-        // The next vector of counts, each 0..=slices.
-        let Some(k) = counts.iter().position(|&m| m < problem.slices) else { break };
-        counts[k] += 1;
-        counts[..k].iter_mut().for_each(|m| *m = 0);
-    }
-    best
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -281,7 +205,8 @@ proptest! {
     fn compass_plans_as_exhaustive_search_does(c in tiny()) {
         let problem = c.problem_on(false, c.slices, |row| row.segment == "cpu:1" && row.batch == 1);
         let (served, plan) = goodput(&problem);
-        let (best, slices) = exhaustive(&problem);
+        let best = jig_planner::exhaustive::compass(&problem, 100_000).expect("a small problem");
+        let (best, slices) = (best.goodput_rps, best.slices);
         let tolerance = 1e-5 * best.max(1.0) + 1e-4;
         prop_assert!((served - best).abs() <= tolerance, "Compass {served}, exhaustive {best}");
         if best > tolerance {

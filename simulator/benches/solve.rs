@@ -4,9 +4,12 @@
 //! Then a re-plan, as the controller makes one when demand grows: the same problem at 10% more demand,
 //! solved from scratch (cold) and from the first plan (warm, `solve_from`), medians of the same 11 seeds.
 //!
-//! Last, Compass's re-plans (`BENCH_APP=compass`): the sign reader's three query classes
+//! Last, Compass (`BENCH_APP=compass`; `compass-ar` for its AR assistant alone): re-plans: the sign reader's three query classes
 //! (`docs/evaluation/compass/sign-reader.toml`, measured profiles) on 6, 8 and 12 cores, re-planned at 10% more
-//! demand and with one class's latency SLO 10% looser, cold and from the first plan.
+//! demand and with one class's latency SLO 10% looser, cold and from the first plan; and Compass against
+//! exhaustive search (`jig_planner::exhaustive::compass`) on the same classes with one type per variant (`cpu:1`,
+//! batch 1), where enumeration ends. Then the paper's AR assistant on MPS shares of H100s (25/50/100%,
+//! batches 1, 4, 16, analytic profiles) with three query classes: together against each alone on 1–4 GPUs and with GPUs to spare.
 //!
 //! `cargo bench -p jig-sim --bench solve`
 
@@ -25,13 +28,15 @@ fn main() {
     // BENCH_APP=traffic and BENCH_SLICES=28 narrow the run; BENCH_GAP sets mip_rel_gap.
     let app_named = std::env::var("BENCH_APP").ok();
     let only_app = app_named.as_deref().and_then(|a| PaperApp::parse(a).ok());
-    if app_named.as_deref() == Some("compass") {
-        return compass();
-    }
     let only_slices = std::env::var("BENCH_SLICES").ok().and_then(|s| s.parse::<u32>().ok());
     let mut options = SolveOptions::default();
     if let Some(gap) = std::env::var("BENCH_GAP").ok().and_then(|g| g.parse().ok()) {
         options.mip_rel_gap = gap;
+    }
+    match app_named.as_deref() {
+        Some("compass") => return compass(options),
+        Some("compass-ar") => return compass_ar(options),
+        _ => {}
     }
     for app in PaperApp::ALL.into_iter().filter(|a| only_app.is_none_or(|o| o == *a)) {
         for slices in [28, 840].into_iter().filter(|s| only_slices.is_none_or(|o| o == *s)) {
@@ -98,17 +103,41 @@ fn main() {
 }
 
 /// Compass's re-plans, cold and warm, medians over the same 11 seeds.
-fn compass() {
+fn compass(options: SolveOptions) {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let read = |path: &str| std::fs::read_to_string(format!("{root}/{path}")).expect(path);
     let spec = PlanSpec::from_toml(&read("docs/evaluation/compass/sign-reader.toml")).expect("spec");
     let rows = jig_planner::profile::from_csv(&read("examples/sign-reader/profiles.csv")).expect("profiles");
     let problem = |spec: &PlanSpec| Problem::new(spec, &rows, "measured").expect("problem");
+    println!("compass against exhaustive search, one type per variant (cpu:1, batch 1): plan, seconds");
+    for cores in [4, 6, 8, 10] {
+        let mut at = spec.clone();
+        at.resources.slices = cores;
+        at.segments.retain(|s| s.name == "cpu:1");
+        let one: Vec<_> = rows.iter().filter(|r| r.segment == "cpu:1" && r.batch == 1).cloned().collect();
+        let small = Problem::new(&at, &one, "measured").expect("problem");
+        let started = Instant::now();
+        let planned = solve(&small, Features::ALL, &options).expect("compass");
+        let compass_s = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let best = jig_planner::exhaustive::compass(&small, 10_000_000).expect("enumerated");
+        let exhaustive_s = started.elapsed().as_secs_f64();
+        let served: f64 = planned.classes.iter().map(|c| c.served_rps).sum();
+        let used: u32 = planned.assignments.iter().map(|a| a.instances).sum();
+        println!(
+            "{cores:>3} cores: compass {served:.2} req/s on {used} cores in {compass_s:.3} s; exhaustive {:.2} req/s \
+             on {} cores in {exhaustive_s:.2} s ({} count vectors): {:.0}x faster",
+            best.goodput_rps,
+            best.slices,
+            best.plans,
+            exhaustive_s / compass_s
+        );
+    }
+    compass_ar(options);
     println!("compass re-plans of the sign reader's classes: median s over {RUNS} seeds (goodput req/s, cores)");
     for cores in [6, 8, 12] {
         let mut at = spec.clone();
         at.resources.slices = cores;
-        let options = SolveOptions::default();
         let first = solve(&problem(&at), Features::ALL, &options).expect("first plan").assignments;
         let mut grown = at.clone();
         grown.demand.windows = vec![1.1 * at.demand.windows[0]];
@@ -149,5 +178,57 @@ fn compass() {
                 warm[RUNS - 1]
             );
         }
+    }
+}
+
+/// The AR assistant's three query classes on MPS shares: goodput together and alone, slices used, plan times.
+fn compass_ar(options: SolveOptions) {
+    use jig_planner::spec::{ClassSpec, CompassSpec};
+    let classes = [("live", 600.0, 0.85, 0.3), ("standard", 1550.0, 0.7, 0.4), ("relaxed", 4000.0, 0.5, 0.3)];
+    let problem = |slices: u32, demand: f64, alone: bool| {
+        // Shares of a half and a quarter GPU and whole ones, batches 1, 4 and 16: 45 × 18 × 18 routes before the
+        // SLOs (the paper's queries have 1K–23K plans each).
+        let (mut spec, rows) = PaperApp::ArAssistant.on_mps(&[25, 50, 100], slices, demand);
+        spec.batch_sizes = Some(vec![1, 4, 16]);
+        spec.app.planner = jig_planner::Strategy::Compass;
+        spec.app.classes = (classes.iter())
+            .map(|&(name, slo_latency_ms, slo_accuracy, share)| ClassSpec {
+                name: name.into(),
+                slo_latency_ms,
+                slo_accuracy,
+                share,
+            })
+            .collect();
+        spec.compass = CompassSpec { alone };
+        Problem::new(&spec, &rows, "analytic").expect("problem")
+    };
+    let demand = max_demand(&problem(28, 1.0, false), Features::ALL, 0.01, 30.0).expect("bisection").demand_rps;
+    println!(
+        "compass on the AR assistant, MPS shares 25/50/100%, batches 1/4/16, classes live/standard/relaxed, {demand:.0} req/s"
+    );
+    println!(
+        "{:>7} {:>18} {:>12} {:>7} {:>22} {:>22}",
+        "slices", "together req/s", "alone req/s", "ratio", "slices together/alone", "seconds together/alone"
+    );
+    let only = std::env::var("BENCH_SLICES").ok().and_then(|s| s.parse::<u32>().ok());
+    for slices in [7, 14, 21, 28, 56, 280].into_iter().filter(|s| only.is_none_or(|o| o == *s)) {
+        let run = |alone| {
+            let p = problem(slices, demand, alone);
+            let started = Instant::now();
+            let solved = solve(&p, Features::ALL, &options).expect("compass");
+            let seconds = started.elapsed().as_secs_f64();
+            let served: f64 = solved.classes.iter().map(|c| c.served_rps).sum();
+            let used: u32 = solved.assignments.iter().map(|a| a.instances * p.segments[a.segment].slices).sum();
+            (served, used, seconds)
+        };
+        let (together, alone) = (run(false), run(true));
+        println!(
+            "{slices:>7} {:>18.1} {:>12.1} {:>7.2} {:>22} {:>22}",
+            together.0,
+            alone.0,
+            together.0 / alone.0.max(1e-9),
+            format!("{} / {}", together.1, alone.1),
+            format!("{:.3} / {:.3}", together.2, alone.2)
+        );
     }
 }

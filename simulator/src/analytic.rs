@@ -17,6 +17,8 @@
 //! ```
 //!
 //! and the configuration exists only when `k · (context + weights + activations · b)` fits the instance's memory.
+//! A share of `P`% of a whole GPU through MPS (`mps:P`, MIG off) is one process on c = 7·P/100 compute slices
+//! with P% of its memory: the mapping the fit below was measured on (14% as 1g, 28% as 2g, … 100% as 7g).
 //! Small instances waste less of the floor `u`, MPS hides the CPU share, larger batches amortise both: the
 //! shapes that make spatial partitioning pay in the paper. One process alone measures t_fixed + w·u, t_item
 //! and w; [`crate::apps`] fits them to bare ONNX Runtime on MPS shares of an H100 for the CNNs and detectors
@@ -57,9 +59,18 @@ pub const DEVICE: &str = "analytic model of an H100 80GB";
 impl ModelCost {
     /// Mean batch latency (ms) and throughput (req/s) on `kind`, or `None` when it does not fit in memory.
     pub fn predict(&self, kind: SegmentKind, batch: u32) -> Option<(f64, f64)> {
-        let SegmentKind::Mig { profile, mps } = kind else { return None };
-        let (b, c, k) = (f64::from(batch), f64::from(profile.compute_slices()), f64::from(mps));
-        if k * (CONTEXT_GB + self.weights_gb + self.activations_gb * b) > f64::from(profile.memory_gb()) {
+        let (c, k, memory_gb) = match kind {
+            SegmentKind::Mig { profile, mps } => {
+                (f64::from(profile.compute_slices()), f64::from(mps), f64::from(profile.memory_gb()))
+            }
+            SegmentKind::Mps { percent } => {
+                let share = f64::from(percent) / 100.0;
+                (7.0 * share, 1.0, f64::from(MigProfile::G7_80.memory_gb()) * share)
+            }
+            SegmentKind::Cpu { .. } => return None,
+        };
+        let b = f64::from(batch);
+        if k * (CONTEXT_GB + self.weights_gb + self.activations_gb * b) > memory_gb {
             return None;
         }
         let cpu = self.t_fixed + self.t_item * b;
@@ -79,9 +90,14 @@ pub const BATCH_SIZES: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 
 /// Profile rows for `slot`'s `variants` on every segment type and batch size that fits.
 pub fn profile_rows(slot: &str, variants: &[(&str, ModelCost)]) -> Vec<ProfileRow> {
+    profile_rows_on(slot, variants, &segment_kinds())
+}
+
+/// [`profile_rows`] on the segment types `kinds`.
+pub fn profile_rows_on(slot: &str, variants: &[(&str, ModelCost)], kinds: &[SegmentKind]) -> Vec<ProfileRow> {
     let mut rows = Vec::new();
     for (name, cost) in variants {
-        for kind in segment_kinds() {
+        for &kind in kinds {
             for batch in BATCH_SIZES {
                 if let Some((latency, throughput)) = cost.predict(kind, batch) {
                     rows.push(ProfileRow {
@@ -107,6 +123,24 @@ mod tests {
 
     const RESNET50: ModelCost =
         ModelCost { t_fixed: 1.0, t_item: 0.5, w: 2.3, u: 2.0, weights_gb: 0.1, activations_gb: 0.02 };
+
+    /// A share of a whole GPU runs as the MIG instance of as many compute slices (one process), within its
+    /// memory: 100% as 7g.80gb, 57% as 4g within 1%; a share too small for a batch's memory has no row.
+    #[test]
+    fn an_mps_share_runs_as_the_mig_instance_of_its_compute() {
+        let at = |kind, b| RESNET50.predict(kind, b);
+        let whole = SegmentKind::Mig { profile: MigProfile::G7_80, mps: 1 };
+        assert_eq!(at(SegmentKind::Mps { percent: 100 }, 8), at(whole, 8));
+        let (mps, mig) = (
+            at(SegmentKind::Mps { percent: 57 }, 8).unwrap(),
+            at(SegmentKind::Mig { profile: MigProfile::G4_40, mps: 1 }, 8).unwrap(),
+        );
+        assert!((mps.0 / mig.0 - 1.0).abs() < 0.01, "{mps:?} against {mig:?}");
+        // 1% of 80 GB is 0.8 GB: the context and weights fit at batch 1, not 128 items of activations.
+        assert!(at(SegmentKind::Mps { percent: 1 }, 1).is_some());
+        assert!(at(SegmentKind::Mps { percent: 1 }, 128).is_none());
+        assert!(at(SegmentKind::Cpu { cores: 4 }, 1).is_none());
+    }
 
     #[test]
     fn small_instances_and_mps_pay_per_slice() {

@@ -14,7 +14,8 @@ use crate::analytic::{self, ModelCost};
 use jig_planner::ParseError;
 use jig_planner::profile::ProfileRow;
 use jig_planner::spec::{
-    AppSpec, DemandSpec, EdgeSpec, Objective, PathSpec, PlanSpec, Resources, SegmentSpec, TaskSpec, VariantSpec,
+    AppSpec, DemandSpec, EdgeSpec, Objective, PathSpec, PlanSpec, Resources, SegmentKind, SegmentSpec, TaskSpec,
+    VariantSpec,
 };
 
 /// One of the paper's three applications (JigsawServe §4.1).
@@ -211,6 +212,24 @@ impl PaperApp {
                 analytic::profile_rows(slot, &costs)
             })
             .collect()
+    }
+
+    /// The app on MPS shares of whole GPUs (`mps:P` for each of `shares`, MIG off) instead of MIG instances, as
+    /// gpu-lets and Compass partition a GPU: its spec at `slices` and `demand_rps`, and analytic profile rows for
+    /// those shares.
+    pub fn on_mps(self, shares: &[u8], slices: u32, demand_rps: f64) -> (PlanSpec, Vec<ProfileRow>) {
+        let kinds: Vec<SegmentKind> = shares.iter().map(|&percent| SegmentKind::Mps { percent }).collect();
+        let mut spec = self.spec(slices, demand_rps);
+        spec.segments = kinds.iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect();
+        let (tasks, ..) = self.graph();
+        let rows = tasks
+            .iter()
+            .flat_map(|(slot, variants)| {
+                let costs: Vec<(&str, ModelCost)> = variants.iter().map(|(n, _, c, _)| (*n, *c)).collect();
+                analytic::profile_rows_on(slot, &costs, &kinds)
+            })
+            .collect();
+        (spec, rows)
     }
 
     /// The validated problem with analytic profiles.
