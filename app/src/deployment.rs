@@ -32,12 +32,13 @@ use jig_planner::evaluate::Assignment;
 use jig_planner::mig_parted::{config_name, mig_parted_config, missing_instances};
 use jig_planner::profile::ProfileRow;
 use jig_planner::spec::{
-    AppSpec, ClassSpec, DemandSpec, EdgeSpec, Objective, Resources, SegmentKind, SegmentSpec, TaskSpec, VariantSpec,
+    AppSpec, ClassSpec, DemandSpec, EdgeSpec, IpaSpec, IpaVariants, Objective, Resources, SegmentKind, SegmentSpec,
+    TaskSpec, VariantSpec,
 };
 use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions};
 use jig_policy::mig::{GPU_80GB, GpuModel};
 
-use jig_manifest::{Bundle, Variant};
+use jig_manifest::{Bundle, IpaSettings, Variant};
 
 /// The planner's time limit when deploying: the best plan found by then is used.
 const PLAN_TIME_LIMIT_S: f64 = 10.0;
@@ -648,7 +649,7 @@ pub fn problem(
         },
         demand: DemandSpec { windows: demand, slack: None },
         objective: Objective::default(),
-        ipa: Default::default(),
+        ipa: ipa_spec(m.ipa.as_ref().cloned().unwrap_or_default()),
         compass: Default::default(),
         batch_sizes: None,
     };
@@ -660,6 +661,23 @@ pub fn problem(
         source += &format!(", glue of {} charged to CPU rows", glue.len());
     }
     Ok((Problem::new(&spec, &rows, &source)?, Refinements { latencies: refined, glue }))
+}
+
+/// IPA's settings from a bundle's `[ipa]`, each absent key at the planner's default.
+fn ipa_spec(settings: IpaSettings) -> IpaSpec {
+    let default = IpaSpec::default();
+    IpaSpec {
+        alpha: settings.alpha.unwrap_or(default.alpha),
+        beta: settings.beta.unwrap_or(default.beta),
+        delta: settings.delta.unwrap_or(default.delta),
+        threshold_rps: settings.threshold_rps.unwrap_or(default.threshold_rps),
+        variants: match settings.variants.as_deref() {
+            Some("lightest") => IpaVariants::Lightest,
+            Some("heaviest") => IpaVariants::Heaviest,
+            _ => IpaVariants::Switch,
+        },
+        replicas: settings.replicas.unwrap_or(default.replicas),
+    }
 }
 
 /// What a plan's profile rows were refined with.
@@ -1019,18 +1037,23 @@ mod tests {
         // wait for a full batch at 31.5 req/s (95 ms).
         bundle(dir.path(), &[("cpu:1", 1, 50.0, 10.0), ("cpu:1", 4, 250.0, 30.0)]);
         let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
-        let batches = |planner: &str| {
-            std::fs::write(dir.path().join("jig.toml"), format!("planner = \"{planner}\"\n{manifest}")).unwrap();
+        let batches_with = |planner: &str, ipa: &str| {
+            let text = format!("planner = \"{planner}\"\n{manifest}\n{ipa}");
+            std::fs::write(dir.path().join("jig.toml"), text).unwrap();
             let bundle = Bundle::open(dir.path()).unwrap();
             plan_for_deploy(&bundle, &[], &Capacity::cpu_only(8), &Observations::default())
                 .map(|d| (d.source.clone(), d.instances.iter().map(|i| (i.max_batch, i.count)).collect::<Vec<_>>()))
         };
+        let batches = |planner: &str| batches_with(planner, "");
         let (source, ipa) = batches("ipa").unwrap();
         assert!(source.contains("by ipa"), "{source}");
         assert_eq!(ipa, [(4, 2)], "two replicas of batch 4 serve 31.5 req/s on two cores");
         let (source, jigsaw) = batches("jigsaw").unwrap();
         assert!(source.contains("by jigsaw"), "{source}");
         assert!(jigsaw.iter().all(|&(b, _)| b == 1), "{jigsaw:?}");
+        // `[ipa]` reaches the planner: RIM's fixed replicas.
+        let (_, rim) = batches_with("ipa", "[ipa]\nreplicas = 3\n").unwrap();
+        assert_eq!(rim.iter().map(|&(_, n)| n).sum::<u32>(), 3, "{rim:?}");
         // The manifest refuses a planner jig lacks, and Compass without query classes; each it takes is a
         // strategy.
         assert!(jig_manifest::PLANNERS.iter().all(|p| p.parse::<jig_planner::Strategy>().is_ok()));

@@ -12,6 +12,11 @@
 //!   { name = "best", latency_ms = 2000, accuracy = 1.0, share = 0.5 },  # names its class in `jig-class`
 //! ]
 //!
+//! [ipa]                               # optional, with `ipa`: its objective's weights and baselines
+//! alpha = 2.0                         # weight of accuracy (PAS, percent of the best); beta = 1.0 per core
+//! variants = "switch"                 # `switch` (IPA), `lightest` (FA2-low) or `heaviest` (FA2-high)
+//! replicas = 0                        # fixed replicas per stage (RIM); 0: chosen by the planner
+//!
 //! [slo]
 //! latency_ms = 800                    # end-to-end latency objective; the default deadline of an invocation
 //! accuracy = 0.9                      # accuracy objective, as a fraction of the best the variants allow
@@ -104,6 +109,9 @@ pub struct Manifest {
     /// Compass's query classes: requests that name one (the `jig-class` header) are held to its objectives.
     #[serde(default)]
     pub classes: Vec<QueryClass>,
+    /// IPA's settings, with `planner = "ipa"`.
+    #[serde(default)]
+    pub ipa: Option<IpaSettings>,
     /// The functions of its graph; the one no edge leads to is the entry.
     #[serde(default)]
     pub tasks: Vec<Task>,
@@ -126,6 +134,28 @@ pub const MANIFEST_VERSION: u32 = 1;
 
 /// The planner strategies a bundle's `planner` may name: those of `jig_planner::Strategy`.
 pub const PLANNERS: [&str; 3] = ["jigsaw", "ipa", "compass"];
+
+/// IPA's objective weights and baselines (`[ipa]`); each absent key keeps the planner's default (the paper's).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IpaSettings {
+    /// α, the weight of the pipeline's accuracy in percent of its best (PAS).
+    pub alpha: Option<f64>,
+    /// β, the cost of one core.
+    pub beta: Option<f64>,
+    /// δ, the cost of one request of batch size.
+    pub delta: Option<f64>,
+    /// The req/s one replica must sustain at batch 1 on its base core allocation.
+    pub threshold_rps: Option<f64>,
+    /// Which variants a stage may run: one of [`IPA_VARIANTS`].
+    pub variants: Option<String>,
+    /// Replicas of every stage, fixed (RIM); 0 or absent: chosen by the planner.
+    pub replicas: Option<u32>,
+}
+
+/// What `[ipa] variants` may say: any variant (IPA), each stage's least accurate (FA2-low) or most accurate
+/// (FA2-high).
+pub const IPA_VARIANTS: [&str; 3] = ["switch", "lightest", "heaviest"];
 
 /// A query class of a Compass app: its own latency and accuracy objectives, and its share of the demand.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -387,6 +417,25 @@ impl Bundle {
         }
         if !compass && !m.classes.is_empty() {
             return Err("`classes` are Compass's query classes: add `planner = \"compass\"`, or remove them".into());
+        }
+        if let Some(ipa) = &m.ipa {
+            if m.planner.as_deref() != Some("ipa") {
+                return Err("`[ipa]` sets IPA's planner: add `planner = \"ipa\"`, or remove it".into());
+            }
+            for (key, value) in
+                [("alpha", ipa.alpha), ("beta", ipa.beta), ("delta", ipa.delta), ("threshold_rps", ipa.threshold_rps)]
+            {
+                if let Some(v) = value
+                    && !(v.is_finite() && v >= 0.0)
+                {
+                    return Err(format!("`ipa.{key}` is {v}; give a non-negative number"));
+                }
+            }
+            if let Some(v) = &ipa.variants
+                && !IPA_VARIANTS.contains(&v.as_str())
+            {
+                return Err(format!("`ipa.variants = \"{v}\"`: say one of {}", IPA_VARIANTS.join(", ")));
+            }
         }
         let mut names = HashSet::new();
         for c in &m.classes {
@@ -701,6 +750,30 @@ mod tests {
             (compass, vec![class("no way", 60, 0.5)], "class name"),
         ] {
             let error = open(planner, &classes).unwrap_err();
+            assert!(error.contains("jig.toml") && error.contains(says), "{error}");
+        }
+    }
+
+    #[test]
+    fn ipa_settings_belong_to_ipa_and_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |planner: &str, ipa: &str| {
+            write(dir.path(), &format!("{planner}{TWO_TASKS}\n[ipa]\n{ipa}\n"));
+            Bundle::open(dir.path()).map(|b| b.manifest.ipa.unwrap_or_default()).map_err(|e| e.0)
+        };
+        let ipa = "planner = \"ipa\"\n";
+        let read = open(ipa, "alpha = 0.1\nvariants = \"lightest\"\nreplicas = 2").unwrap();
+        assert_eq!(
+            (read.alpha, read.variants.as_deref(), read.replicas, read.beta),
+            (Some(0.1), Some("lightest"), Some(2), None)
+        );
+        for (planner, table, says) in [
+            ("", "alpha = 1", "add `planner = \"ipa\"`"),
+            (ipa, "variants = \"light\"", "`ipa.variants = \"light\"`: say one of switch, lightest, heaviest"),
+            (ipa, "beta = -1", "`ipa.beta` is -1"),
+            (ipa, "gamma = 1", "unknown field `gamma`"),
+        ] {
+            let error = open(planner, table).unwrap_err();
             assert!(error.contains("jig.toml") && error.contains(says), "{error}");
         }
     }
