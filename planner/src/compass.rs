@@ -19,8 +19,10 @@
 //! fewest slices for it). `[compass] alone = true` plans each class alone instead, in the spec's order, each on the slices
 //! the ones before it left and with instances of its own: Compass's baseline. MIG segments are left out (their
 //! layouts are JigsawServe's MILP's). Deployments (`jig_app`) and `jig simulate` route each class's requests
-//! over its routes.
+//! over its routes. A re-plan starts from the running plan's instances and the routes through them that still
+//! meet the classes' SLOs ([`reuse`]), within the re-plan budget.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use good_lp::solvers::highs::highs;
@@ -146,15 +148,21 @@ fn joint(
     }
     // Two solves: the most goodput, then the fewest slices that serve it (one weighted objective would leave the
     // slices to within the solver's gap). The first starts from the running plan where it fits, the second from
-    // the first's answer, which it keeps feasible.
+    // the first's answer, which it keeps feasible. A re-plan from a running plan has a plan from the start, so it
+    // keeps to the re-plan budget, as JigsawServe's do.
     let mut most: Option<f64> = None;
     let mut start = reuse(problem, classes, &routes, previous, budget);
+    let mut first = None;
+    let time_limit_s = match start {
+        Some(_) => options.time_limit_s.min(options.replan_time_limit_s),
+        None => options.time_limit_s,
+    };
     let (solution, shares, load, instances) = loop {
         let mut vars = ProblemVariables::new();
         let shares: Vec<Vec<Variable>> =
             routes.iter().map(|rs| rs.iter().map(|_| vars.add(variable().min(0).max(1))).collect()).collect();
         // Load on each type: over the routes through it, the class's demand × the requests per request there.
-        let mut load: std::collections::BTreeMap<usize, Expression> = Default::default();
+        let mut load: BTreeMap<usize, Expression> = Default::default();
         // Each class's share served, Σ_p u_cp, as a variable of its own: the goodput row then has a term per
         // class, not per route (a dense row of thousands of routes slowed HiGHS's presolve severalfold).
         let whole: Vec<Variable> = classes.iter().map(|_| vars.add(variable().min(0).max(1))).collect();
@@ -196,13 +204,14 @@ fn joint(
         let unsolved = match most {
             None => vars.maximise(goodput.clone()),
             Some(best) => {
-                rows.push(constraint!(goodput.clone() >= best - 1e-9 * best.max(1.0)));
+                rows.push(constraint!(goodput.clone() >= best - 1e-7 * best.max(1.0)));
                 vars.minimise(slices)
             }
         };
         // HiGHS's presolve reduces nothing here (every route share is a column of its own) and took most of the
         // solve on thousands of routes.
-        let mut model = unsolved.using(|p| highs_with(highs(p), options).set_option("presolve", "off"));
+        let mut model = unsolved
+            .using(|p| highs_with(highs(p), options).set_time_limit(time_limit_s).set_option("presolve", "off"));
         if let Some((u, m)) = &start {
             let shares = shares.iter().flatten().zip(u.iter().flatten()).map(|(&var, &value)| (var, value));
             let served = whole.iter().zip(u).map(|(&var, us)| (var, us.iter().sum::<f64>()));
@@ -218,6 +227,9 @@ fn joint(
         }
         let solution = match model.solve() {
             Ok(s) => s,
+            // The fewest slices is a refinement: where the solver's tolerances leave the first answer's goodput
+            // just out of its reach, the first answer stands.
+            Err(ResolutionError::Infeasible) if first.is_some() => break first.expect("the first solve's answer"),
             Err(ResolutionError::Other("NoSolutionFound")) => return Err(PlanError::TimeLimit(options.time_limit_s)),
             Err(e) => return Err(PlanError::Solver(e.to_string())),
         };
@@ -226,6 +238,7 @@ fn joint(
                 most = Some(goodput.eval_with(&solution));
                 let u = shares.iter().map(|us| us.iter().map(|&u| solution.value(u)).collect()).collect();
                 start = Some((u, instances.iter().map(|&(i, m)| (i, solution.value(m).round())).collect()));
+                first = Some((solution, shares, load, instances));
             }
             Some(_) => break (solution, shares, load, instances),
         }
@@ -279,7 +292,7 @@ fn reuse(
     routes: &[Vec<Vec<usize>>],
     previous: &[Assignment],
     budget: Budget,
-) -> Option<(Vec<Vec<f64>>, std::collections::BTreeMap<usize, f64>)> {
+) -> Option<(Vec<Vec<f64>>, BTreeMap<usize, f64>)> {
     let key = |i: usize| {
         let c = &problem.configs[i];
         (c.task, c.variant, c.segment, c.batch)
@@ -291,8 +304,8 @@ fn reuse(
         return None;
     }
     let scale = problem.demand_rps / served_before;
-    let types: std::collections::BTreeSet<usize> = routes.iter().flatten().flatten().copied().collect();
-    let counts = |scaled: bool| -> std::collections::BTreeMap<usize, f64> {
+    let types: BTreeSet<usize> = routes.iter().flatten().flatten().copied().collect();
+    let counts = |scaled: bool| -> BTreeMap<usize, f64> {
         (types.iter())
             .filter_map(|&i| {
                 let held = previous.iter().find(|a| (a.task, a.variant, a.segment, a.batch) == key(i))?;
@@ -305,7 +318,7 @@ fn reuse(
             })
             .collect()
     };
-    let within = |m: &std::collections::BTreeMap<usize, f64>| {
+    let within = |m: &BTreeMap<usize, f64>| {
         let (mut cpu, mut gpu) = (0.0, 0.0);
         for (&i, &n) in m {
             let segment = &problem.segments[problem.configs[i].segment];
@@ -316,8 +329,7 @@ fn reuse(
         fits(cpu + gpu, Some(budget.slices)) && fits(cpu, budget.cpu) && fits(gpu, budget.gpu)
     };
     let m = [counts(true), counts(false)].into_iter().find(|m| !m.is_empty() && within(m))?;
-    let mut spare: std::collections::BTreeMap<usize, f64> =
-        m.iter().map(|(&i, &n)| (i, n * problem.configs[i].throughput_rps)).collect();
+    let mut spare: BTreeMap<usize, f64> = m.iter().map(|(&i, &n)| (i, n * problem.configs[i].throughput_rps)).collect();
     let u = classes
         .iter()
         .zip(routes)

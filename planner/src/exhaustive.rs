@@ -262,7 +262,7 @@ pub fn compass(problem: &Problem, limit: usize) -> Option<CompassBest> {
             }
             rows.push(constraint!(whole <= 1));
         }
-        if rows.is_empty() || routes.iter().all(Vec::is_empty) {
+        if routes.iter().all(Vec::is_empty) {
             return 0.0;
         }
         for (i, l) in load.into_iter().enumerate() {
