@@ -26,13 +26,23 @@ struct Case {
 }
 
 fn case() -> impl Strategy<Value = Case> {
-    (1usize..=3, 1usize..=3, 1usize..=3).prop_flat_map(|(nt, nv, nc)| {
+    cases(3, 50.0..800.0, 1.0..80.0, 2..=23)
+}
+
+/// Up to `most` stages, variants per stage and classes; class latency SLOs in `latency` ms.
+fn cases(
+    most: usize,
+    latency: std::ops::Range<f64>,
+    demand: std::ops::Range<f64>,
+    slices: std::ops::RangeInclusive<u32>,
+) -> impl Strategy<Value = Case> {
+    (1usize..=most, 1usize..=most, 1usize..=most).prop_flat_map(move |(nt, nv, nc)| {
         (
             proptest::collection::vec(proptest::collection::vec((50.0f64..100.0, 0.5f64..2.0), nv), nt),
             proptest::collection::vec((5.0f64..80.0, 5.0f64..40.0), nt * nv),
-            proptest::collection::vec((50.0f64..800.0, prop_oneof![Just(0.0), 0.6f64..1.0], 0.1f64..1.0), nc),
-            1.0f64..80.0,
-            2u32..24,
+            proptest::collection::vec((latency.clone(), prop_oneof![Just(0.0), 0.6f64..1.0], 0.1f64..1.0), nc),
+            demand.clone(),
+            slices.clone(),
         )
             .prop_map(|(variants, profile, classes, demand, slices)| Case {
                 variants,
@@ -175,25 +185,10 @@ fn the_largest_demand_of_compass_is_the_largest_it_serves_in_full() {
     assert!(served < above * (1.0 - 1e-4), "{served} of {above}");
 }
 
-/// Tiny cases for exhaustive search: 1–2 stages of 1–2 variants, on `cpu:1` at batch 1 only (at most four
-/// instance types), 1–2 classes, 1–4 slices.
+/// Tiny cases: 1–2 stages of 1–2 variants, 1–2 classes, 1–4 slices (exhaustive search keeps `cpu:1` at batch 1
+/// only: at most four instance types).
 fn tiny() -> impl Strategy<Value = Case> {
-    (1usize..=2, 1usize..=2, 1usize..=2).prop_flat_map(|(nt, nv, nc)| {
-        (
-            proptest::collection::vec(proptest::collection::vec((50.0f64..100.0, 0.5f64..2.0), nv), nt),
-            proptest::collection::vec((5.0f64..80.0, 5.0f64..40.0), nt * nv),
-            proptest::collection::vec((20.0f64..300.0, prop_oneof![Just(0.0), 0.6f64..1.0], 0.1f64..1.0), nc),
-            1.0f64..100.0,
-            1u32..=4,
-        )
-            .prop_map(|(variants, profile, classes, demand, slices)| Case {
-                variants,
-                profile,
-                classes,
-                demand,
-                slices,
-            })
-    })
+    cases(2, 20.0..300.0, 1.0..100.0, 1..=4)
 }
 
 proptest! {
