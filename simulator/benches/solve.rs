@@ -4,12 +4,13 @@
 //! Then a re-plan, as the controller makes one when demand grows: the same problem at 10% more demand,
 //! solved from scratch (cold) and from the first plan (warm, `solve_from`), medians of the same 11 seeds.
 //!
-//! Last, Compass (`BENCH_APP=compass`; `compass-ar` for its AR assistant alone): re-plans: the sign reader's three query classes
-//! (`docs/evaluation/compass/sign-reader.toml`, measured profiles) on 6, 8 and 12 cores, re-planned at 10% more
-//! demand and with one class's latency SLO 10% looser, cold and from the first plan; and Compass against
-//! exhaustive search (`jig_planner::exhaustive::compass`) on the same classes with one type per variant (`cpu:1`,
-//! batch 1), where enumeration ends. Then the paper's AR assistant on MPS shares of H100s (25/50/100%,
-//! batches 1, 4, 16, analytic profiles) with three query classes: together against each alone on 1–4 GPUs and with GPUs to spare.
+//! `BENCH_APP=compass` runs Compass instead: against exhaustive search (`jig_planner::exhaustive::compass`) on
+//! the sign reader's three query classes (`docs/evaluation/compass/sign-reader.toml`, measured profiles) with one
+//! type per variant (`cpu:1`, batch 1), where enumeration ends; the paper's AR assistant on MPS shares of H100s
+//! (25/50/100%, batches 1, 4, 16, analytic profiles) with three query classes, together against each alone on
+//! 1–4 GPUs and with GPUs to spare (`BENCH_APP=compass-ar` for this part alone); and the sign reader's classes
+//! on 6, 8 and 12 cores re-planned at 10% more demand and with one class's latency SLO 10% looser, cold and from
+//! the first plan.
 //!
 //! `cargo bench -p jig-sim --bench solve`
 
@@ -102,7 +103,8 @@ fn main() {
     }
 }
 
-/// Compass's re-plans, cold and warm, medians over the same 11 seeds.
+/// Compass against exhaustive search, on the AR assistant, and its re-plans cold and warm (medians over the
+/// same 11 seeds).
 fn compass(options: SolveOptions) {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let read = |path: &str| std::fs::read_to_string(format!("{root}/{path}")).expect(path);
