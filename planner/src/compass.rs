@@ -173,11 +173,8 @@ fn joint(
             let mut routed = Expression::default();
             for (route, &u) in rs.iter().zip(us) {
                 routed += u;
-                let mut per_request = 1.0;
-                for &i in route {
+                for (i, per_request) in along(problem, route) {
                     load.entry(i).or_default().add_mul(demand * per_request, u);
-                    let c = &problem.configs[i];
-                    per_request *= onward(problem, c.task, c.variant);
                 }
             }
             rows.push(constraint!(routed == served));
@@ -339,20 +336,16 @@ fn reuse(
                 .map(|route| {
                     // The share of the class this route can still take: its types' spare capacity over the
                     // requests a request of the class brings each.
-                    let mut per_request = demand;
-                    let mut u = left;
-                    for &i in route {
-                        u = u.min(spare.get(&i).map_or(0.0, |s| s / per_request.max(1e-12)));
-                        per_request *= onward(problem, problem.configs[i].task, problem.configs[i].variant);
-                    }
+                    let types = along(problem, route);
+                    let u = (types.iter())
+                        .map(|&(i, per_request)| spare.get(&i).map_or(0.0, |s| s / (demand * per_request).max(1e-12)))
+                        .fold(left, f64::min);
                     // Rounded down a little, so the start stays feasible within HiGHS's tolerance.
                     let u = (u * (1.0 - 1e-9)).max(0.0);
-                    let mut per_request = demand;
-                    for &i in route {
+                    for (i, per_request) in types {
                         if let Some(s) = spare.get_mut(&i) {
-                            *s -= per_request * u;
+                            *s -= demand * per_request * u;
                         }
-                        per_request *= onward(problem, problem.configs[i].task, problem.configs[i].variant);
                     }
                     left -= u;
                     u
@@ -400,6 +393,20 @@ fn routes_of(problem: &Problem, class: &Class, types: &[Vec<usize>]) -> Result<V
     let mut out = Vec::new();
     extend(problem, class, types, &mut Vec::with_capacity(types.len()), (0.0, 1.0), &mut out)?;
     Ok(out)
+}
+
+/// Each type of `route` (indices into the problem's configs) with the requests it gets per request that enters
+/// the route.
+pub(crate) fn along(problem: &Problem, route: &[usize]) -> Vec<(usize, f64)> {
+    let mut per_request = 1.0;
+    (route.iter())
+        .map(|&i| {
+            let here = (i, per_request);
+            let c = &problem.configs[i];
+            per_request *= onward(problem, c.task, c.variant);
+            here
+        })
+        .collect()
 }
 
 /// Requests the next task of the pipeline gets per request of `variant` at `task`.

@@ -253,11 +253,8 @@ pub fn compass(problem: &Problem, limit: usize) -> Option<CompassBest> {
                 let u = vars.add(variable().min(0).max(1));
                 whole += u;
                 goodput.add_mul(demand, u);
-                let mut per_request = demand;
-                for &i in route {
-                    load[i].add_mul(per_request, u);
-                    let c = &problem.configs[i];
-                    per_request *= problem.tasks[c.task].variants[c.variant].factors.first().copied().unwrap_or(0.0);
+                for (i, per_request) in crate::compass::along(problem, route) {
+                    load[i].add_mul(demand * per_request, u);
                 }
             }
             rows.push(constraint!(whole <= 1));
