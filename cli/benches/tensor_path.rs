@@ -22,7 +22,9 @@
 //! and ONNX Runtime's CUDA build (`JIG_ORT_LIB`): bare is a session with the CUDA provider on host tensors, its
 //! outputs copied back to the host (as Python's `InferenceSession.run` does); in process and stacked are an
 //! instance on that segment, served as a deployment serves it (a `jig worker` bound to the device, its MPS
-//! share); worker is that process without the instance's queue, on the same device.
+//! share); worker is that process without the instance's queue, on the same device. On an `mps:` segment the
+//! run adds **bare, MPS**: the same bare session in a process of its own that is a client of the GPU's MPS
+//! daemon with the segment's share, the reference that charges MPS's own cost to neither side.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use std::time::{Duration, Instant};
 use jig_model_host::device::Devices;
 use jig_model_host::instance::{BatchPolicy, InstanceConfig};
 use jig_model_host::launch::{Launcher, Placement, WorkerCommand};
+use jig_model_host::mps::MpsDaemon;
 use jig_model_host::onnx::{self, SessionOptions};
 use jig_model_host::segment::Segment;
 use jig_model_host::sweep::{SampleInput, sample_inputs};
@@ -98,6 +101,41 @@ fn ort_value(tensor: &Tensor) -> ort::value::DynValue {
         }
         other => panic!("the bench feeds f32 and i64 inputs, not {other:?}"),
     }
+}
+
+/// Bare ONNX Runtime with the CUDA provider in a child process (this bench again, `BENCH_BARE=model:batch`)
+/// that is a client of `segment`'s MPS daemon with its share: CUDA decides at its start whether a process is
+/// an MPS client, so this one's own sessions cannot be.
+fn bare_under_mps(name: &str, b: u64, threads: usize, segment: &Segment) -> Duration {
+    let devices = Devices::discover();
+    let device = devices.first_device(segment).unwrap();
+    let bound = devices.bind(segment, &device).unwrap();
+    let _daemon = MpsDaemon::ensure(&bound.device).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .arg("--bench")
+        .envs(bound.env())
+        .env("BENCH_BARE", format!("{name}:{b}"))
+        .env("BENCH_THREADS", threads.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ns = stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("bare run under MPS failed: {stdout}{}", String::from_utf8_lossy(&out.stderr)));
+    Duration::from_nanos(ns)
+}
+
+/// Inputs of `b` rows for the bench model `name`.
+fn inputs(name: &str, b: u64) -> Vec<Tensor> {
+    let item: &[u64] = match name {
+        "add" | "ppocr-det" => &[3, 640, 640],
+        "ppocr-rec" => &[3, 48, 320],
+        other => panic!("unknown bench model {other}"),
+    };
+    let probe = jig_model_host::onnx::Model::load(name, &model_path(name), &SessionOptions::default()).unwrap();
+    let sample = [SampleInput { shape: Some(item.to_vec()), values: None }];
+    sample_inputs(name, probe.inputs(), &sample, b).unwrap()
 }
 
 /// The `jig` binary, whose `worker` subcommand serves GPU segments.
@@ -208,6 +246,12 @@ fn main() {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let models = list("BENCH_MODELS").unwrap_or_else(|| ["add", "ppocr-det", "ppocr-rec"].map(String::from).to_vec());
     let batches: Option<Vec<u64>> = list("BENCH_BATCHES").map(|b| b.iter().filter_map(|b| b.parse().ok()).collect());
+    if let Ok(job) = std::env::var("BENCH_BARE") {
+        let (name, b) = job.split_once(':').expect("BENCH_BARE=model:batch");
+        let b = b.parse().expect("BENCH_BARE's batch");
+        println!("{}", bare(name, &inputs(name, b), threads, true).as_nanos());
+        return;
+    }
     let segment: Segment = match std::env::var("BENCH_SEGMENT") {
         Ok(s) => s.parse().unwrap_or_else(|e| panic!("BENCH_SEGMENT: {e}")),
         Err(_) => Segment::Cpu { cores: threads as u32 },
@@ -234,17 +278,15 @@ fn main() {
         "+copy in"
     );
     for name in &models {
-        let (item, default_batches): (&[u64], &[u64]) = match name.as_str() {
-            "add" => (&[3, 640, 640], &[1, 2, 4, 8, 16, 32, 64]),
-            "ppocr-det" if gpu => (&[3, 640, 640], &[1, 8, 64]),
-            "ppocr-det" => (&[3, 640, 640], &[1, 8]),
-            "ppocr-rec" => (&[3, 48, 320], &[1, 16, 32]),
+        let default_batches: &[u64] = match name.as_str() {
+            "add" => &[1, 2, 4, 8, 16, 32, 64],
+            "ppocr-det" if gpu => &[1, 8, 64],
+            "ppocr-det" => &[1, 8],
+            "ppocr-rec" => &[1, 16, 32],
             other => panic!("unknown bench model {other}"),
         };
-        let probe = jig_model_host::onnx::Model::load(name, &model_path(name), &SessionOptions::default()).unwrap();
         for &b in batches.as_deref().unwrap_or(default_batches) {
-            let sample = [SampleInput { shape: Some(item.to_vec()), values: None }];
-            let inputs = sample_inputs(name, probe.inputs(), &sample, b).unwrap();
+            let inputs = inputs(name, b);
             let mb = inputs.iter().map(|t| t.data().len()).sum::<usize>() as f64 / 1e6;
             let reference = bare(name, &inputs, threads, gpu);
             let local = in_process(name, &inputs, b, &segment);
@@ -263,6 +305,15 @@ fn main() {
                 ms(reference) / ms(remote),
                 ms(reference) / ms(copied)
             );
+            if segment.mps_percentage().is_some() {
+                let shared = bare_under_mps(name, b, threads, &segment);
+                println!(
+                    "{name:<10} {b:>5} bare, MPS {:>9.2}: ratio to it in process {:.2}, stacked {:.2}",
+                    ms(shared),
+                    ms(shared) / ms(local),
+                    ms(shared) / ms(together)
+                );
+            }
         }
     }
 }

@@ -30,14 +30,18 @@ pub struct Spare {
 const SPARE_KEPT: usize = 4;
 
 impl Spare {
-    /// An empty buffer with room for `len` bytes: the smallest kept one that holds them, else a new one.
+    /// A buffer of `len` bytes to overwrite: the smallest kept one that holds them, else a new one. A kept buffer
+    /// keeps its length, so reusing it writes nothing but the copy that fills it.
     fn take(&self, len: usize) -> Vec<u8> {
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
         let fits = free.iter().enumerate().filter(|(_, b)| b.capacity() >= len).min_by_key(|(_, b)| b.capacity());
-        match fits.map(|(i, _)| i) {
+        let mut data = match fits.map(|(i, _)| i) {
             Some(i) => free.swap_remove(i),
             None => Vec::with_capacity(len),
-        }
+        };
+        drop(free);
+        data.resize(len, 0); // zeroes only what it grows by: nothing once warm
+        data
     }
 
     /// `data` as bytes that come back to this pool when they drop.
@@ -46,8 +50,7 @@ impl Spare {
     }
 
     /// Keep `data` for a later batch, in place of a smaller buffer when all places are taken.
-    fn keep(&self, mut data: Vec<u8>) {
-        data.clear();
+    fn keep(&self, data: Vec<u8>) {
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
         if free.len() < SPARE_KEPT {
             free.push(data);
@@ -104,26 +107,68 @@ pub fn stack(
             let mut shape = parts[0].shape().to_vec();
             shape[0] = rows;
             let len = parts.iter().map(|t| t.data().len()).sum();
+            let sources: Vec<&[u8]> = parts.iter().map(|t| t.data()).collect();
             let data = match buffer(len) {
                 Some(mut shared) => {
-                    let mut at = 0;
-                    for t in &parts {
-                        shared.as_mut_slice()[at..at + t.data().len()].copy_from_slice(t.data());
-                        at += t.data().len();
-                    }
+                    gather(shared.as_mut_slice(), &sources);
                     shared.freeze()
                 }
                 None => {
                     let mut data = spare.take(len);
-                    for t in &parts {
-                        data.extend_from_slice(t.data());
-                    }
+                    gather(&mut data, &sources);
                     spare.share(data)
                 }
             };
             Tensor::new(parts[0].dtype(), shape, data)
         })
         .collect()
+}
+
+/// Bytes one copying thread is given at least: below that a thread's start costs more than the share it copies.
+const GATHER_PER_THREAD: usize = 8 << 20;
+
+/// Threads that copy one batch at most: a few saturate a socket's memory bandwidth.
+const GATHER_THREADS: usize = 8;
+
+/// Copy `parts` end to end into `dst`, which is exactly as long as they are together. One thread copies 5–10
+/// GB/s and a large batch is hundreds of megabytes, so a large copy is split among up to [`GATHER_THREADS`]
+/// threads, no more than the cores the calling thread may run on (a CPU instance's own cores, which the
+/// threads inherit); the calling thread copies the last share.
+pub fn gather(dst: &mut [u8], parts: &[&[u8]]) {
+    debug_assert_eq!(dst.len(), parts.iter().map(|p| p.len()).sum::<usize>());
+    let threads = (dst.len() / GATHER_PER_THREAD).min(GATHER_THREADS);
+    let threads = if threads > 1 { threads.min(crate::device::cpu_cores().len()) } else { threads };
+    if threads <= 1 {
+        gather_from(dst, parts, 0);
+        return;
+    }
+    let share = dst.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut chunks = dst.chunks_mut(share).enumerate();
+        let (last, last_chunk) = chunks.next_back().expect("a large copy has chunks");
+        for (k, chunk) in chunks {
+            scope.spawn(move || gather_from(chunk, parts, k * share));
+        }
+        gather_from(last_chunk, parts, last * share);
+    });
+}
+
+/// Fill `dst` with the bytes of `parts` (end to end) from offset `start` on.
+fn gather_from(dst: &mut [u8], parts: &[&[u8]], start: usize) {
+    let (mut at, mut skip) = (0, start);
+    for part in parts {
+        if at == dst.len() {
+            break;
+        }
+        if skip >= part.len() {
+            skip -= part.len();
+            continue;
+        }
+        let piece = &part[skip..(skip + dst.len() - at).min(part.len())];
+        dst[at..at + piece.len()].copy_from_slice(piece);
+        at += piece.len();
+        skip = 0;
+    }
 }
 
 /// Split each output along dimension 0 into pieces of `rows[k]` rows, one list of outputs per request: views of
@@ -164,6 +209,22 @@ mod tests {
 
     fn t(shape: Vec<u64>, values: &[f32]) -> Tensor {
         Tensor::from_f32(shape, values).unwrap()
+    }
+
+    #[test]
+    fn gather_copies_parts_end_to_end_on_one_thread_or_several() {
+        let parts: Vec<Vec<u8>> = [7 << 20, 1, 0, 5 << 20, 9 << 20, 3]
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| (0..n).map(|i| (i * 31 + k * 7) as u8).collect())
+            .collect();
+        for count in [1, 2, parts.len()] {
+            let sources: Vec<&[u8]> = parts[..count].iter().map(Vec::as_slice).collect();
+            let expected = sources.concat();
+            let mut dst = vec![0xAA; expected.len()];
+            gather(&mut dst, &sources);
+            assert!(dst == expected, "{count} parts of {} bytes", expected.len());
+        }
     }
 
     #[test]

@@ -29,8 +29,9 @@ pub fn pipe_dir(device: &str) -> PathBuf {
 }
 
 /// A handle on the MPS control daemon serving one device. Every user of a device's MPS shares holds one; the
-/// handles of a device share one daemon (see [`MpsDaemon::ensure`]), which is stopped (`quit`) when the last
-/// handle is dropped if this process started it. A daemon that was already running is left alone.
+/// handles of a device share one daemon (see [`MpsDaemon::ensure`]). A daemon jig started is stopped (`quit`)
+/// when the last handle of the last jig process using it is dropped (several processes, a gateway and a
+/// `jig profile`, may share it); a daemon started otherwise is left alone.
 #[derive(Debug)]
 pub struct MpsDaemon {
     /// The device's registry slot, locked while a daemon is started, shared or stopped.
@@ -42,13 +43,17 @@ pub struct MpsDaemon {
 /// One device's (one pipe directory's) entry in the registry: its daemon while any handle holds it.
 type Slot = Mutex<Weak<Running>>;
 
-/// A daemon that handles share; dropping the last of them stops it if this process started it.
+/// A daemon that handles share; dropping the last of them stops it if jig started it and no other process uses it.
 #[derive(Debug)]
 struct Running {
     device: String,
     program: PathBuf,
     pipe: PathBuf,
+    /// Whether jig started it (its `started` file says so), in this process or another.
     owned: bool,
+    /// The device's `users` file, share-locked while this process uses the daemon: another process's exclusive
+    /// lock on it succeeds only when none does.
+    users: Option<std::fs::File>,
 }
 
 /// The daemons of this process, one slot per pipe directory (a device under a root), kept for the process's
@@ -142,7 +147,7 @@ impl MpsDaemon {
         &self.running().pipe
     }
 
-    /// Whether this process started the daemon (and so stops it when the last handle on it is dropped).
+    /// Whether jig started the daemon (this process or another), and so stops it when its last user goes.
     pub fn owned(&self) -> bool {
         self.running().owned
     }
@@ -162,13 +167,25 @@ impl Running {
     /// with `program -d`, in a pipe directory cleared of what a daemon that is gone left there.
     fn start(program: &Path, root: &Path, device: &str) -> Result<Running, MpsError> {
         let (pipe, log) = (root.join(device).join("pipe"), root.join(device).join("log"));
-        let mut daemon =
-            Running { device: device.to_string(), program: program.to_path_buf(), pipe: pipe.clone(), owned: false };
-        if answers(&pipe) {
-            return Ok(daemon);
-        }
+        let started = root.join(device).join("started");
         let spawn_error =
             |error| MpsError::Spawn { device: device.to_string(), program: program.display().to_string(), error };
+        let mut daemon = Running {
+            device: device.to_string(),
+            program: program.to_path_buf(),
+            pipe: pipe.clone(),
+            owned: false,
+            users: None,
+        };
+        // Other processes (another `jig profile`, a gateway) may be starting or stopping this daemon too.
+        let _starting = device_lock(root, device).map_err(spawn_error)?;
+        let users = device_file(root, device, "users").map_err(spawn_error)?;
+        users.lock_shared().map_err(spawn_error)?;
+        daemon.users = Some(users);
+        if answers(&pipe) {
+            daemon.owned = started.exists();
+            return Ok(daemon);
+        }
         if pipe.exists() {
             tracing::info!(device, pipe = %pipe.display(), "no MPS daemon answers there: clearing what one left");
             std::fs::remove_dir_all(&pipe).map_err(spawn_error)?;
@@ -189,13 +206,30 @@ impl Running {
                 detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
             });
         }
-        // From here a failure stops the daemon again, as `daemon` is dropped.
+        // From here a failure stops the daemon again, as `daemon` is dropped (after `_starting`, declared later).
         daemon.owned = true;
+        std::fs::write(&started, std::process::id().to_string()).map_err(spawn_error)?;
         if !wait_until(|| answers(&pipe)) {
             return Err(MpsError::NoPipe { device: device.to_string(), pipe });
         }
         Ok(daemon)
     }
+}
+
+/// The device's lock file under `root`, locked: held by whichever process starts or stops its daemon, so that
+/// two processes arriving together start one daemon, none clears the pipe directory of one being started, and
+/// none starts using one being stopped.
+fn device_lock(root: &Path, device: &str) -> std::io::Result<std::fs::File> {
+    let file = device_file(root, device, "lock")?;
+    file.lock()?;
+    Ok(file)
+}
+
+/// The file `name` in the device's directory under `root`, created if need be.
+fn device_file(root: &Path, device: &str, name: &str) -> std::io::Result<std::fs::File> {
+    let dir = root.join(device);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::File::options().create(true).truncate(false).write(true).open(dir.join(name))
 }
 
 /// Whether a daemon listens on the control socket in `pipe`. The driver's daemon listens on a socket of
@@ -223,9 +257,18 @@ fn wait_until(mut done: impl FnMut() -> bool) -> bool {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        let Some(root) = self.pipe.parent().and_then(Path::parent) else { return };
+        let _stopping = device_lock(root, &self.device);
+        self.users.take(); // this process's share lock goes with the file
         if !self.owned {
             return;
         }
+        let others = device_file(root, &self.device, "users").map(|users| users.try_lock().is_err());
+        if others.unwrap_or(true) {
+            tracing::info!(device = %self.device, "other processes use its MPS daemon: leaving it running for them");
+            return;
+        }
+        let _ = std::fs::remove_file(root.join(&self.device).join("started"));
         let quit = Command::new(&self.program)
             .env("CUDA_MPS_PIPE_DIRECTORY", &self.pipe)
             .stdin(Stdio::piped())
@@ -338,6 +381,32 @@ mod tests {
         assert!(!calls(&log).iter().any(|l| l.starts_with("quit")), "seven of eight gone: {:?}", calls(&log));
         users.clear();
         assert_eq!(calls(&log).iter().filter(|l| l.starts_with("quit")).count(), 1);
+    }
+
+    #[test]
+    fn processes_arriving_together_start_one_daemon_between_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (program, log) = fake_control(dir.path());
+        let root = dir.path().join("mps");
+        // `Running::start` directly, past this process's registry, as separate processes reach it.
+        let daemons: Vec<Running> = std::thread::scope(|scope| {
+            let threads: Vec<_> =
+                (0..6).map(|_| scope.spawn(|| Running::start(&program, &root, "GPU-ffff").unwrap())).collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        assert!(daemons.iter().all(|d| d.owned), "each knows jig started it, and one of them did");
+        assert_eq!(calls(&log).iter().filter(|l| l.starts_with("start")).count(), 1, "{:?}", calls(&log));
+        assert!(answers(&root.join("GPU-ffff/pipe")));
+        // Processes end one by one, the one that started it among them (a `jig profile` ends while a gateway
+        // serves on): it runs until the last of them goes.
+        let mut daemons = daemons;
+        daemons.truncate(5);
+        assert!(calls(&log).iter().all(|l| !l.starts_with("quit")) && answers(&root.join("GPU-ffff/pipe")));
+        daemons.truncate(1);
+        assert!(calls(&log).iter().all(|l| !l.starts_with("quit")), "one user left: {:?}", calls(&log));
+        drop(daemons);
+        assert_eq!(calls(&log).iter().filter(|l| l.starts_with("quit")).count(), 1, "the last user stops it");
+        assert!(!answers(&root.join("GPU-ffff/pipe")));
     }
 
     #[test]

@@ -613,7 +613,7 @@ impl Process {
                 Some(found) => found,
                 None => {
                     let mut buffer = self.regions.take(tensor.data().len()).map_err(Fault::Memory)?;
-                    buffer.as_mut_slice().copy_from_slice(tensor.data());
+                    crate::batch::gather(buffer.as_mut_slice(), &[tensor.data()]);
                     let region = buffer.region();
                     copied.push(buffer);
                     (region, 0)
