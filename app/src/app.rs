@@ -62,6 +62,9 @@ pub struct App {
     pub replans: u32,
     /// The planner strategy its manifest names (`planner`).
     pub planner: jig_planner::Strategy,
+    /// How often the controller predicts its demand and re-plans it, where that is not at each demand window:
+    /// IPA's adaptation interval (`[ipa] interval_s`) for an app planned by IPA.
+    pub adaptation_interval: Option<Duration>,
     tasks: Vec<Arc<TaskRuntime>>,
     entry: usize,
     max_inflight: u32,
@@ -316,6 +319,7 @@ impl App {
             .map(|(rps, slo)| Admission::new((rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32));
         let model_edges = model_edges(bundle).iter().map(|e| (index[e.from.as_str()], index[e.to.as_str()])).collect();
         let classes = class_routers(&app, &deployment, &models, &groups, &tasks)?;
+        let planner = m.planner.as_deref().and_then(|p| p.parse().ok()).unwrap_or_default();
         Ok(App {
             name: app,
             bundle: hash.to_string(),
@@ -323,7 +327,9 @@ impl App {
             slo_latency: slo,
             deployment,
             replans: 0,
-            planner: m.planner.as_deref().and_then(|p| p.parse().ok()).unwrap_or_default(),
+            planner,
+            adaptation_interval: (planner == jig_planner::Strategy::Ipa)
+                .then(|| m.ipa.clone().unwrap_or_default().interval()),
             tasks,
             entry,
             max_inflight: m.limits.max_inflight,

@@ -3,9 +3,11 @@
 //!
 //! Every `demand_window` the requests that arrived in the window that ended become a rate (measured over the
 //! window's actual length). The predicted demand is the mean of the last five rates × (1 + 5% slack)
-//! (`jig_planner::spec::DemandSpec::predict`); for an app planned by IPA, once 120 s of its arrivals are
-//! counted per second and the gateway has IPA's predictor ([`crate::predictor`]), the largest load of the next
-//! 20 s that the predictor sees coming, × (1 + 5% slack). A re-plan runs when
+//! (`jig_planner::spec::DemandSpec::predict`). An app planned by IPA is decided on its own clock instead, every
+//! adaptation interval (`[ipa] interval_s`, 10 s by default), as IPA adapts: its demand is the largest load of
+//! the next 20 s that IPA's predictor ([`crate::predictor`]) sees coming, once 120 s of its arrivals are
+//! counted per second and the gateway has the predictor, else the mean load of the last interval; both
+//! × (1 + 5% slack). A re-plan runs when
 //! the prediction differs from the demand the current deployment was planned for by more than
 //! `replan_threshold` (relative), when more than 1% of the window's requests violated their SLO
 //! (`jig_planner::spec::Replan`, which `jig simulate --replan-threshold` follows too), or when a
@@ -23,7 +25,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jig_planner::Strategy;
 use jig_planner::spec::{DemandSpec, Replan};
 
 use crate::predictor::HISTORY_S;
@@ -57,6 +58,8 @@ pub struct DemandWindows {
     seconds: VecDeque<u64>,
     /// The second (of [`now_s`]) the last entry of `seconds` counts.
     second: u64,
+    /// When an app with an adaptation interval of its own was last decided on.
+    adapted: Option<std::time::Instant>,
 }
 
 /// Seconds since the gateway started counting: the clock of per-second arrivals.
@@ -117,6 +120,13 @@ impl DemandWindows {
             .then(|| self.seconds.iter().take(whole).skip(whole - HISTORY_S).map(|&n| n as f64).collect())
     }
 
+    /// Mean arrivals per second over the `n` whole seconds before second `now`, once counted that long.
+    fn recent(&mut self, now: u64, n: usize) -> Option<f64> {
+        self.advance(now);
+        let whole = self.seconds.len().checked_sub(1)?;
+        (n > 0 && whole >= n).then(|| self.seconds.iter().take(whole).skip(whole - n).sum::<u64>() as f64 / n as f64)
+    }
+
     /// Count a request that missed its SLO (dropped, late, refused).
     pub fn violated(&mut self) {
         self.violations += 1;
@@ -145,9 +155,11 @@ impl DemandWindows {
         DemandSpec { windows: self.rates(), slack: None }.predict().ok()
     }
 
-    /// Whether the deployment planned for `planned_for` req/s should be re-planned.
-    pub fn should_replan(&self, planned_for: f64, threshold: f64) -> bool {
-        let Some(predicted) = self.predicted() else { return false };
+    /// Whether the deployment planned for `planned_for` req/s should be re-planned: the demand predicted from
+    /// `rates` (the windows', or an interval's load) moved past `threshold`, or the last window's violations
+    /// passed 1%.
+    pub fn should_replan(&self, rates: &[f64], planned_for: f64, threshold: f64) -> bool {
+        let Ok(predicted) = DemandSpec { windows: rates.to_vec(), slack: None }.predict() else { return false };
         Replan { threshold }.due(planned_for, predicted, self.violation_share)
     }
 }
@@ -184,32 +196,67 @@ impl Gateway {
                     .filter_map(|app| {
                         let windows = demand.entry(app.name.clone()).or_default();
                         windows.close(length);
-                        let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
-                        let threshold = self.config.replan_threshold;
-                        let planned_factors = windows.planned_factors.as_ref().unwrap_or(&app.deployment.factors);
-                        let refined = windows.planned_refined.as_ref().unwrap_or(&app.deployment.refined);
-                        let drifted = factors_drifted(&app.observed_factors(), planned_factors, threshold)
-                            || latencies_drifted(refined, &app.observed_latencies(), threshold);
-                        // IPA's apps plan for the peak its predictor sees coming, once it has their history.
-                        let peak = self.peaks.as_ref().filter(|_| app.planner == Strategy::Ipa).and_then(|peaks| {
-                            let history = windows.history(now_s())?;
-                            peaks.predict(&history).inspect_err(|e| tracing::warn!(app = %app.name, "{e:#}")).ok()
-                        });
-                        let rates = peak.map_or_else(|| windows.rates(), |peak| vec![peak]);
-                        let due = match peak {
-                            Some(_) => DemandSpec { windows: rates.clone(), slack: None }
-                                .predict()
-                                .is_ok_and(|p| Replan { threshold }.due(planned_for, p, windows.violation_share)),
-                            None => windows.should_replan(planned_for, threshold),
-                        };
-                        (due || drifted).then(|| (app.clone(), rates))
+                        // An app that adapts on its own clock is decided there (`adapt`).
+                        let rates = windows.rates();
+                        app.adaptation_interval.is_none().then(|| self.replan_due(app, windows, rates))?
                     })
                     .collect()
             };
-            for (app, rates) in due {
-                if let Err(e) = self.clone().replan(&app, rates).await {
-                    tracing::warn!(app = %app.name, "re-planning failed: {e:#}");
-                }
+            self.replan_all(due).await;
+        }
+    }
+
+    /// Decide on the apps with an adaptation interval of their own (IPA's), each every interval, forever.
+    pub(super) async fn adapt(self: Arc<Self>) {
+        let mut ticks = tokio::time::interval(Duration::from_secs(1));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+            let due: Vec<(Arc<App>, Vec<f64>)> = {
+                let mut demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
+                apps.iter()
+                    .filter_map(|app| {
+                        let every = app.adaptation_interval?;
+                        let windows = demand.entry(app.name.clone()).or_default();
+                        if windows.adapted.is_some_and(|at| at.elapsed() < every) {
+                            return None;
+                        }
+                        windows.adapted = Some(std::time::Instant::now());
+                        let now = now_s();
+                        // IPA plans for the peak its predictor sees coming, once it has the app's history.
+                        let peak = self.peaks.as_ref().and_then(|peaks| {
+                            let history = windows.history(now)?;
+                            peaks.predict(&history).inspect_err(|e| tracing::warn!(app = %app.name, "{e:#}")).ok()
+                        });
+                        let seconds = (every.as_secs_f64().round() as usize).min(HISTORY_S);
+                        let load = peak.or_else(|| windows.recent(now, seconds))?;
+                        self.replan_due(app, windows, vec![load])
+                    })
+                    .collect()
+            };
+            self.replan_all(due).await;
+        }
+    }
+
+    /// The rates to re-plan `app` with when a re-plan is due: the demand predicted from `rates` moved more than
+    /// `replan_threshold` from what it was planned for, or the last window's violations passed 1%, or its
+    /// factors or batch latencies drifted.
+    fn replan_due(&self, app: &Arc<App>, windows: &DemandWindows, rates: Vec<f64>) -> Option<(Arc<App>, Vec<f64>)> {
+        let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
+        let threshold = self.config.replan_threshold;
+        let planned_factors = windows.planned_factors.as_ref().unwrap_or(&app.deployment.factors);
+        let refined = windows.planned_refined.as_ref().unwrap_or(&app.deployment.refined);
+        let drifted = factors_drifted(&app.observed_factors(), planned_factors, threshold)
+            || latencies_drifted(refined, &app.observed_latencies(), threshold);
+        (windows.should_replan(&rates, planned_for, threshold) || drifted).then(|| (app.clone(), rates))
+    }
+
+    /// Re-plan each of `due` in turn (one re-plan at a time: see `replan`).
+    async fn replan_all(self: &Arc<Self>, due: Vec<(Arc<App>, Vec<f64>)>) {
+        for (app, rates) in due {
+            if let Err(e) = self.clone().replan(&app, rates).await {
+                tracing::warn!(app = %app.name, "re-planning failed: {e:#}");
             }
         }
     }
@@ -305,6 +352,19 @@ mod tests {
     }
 
     #[test]
+    fn an_interval_s_load_is_the_mean_of_its_whole_seconds() {
+        let mut w = DemandWindows::default();
+        assert_eq!(w.recent(3, 2), None, "nothing counted yet");
+        (0..4).for_each(|_| w.arrived_at(20));
+        assert_eq!(w.recent(20, 1), None, "second 20 is not over");
+        (0..8).for_each(|_| w.arrived_at(21));
+        assert_eq!(w.recent(22, 1), Some(8.0));
+        assert_eq!(w.recent(22, 2), Some(6.0));
+        assert_eq!(w.recent(22, 3), None, "two whole seconds counted");
+        assert_eq!(w.recent(23, 3), Some(4.0), "second 22 was quiet");
+    }
+
+    #[test]
     fn a_re_plan_without_a_plan_keeps_a_planned_deployment_and_says_why() {
         let planned = Deployment { source: "planned".into(), demand_rps: Some(5.0), ..Deployment::default() };
         let default = Deployment { source: "default: the planner found no plan: x".into(), ..Deployment::default() };
@@ -338,8 +398,8 @@ mod tests {
         // 1, 2, 3, 4, 5 req/s (the first window has left): mean 3, × 1.05.
         assert_eq!(d.rates(), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
         assert!((d.predicted().unwrap() - 3.15).abs() < 1e-9);
-        assert!(!d.should_replan(3.0, 0.2));
-        assert!(d.should_replan(2.0, 0.2));
+        assert!(!d.should_replan(&d.rates(), 3.0, 0.2));
+        assert!(d.should_replan(&d.rates(), 2.0, 0.2));
     }
 
     #[test]
@@ -352,11 +412,11 @@ mod tests {
             }
         }
         d.close(Duration::from_secs(10));
-        assert!(d.should_replan(10.5, 0.2), "2% violations");
+        assert!(d.should_replan(&d.rates(), 10.5, 0.2), "2% violations");
         for _ in 0..100 {
             d.arrived();
         }
         d.close(Duration::from_secs(10));
-        assert!(!d.should_replan(10.5, 0.2));
+        assert!(!d.should_replan(&d.rates(), 10.5, 0.2));
     }
 }

@@ -212,6 +212,7 @@ impl Gateway {
             }
         }
         tokio::spawn(gateway.clone().control());
+        tokio::spawn(gateway.clone().adapt());
         Ok(gateway)
     }
 

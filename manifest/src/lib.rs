@@ -16,6 +16,7 @@
 //! alpha = 2.0                         # weight of accuracy (PAS, percent of the best); beta = 1.0 per core
 //! variants = "switch"                 # `switch` (IPA), `lightest` (FA2-low) or `heaviest` (FA2-high)
 //! replicas = 0                        # fixed replicas per stage (RIM); 0: chosen by the planner
+//! interval_s = 10                     # IPA's adaptation interval: how often its load is predicted (1–120 s)
 //!
 //! [slo]
 //! latency_ms = 800                    # end-to-end latency objective; the default deadline of an invocation
@@ -151,6 +152,21 @@ pub struct IpaSettings {
     pub variants: Option<String>,
     /// Replicas of every stage, fixed (RIM); 0 or absent: chosen by the planner.
     pub replicas: Option<u32>,
+    /// IPA's adaptation interval, seconds: how often the gateway predicts the app's load and re-plans it when
+    /// the prediction moved ([`IpaSettings::INTERVAL_S`] when absent).
+    pub interval_s: Option<f64>,
+}
+
+impl IpaSettings {
+    /// IPA's adaptation interval by default, seconds (the paper's).
+    pub const INTERVAL_S: f64 = 10.0;
+    /// The longest adaptation interval, seconds: the load history the gateway keeps per second.
+    pub const MAX_INTERVAL_S: f64 = 120.0;
+
+    /// The adaptation interval.
+    pub fn interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.interval_s.unwrap_or(Self::INTERVAL_S))
+    }
 }
 
 /// What `[ipa] variants` may say: any variant (IPA), each stage's least accurate (FA2-low) or most accurate
@@ -435,6 +451,14 @@ impl Bundle {
                 && !IPA_VARIANTS.contains(&v.as_str())
             {
                 return Err(format!("`ipa.variants = \"{v}\"`: say one of {}", IPA_VARIANTS.join(", ")));
+            }
+            if let Some(v) = ipa.interval_s
+                && !(1.0..=IpaSettings::MAX_INTERVAL_S).contains(&v)
+            {
+                return Err(format!(
+                    "`ipa.interval_s` is {v}; give IPA's adaptation interval in seconds, 1 to {}",
+                    IpaSettings::MAX_INTERVAL_S
+                ));
             }
         }
         let mut names = HashSet::new();
@@ -767,11 +791,14 @@ mod tests {
             (read.alpha, read.variants.as_deref(), read.replicas, read.beta),
             (Some(0.1), Some("lightest"), Some(2), None)
         );
+        assert_eq!(read.interval(), std::time::Duration::from_secs(10), "IPA's adaptation interval by default");
+        assert_eq!(open(ipa, "interval_s = 2.5").unwrap().interval(), std::time::Duration::from_millis(2500));
         for (planner, table, says) in [
             ("", "alpha = 1", "add `planner = \"ipa\"`"),
             (ipa, "variants = \"light\"", "`ipa.variants = \"light\"`: say one of switch, lightest, heaviest"),
             (ipa, "beta = -1", "`ipa.beta` is -1"),
             (ipa, "gamma = 1", "unknown field `gamma`"),
+            (ipa, "interval_s = 0.5", "`ipa.interval_s` is 0.5; give IPA's adaptation interval in seconds, 1 to 120"),
         ] {
             let error = open(planner, table).unwrap_err();
             assert!(error.contains("jig.toml") && error.contains(says), "{error}");

@@ -598,8 +598,11 @@ fn an_ipa_app_scales_its_replicas_as_demand_grows_without_losing_a_request() {
         "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nclassifier,fast,cpu:1,1,10,15,60,test\n";
     jig_tests::probe_app(dir.path(), "scaled", 0.7, Some(profiles));
     let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
-    std::fs::write(dir.path().join("jig.toml"), format!("planner = \"ipa\"\n{manifest}")).unwrap();
-    let gateway = start_with_config(state.path(), "demand_window_s = 0.5\ncores = 2\n");
+    // It adapts every second (`[ipa] interval_s`); the gateway's demand windows never close during the test, so
+    // only IPA's adaptation can re-plan it.
+    std::fs::write(dir.path().join("jig.toml"), format!("planner = \"ipa\"\n{manifest}\n[ipa]\ninterval_s = 1\n"))
+        .unwrap();
+    let gateway = start_with_config(state.path(), "demand_window_s = 3600\ncores = 2\n");
     assert_ok(&deploy(&gateway, dir.path(), &[]));
     let replicas = |status: &serde_json::Value| -> u64 {
         status["deployment"]["instances"].as_array().unwrap().iter().map(|i| i["count"].as_u64().unwrap()).sum()
