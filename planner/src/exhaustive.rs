@@ -1,5 +1,5 @@
 //! Exhaustive search of the paper's model on small problems, to check the MILP against (and of Compass's
-//! program, [`compass`]).
+//! program, [`compass`], and PPipe's, [`ppipe`]).
 //!
 //! It enumerates every multiset of instance types per task within the slice limit (no dominance pruning, only
 //! the obviously valid cuts: a task's instances must be able to serve its least demand), routes each task's
@@ -317,4 +317,138 @@ pub fn compass(problem: &Problem, limit: usize) -> Option<CompassBest> {
         true
     });
     complete.then_some(best)
+}
+
+/// The most throughput any PPipe plan of `problem` serves, found by enumeration, independently of the MILP's
+/// candidate generation: every sequence of classes the scheme allows, every cut of the blocks into that many
+/// partitions, every batch size and share per partition within the budget, at most one such pipeline per class
+/// sequence, and every pool size per partition within the units.
+pub fn ppipe(problem: &crate::ppipe::PpipeProblem) -> f64 {
+    use crate::ppipe::Scheme;
+    let (k, m) = (problem.classes.len(), problem.model.blocks);
+    let lcm = crate::ppipe::lcm_of_shares(&problem.classes);
+    let most = match problem.scheme {
+        Scheme::PPipe => problem.max_partitions.min(m),
+        Scheme::NoPartitioning => 1,
+        Scheme::DartR => 2.min(m),
+    };
+    let mut groups: Vec<Vec<Pools>> = Vec::new();
+    for parts in 1..=most {
+        for code in 0..k.pow(parts as u32) {
+            let classes: Vec<usize> = (0..parts).map(|d| code / k.pow(d as u32) % k).collect();
+            let dart_chain = problem.scheme == Scheme::DartR && parts == 2;
+            if dart_chain && classes[0] == classes[1] {
+                continue;
+            }
+            let mut group = Vec::new();
+            // Cuts: ends[d] is where partition d ends; the last ends at m.
+            let mut cuts: Vec<Vec<usize>> = vec![vec![]];
+            for _ in 1..parts {
+                cuts = cuts
+                    .into_iter()
+                    .flat_map(|c| {
+                        let from = c.last().copied().unwrap_or(0) + 1;
+                        (from..m).map(move |e| [c.clone(), vec![e]].concat())
+                    })
+                    .collect();
+            }
+            for mut ends in cuts.into_iter().filter(|c| c.len() == parts - 1) {
+                ends.push(m);
+                let ranges: Vec<std::ops::Range<usize>> =
+                    (0..parts).map(|d| if d == 0 { 0..ends[0] } else { ends[d - 1]..ends[d] }).collect();
+                for &batch in &problem.batches {
+                    let mut shares: Vec<Vec<u32>> = vec![vec![]];
+                    for &class in &classes {
+                        let offered: Vec<u32> =
+                            if dart_chain { vec![1] } else { problem.classes[class].shares.clone() };
+                        shares = shares
+                            .into_iter()
+                            .flat_map(|s| offered.iter().map(move |&v| [s.clone(), vec![v]].concat()))
+                            .collect();
+                    }
+                    for share in shares {
+                        let mut total = 0.0;
+                        let mut pools = Vec::new();
+                        for d in 0..parts {
+                            let latency: Option<f64> = ranges[d]
+                                .clone()
+                                .map(|b| problem.model.latency_ms.get(&(classes[d], share[d], batch, b)).copied())
+                                .sum();
+                            let Some(latency) = latency else { break };
+                            total += latency;
+                            if d + 1 < parts {
+                                total += f64::from(batch) * problem.model.output_bytes[ranges[d].end - 1] as f64
+                                    / problem.bandwidth_bytes_per_s
+                                    * 1e3;
+                            }
+                            pools.push((classes[d], share[d], f64::from(batch) * 1e3 / latency));
+                        }
+                        if pools.len() == parts && total <= problem.budget_ms() {
+                            group.push(pools);
+                        }
+                    }
+                }
+            }
+            groups.push(group);
+        }
+    }
+    let mut left: Vec<u64> = problem.classes.iter().map(|c| u64::from(c.units) * u64::from(lcm)).collect();
+    best_pipelines(&groups, 0, &mut left, lcm, problem.scheme == Scheme::DartR)
+}
+
+/// A pipeline's partitions: (class, share, requests/s of one virtual GPU) each. Groups hold a class sequence's.
+type Pools = Vec<(usize, u32, f64)>;
+
+/// The most throughput of groups `g..`, each running at most one of its pipelines, within `left` parts of units.
+fn best_pipelines(groups: &[Vec<Pools>], g: usize, left: &mut [u64], lcm: u32, dart: bool) -> f64 {
+    let Some(group) = groups.get(g) else { return 0.0 };
+    let mut best = best_pipelines(groups, g + 1, left, lcm, dart);
+    for pools in group {
+        let equal = dart && pools.len() == 2;
+        best = best.max(best_pools(groups, g, pools, 0, f64::INFINITY, None, left, lcm, equal, dart));
+    }
+    best
+}
+
+/// The most throughput with pool sizes chosen for `pools[d..]` (the pipeline's throughput so far `rate`), then
+/// groups after `g`. `equal`: every pool the size of the first (DART's replicated chains).
+#[allow(clippy::too_many_arguments)]
+fn best_pools(
+    groups: &[Vec<Pools>],
+    g: usize,
+    pools: &[(usize, u32, f64)],
+    d: usize,
+    rate: f64,
+    first: Option<u64>,
+    left: &mut [u64],
+    lcm: u32,
+    equal: bool,
+    dart: bool,
+) -> f64 {
+    let Some(&(class, share, one)) = pools.get(d) else {
+        return rate + best_pipelines(groups, g + 1, left, lcm, dart);
+    };
+    let cost = u64::from(lcm / share);
+    let mut best = f64::NEG_INFINITY;
+    for count in 1..=left[class] / cost {
+        if equal && first.is_some_and(|f| f != count) {
+            continue;
+        }
+        left[class] -= count * cost;
+        let here = best_pools(
+            groups,
+            g,
+            pools,
+            d + 1,
+            rate.min(one * count as f64),
+            first.or(Some(count)),
+            left,
+            lcm,
+            equal,
+            dart,
+        );
+        left[class] += count * cost;
+        best = best.max(here);
+    }
+    best
 }

@@ -15,7 +15,8 @@
 //!   [`solve_from`], that the deploy path, the controller and the simulator call.
 //! * [`milp`]: the formulation below, solved by `good_lp` + HiGHS; when no plan exists, it names the binding
 //!   constraint by solving relaxations.
-//! * [`ipa`]: IPA's integer program; [`compass`]: Compass's, over query classes (their module docs).
+//! * [`ipa`]: IPA's integer program; [`compass`]: Compass's, over query classes; [`ppipe`]: PPipe's, over a
+//!   model cut into blocks and pools of segment classes (their module docs).
 //! * [`baselines`]: the A/S/T switches and Appendix B's static budgets.
 //! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
 //! * [`placement`]: MIG instances onto GPUs by the plan's layouts (or the cheapest packing into valid
@@ -183,6 +184,7 @@ pub mod mig_parted;
 pub mod milp;
 pub mod placement;
 pub mod plan;
+pub mod ppipe;
 pub mod problem;
 pub mod profile;
 pub mod spec;

@@ -1,0 +1,430 @@
+//! PPipe's control plane (Qiao et al., "PPipe: Efficient Video Analytics Serving on Heterogeneous GPU Clusters
+//! via Pool-Based Pipeline Parallelism", §3, §5.3 and Appendix A.2): one model, cut beforehand into blocks of
+//! consecutive layers (`scripts/partition_model.py`), served by *pooled pipelines*. A pooled pipeline cuts the
+//! model into partitions at block boundaries; each partition is served by a pool of virtual GPUs of one class
+//! (a unit of the class, or a 1/v share of one: MPS), any request may take any member of each pool, and all
+//! partitions of a pipeline run one batch size (batch-size unification), the pools' sizes matching their
+//! throughputs. The program picks, per candidate pipeline (every sequence of classes up to
+//! [`PpipeProblem::max_partitions`] long), whether it runs, its batch size, its cut points, each partition's
+//! share size and pool size, to maximise the total throughput within the latency SLO less its margin (the
+//! partitions' latencies plus the transfers between them) and the units of each class.
+//!
+//! The formulation is A.2's with two readings the paper leaves open: a candidate pipeline may be left out
+//! (`on_l`: Σ over a partition's choices = `on_l`, where (16) as printed makes every candidate run, which no
+//! cluster smaller than the candidates allows), and (18)'s batch unification is written as one batch choice per
+//! pipeline that every partition's choice sums to. A partition's throughput on one virtual GPU is b / C (the
+//! paper's worked example: 2 × 1/0.0123 = 162 req/s). Ties in throughput are broken towards fewer units.
+//!
+//! The baselines are the same program restricted ([`Scheme`]): NP runs whole models only; DART-r, DART's chains
+//! replicated, cuts a model in two across units of two different classes, each chain one unit of each, and runs
+//! the rest of the units' models whole.
+//!
+//! Where it stands (issue 19): the program, checked against exhaustive search on small clusters
+//! (`planner/tests/ppipe_vs_exhaustive.rs`); block profiles from `jig profile`, `jig plan`, deployments and the
+//! simulator do not use it yet. At the paper's size (10 blocks, two classes of 25 and 75 units with four share
+//! sizes, five batch sizes, three partitions) HiGHS finds plans but does not prove them within 30 s, where the
+//! paper reports 3.5 s with Gurobi: the pool sizes' big-M links leave the relaxation loose.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::time::Instant;
+
+use good_lp::solvers::highs::highs;
+use good_lp::{
+    Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, constraint, variable,
+};
+
+use crate::error::PlanError;
+use crate::milp::{SolveOptions, highs_with};
+
+/// A class of segments: `units` alike (GPUs of one model, MIG instances of one profile, core sets of one size),
+/// each of which may be split into `1/v` shares for each `v` of `shares` (1: the whole unit).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Class {
+    /// Its name, for messages and plans (`L4`, `mig 3g.40gb`, `cpu:4`).
+    pub name: String,
+    /// Units of it the cluster has.
+    pub units: u32,
+    /// The shares a unit may be split into: `v` for 1/v of a unit (PPipe: 1, 2, 3, 4).
+    pub shares: Vec<u32>,
+}
+
+/// A model cut into blocks, profiled per block.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BlockedModel {
+    /// Its name.
+    pub name: String,
+    /// Blocks, in order.
+    pub blocks: usize,
+    /// Latency of block `block` at `batch` on a `1/share` share of `class`, ms: `(class, share, batch, block)`.
+    pub latency_ms: HashMap<(usize, u32, u32, usize), f64>,
+    /// Bytes per row of each block's output (the feature map a cut after it sends on).
+    pub output_bytes: Vec<u64>,
+}
+
+/// Which of PPipe's comparisons plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scheme {
+    /// Pooled pipelines of up to `max_partitions` partitions on any classes and shares.
+    #[default]
+    PPipe,
+    /// NP: whole models only, on any class and share.
+    NoPartitioning,
+    /// DART-r: chains of one unit of each of two different classes, the model cut in two between them,
+    /// replicated; whole models on what is left.
+    DartR,
+}
+
+/// What PPipe plans.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PpipeProblem {
+    /// The model and its block profiles.
+    pub model: BlockedModel,
+    /// The cluster's classes.
+    pub classes: Vec<Class>,
+    /// The latency SLO, ms.
+    pub slo_ms: f64,
+    /// The share of the SLO held back from the plan, so that the data plane's batches fit (PPipe: 0.4).
+    pub margin: f64,
+    /// Batch sizes a pipeline may run.
+    pub batches: Vec<u32>,
+    /// The most partitions a pipeline has (the paper's example: 3).
+    pub max_partitions: usize,
+    /// Bytes per second a feature map moves between partitions.
+    pub bandwidth_bytes_per_s: f64,
+    /// Which comparison plans.
+    pub scheme: Scheme,
+}
+
+/// One partition of a planned pipeline: its blocks, served by `count` shares of `1/share` of a unit of `class`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Partition {
+    /// Index into [`PpipeProblem::classes`].
+    pub class: usize,
+    /// `v`: each member of the pool is 1/v of a unit.
+    pub share: u32,
+    /// Pool size: virtual GPUs serving this partition.
+    pub count: u32,
+    /// The blocks it runs.
+    pub blocks: Range<usize>,
+    /// Its latency at the pipeline's batch size, ms.
+    pub latency_ms: f64,
+}
+
+/// A planned pooled pipeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pipeline {
+    /// Its partitions, in order.
+    pub partitions: Vec<Partition>,
+    /// The batch size every partition runs.
+    pub batch: u32,
+    /// End to end at that batch: partitions and transfers, ms.
+    pub latency_ms: f64,
+    /// Requests per second it serves: its slowest pool's.
+    pub throughput_rps: f64,
+}
+
+/// PPipe's plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PpipePlan {
+    /// The pipelines that run.
+    pub pipelines: Vec<Pipeline>,
+    /// Their throughput together, req/s.
+    pub throughput_rps: f64,
+    /// Units of each class the plan uses (shares add up to units).
+    pub units_used: Vec<f64>,
+    /// False when the time limit cut the search short.
+    pub optimal: bool,
+    /// Wall-clock time of the solve, seconds.
+    pub seconds: f64,
+}
+
+/// One choice for one partition of a candidate pipeline.
+#[derive(Debug, Clone)]
+struct Choice {
+    share: u32,
+    batch: u32,
+    blocks: Range<usize>,
+    /// The partition's latency, and the transfer after it (none after the last), ms.
+    latency_ms: f64,
+    transfer_ms: f64,
+}
+
+/// A candidate pipeline: its partitions' classes, and each partition's choices.
+#[derive(Debug, Clone)]
+struct Candidate {
+    classes: Vec<usize>,
+    choices: Vec<Vec<Choice>>,
+}
+
+impl PpipeProblem {
+    /// The SLO the plan keeps to: the SLO less its margin, ms.
+    pub fn budget_ms(&self) -> f64 {
+        self.slo_ms * (1.0 - self.margin)
+    }
+
+    fn check(&self) -> Result<(), PlanError> {
+        let model = &self.model.name;
+        let bad = |what: String| Err(PlanError::Input(format!("model `{model}`: {what}")));
+        if self.model.blocks == 0 {
+            return bad("it has no blocks; cut it with scripts/partition_model.py".into());
+        }
+        if self.model.output_bytes.len() != self.model.blocks {
+            return bad(format!(
+                "{} output sizes for {} blocks: give each block's output bytes per row",
+                self.model.output_bytes.len(),
+                self.model.blocks
+            ));
+        }
+        if !(self.slo_ms > 0.0 && (0.0..1.0).contains(&self.margin)) {
+            return bad(format!(
+                "an SLO of {} ms with a margin of {}: give a positive SLO and a margin in [0, 1)",
+                self.slo_ms, self.margin
+            ));
+        }
+        if self.batches.is_empty() || self.batches.contains(&0) || self.max_partitions == 0 {
+            return bad("give batch sizes of at least 1 and at least one partition".into());
+        }
+        if self.bandwidth_bytes_per_s.is_nan() || self.bandwidth_bytes_per_s <= 0.0 {
+            return bad("the bandwidth between partitions must be positive".into());
+        }
+        for class in &self.classes {
+            if class.shares.is_empty() || class.shares.contains(&0) {
+                return bad(format!("class `{}` offers no share sizes: give `v` ≥ 1 (1 is a whole unit)", class.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Latency of `blocks` at `batch` on a `1/share` share of `class`, when every block is profiled there.
+    fn latency(&self, class: usize, share: u32, batch: u32, blocks: &Range<usize>) -> Option<f64> {
+        blocks.clone().map(|b| self.model.latency_ms.get(&(class, share, batch, b)).copied()).sum()
+    }
+
+    /// The transfer of block `block`'s output at `batch`, ms.
+    fn transfer_ms(&self, block: usize, batch: u32) -> f64 {
+        f64::from(batch) * self.model.output_bytes[block] as f64 / self.bandwidth_bytes_per_s * 1e3
+    }
+
+    /// The candidate pipelines the scheme allows, with every choice of each partition that fits the budget alone.
+    fn candidates(&self) -> Vec<Candidate> {
+        let (k, m) = (self.classes.len(), self.model.blocks);
+        let most = match self.scheme {
+            Scheme::PPipe => self.max_partitions.min(m),
+            Scheme::NoPartitioning => 1,
+            Scheme::DartR => 2.min(m),
+        };
+        let mut out = Vec::new();
+        for parts in 1..=most {
+            for code in 0..k.pow(parts as u32) {
+                let classes: Vec<usize> = (0..parts).map(|d| code / k.pow(d as u32) % k).collect();
+                if self.scheme == Scheme::DartR && parts == 2 && classes[0] == classes[1] {
+                    continue;
+                }
+                let choices: Vec<Vec<Choice>> = (0..parts)
+                    .map(|d| {
+                        let mut here = Vec::new();
+                        // Partition d starts at block d or later and leaves a block for each partition after it.
+                        let starts = if d == 0 { 0..1 } else { d..m - (parts - 1 - d) };
+                        for i in starts {
+                            let ends = if d == parts - 1 { m..m + 1 } else { i + 1..m - (parts - 1 - d) + 1 };
+                            for j in ends {
+                                for &share in self.shares(classes[d], parts) {
+                                    for &batch in &self.batches {
+                                        let Some(latency_ms) = self.latency(classes[d], share, batch, &(i..j)) else {
+                                            continue;
+                                        };
+                                        let transfer_ms =
+                                            if d + 1 < parts { self.transfer_ms(j - 1, batch) } else { 0.0 };
+                                        if latency_ms + transfer_ms <= self.budget_ms() {
+                                            here.push(Choice { share, batch, blocks: i..j, latency_ms, transfer_ms });
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        here
+                    })
+                    .collect();
+                if choices.iter().all(|c| !c.is_empty()) {
+                    out.push(Candidate { classes, choices });
+                }
+            }
+        }
+        out
+    }
+
+    /// The share sizes a partition of a pipeline of `parts` partitions may use on `class`: DART's chains hold
+    /// whole units.
+    fn shares(&self, class: usize, parts: usize) -> &[u32] {
+        match (self.scheme, parts) {
+            (Scheme::DartR, 2) => &[1],
+            _ => &self.classes[class].shares,
+        }
+    }
+}
+
+/// The least common multiple of the shares offered: units counted in its parts make every share a whole number
+/// of parts (a 1/v share is lcm/v of them).
+pub(crate) fn lcm_of_shares(classes: &[Class]) -> u32 {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    classes.iter().flat_map(|c| c.shares.iter().copied()).fold(1, |l, v| l / gcd(l, v) * v)
+}
+
+/// Plan `problem` as PPipe's MILP does (or its baseline, by [`PpipeProblem::scheme`]).
+pub fn solve(problem: &PpipeProblem, options: &SolveOptions) -> Result<PpipePlan, PlanError> {
+    let started = Instant::now();
+    problem.check()?;
+    let nothing_fits = || {
+        PlanError::Infeasible(format!(
+            "model `{}`: no pipeline of the classes {} meets the {:.1} ms SLO less its {:.0}% margin ({:.1} ms) at any \
+             profiled batch size within their units; profile faster classes or smaller batches, or loosen the SLO",
+            problem.model.name,
+            problem.classes.iter().map(|c| format!("`{}`", c.name)).collect::<Vec<_>>().join(", "),
+            problem.slo_ms,
+            problem.margin * 100.0,
+            problem.budget_ms()
+        ))
+    };
+    let candidates = problem.candidates();
+    if candidates.is_empty() {
+        return Err(nothing_fits());
+    }
+    let lcm = f64::from(lcm_of_shares(&problem.classes));
+    let mut vars = ProblemVariables::new();
+    let mut rows = Vec::new();
+    let mut objective = Expression::default();
+    let mut units: Vec<Expression> = problem.classes.iter().map(|_| Expression::default()).collect();
+    // Per candidate: on, its batch choice, and per partition per choice (picked, pool size); its throughput.
+    struct Vars {
+        picked: Vec<Vec<good_lp::Variable>>,
+        count: Vec<Vec<good_lp::Variable>>,
+    }
+    let mut all = Vec::with_capacity(candidates.len());
+    for cand in &candidates {
+        let on = vars.add(variable().binary());
+        let by_batch: HashMap<u32, good_lp::Variable> =
+            problem.batches.iter().map(|&b| (b, vars.add(variable().binary()))).collect();
+        rows.push(constraint!(by_batch.values().fold(Expression::default(), |e, &v| e + v) == on));
+        let throughput = vars.add(variable().min(0));
+        objective += throughput;
+        let (mut picked, mut count) = (Vec::new(), Vec::new());
+        let mut latency = Expression::default();
+        let mut pools: Vec<Expression> = Vec::new();
+        for (d, choices) in cand.choices.iter().enumerate() {
+            let class = &problem.classes[cand.classes[d]];
+            let p: Vec<_> = choices.iter().map(|_| vars.add(variable().binary())).collect();
+            let g: Vec<_> = choices
+                .iter()
+                .map(|c| vars.add(variable().integer().min(0).max(f64::from(class.units * c.share))))
+                .collect();
+            for &b in &problem.batches {
+                let of_batch = choices
+                    .iter()
+                    .zip(&p)
+                    .filter(|(c, _)| c.batch == b)
+                    .fold(Expression::default(), |e, (_, &v)| e + v);
+                rows.push(constraint!(of_batch == by_batch[&b]));
+            }
+            let mut rate = Expression::default();
+            let mut pool = Expression::default();
+            for (c, (&pv, &gv)) in choices.iter().zip(p.iter().zip(&g)) {
+                rows.push(constraint!(gv <= f64::from(class.units * c.share) * pv));
+                rows.push(constraint!(gv >= pv));
+                latency.add_mul(c.latency_ms + c.transfer_ms, pv);
+                rate.add_mul(f64::from(c.batch) * 1e3 / c.latency_ms, gv);
+                units[cand.classes[d]].add_mul(lcm / f64::from(c.share), gv);
+                pool += gv;
+            }
+            rows.push(constraint!(throughput <= rate));
+            pools.push(pool);
+            picked.push(p);
+            count.push(g);
+        }
+        // Contiguity: a partition ending at block j is followed by one starting at j, at the same batch size.
+        for d in 0..cand.choices.len().saturating_sub(1) {
+            for j in 1..problem.model.blocks {
+                for &b in &problem.batches {
+                    let sum = |d: usize, hit: &dyn Fn(&Choice) -> bool| {
+                        cand.choices[d]
+                            .iter()
+                            .zip(&picked[d])
+                            .filter(|(c, _)| c.batch == b && hit(c))
+                            .fold(Expression::default(), |e, (_, &v)| e + v)
+                    };
+                    let ends = sum(d, &|c| c.blocks.end == j);
+                    let starts = sum(d + 1, &|c| c.blocks.start == j);
+                    rows.push(constraint!(ends == starts));
+                }
+            }
+        }
+        rows.push(constraint!(latency <= problem.budget_ms()));
+        if problem.scheme == Scheme::DartR && cand.choices.len() == 2 {
+            // Replicated chains: as many units of the one class as of the other.
+            rows.push(constraint!(pools[0].clone() == pools[1].clone()));
+        }
+        all.push(Vars { picked, count });
+    }
+    // Ties go to the plan with fewer units: a unit is worth a millionth of the largest rate a unit serves.
+    let mut used = Expression::default();
+    for (k, class) in problem.classes.iter().enumerate() {
+        rows.push(constraint!(units[k].clone() <= f64::from(class.units) * lcm));
+        used += units[k].clone();
+    }
+    let mut model = vars
+        .maximise(objective - 1e-6 * used)
+        .using(|p| highs_with(highs(p), options))
+        .set_mip_rel_gap(options.mip_rel_gap as f32)
+        .map_err(|e| PlanError::Solver(e.to_string()))?;
+    for row in rows {
+        model.add_constraint(row);
+    }
+    let solution = match model.solve() {
+        Ok(s) => s,
+        Err(ResolutionError::Infeasible) => return Err(nothing_fits()),
+        Err(ResolutionError::Other("NoSolutionFound")) => return Err(PlanError::TimeLimit(options.time_limit_s)),
+        Err(e) => return Err(PlanError::Solver(e.to_string())),
+    };
+    let optimal = !matches!(solution.status(), SolutionStatus::TimeLimit);
+    let mut pipelines = Vec::new();
+    let mut units_used = vec![0.0; problem.classes.len()];
+    for (cand, v) in candidates.iter().zip(&all) {
+        let mut partitions = Vec::new();
+        let mut latency_ms = 0.0;
+        let mut batch = 0;
+        for (d, choices) in cand.choices.iter().enumerate() {
+            let Some(k) = (0..choices.len()).find(|&k| solution.value(v.picked[d][k]) > 0.5) else { break };
+            let c = &choices[k];
+            let count = solution.value(v.count[d][k]).round() as u32;
+            units_used[cand.classes[d]] += f64::from(count) / f64::from(c.share);
+            latency_ms += c.latency_ms + c.transfer_ms;
+            batch = c.batch;
+            partitions.push(Partition {
+                class: cand.classes[d],
+                share: c.share,
+                count,
+                blocks: c.blocks.clone(),
+                latency_ms: c.latency_ms,
+            });
+        }
+        if partitions.len() == cand.choices.len() {
+            let throughput_rps = partitions
+                .iter()
+                .map(|p| f64::from(p.count) * f64::from(batch) * 1e3 / p.latency_ms)
+                .fold(f64::INFINITY, f64::min);
+            pipelines.push(Pipeline { partitions, batch, latency_ms, throughput_rps });
+        }
+    }
+    if pipelines.is_empty() {
+        return Err(nothing_fits());
+    }
+    Ok(PpipePlan {
+        throughput_rps: pipelines.iter().map(|p| p.throughput_rps).sum(),
+        pipelines,
+        units_used,
+        optimal,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
