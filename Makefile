@@ -3,7 +3,7 @@
 CARGO ?= cargo
 WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
-GUESTS := echo crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
+GUESTS := echo forward crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
 .PHONY: demo test test-gpu setup functions examples paper-apps build bench fuzz clean
 

@@ -16,7 +16,7 @@ with optimisations on, the blocks run faster. PPipe profiles on one selected GPU
 makes little difference to the cuts.
 
 Usage: PYTHONPATH=.jig/python python3 scripts/partition_model.py MODEL.onnx OUT_DIR [--blocks 10]
-           [--shape NAME=d1,d2,...] [--runs 5] [--check]
+           [--shape NAME=d1,d2,...] [--runs 5] [--partitions B1,B2,...] [--check]
 
 --shape gives an input's shape where the model leaves dimensions open; an open first dimension (the batch)
 is 1 unless given. Writes OUT_DIR/<stem>.block<i>.onnx (i from 0) and OUT_DIR/<stem>.blocks.json:
@@ -27,6 +27,9 @@ is 1 unless given. Writes OUT_DIR/<stem>.block<i>.onnx (i from 0) and OUT_DIR/<s
 
 Shapes are those at the profiled input (batch 1, or the first dimension --shape gives). output_bytes_per_row
 is the size of a block's output for one row, which a planner turns into transfer latency. --check runs the
+--partitions also writes OUT_DIR/<stem>.part<p>.onnx, the runs of blocks between the given block indices (`--partitions 5`
+on 10 blocks: blocks 0-4 and 5-9), as a planned pipeline serves them, listed in the json as `partitions`: [{index,
+file, blocks: [first, end)}]. --check runs the
 whole model and the chained blocks on random inputs (batch 1, and 4 where the batch dimension is open) and
 exits 1, naming the block, unless every block's output matches the model's own value of that tensor within
 1e-4 (relative and absolute). A missing or unreadable model, a bad --shape, a model without a valid cut or
@@ -382,6 +385,16 @@ def partition(args):
         "batch_dynamic": dynamic,
         "blocks": entries,
     }
+    parts = partition_points(args.partitions, len(entries))
+    summary["partitions"] = []
+    for p, (first, end) in enumerate(zip([0] + parts, parts + [len(entries)])):
+        part = extractor.extract_model(ins[first], outs[end - 1])
+        part.graph.name = f"{stem}.part{p}"
+        onnx.checker.check_model(part)
+        file = f"{stem}.part{p}.onnx"
+        onnx.save(part, os.path.join(args.out_dir, file + ".tmp"))
+        os.replace(os.path.join(args.out_dir, file + ".tmp"), os.path.join(args.out_dir, file))
+        summary["partitions"].append({"index": p, "file": file, "blocks": [first, end]})
     if args.check:
         check(model, blocks, boundary, graph, weights, shapes, dynamic, value_info, name)
     with open(path + ".tmp", "w") as f:
@@ -392,6 +405,19 @@ def partition(args):
     print(f"partition_model: {name}: {len(cuts)} valid cuts, {len(entries)} blocks ({ms} ms) -> {path}")
 
 
+def partition_points(text, blocks):
+    """The block indices --partitions cuts at: ascending, each in 1..blocks-1."""
+    if not text:
+        return []
+    try:
+        points = [int(p) for p in text.split(",")]
+    except ValueError:
+        raise Refused(f"--partitions {text}: give block indices separated by commas, e.g. 5") from None
+    if points != sorted(set(points)) or points[0] < 1 or points[-1] > blocks - 1:
+        raise Refused(f"--partitions {text}: give ascending block indices between 1 and {blocks - 1}")
+    return points
+
+
 def main():
     ap = argparse.ArgumentParser(description="Cut an ONNX model into blocks of about equal runtime (PPipe §5.2).")
     ap.add_argument("model")
@@ -399,6 +425,7 @@ def main():
     ap.add_argument("--blocks", type=int, default=10)
     ap.add_argument("--shape", action="append", default=[], metavar="NAME=d1,d2,...")
     ap.add_argument("--runs", type=int, default=5, help="profiled runs per layer (the median is kept)")
+    ap.add_argument("--partitions", metavar="B1,B2,...", help="also write the runs of blocks between these block indices")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     try:

@@ -63,13 +63,14 @@ if [ "$(cat "$CLIENT_DIR/.jig-installed" 2>/dev/null)" != "$CLIENT_PACKAGES" ]; 
 fi
 PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models
 # PPipe's pre-partitioning (scripts/partition_model.py): the PP-OCRv4 recognizer cut into 10 blocks of about
-# equal runtime on CPU, each an ONNX model, for serving a model in partitions; about a second, redone only when
+# equal runtime on CPU, each an ONNX model, and into two partitions of five blocks each (ppocr-rec.part0.onnx,
+# part1), which tests/tests/partition.rs serves as a pipeline of two pools; about a second, redone only when
 # the model is newer than its blocks. The detector is left out: it has 50 valid cuts, but its feature pyramid
 # taps the backbone from the first stride-4 stage on, so more than half its runtime (37 of 69 ms at 640x640)
 # lies under skip connections with no cut in them, and its blocks come out 36.7 ms beside 0.1 ms.
 if [ ! .jig/models/partitions/ppocr-rec.blocks.json -nt .jig/models/ppocr-rec.onnx ]; then
     PYTHONPATH="$PY_DIR" python3 scripts/partition_model.py .jig/models/ppocr-rec.onnx .jig/models/partitions \
-        --blocks 10 --shape x=1,3,48,320 --runs 3
+        --blocks 10 --shape x=1,3,48,320 --runs 3 --partitions 5
 fi
 # IPA's load predictor: an LSTM trained on generated traces (numpy), once; about 80 s on two cores.
 if [ ! -e .jig/models/ipa-lstm.onnx ]; then

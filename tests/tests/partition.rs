@@ -1,11 +1,13 @@
 //! PPipe's pre-partitioning (`scripts/partition_model.py`, which `make setup` runs into .jig/models/partitions):
-//! the PP-OCRv4 recognizer's blocks, chained through jig's own model host, compute what the whole model does.
+//! the PP-OCRv4 recognizer's blocks, chained through jig's own model host, compute what the whole model does;
+//! and the recognizer cut in two is served by a gateway as a pipeline of two pools, answering as the whole.
 
 use std::path::PathBuf;
 
+use base64::Engine;
 use jig_model_host::Tensor;
 use jig_model_host::onnx::{Model, SessionOptions};
-use jig_tests::{model, root};
+use jig_tests::{Gateway, bundle, component, model, root};
 use serde::Deserialize;
 
 const TOLERANCE: f32 = 1e-4;
@@ -15,6 +17,14 @@ const TOLERANCE: f32 = 1e-4;
 struct Partition {
     model: String,
     blocks: Vec<Block>,
+    partitions: Vec<Part>,
+}
+
+/// A run of blocks written as one model (`--partitions`).
+#[derive(Deserialize)]
+struct Part {
+    file: String,
+    blocks: [usize; 2],
 }
 
 #[derive(Deserialize)]
@@ -35,6 +45,13 @@ struct Io {
 
 fn partitions() -> PathBuf {
     root().join(".jig/models/partitions")
+}
+
+fn read_partition() -> Partition {
+    let json = partitions().join("ppocr-rec.blocks.json");
+    let bytes =
+        std::fs::read(&json).unwrap_or_else(|e| panic!("{} is missing ({e}): run `make setup`", json.display()));
+    serde_json::from_slice(&bytes).unwrap()
 }
 
 fn load(path: &std::path::Path) -> Model {
@@ -66,10 +83,7 @@ fn at_batch(shape: &[u64], batch: u64) -> Vec<u64> {
 
 #[test]
 fn chained_recognizer_blocks_compute_the_whole_model() {
-    let json = partitions().join("ppocr-rec.blocks.json");
-    let bytes =
-        std::fs::read(&json).unwrap_or_else(|e| panic!("{} is missing ({e}): run `make setup`", json.display()));
-    let partition: Partition = serde_json::from_slice(&bytes).unwrap();
+    let partition = read_partition();
     assert_eq!(partition.model, "ppocr-rec.onnx");
     assert!(partition.blocks.len() >= 2, "{} blocks", partition.blocks.len());
 
@@ -126,5 +140,115 @@ fn chained_recognizer_blocks_compute_the_whole_model() {
             excess <= 0.0,
             "batch {batch}: the chained blocks differ from the whole model by {excess:e} beyond 1e-4"
         );
+    }
+}
+
+/// `got` is `want` within 1e-4 absolute plus 1e-4 relative, as the script's --check.
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let excess =
+        got.iter().zip(want).map(|(g, w)| (g - w).abs() - TOLERANCE * (1.0 + w.abs())).fold(f32::MIN, f32::max);
+    assert!(excess <= 0.0, "{what}: differs from the whole model by {excess:e} beyond 1e-4");
+}
+
+/// The recognizer cut in two (`--partitions 5`), each half a model slot of its own behind a `forward` task, the
+/// first emitting its feature map to the second: deployed with a profile table, each slot is planned onto a
+/// core of its own (two pools of one instance), and an invocation answers what the whole model computes.
+#[test]
+fn a_model_cut_in_two_is_served_as_a_pipeline_of_two_pools() {
+    let partition = read_partition();
+    let parts = &partition.partitions;
+    assert_eq!(parts.iter().map(|p| p.blocks).collect::<Vec<_>>(), [[0, 5], [5, 10]], "`make setup` cuts at block 5");
+    let middle = &partition.blocks[5].inputs[0].shape[1..];
+    let manifest = format!(
+        r#"
+name = "split-rec"
+[slo]
+latency_ms = 10000
+accuracy = 0.5
+
+[[tasks]]
+name = "head"
+glue = "glue/forward.wasm"
+slot = "rec0"
+config = {{ slot = "rec0", port = "next" }}
+
+[[tasks]]
+name = "tail"
+glue = "glue/forward.wasm"
+slot = "rec1"
+config = {{ slot = "rec1" }}
+
+[[edges]]
+from = "head.next"
+to = "tail"
+
+[[variants]]
+slot = "rec0"
+name = "blocks-0-4"
+model = "models/part0.onnx"
+accuracy = 1.0
+factors = {{ tail = 1.0 }}
+shapes = {{ x = [3, 48, 320] }}
+
+[[variants]]
+slot = "rec1"
+name = "blocks-5-9"
+model = "models/part1.onnx"
+accuracy = 1.0
+shapes = {{ {:?} = {middle:?} }}
+"#,
+        partition.blocks[5].inputs[0].name
+    );
+    let dir = tempfile::tempdir().unwrap();
+    bundle(
+        dir.path(),
+        &manifest,
+        &[
+            ("glue/forward.wasm", &component("forward")),
+            ("models/part0.onnx", &partitions().join(&parts[0].file)),
+            ("models/part1.onnx", &partitions().join(&parts[1].file)),
+        ],
+    );
+    let profiles = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n\
+                    rec0,blocks-0-4,cpu:1,1,10,15,90,test\nrec1,blocks-5-9,cpu:1,1,10,15,90,test\n";
+    std::fs::write(dir.path().join("profiles.csv"), profiles).unwrap();
+
+    let state = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(state.path(), &["--cores", "2"]);
+    let deployed = gateway.jig("deploy").arg(dir.path()).arg("--json").output().unwrap();
+    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
+    assert!(status["deployment"]["source"].as_str().unwrap().starts_with("planned"), "{status}");
+    let instances = status["deployment"]["instances"].as_array().unwrap();
+    let mut cores: Vec<u64> = Vec::new();
+    for slot in ["rec0", "rec1"] {
+        let pool: Vec<&serde_json::Value> = instances.iter().filter(|i| i["slot"] == slot).collect();
+        assert_eq!(pool.len(), 1, "one pool per partition: {status}");
+        assert_eq!(pool[0]["segment"], "cpu:1", "{status}");
+        for place in pool[0]["places"].as_array().unwrap() {
+            cores.extend(place["cores"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()));
+        }
+    }
+    cores.sort();
+    assert_eq!(cores, [0, 1], "each partition's pool on a core of its own: {status}");
+
+    let whole = load(&model("ppocr-rec"));
+    let shape = vec![1, 3, 48, 320];
+    let values = pseudo_random(3 * 48 * 320, 0x5eed);
+    let want = f32s(&whole.run(&[Tensor::from_f32(shape.clone(), &values).unwrap()]).unwrap()[0]);
+    let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let request = jig_sdk::Envelope { meta: serde_json::json!({"datatype": "FP32", "shape": shape}), body }.encode();
+    for _ in 0..3 {
+        let reply = gateway.http("POST", "/v1/apps/split-rec/invoke", &[], &request);
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let answer = reply.json();
+        let outputs = answer["outputs"].as_array().unwrap();
+        assert_eq!(outputs.len(), 1, "the last partition's answer: {answer}");
+        assert_eq!(outputs[0]["task"], "tail");
+        assert_eq!(outputs[0]["json"]["datatype"], "FP32");
+        let bytes = base64::engine::general_purpose::STANDARD.decode(outputs[0]["base64"].as_str().unwrap()).unwrap();
+        let got: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_close(&got, &want, "the pipeline's answer");
     }
 }
