@@ -1,4 +1,4 @@
-//! PPipe's control plane (Qiao et al., "PPipe: Efficient Video Analytics Serving on Heterogeneous GPU Clusters
+//! PPipe's control plane (Kong, Xu and Hu, "PPipe: Efficient Video Analytics Serving on Heterogeneous GPU Clusters
 //! via Pool-Based Pipeline Parallelism", §3, §5.3 and Appendix A.2): one model, cut beforehand into blocks of
 //! consecutive layers (`scripts/partition_model.py`), served by *pooled pipelines*. A pooled pipeline cuts the
 //! model into partitions at block boundaries; each partition is served by a pool of virtual GPUs of one class

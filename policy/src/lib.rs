@@ -6,16 +6,18 @@
 //!
 //! * [`route`]: which instance of a slot the next request goes to;
 //! * [`queue`]: when an instance starts a batch, which waiting requests it takes, and which it drops early;
+//! * [`reserve`]: PPipe's reservation-based batching over pooled pipelines: which pipeline, path and batch size;
 //! * [`mig`]: the MIG profiles segments are made of, which both sides name and size alike.
 //!
-//! Routing and queueing are generic over the clock ([`Time`]): `std::time::Instant` in the runtime, a `Duration` since the
-//! start of the simulation in the simulator. Nothing here blocks, allocates per decision beyond the queue
-//! itself, or depends on any other crate.
+//! Routing, queueing and reservations are generic over the clock ([`Time`]): `std::time::Instant` in the runtime, a
+//! `Duration` since the start of the simulation in the simulator. Nothing here blocks or depends on any other
+//! crate, and routing and queueing allocate nothing per decision beyond the queue itself.
 
 #![deny(missing_docs)]
 
 pub mod mig;
 pub mod queue;
+pub mod reserve;
 pub mod route;
 
 use std::time::{Duration, Instant};
