@@ -189,6 +189,24 @@ pub fn datatype(dtype: DType) -> &'static str {
     }
 }
 
+/// The jig element type of a protocol name (`FP32` → `F32`), if jig serves it.
+pub fn dtype(datatype: &str) -> Option<DType> {
+    [
+        DType::F32,
+        DType::F16,
+        DType::F64,
+        DType::U8,
+        DType::I8,
+        DType::U16,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ]
+    .into_iter()
+    .find(|&d| self::datatype(d) == datatype)
+}
+
 /// An inference request's body (its JSON part `json_length` bytes long, when binary tensors follow) as the
 /// request and its inputs, in the order of `specs`: what `POST /v2/models/{model}/infer` reads, and what
 /// `fuzz/` feeds arbitrary bytes.

@@ -45,7 +45,7 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
     });
     let model = json!({
         "name": "model", "in": "path", "required": true, "schema": { "type": "string" },
-        "description": "A model slot of a deployed app, named `APP.SLOT`.",
+        "description": "A model slot of a deployed app, named `APP.SLOT`, or an app that declares `[tensors]`, named `APP`.",
     });
     let token = json!([{ "bearer": [] }]);
     let mut op = match route {

@@ -30,7 +30,7 @@ pub enum Route<'a> {
     V2Live,
     /// `GET /v2/health/ready`
     V2Ready,
-    /// `GET /v2/models/{model}`, a model named `APP.SLOT`
+    /// `GET /v2/models/{model}`, a model named `APP.SLOT` (a slot) or `APP` (an app that declares `[tensors]`)
     V2Model(&'a str),
     /// `GET /v2/models/{model}/ready`
     V2ModelReady(&'a str),

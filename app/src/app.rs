@@ -62,6 +62,8 @@ pub struct App {
     pub replans: u32,
     /// The planner strategy its manifest names (`planner`).
     pub planner: jig_planner::Strategy,
+    /// The tensor its entry takes and the one it answers, when it is also the v2 model `APP` (`[tensors]`).
+    pub tensors: Option<jig_manifest::AppTensors>,
     /// How often the controller predicts its demand and re-plans it, where that is not at each demand window:
     /// IPA's adaptation interval (`[ipa] interval_s`) for an app planned by IPA.
     pub adaptation_interval: Option<Duration>,
@@ -328,6 +330,7 @@ impl App {
             deployment,
             replans: 0,
             planner,
+            tensors: m.tensors.clone(),
             adaptation_interval: (planner == jig_planner::Strategy::Ipa)
                 .then(|| m.ipa.clone().unwrap_or_default().interval()),
             tasks,

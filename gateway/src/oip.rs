@@ -1,9 +1,12 @@
 //! The Open Inference Protocol (KServe v2) on the gateway: each deployed app's model slots served as v2
-//! models named `APP.SLOT`, so that Triton's and KServe's clients work with jig.
+//! models named `APP.SLOT`, and each app that declares `[tensors]` as the v2 model `APP`, so that Triton's and
+//! KServe's clients work with jig.
 //!
-//! A v2 call runs one slot on its planned instances, batched with the app's own calls to it, under the app's
+//! A v2 call of a slot runs it on its planned instances, batched with the app's own calls to it, under the app's
 //! invoke token, deadline (`jig-timeout-ms`, else the SLO), admission and metrics. It is not app demand: the
-//! plan is sized for the app's requests, so v2 calls do not count towards re-plans.
+//! plan is sized for the app's requests, so v2 calls do not count towards re-plans. A v2 call of an app is an
+//! invocation of it, as `/v1/apps/APP/invoke` is (and app demand): its input tensor reaches the entry task as a
+//! tensor envelope, and the one tensor envelope the app outputs is the answer.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,9 +19,10 @@ use hyper::{Request, StatusCode};
 use jig_api::ErrorKind;
 use jig_api::oip::{
     BINARY_HEADER, Declared, Health, InferRequest, ModelMetadata, SLOT_SEPARATOR, ServerMetadata, TensorMetadata,
-    VERSION, datatype, decode_request, encode_response,
+    VERSION, datatype, decode_request, dtype, encode_response,
 };
 use jig_app::App;
+use jig_manifest::{AppTensors, TensorDecl};
 use jig_model_host::Tensor;
 use jig_model_host::instance::InstanceError;
 use jig_model_host::onnx::TensorSpec;
@@ -54,6 +58,21 @@ impl Gateway {
         if let Some(reply) = refuse_unauthorized(request, self.config.invoke_token.as_deref()) {
             return reply;
         }
+        if !model.contains(SLOT_SEPARATOR) {
+            return match self.find_app(model) {
+                Ok((_, tensors)) => json(
+                    StatusCode::OK,
+                    &ModelMetadata {
+                        name: model.into(),
+                        versions: vec![VERSION.into()],
+                        platform: "jig_app".into(),
+                        inputs: vec![declared_metadata(&tensors.input)],
+                        outputs: vec![declared_metadata(&tensors.output)],
+                    },
+                ),
+                Err(detail) => unknown_model(model, &detail),
+            };
+        }
         let (_, pool) = match self.find_slot(model) {
             Ok(found) => found,
             Err(detail) => return unknown_model(model, &detail),
@@ -79,6 +98,12 @@ impl Gateway {
         if let Some(reply) = refuse_unauthorized(request, self.config.invoke_token.as_deref()) {
             return reply;
         }
+        if !model.contains(SLOT_SEPARATOR) {
+            return match self.find_app(model) {
+                Ok(_) => json(StatusCode::OK, &Health { name: Some(model.into()), ready: Some(true), live: None }),
+                Err(detail) => unknown_model(model, &detail),
+            };
+        }
         match self.find_slot(model) {
             Ok((_, pool)) if pool.instances().next().is_some() => {
                 json(StatusCode::OK, &Health { name: Some(model.into()), ready: Some(true), live: None })
@@ -93,6 +118,16 @@ impl Gateway {
         let arrived = Instant::now();
         if let Some(reply) = refuse_unauthorized(&request, self.config.invoke_token.as_deref()) {
             return reply;
+        }
+        if !model.contains(SLOT_SEPARATOR) {
+            let (app, tensors) = match self.find_app(model) {
+                Ok(found) => found,
+                Err(detail) => return unknown_model(model, &detail),
+            };
+            let _in_flight = self.metrics.request_started(&app.name);
+            self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(app.name.clone()).or_default().arrived();
+            let reply = self.v2_run_app(&app, &tensors, arrived, request).await;
+            return self.answered(&app.name, arrived, reply, false);
         }
         let (app, pool) = match self.find_slot(model) {
             Ok(found) => found,
@@ -121,15 +156,10 @@ impl Gateway {
             Ok(admitted) => admitted,
             Err(e) => return (error(classify(&e, deadline), e.to_string()), false),
         };
-        let json_length =
-            match request.headers().get(BINARY_HEADER).map(|v| v.to_str().ok()?.trim().parse::<usize>().ok()) {
-                None => None,
-                Some(Some(n)) => Some(n),
-                Some(None) => {
-                    let bad = format!("`{BINARY_HEADER}` must be the byte length of the JSON part of the body");
-                    return (error(ErrorKind::InvalidRequest, bad), false);
-                }
-            };
+        let json_length = match json_length(&request) {
+            Ok(length) => length,
+            Err(reply) => return (reply, false),
+        };
         let body = read_body(request, self.config.max_request_mib << 20, "inference request");
         let body = match tokio::time::timeout_at(deadline.into(), body).await {
             Ok(Ok(body)) => body,
@@ -163,10 +193,89 @@ impl Gateway {
             Ok(Some(Ok(outputs))) => outputs,
         };
         admitted.settle(Instant::now() <= deadline);
-        match respond(model, instance.outputs(), &request, outputs) {
+        match respond(model, &declared(instance.outputs()), &request, outputs) {
             Ok(reply) => (reply, false),
             Err(message) => (error(ErrorKind::InvalidRequest, message), false),
         }
+    }
+
+    /// A v2 call of app `app`: its input as a tensor envelope to the entry task, its tensor envelope back.
+    async fn v2_run_app(&self, app: &App, tensors: &AppTensors, arrived: Instant, request: Request<Incoming>) -> Reply {
+        let model = app.name.as_str();
+        let timeout = match request_timeout(&request) {
+            Ok(timeout) => timeout,
+            Err(bad) => return error(ErrorKind::InvalidRequest, bad),
+        };
+        let class = request_class(&request);
+        let deadline = app.deadline(arrived, timeout, class);
+        let admitted = match app.admit(class) {
+            Ok(admitted) => admitted,
+            Err(e) => return error(classify(&e, deadline), e.to_string()),
+        };
+        let json_length = match json_length(&request) {
+            Ok(length) => length,
+            Err(reply) => return reply,
+        };
+        let body = read_body(request, self.config.max_request_mib << 20, "inference request");
+        let body = match tokio::time::timeout_at(deadline.into(), body).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(reply)) => return reply,
+            Err(_) => return error(ErrorKind::Deadline, "the request's body did not arrive before its deadline"),
+        };
+        let (input, output) = (declared_tensor(&tensors.input), declared_tensor(&tensors.output));
+        let (request, inputs) = match decode_request(model, &[input], &body, json_length) {
+            Ok(parsed) => parsed,
+            Err(message) => return error(ErrorKind::InvalidRequest, message),
+        };
+        let payload = tensor_envelope(&inputs[0]);
+        let result = app.invoke(&admitted, payload, deadline, &self.metrics).await;
+        let outputs = match result {
+            Ok(outputs) => {
+                admitted.settle(Instant::now() <= deadline);
+                outputs
+            }
+            Err(e) => {
+                let kind = classify(&e, deadline);
+                if matches!(kind, ErrorKind::Dropped | ErrorKind::Deadline) {
+                    admitted.settle(false);
+                }
+                return error(kind, e.to_string());
+            }
+        };
+        let answers: Vec<Tensor> = outputs.iter().filter_map(|o| from_tensor_envelope(&o.bytes)).collect();
+        let answer = match <[Tensor; 1]>::try_from(answers) {
+            Ok([answer]) if answer.dtype() == output.dtype => answer,
+            Ok([answer]) => {
+                let got = datatype(answer.dtype());
+                let message = format!(
+                    "app `{model}` answered {got}, not the {} its `[tensors]` output declares",
+                    tensors.output.datatype
+                );
+                return error(ErrorKind::FunctionFailed, message);
+            }
+            Err(answers) => {
+                let message = format!(
+                    "app `{model}` answered {} tensor envelopes among its {} outputs; as a v2 model it answers one: \
+                     its `[tensors]` output",
+                    answers.len(),
+                    outputs.len()
+                );
+                return error(ErrorKind::FunctionFailed, message);
+            }
+        };
+        match respond(model, &[output], &request, vec![answer]) {
+            Ok(reply) => reply,
+            Err(message) => error(ErrorKind::InvalidRequest, message),
+        }
+    }
+
+    /// The app of the v2 model `APP` and its tensors, or what there is instead (for [`unknown_model`]).
+    fn find_app(&self, model: &str) -> Result<(Arc<App>, AppTensors), String> {
+        let app = self.app(model).ok_or_else(|| format!("no app `{model}` is deployed"))?;
+        let tensors = app.tensors.clone().ok_or_else(|| {
+            format!("app `{model}` declares no `[tensors]`, so it is no v2 model itself; its slots are `{model}.SLOT`")
+        })?;
+        Ok((app, tensors))
     }
 
     /// The app and pool of the v2 model `APP.SLOT`, or what there is instead (for [`unknown_model`]).
@@ -186,8 +295,60 @@ impl Gateway {
 fn unknown_model(model: &str, detail: &str) -> Reply {
     error(
         ErrorKind::NotFound,
-        format!("unknown model `{model}`: v2 models are a deployed app's model slots, `APP.SLOT`; {detail}"),
+        format!(
+            "unknown model `{model}`: v2 models are a deployed app's model slots, `APP.SLOT`, and apps that declare \
+             `[tensors]`, `APP`; {detail}"
+        ),
     )
+}
+
+/// The length of the JSON part of a body with binary tensors after it (`Inference-Header-Content-Length`).
+fn json_length(request: &Request<Incoming>) -> Result<Option<usize>, Reply> {
+    match request.headers().get(BINARY_HEADER).map(|v| v.to_str().ok()?.trim().parse::<usize>().ok()) {
+        None => Ok(None),
+        Some(Some(n)) => Ok(Some(n)),
+        Some(None) => Err(error(
+            ErrorKind::InvalidRequest,
+            format!("`{BINARY_HEADER}` must be the byte length of the JSON part of the body"),
+        )),
+    }
+}
+
+/// A `[tensors]` declaration as the codec checks it (the manifest admits only datatypes jig serves).
+fn declared_tensor(decl: &TensorDecl) -> Declared<'_> {
+    Declared { name: &decl.name, dtype: dtype(&decl.datatype).expect("checked when the bundle was read") }
+}
+
+fn declared_metadata(decl: &TensorDecl) -> TensorMetadata {
+    TensorMetadata { name: decl.name.clone(), datatype: decl.datatype.clone(), shape: decl.shape.clone() }
+}
+
+/// The metadata of a tensor envelope: what the bundled `forward` function takes and answers.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct EnvelopeMeta {
+    datatype: String,
+    shape: Vec<u64>,
+}
+
+/// `tensor` as a tensor envelope, in `jig_sdk::envelope`'s framing: its bytes, the metadata JSON, and the
+/// metadata's length as a little-endian u32.
+fn tensor_envelope(tensor: &Tensor) -> Vec<u8> {
+    let meta = EnvelopeMeta { datatype: datatype(tensor.dtype()).into(), shape: tensor.shape().to_vec() };
+    let meta = serde_json::to_vec(&meta).expect("plain data serialises");
+    let mut out = Vec::with_capacity(tensor.data().len() + meta.len() + 4);
+    out.extend_from_slice(tensor.data());
+    out.extend_from_slice(&meta);
+    out.extend_from_slice(&(meta.len() as u32).to_le_bytes());
+    out
+}
+
+/// The tensor in `bytes`, when they are a tensor envelope.
+fn from_tensor_envelope(bytes: &[u8]) -> Option<Tensor> {
+    let trailer = bytes.len().checked_sub(4)?;
+    let meta_len = u32::from_le_bytes(bytes[trailer..].try_into().ok()?) as usize;
+    let body_len = trailer.checked_sub(meta_len)?;
+    let meta: EnvelopeMeta = serde_json::from_slice(&bytes[body_len..trailer]).ok()?;
+    Tensor::new(dtype(&meta.datatype)?, meta.shape, Bytes::copy_from_slice(&bytes[..body_len])).ok()
 }
 
 fn not_ready(model: &str) -> Reply {
@@ -208,8 +369,8 @@ fn declared(specs: &[TensorSpec]) -> Vec<Declared<'_>> {
 }
 
 /// The answer to `request` with `outputs`: JSON, or JSON and binary data after it.
-fn respond(model: &str, specs: &[TensorSpec], request: &InferRequest, outputs: Vec<Tensor>) -> Result<Reply, String> {
-    let (response, binary) = encode_response(model, &declared(specs), request, outputs)?;
+fn respond(model: &str, specs: &[Declared<'_>], request: &InferRequest, outputs: Vec<Tensor>) -> Result<Reply, String> {
+    let (response, binary) = encode_response(model, specs, request, outputs)?;
     let binary_len: usize = binary.iter().map(Bytes::len).sum();
     if binary_len == 0 {
         return Ok(json(StatusCode::OK, &response));

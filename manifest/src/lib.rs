@@ -28,6 +28,10 @@
 //! [demand]                            # optional
 //! rps = 5.0                           # the request rate to plan for until the gateway has measured one
 //!
+//! [tensors]                           # optional: the app as the v2 model APP (Open Inference Protocol)
+//! input = { name = "x", datatype = "FP32", shape = [-1, 3, 48, 320] }   # what its entry takes
+//! output = { name = "y", datatype = "FP32", shape = [-1, 40, 6625] }    # what it answers
+//!
 //! [[tasks]]                           # one per function; the task no edge leads to is the entry
 //! name = "detect"
 //! glue = "glue/detect.wasm"           # the component, relative to the bundle directory
@@ -113,6 +117,10 @@ pub struct Manifest {
     /// IPA's settings, with `planner = "ipa"`.
     #[serde(default)]
     pub ipa: Option<IpaSettings>,
+    /// The app as a model of the Open Inference Protocol, `/v2/models/APP`: the tensor its entry takes and the
+    /// one it answers.
+    #[serde(default)]
+    pub tensors: Option<AppTensors>,
     /// The functions of its graph; the one no edge leads to is the entry.
     #[serde(default)]
     pub tasks: Vec<Task>,
@@ -168,6 +176,36 @@ impl IpaSettings {
         std::time::Duration::from_secs_f64(self.interval_s.unwrap_or(Self::INTERVAL_S))
     }
 }
+
+/// An app that takes a tensor and answers one (`[tensors]`), served as the v2 model `APP`: a request's input
+/// reaches the entry task as a tensor envelope (its raw little-endian data, with metadata `{"datatype",
+/// "shape"}`, as the bundled `forward` function takes), and the app's one output that is a tensor envelope is
+/// the answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppTensors {
+    /// The tensor the entry task takes.
+    pub input: TensorDecl,
+    /// The tensor the app answers.
+    pub output: TensorDecl,
+}
+
+/// A tensor of an app's v2 model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorDecl {
+    /// Its name in v2 requests and answers.
+    pub name: String,
+    /// Its element type, by the protocol's name: one of [`DATATYPES`].
+    pub datatype: String,
+    /// Its shape, -1 where any size goes (the batch); metadata for clients.
+    #[serde(default)]
+    pub shape: Vec<i64>,
+}
+
+/// The Open Inference Protocol's element types that jig serves.
+pub const DATATYPES: [&str; 10] =
+    ["BOOL", "UINT8", "UINT16", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64"];
 
 /// What `[ipa] variants` may say: any variant (IPA), each stage's least accurate (FA2-low) or most accurate
 /// (FA2-high).
@@ -459,6 +497,23 @@ impl Bundle {
                     "`ipa.interval_s` is {v}; give IPA's adaptation interval in seconds, 1 to {}",
                     IpaSettings::MAX_INTERVAL_S
                 ));
+            }
+        }
+        if let Some(tensors) = &m.tensors {
+            for (key, t) in [("input", &tensors.input), ("output", &tensors.output)] {
+                if t.name.is_empty() {
+                    return Err(format!("`tensors.{key}` has no name; give the name v2 clients call it by"));
+                }
+                if !DATATYPES.contains(&t.datatype.as_str()) {
+                    return Err(format!(
+                        "`tensors.{key}.datatype = \"{}\"`: say one of {}",
+                        t.datatype,
+                        DATATYPES.join(", ")
+                    ));
+                }
+                if let Some(d) = t.shape.iter().find(|&&d| d < -1) {
+                    return Err(format!("`tensors.{key}.shape` has {d}: give sizes, or -1 where any size goes"));
+                }
             }
         }
         let mut names = HashSet::new();
@@ -802,6 +857,28 @@ mod tests {
         ] {
             let error = open(planner, table).unwrap_err();
             assert!(error.contains("jig.toml") && error.contains(says), "{error}");
+        }
+    }
+
+    #[test]
+    fn tensors_declare_an_app_as_a_v2_model_and_bad_ones_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |tensors: &str| {
+            write(dir.path(), &format!("{TWO_TASKS}\n[tensors]\n{tensors}\n"));
+            Bundle::open(dir.path()).map(|b| b.manifest.tensors.unwrap()).map_err(|e| e.0)
+        };
+        let good = "input = { name = \"x\", datatype = \"FP32\", shape = [-1, 4] }\n\
+                    output = { name = \"y\", datatype = \"INT64\" }";
+        let read = open(good).unwrap();
+        assert_eq!((read.input.shape, read.output.datatype.as_str()), (vec![-1, 4], "INT64"));
+        for (tensors, says) in [
+            (good.replace("FP32", "F32"), "`tensors.input.datatype = \"F32\"`: say one of"),
+            (good.replace("[-1, 4]", "[-2]"), "`tensors.input.shape` has -2"),
+            (good.replace("\"y\"", "\"\""), "`tensors.output` has no name"),
+            ("input = { name = \"x\", datatype = \"FP32\" }".into(), "missing field `output`"),
+        ] {
+            let error = open(&tensors).unwrap_err();
+            assert!(error.contains(says), "{error}");
         }
     }
 

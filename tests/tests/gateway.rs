@@ -895,6 +895,10 @@ fn triton_and_kserve_clients_run_a_model_slot_over_the_open_inference_protocol()
     let unknown = gateway.http("GET", "/v2/models/shop.nope", &auth, b"");
     assert_eq!(unknown.status, 404);
     assert!(unknown.json()["error"].as_str().unwrap().contains("`shop` has the slots: m"), "{}", unknown.text());
+    // An app is a v2 model itself only when it declares `[tensors]` (tests/tests/partition.rs serves one).
+    let app = gateway.http("GET", "/v2/models/shop", &auth, b"");
+    assert_eq!(app.status, 404);
+    assert!(app.text().contains("app `shop` declares no `[tensors]`"), "{}", app.text());
 
     // Binary tensors after the JSON, a binary output back.
     let head = br#"{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}},

@@ -167,6 +167,10 @@ name = "split-rec"
 latency_ms = 10000
 accuracy = 0.5
 
+[tensors]
+input = {{ name = "x", datatype = "FP32", shape = [-1, 3, 48, 320] }}
+output = {{ name = "y", datatype = "FP32", shape = [-1, 40, 6625] }}
+
 [[tasks]]
 name = "head"
 glue = "glue/forward.wasm"
@@ -251,4 +255,25 @@ shapes = {{ {:?} = {middle:?} }}
         let got: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert_close(&got, &want, "the pipeline's answer");
     }
+
+    // The same app as the Open Inference Protocol's model `split-rec` (its `[tensors]`): JSON in, binary out.
+    let metadata = gateway.http("GET", "/v2/models/split-rec", &[], b"").json();
+    assert_eq!(metadata["inputs"][0]["name"], "x", "{metadata}");
+    assert_eq!(metadata["outputs"][0]["shape"], serde_json::json!([-1, 40, 6625]), "{metadata}");
+    let request = serde_json::json!({
+        "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3, 48, 320], "data": values}],
+        "parameters": {"binary_data_output": true},
+    });
+    let reply = gateway.http("POST", "/v2/models/split-rec/infer", &[], request.to_string().as_bytes());
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let head: usize = reply.header("inference-header-content-length").unwrap().parse().unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&reply.body[..head]).unwrap();
+    assert_eq!(answer["outputs"][0]["name"], "y", "{answer}");
+    assert_eq!(answer["outputs"][0]["shape"], serde_json::json!([1, 40, 6625]), "{answer}");
+    let got: Vec<f32> = reply.body[head..].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_close(&got, &want, "the v2 answer");
+    let wrong = serde_json::json!({"inputs": [{"name": "x", "datatype": "INT64", "shape": [1], "data": [1]}]});
+    let refused = gateway.http("POST", "/v2/models/split-rec/infer", &[], wrong.to_string().as_bytes());
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.text().contains("INT64"), "{}", refused.text());
 }
