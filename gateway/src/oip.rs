@@ -158,7 +158,7 @@ impl Gateway {
         };
         let json_length = match json_length(&request) {
             Ok(length) => length,
-            Err(reply) => return (reply, false),
+            Err(bad) => return (error(ErrorKind::InvalidRequest, bad), false),
         };
         let body = read_body(request, self.config.max_request_mib << 20, "inference request");
         let body = match tokio::time::timeout_at(deadline.into(), body).await {
@@ -214,7 +214,7 @@ impl Gateway {
         };
         let json_length = match json_length(&request) {
             Ok(length) => length,
-            Err(reply) => return reply,
+            Err(bad) => return error(ErrorKind::InvalidRequest, bad),
         };
         let body = read_body(request, self.config.max_request_mib << 20, "inference request");
         let body = match tokio::time::timeout_at(deadline.into(), body).await {
@@ -303,14 +303,11 @@ fn unknown_model(model: &str, detail: &str) -> Reply {
 }
 
 /// The length of the JSON part of a body with binary tensors after it (`Inference-Header-Content-Length`).
-fn json_length(request: &Request<Incoming>) -> Result<Option<usize>, Reply> {
+fn json_length(request: &Request<Incoming>) -> Result<Option<usize>, String> {
     match request.headers().get(BINARY_HEADER).map(|v| v.to_str().ok()?.trim().parse::<usize>().ok()) {
         None => Ok(None),
         Some(Some(n)) => Ok(Some(n)),
-        Some(None) => Err(error(
-            ErrorKind::InvalidRequest,
-            format!("`{BINARY_HEADER}` must be the byte length of the JSON part of the body"),
-        )),
+        Some(None) => Err(format!("`{BINARY_HEADER}` must be the byte length of the JSON part of the body")),
     }
 }
 
