@@ -9,11 +9,12 @@
 //! share size and pool size, to maximise the total throughput within the latency SLO less its margin (the
 //! partitions' latencies plus the transfers between them) and the units of each class.
 //!
-//! The formulation is A.2's with two readings the paper leaves open: a candidate pipeline may be left out
-//! (`on_l`: Σ over a partition's choices = `on_l`, where (16) as printed makes every candidate run, which no
-//! cluster smaller than the candidates allows), and (18)'s batch unification is written as one batch choice per
-//! pipeline that every partition's choice sums to. A partition's throughput on one virtual GPU is b / C (the
-//! paper's worked example: 2 × 1/0.0123 = 162 req/s). Ties in throughput are broken towards fewer units.
+//! The formulation is A.2's with one reading the paper leaves open: a candidate pipeline may be left out ((16) as
+//! printed makes every candidate run, which no cluster smaller than the candidates allows); and it is written
+//! over each candidate's whole configurations (cut points, one batch size, shares: (16)–(20) and (24)–(27) hold
+//! by construction) rather than each partition's choice apart ([`solve`] says why). A partition's throughput on
+//! one virtual GPU is b / C (the paper's worked example: 2 × 1/0.0123 = 162 req/s). Ties in throughput are
+//! broken towards fewer units.
 //!
 //! The baselines are the same program restricted ([`Scheme`]): NP runs whole models only; DART-r, DART's chains
 //! replicated, cuts a model in two across units of two different classes, each chain one unit of each, and runs
@@ -22,8 +23,8 @@
 //! Where it stands (issue 19): the program, checked against exhaustive search on small clusters
 //! (`planner/tests/ppipe_vs_exhaustive.rs`); block profiles from `jig profile`, `jig plan`, deployments and the
 //! simulator do not use it yet. At the paper's size (10 blocks, two classes of 25 and 75 units with four share
-//! sizes, five batch sizes, three partitions) HiGHS finds plans but does not prove them within 30 s, where the
-//! paper reports 3.5 s with Gurobi: the pool sizes' big-M links leave the relaxation loose.
+//! sizes, five batch sizes, three partitions) it solves in seconds (`BENCH_APP=ppipe cargo bench -p jig-sim
+//! --bench solve`, BENCHMARKS.md).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -273,8 +274,86 @@ pub(crate) fn lcm_of_shares(classes: &[Class]) -> u32 {
     classes.iter().flat_map(|c| c.shares.iter().copied()).fold(1, |l, v| l / gcd(l, v) * v)
 }
 
+/// One way to run a candidate pipeline: a choice per partition, contiguous, at one batch size, within the
+/// budget end to end.
+#[derive(Debug, Clone)]
+struct Config<'a> {
+    choices: Vec<&'a Choice>,
+    latency_ms: f64,
+}
+
+impl Config<'_> {
+    /// Requests per second one virtual GPU of partition `d` serves.
+    fn rate(&self, d: usize) -> f64 {
+        f64::from(self.choices[d].batch) * 1e3 / self.choices[d].latency_ms
+    }
+
+    /// Units of each of `classes` classes one request per second takes, pools sized exactly.
+    fn cost(&self, classes: &[usize], count: usize) -> Vec<f64> {
+        let mut cost = vec![0.0; count];
+        for (d, c) in self.choices.iter().enumerate() {
+            cost[classes[d]] += 1.0 / (f64::from(c.share) * self.rate(d));
+        }
+        cost
+    }
+}
+
+/// A candidate with more configurations than this keeps only those no other makes cheaper in every class
+/// (see [`solve`]).
+const PARETO_ABOVE: usize = 64;
+
+/// Every configuration of `cand` within `budget_ms`.
+fn configs(cand: &Candidate, budget_ms: f64) -> Vec<Config<'_>> {
+    let mut out = Vec::new();
+    let mut stack: Vec<&Choice> = Vec::new();
+    fn walk<'a>(cand: &'a Candidate, budget: f64, stack: &mut Vec<&'a Choice>, out: &mut Vec<Config<'a>>) {
+        let d = stack.len();
+        let spent: f64 = stack.iter().map(|c| c.latency_ms + c.transfer_ms).sum();
+        if d == cand.choices.len() {
+            out.push(Config { choices: stack.clone(), latency_ms: spent });
+            return;
+        }
+        for c in &cand.choices[d] {
+            let follows = stack.last().is_none_or(|p| p.blocks.end == c.blocks.start && p.batch == c.batch);
+            if follows && spent + c.latency_ms + c.transfer_ms <= budget {
+                stack.push(c);
+                walk(cand, budget, stack, out);
+                stack.pop();
+            }
+        }
+    }
+    walk(cand, budget_ms, &mut stack, &mut out);
+    out
+}
+
+/// The configurations of `all` that no other takes less of every class for (and less of one).
+fn pareto<'a>(mut all: Vec<(Config<'a>, Vec<f64>)>) -> Vec<(Config<'a>, Vec<f64>)> {
+    all.sort_by(|a, b| a.1.iter().sum::<f64>().total_cmp(&b.1.iter().sum::<f64>()));
+    let mut front: Vec<(Config<'a>, Vec<f64>)> = Vec::new();
+    for (config, cost) in all {
+        let dominated = front.iter().any(|(_, f)| f.iter().zip(&cost).all(|(a, b)| a <= b));
+        if !dominated {
+            front.push((config, cost));
+        }
+    }
+    front
+}
+
 /// Plan `problem` as PPipe's MILP does (or its baseline, by [`PpipeProblem::scheme`]).
+///
+/// The program is A.2's over whole configurations of each candidate pipeline (its cut points, batch size and
+/// shares, within the budget end to end) rather than over each partition's choice apart, which is the same set
+/// of plans: a configuration's latency is then checked before the solve, and the relaxation cannot average a
+/// pipeline's latency over fractional choices (with per-partition choices its bound was four times the plans'
+/// at the paper's size). A candidate with more than [`PARETO_ABOVE`] configurations keeps those no other makes
+/// cheaper in units of every class per request per second: exact where pools may be any size, and near it where
+/// they are tens of units.
 pub fn solve(problem: &PpipeProblem, options: &SolveOptions) -> Result<PpipePlan, PlanError> {
+    solve_pruned(problem, options, PARETO_ABOVE)
+}
+
+/// [`solve`], keeping every configuration of a candidate that has at most `pareto_above` of them.
+fn solve_pruned(problem: &PpipeProblem, options: &SolveOptions, pareto_above: usize) -> Result<PpipePlan, PlanError> {
     let started = Instant::now();
     problem.check()?;
     let nothing_fits = || {
@@ -289,7 +368,21 @@ pub fn solve(problem: &PpipeProblem, options: &SolveOptions) -> Result<PpipePlan
         ))
     };
     let candidates = problem.candidates();
-    if candidates.is_empty() {
+    let per_candidate: Vec<Vec<Config>> = candidates
+        .iter()
+        .map(|cand| {
+            let all = configs(cand, problem.budget_ms());
+            if all.len() <= pareto_above {
+                return all;
+            }
+            let costed = all.into_iter().map(|c| {
+                let cost = c.cost(&cand.classes, problem.classes.len());
+                (c, cost)
+            });
+            pareto(costed.collect()).into_iter().map(|(c, _)| c).collect()
+        })
+        .collect();
+    if per_candidate.iter().all(Vec::is_empty) {
         return Err(nothing_fits());
     }
     let lcm = f64::from(lcm_of_shares(&problem.classes));
@@ -297,77 +390,37 @@ pub fn solve(problem: &PpipeProblem, options: &SolveOptions) -> Result<PpipePlan
     let mut rows = Vec::new();
     let mut objective = Expression::default();
     let mut units: Vec<Expression> = problem.classes.iter().map(|_| Expression::default()).collect();
-    // Per candidate: on, its batch choice, and per partition per choice (picked, pool size); its throughput.
-    struct Vars {
-        picked: Vec<Vec<good_lp::Variable>>,
-        count: Vec<Vec<good_lp::Variable>>,
+    // Per configuration: whether it runs, its pool sizes, its throughput.
+    let mut chosen: Vec<Vec<(good_lp::Variable, Vec<good_lp::Variable>)>> = Vec::new();
+    for (cand, configs) in candidates.iter().zip(&per_candidate) {
+        let mut one = Expression::default();
+        let mut here = Vec::new();
+        for config in configs {
+            let on = vars.add(variable().binary());
+            one += on;
+            let throughput = vars.add(variable().min(0));
+            objective += throughput;
+            let mut pools = Vec::new();
+            for (d, c) in config.choices.iter().enumerate() {
+                let k = cand.classes[d];
+                let most = f64::from(problem.classes[k].units * c.share);
+                let g = vars.add(variable().integer().min(0).max(most));
+                rows.push(constraint!(g <= most * on));
+                rows.push(constraint!(g >= on));
+                rows.push(constraint!(throughput <= config.rate(d) * g));
+                units[k].add_mul(lcm / f64::from(c.share), g);
+                pools.push(g);
+            }
+            if problem.scheme == Scheme::DartR && pools.len() == 2 {
+                // Replicated chains: as many units of the one class as of the other.
+                rows.push(constraint!(pools[0] == pools[1]));
+            }
+            here.push((on, pools));
+        }
+        rows.push(constraint!(one <= 1));
+        chosen.push(here);
     }
-    let mut all = Vec::with_capacity(candidates.len());
-    for cand in &candidates {
-        let on = vars.add(variable().binary());
-        let by_batch: HashMap<u32, good_lp::Variable> =
-            problem.batches.iter().map(|&b| (b, vars.add(variable().binary()))).collect();
-        rows.push(constraint!(by_batch.values().fold(Expression::default(), |e, &v| e + v) == on));
-        let throughput = vars.add(variable().min(0));
-        objective += throughput;
-        let (mut picked, mut count) = (Vec::new(), Vec::new());
-        let mut latency = Expression::default();
-        let mut pools: Vec<Expression> = Vec::new();
-        for (d, choices) in cand.choices.iter().enumerate() {
-            let class = &problem.classes[cand.classes[d]];
-            let p: Vec<_> = choices.iter().map(|_| vars.add(variable().binary())).collect();
-            let g: Vec<_> = choices
-                .iter()
-                .map(|c| vars.add(variable().integer().min(0).max(f64::from(class.units * c.share))))
-                .collect();
-            for &b in &problem.batches {
-                let of_batch = choices
-                    .iter()
-                    .zip(&p)
-                    .filter(|(c, _)| c.batch == b)
-                    .fold(Expression::default(), |e, (_, &v)| e + v);
-                rows.push(constraint!(of_batch == by_batch[&b]));
-            }
-            let mut rate = Expression::default();
-            let mut pool = Expression::default();
-            for (c, (&pv, &gv)) in choices.iter().zip(p.iter().zip(&g)) {
-                rows.push(constraint!(gv <= f64::from(class.units * c.share) * pv));
-                rows.push(constraint!(gv >= pv));
-                latency.add_mul(c.latency_ms + c.transfer_ms, pv);
-                rate.add_mul(f64::from(c.batch) * 1e3 / c.latency_ms, gv);
-                units[cand.classes[d]].add_mul(lcm / f64::from(c.share), gv);
-                pool += gv;
-            }
-            rows.push(constraint!(throughput <= rate));
-            pools.push(pool);
-            picked.push(p);
-            count.push(g);
-        }
-        // Contiguity: a partition ending at block j is followed by one starting at j, at the same batch size.
-        for d in 0..cand.choices.len().saturating_sub(1) {
-            for j in 1..problem.model.blocks {
-                for &b in &problem.batches {
-                    let sum = |d: usize, hit: &dyn Fn(&Choice) -> bool| {
-                        cand.choices[d]
-                            .iter()
-                            .zip(&picked[d])
-                            .filter(|(c, _)| c.batch == b && hit(c))
-                            .fold(Expression::default(), |e, (_, &v)| e + v)
-                    };
-                    let ends = sum(d, &|c| c.blocks.end == j);
-                    let starts = sum(d + 1, &|c| c.blocks.start == j);
-                    rows.push(constraint!(ends == starts));
-                }
-            }
-        }
-        rows.push(constraint!(latency <= problem.budget_ms()));
-        if problem.scheme == Scheme::DartR && cand.choices.len() == 2 {
-            // Replicated chains: as many units of the one class as of the other.
-            rows.push(constraint!(pools[0].clone() == pools[1].clone()));
-        }
-        all.push(Vars { picked, count });
-    }
-    // Ties go to the plan with fewer units: a unit is worth a millionth of the largest rate a unit serves.
+    // Ties go to the plan with fewer units: a unit is worth a millionth of a request per second.
     let mut used = Expression::default();
     for (k, class) in problem.classes.iter().enumerate() {
         rows.push(constraint!(units[k].clone() <= f64::from(class.units) * lcm));
@@ -390,31 +443,36 @@ pub fn solve(problem: &PpipeProblem, options: &SolveOptions) -> Result<PpipePlan
     let optimal = !matches!(solution.status(), SolutionStatus::TimeLimit);
     let mut pipelines = Vec::new();
     let mut units_used = vec![0.0; problem.classes.len()];
-    for (cand, v) in candidates.iter().zip(&all) {
-        let mut partitions = Vec::new();
-        let mut latency_ms = 0.0;
-        let mut batch = 0;
-        for (d, choices) in cand.choices.iter().enumerate() {
-            let Some(k) = (0..choices.len()).find(|&k| solution.value(v.picked[d][k]) > 0.5) else { break };
-            let c = &choices[k];
-            let count = solution.value(v.count[d][k]).round() as u32;
-            units_used[cand.classes[d]] += f64::from(count) / f64::from(c.share);
-            latency_ms += c.latency_ms + c.transfer_ms;
-            batch = c.batch;
-            partitions.push(Partition {
-                class: cand.classes[d],
-                share: c.share,
-                count,
-                blocks: c.blocks.clone(),
-                latency_ms: c.latency_ms,
-            });
-        }
-        if partitions.len() == cand.choices.len() {
-            let throughput_rps = partitions
+    for ((cand, configs), vars) in candidates.iter().zip(&per_candidate).zip(&chosen) {
+        for (config, (on, pools)) in configs.iter().zip(vars) {
+            if solution.value(*on) < 0.5 {
+                continue;
+            }
+            let partitions: Vec<Partition> = config
+                .choices
                 .iter()
-                .map(|p| f64::from(p.count) * f64::from(batch) * 1e3 / p.latency_ms)
+                .zip(pools)
+                .enumerate()
+                .map(|(d, (c, &g))| Partition {
+                    class: cand.classes[d],
+                    share: c.share,
+                    count: solution.value(g).round() as u32,
+                    blocks: c.blocks.clone(),
+                    latency_ms: c.latency_ms,
+                })
+                .collect();
+            for p in &partitions {
+                units_used[p.class] += f64::from(p.count) / f64::from(p.share);
+            }
+            let throughput_rps = (0..partitions.len())
+                .map(|d| f64::from(partitions[d].count) * config.rate(d))
                 .fold(f64::INFINITY, f64::min);
-            pipelines.push(Pipeline { partitions, batch, latency_ms, throughput_rps });
+            pipelines.push(Pipeline {
+                batch: config.choices[0].batch,
+                latency_ms: config.latency_ms,
+                throughput_rps,
+                partitions,
+            });
         }
     }
     if pipelines.is_empty() {
@@ -427,4 +485,67 @@ pub fn solve(problem: &PpipeProblem, options: &SolveOptions) -> Result<PpipePlan
         optimal,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two classes, the second slower on later blocks, with whole units and halves.
+    fn medium(units: [u32; 2]) -> PpipeProblem {
+        let mut latency_ms = HashMap::new();
+        for k in 0..2 {
+            for v in [1u32, 2] {
+                for b in [1u32, 2, 4] {
+                    for block in 0..4 {
+                        let base = if k == 0 { 1.0 } else { 1.2 + 0.6 * block as f64 };
+                        latency_ms.insert((k, v, b, block), base * f64::from(v).powf(0.8) * f64::from(b).powf(0.7));
+                    }
+                }
+            }
+        }
+        PpipeProblem {
+            model: BlockedModel { name: "m".into(), blocks: 4, latency_ms, output_bytes: vec![100_000; 4] },
+            classes: (0..2).map(|k| Class { name: format!("c{k}"), units: units[k], shares: vec![1, 2] }).collect(),
+            slo_ms: 50.0,
+            margin: 0.4,
+            batches: vec![1, 2, 4],
+            max_partitions: 3,
+            bandwidth_bytes_per_s: 1.25e9,
+            scheme: Scheme::PPipe,
+        }
+    }
+
+    #[test]
+    fn keeping_the_cheapest_configurations_loses_little() {
+        let options = SolveOptions::default();
+        for (units, within) in [([1, 3], 0.05), ([4, 12], 0.02)] {
+            let p = medium(units);
+            let most = p.candidates().iter().map(|c| configs(c, p.budget_ms()).len()).max().unwrap();
+            assert!(most > PARETO_ABOVE, "the case prunes: {most} configurations");
+            let (pruned, all) = (solve(&p, &options).unwrap(), solve_pruned(&p, &options, usize::MAX).unwrap());
+            assert!(pruned.throughput_rps <= all.throughput_rps + 1e-6);
+            assert!(
+                pruned.throughput_rps >= (1.0 - within) * all.throughput_rps,
+                "{units:?}: {} against {}",
+                pruned.throughput_rps,
+                all.throughput_rps
+            );
+        }
+    }
+
+    #[test]
+    fn a_configuration_cheaper_in_every_class_hides_the_other() {
+        let choice = Choice { share: 1, batch: 1, blocks: 0..1, latency_ms: 1.0, transfer_ms: 0.0 };
+        let config = || Config { choices: vec![&choice], latency_ms: 1.0 };
+        let front = pareto(vec![
+            (config(), vec![2.0, 1.0]),
+            (config(), vec![1.0, 2.0]),
+            (config(), vec![2.0, 2.0]), // dominated by both
+            (config(), vec![0.5, 3.0]),
+        ]);
+        let mut costs: Vec<Vec<f64>> = front.into_iter().map(|(_, c)| c).collect();
+        costs.sort_by(|a, b| a[0].total_cmp(&b[0]));
+        assert_eq!(costs, [vec![0.5, 3.0], vec![1.0, 2.0], vec![2.0, 1.0]]);
+    }
 }

@@ -12,6 +12,12 @@
 //! on 6, 8 and 12 cores re-planned at 10% more demand and with one class's latency SLO 10% looser, cold and from
 //! the first plan.
 //!
+//! `BENCH_APP=ppipe` runs PPipe's program (`jig_planner::ppipe`) at the paper's simulated cluster size (HC-L:
+//! 25 fast and 75 slow GPUs, shares of 1, 1/2, 1/3 and 1/4, batches 1–16, 10 blocks, up to three partitions)
+//! for PPipe, NP and DART-r, on a *synthetic* block profile (the slow class 1.5× slower on the first block and
+//! more on each later one, as PPipe §2 describes P4 against L4): the solver's time and the plans' throughput,
+//! medians over HiGHS seeds 0–4. It measures the solver, not a reproduction.
+//!
 //! `cargo bench -p jig-sim --bench solve`
 
 use std::time::Instant;
@@ -37,6 +43,7 @@ fn main() {
     match app_named.as_deref() {
         Some("compass") => return compass(options),
         Some("compass-ar") => return compass_ar(options),
+        Some("ppipe") => return ppipe(options),
         _ => {}
     }
     for app in PaperApp::ALL.into_iter().filter(|a| only_app.is_none_or(|o| o == *a)) {
@@ -105,6 +112,69 @@ fn main() {
 
 /// Compass against exhaustive search, on the AR assistant, and its re-plans cold and warm (medians over the
 /// same 11 seeds).
+fn ppipe(options: SolveOptions) {
+    use jig_planner::ppipe::{BlockedModel, Class, PpipeProblem, Scheme, solve};
+    let mut latency_ms = std::collections::HashMap::new();
+    for k in 0..2usize {
+        for v in [1u32, 2, 3, 4] {
+            for b in [1u32, 2, 4, 8, 16] {
+                for block in 0..10usize {
+                    let base = if k == 0 { 1.0 } else { 1.5 + 0.5 * block as f64 };
+                    latency_ms.insert((k, v, b, block), base * f64::from(v).powf(0.8) * f64::from(b).powf(0.7));
+                }
+            }
+        }
+    }
+    let problem = PpipeProblem {
+        model: BlockedModel { name: "synthetic".into(), blocks: 10, latency_ms, output_bytes: vec![200_000; 10] },
+        classes: vec![
+            Class { name: "fast".into(), units: 25, shares: vec![1, 2, 3, 4] },
+            Class { name: "slow".into(), units: 75, shares: vec![1, 2, 3, 4] },
+        ],
+        slo_ms: 60.0,
+        margin: 0.4,
+        batches: vec![1, 2, 4, 8, 16],
+        max_partitions: 3,
+        bandwidth_bytes_per_s: 1.25e9,
+        scheme: Scheme::PPipe,
+    };
+    println!("\nPPipe's program, HC-L size, synthetic block profile; medians over seeds 0-4");
+    println!(
+        "{:<8} {:>12} {:>10} {:>10} {:>12} {:>9}",
+        "scheme", "req/s", "fast used", "slow used", "median s", "max s"
+    );
+    for scheme in [Scheme::PPipe, Scheme::NoPartitioning, Scheme::DartR] {
+        let p = PpipeProblem { scheme, ..problem.clone() };
+        let plans: Vec<_> =
+            (0..5).map(|seed| solve(&p, &SolveOptions { random_seed: seed, ..options }).expect("ppipe")).collect();
+        let mut times: Vec<f64> = plans.iter().map(|plan| plan.seconds).collect();
+        times.sort_by(f64::total_cmp);
+        let plan = &plans[0];
+        println!(
+            "{:<8} {:>12.1} {:>10.2} {:>10.2} {:>12.2} {:>9.2}",
+            format!("{scheme:?}").chars().take(8).collect::<String>(),
+            plan.throughput_rps,
+            plan.units_used[0],
+            plan.units_used[1],
+            times[2],
+            times[4]
+        );
+        for pipeline in &plan.pipelines {
+            let parts: Vec<String> = pipeline
+                .partitions
+                .iter()
+                .map(|q| format!("{} × 1/{} {} blocks {:?}", q.count, q.share, p.classes[q.class].name, q.blocks))
+                .collect();
+            eprintln!(
+                "  {scheme:?}: batch {}, {:.1} req/s: {}",
+                pipeline.batch,
+                pipeline.throughput_rps,
+                parts.join(" → ")
+            );
+        }
+    }
+}
+
 fn compass(options: SolveOptions) {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let read = |path: &str| std::fs::read_to_string(format!("{root}/{path}")).expect(path);
