@@ -9,10 +9,13 @@
 //! * [`trace`]: demand traces, read from CSV or generated (a diurnal day).
 //! * [`simulate`]: re-planned plans run under a trace, with each bin's slices, violations, accuracy drop and
 //!   latency; rendered as text or SVG (Figure 4).
+//! * [`ppipe`]: PPipe's plans run by its reservation scheduler under Poisson arrivals: SLO attainment and the
+//!   largest load served at 99%.
 
 #![deny(missing_docs)]
 
 pub mod analytic;
 pub mod apps;
+pub mod ppipe;
 pub mod simulate;
 pub mod trace;
