@@ -87,12 +87,20 @@ def variants():
     return found
 
 
+def detect_config():
+    """The sign reader's `detect` task's config table (`{ max_side = ... }`), as the bundle deploys it."""
+    text = open(os.path.join(BUNDLE, "jig.toml")).read()
+    found = re.search(r'name = "detect"\n(?:[^\[\n][^\n]*\n)*?config = (\{[^\n]*\})', text)
+    return found.group(1) if found else "{}"
+
+
 def manifest(det, rec):
     return f"""name = "sign-reader-eval"
 [[tasks]]
 name = "detect"
 glue = "glue/ocr_detect.wasm"
 slot = "det"
+config = {detect_config()}
 [[tasks]]
 name = "recognize"
 glue = "glue/ocr_recognize.wasm"

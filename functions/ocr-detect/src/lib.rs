@@ -6,7 +6,9 @@
 //! **Model** (slot `det`, config `slot`): input `[1, 3, H, W]` `f32`, BGR, pixels scaled to `[-1, 1]`, H and W
 //! multiples of 32; output the text probability map `[1, 1, H, W]`.
 //!
-//! **Glue around it**: the image is scaled so its longer side is at most `max_side` (default 960); the map is
+//! **Glue around it**: the image is scaled up so its shorter side is at least `min_side` (default 0: as it is;
+//! PP-OCR's `limit_type = min` reading, which `rapidocr` uses with 736, grows small text to what the detector
+//! was trained on), then down so its longer side is at most `max_side` (default 960); the map is
 //! thresholded at `threshold` (0.3) and dilated; each connected region becomes a box turned as the region runs
 //! (its principal axis, for regions at least twice as long as thick and turned by at most 45°; others stay
 //! upright), scored by the mean probability inside it; boxes under `box_threshold` (0.5) or thinner than 3
@@ -46,6 +48,7 @@ pub struct Line {
 /// The glue's settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
+    pub min_side: u32,
     pub max_side: u32,
     pub threshold: f32,
     pub box_threshold: f32,
@@ -55,7 +58,7 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { max_side: 960, threshold: 0.3, box_threshold: 0.5, unclip: 1.6, top_k: 32 }
+        Settings { min_side: 0, max_side: 960, threshold: 0.3, box_threshold: 0.5, unclip: 1.6, top_k: 32 }
     }
 }
 
@@ -63,6 +66,7 @@ impl Settings {
     fn from_config() -> Result<Settings> {
         let d = Settings::default();
         let s = Settings {
+            min_side: jig_sdk::config_or("min_side", d.min_side)?,
             max_side: jig_sdk::config_or("max_side", d.max_side)?,
             threshold: jig_sdk::config_or("threshold", d.threshold)?,
             box_threshold: jig_sdk::config_or("box_threshold", d.box_threshold)?,
@@ -76,11 +80,12 @@ impl Settings {
     }
 }
 
-/// The detector's input for `image`: scaled (longer side ≤ `max_side`, both sides multiples of 32), BGR,
-/// in `[-1, 1]`.
-pub fn preprocess(image: &RgbImage, max_side: u32) -> Tensor {
+/// The detector's input for `image`: scaled (up until the shorter side is at least `min_side`, then down until
+/// the longer side is at most `max_side`, both sides multiples of 32), BGR, in `[-1, 1]`.
+pub fn preprocess(image: &RgbImage, min_side: u32, max_side: u32) -> Tensor {
     let (w, h) = image.dimensions();
-    let ratio = (max_side as f32 / w.max(h) as f32).min(1.0);
+    let up = (min_side as f32 / w.min(h).max(1) as f32).max(1.0);
+    let ratio = up.min(max_side as f32 / w.max(h) as f32);
     let round32 = |v: u32| ((v as f32 * ratio / 32.0).round() as u32).max(1) * 32;
     let mut resized = image::resize(image, round32(w), round32(h));
     image::swap_red_blue(&mut resized);
@@ -226,7 +231,7 @@ fn mean_inside(map: &[f32], width: usize, height: usize, b: &RotatedBox) -> f32 
 
 /// Detect the lines of `image` and pass each, framed as an envelope, to `emit`.
 pub fn detect(image: &RgbImage, s: &Settings, slot: &str, mut emit: impl FnMut(Vec<u8>)) -> Result<usize> {
-    let input = preprocess(image, s.max_side);
+    let input = preprocess(image, s.min_side, s.max_side);
     let (map_h, map_w) = (input.shape()[2] as usize, input.shape()[3] as usize);
     let outputs = jig_sdk::infer(slot, &[input])?;
     let map = outputs.first().ok_or_else(|| Error::internal("the detector returned no output"))?.view::<f32>()?;
@@ -340,11 +345,18 @@ mod tests {
     }
 
     #[test]
-    fn preprocess_keeps_multiples_of_32_and_the_side_limit() {
+    fn preprocess_keeps_multiples_of_32_and_the_side_limits() {
         let image = RgbImage::new(1000, 300);
-        let t = preprocess(&image, 960);
+        let t = preprocess(&image, 0, 960);
         assert_eq!(t.shape(), &[1, 3, 288, 960]);
-        let t = preprocess(&RgbImage::new(10, 10), 960);
+        let t = preprocess(&RgbImage::new(10, 10), 0, 960);
         assert_eq!(t.shape(), &[1, 3, 32, 32]);
+        // A small sign grows until its shorter side is min_side; the longer side still caps it.
+        let t = preprocess(&RgbImage::new(236, 120), 480, 960);
+        assert_eq!(t.shape(), &[1, 3, 480, 960], "236×120 × 4 = 944×480");
+        let t = preprocess(&RgbImage::new(400, 100), 480, 960);
+        assert_eq!(t.shape(), &[1, 3, 256, 960], "the longer side's 960 bounds it first: 960×240");
+        let t = preprocess(&image, 480, 960);
+        assert_eq!(t.shape(), &[1, 3, 288, 960], "a large image is not grown");
     }
 }
