@@ -21,14 +21,18 @@
 //! the rest of the units' models whole.
 //!
 //! Where it stands (issue 19): the program, checked against exhaustive search on small clusters
-//! (`planner/tests/ppipe_vs_exhaustive.rs`); block profiles from `jig profile`, `jig plan`, deployments and the
-//! simulator do not use it yet. At the paper's size (10 blocks, two classes of 25 and 75 units with four share
+//! (`planner/tests/ppipe_vs_exhaustive.rs`), planning `[ppipe]` specs ([`PpipeSpec`]) in `jig plan` and
+//! `jig simulate` (whose data plane is `jig_sim::ppipe`); deployments do not plan with it yet. At the paper's size (10 blocks, two classes of 25 and 75 units with four share
 //! sizes, five batch sizes, three partitions) it solves in seconds (`BENCH_APP=ppipe cargo bench -p jig-sim
 //! --bench solve`, BENCHMARKS.md).
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::ops::Range;
+use std::path::Path;
 use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
 
 use good_lp::solvers::highs::highs;
 use good_lp::{
@@ -97,8 +101,239 @@ pub struct PpipeProblem {
     pub scheme: Scheme,
 }
 
+/// A PPipe planning spec: a TOML file with a `[ppipe]` table, which `jig plan SPEC` and `jig simulate SPEC`
+/// read (README, "PPipe").
+///
+/// ```toml
+/// [ppipe]
+/// model = "ppocr-rec"
+/// blocks = ["block0", "block1", "block2"]   # the profile table's slots, one per block, in order
+/// output_bytes = [983040, 491520, 245760]   # each block's output per row; or `blocks_json`, as
+///                                           # partition_model.py writes it, for both
+/// profiles = "blocks.csv"                   # a profile table (`jig profile`'s format), relative to the spec
+/// slo_ms = 100
+/// margin = 0.4                              # default 0.4
+/// batches = [1, 2, 4, 8]                    # default: every batch size the table has
+/// max_partitions = 3                        # default 3
+/// bandwidth_gbps = 10                       # between partitions; default 10
+/// scheme = "ppipe"                          # or "np", "dart-r"
+/// classes = [                               # share v of a unit: the segment its rows were measured on
+///   { name = "fast", units = 4, segments = { 1 = "mps:0:100", 2 = "mps:0:50" } },
+///   { name = "slow", units = 12, segments = { 1 = "cpu:4" } },
+/// ]
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PpipeSpec {
+    /// The `[ppipe]` table.
+    pub ppipe: PpipeTable,
+}
+
+/// The `[ppipe]` table of a [`PpipeSpec`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PpipeTable {
+    /// The model's name.
+    pub model: String,
+    /// The profile table's slot of each block, in order (with `blocks_json`, default `block0`, `block1`, …).
+    #[serde(default)]
+    pub blocks: Vec<String>,
+    /// Bytes per row of each block's output.
+    #[serde(default)]
+    pub output_bytes: Vec<u64>,
+    /// `partition_model.py`'s blocks json, for the block count and output sizes.
+    pub blocks_json: Option<String>,
+    /// The profile table of the blocks.
+    pub profiles: String,
+    /// The latency SLO, ms.
+    pub slo_ms: f64,
+    /// The share of the SLO held back (default 0.4).
+    pub margin: Option<f64>,
+    /// Batch sizes (default: the table's).
+    #[serde(default)]
+    pub batches: Vec<u32>,
+    /// Partitions a pipeline may have (default 3).
+    pub max_partitions: Option<usize>,
+    /// Between partitions, Gbit/s (default 10).
+    pub bandwidth_gbps: Option<f64>,
+    /// `ppipe`, `np` or `dart-r` (default `ppipe`).
+    pub scheme: Option<String>,
+    /// The cluster's classes.
+    pub classes: Vec<ClassSpec>,
+}
+
+/// A class of a [`PpipeTable`]: its units, and per share size the segment its blocks were profiled on.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassSpec {
+    /// Its name.
+    pub name: String,
+    /// Units the cluster has.
+    pub units: u32,
+    /// Share `v` (1/v of a unit) → the profile table's segment measured on it.
+    pub segments: HashMap<String, String>,
+}
+
+impl Scheme {
+    /// The scheme a spec names: `ppipe`, `np` or `dart-r`.
+    pub fn parse(name: &str) -> Result<Scheme, PlanError> {
+        match name {
+            "ppipe" => Ok(Scheme::PPipe),
+            "np" => Ok(Scheme::NoPartitioning),
+            "dart-r" => Ok(Scheme::DartR),
+            other => Err(PlanError::Input(format!("scheme `{other}`: say `ppipe`, `np` or `dart-r`"))),
+        }
+    }
+
+    /// Its name in specs and output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::PPipe => "ppipe",
+            Scheme::NoPartitioning => "np",
+            Scheme::DartR => "dart-r",
+        }
+    }
+}
+
+impl PpipeProblem {
+    /// Read a PPipe spec (`[ppipe]`, above) and the files it names, relative to it.
+    pub fn from_spec_file(path: &Path) -> Result<PpipeProblem, PlanError> {
+        let at = |what: &str| format!("{}: {what}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| PlanError::Input(at(&e.to_string())))?;
+        let spec: PpipeSpec = toml::from_str(&text).map_err(|e| PlanError::Input(at(&e.to_string())))?;
+        let t = spec.ppipe;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let (mut blocks, mut output_bytes) = (t.blocks, t.output_bytes);
+        if let Some(json) = &t.blocks_json {
+            let file = dir.join(json);
+            let text = std::fs::read_to_string(&file).map_err(|e| {
+                PlanError::Input(format!("{}: {e}; cut the model with partition_model.py", file.display()))
+            })?;
+            #[derive(Deserialize)]
+            struct Blocks {
+                blocks: Vec<Block>,
+            }
+            #[derive(Deserialize)]
+            struct Block {
+                output_bytes_per_row: u64,
+            }
+            let read: Blocks =
+                serde_json::from_str(&text).map_err(|e| PlanError::Input(format!("{}: {e}", file.display())))?;
+            output_bytes = read.blocks.iter().map(|b| b.output_bytes_per_row).collect();
+            if blocks.is_empty() {
+                blocks = (0..output_bytes.len()).map(|i| format!("block{i}")).collect();
+            }
+        }
+        if blocks.len() != output_bytes.len() {
+            return Err(PlanError::Input(at(&format!(
+                "{} blocks but {} output sizes: give one `output_bytes` per block, or `blocks_json`",
+                blocks.len(),
+                output_bytes.len()
+            ))));
+        }
+        let table = dir.join(&t.profiles);
+        let text = std::fs::read_to_string(&table).map_err(|e| {
+            PlanError::Input(format!("{}: {e}; profile the blocks with `jig profile`", table.display()))
+        })?;
+        let rows =
+            crate::profile::from_csv(&text).map_err(|e| PlanError::Input(format!("{}: {e}", table.display())))?;
+        let mut classes = Vec::new();
+        let mut latency_ms = HashMap::new();
+        for (k, class) in t.classes.iter().enumerate() {
+            let mut shares = Vec::new();
+            for (share, segment) in &class.segments {
+                let v: u32 = share.parse().ok().filter(|&v| v >= 1).ok_or_else(|| {
+                    PlanError::Input(at(&format!("class `{}`: share `{share}` is not a whole number ≥ 1", class.name)))
+                })?;
+                shares.push(v);
+                for (block, slot) in blocks.iter().enumerate() {
+                    let mut found = false;
+                    for row in rows.iter().filter(|r| &r.slot == slot && &r.segment == segment) {
+                        latency_ms.insert((k, v, row.batch, block), row.p95_ms);
+                        found = true;
+                    }
+                    if !found {
+                        return Err(PlanError::Input(format!(
+                            "{}: no row of block `{slot}` on segment `{segment}` (class `{}`, share 1/{v}); profile it                              there",
+                            table.display(),
+                            class.name
+                        )));
+                    }
+                }
+            }
+            shares.sort_unstable();
+            classes.push(Class { name: class.name.clone(), units: class.units, shares });
+        }
+        let mut batches = t.batches;
+        if batches.is_empty() {
+            batches = latency_ms.keys().map(|&(_, _, b, _)| b).collect();
+            batches.sort_unstable();
+            batches.dedup();
+        }
+        Ok(PpipeProblem {
+            model: BlockedModel { name: t.model, blocks: blocks.len(), latency_ms, output_bytes },
+            classes,
+            slo_ms: t.slo_ms,
+            margin: t.margin.unwrap_or(0.4),
+            batches,
+            max_partitions: t.max_partitions.unwrap_or(3),
+            bandwidth_bytes_per_s: t.bandwidth_gbps.unwrap_or(10.0) * 1e9 / 8.0,
+            scheme: t.scheme.as_deref().map(Scheme::parse).transpose()?.unwrap_or_default(),
+        })
+    }
+
+    /// Whether the TOML at `path` is a PPipe spec (has a `[ppipe]` table).
+    pub fn is_spec(path: &Path) -> bool {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| toml::from_str::<toml::Table>(&text).ok())
+            .is_some_and(|table| table.contains_key("ppipe"))
+    }
+}
+
+impl PpipePlan {
+    /// The plan as `jig plan` prints it.
+    pub fn to_text(&self, problem: &PpipeProblem) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "model {}: {} plan, {:.1} req/s within {:.0} ms less {:.0}% ({}, {:.2} s)",
+            problem.model.name,
+            problem.scheme.name(),
+            self.throughput_rps,
+            problem.slo_ms,
+            problem.margin * 100.0,
+            if self.optimal { "optimal" } else { "time limit" },
+            self.seconds
+        );
+        for (k, class) in problem.classes.iter().enumerate() {
+            let _ = writeln!(out, "  {}: {:.2} of {} units", class.name, self.units_used[k], class.units);
+        }
+        for p in &self.pipelines {
+            let parts: Vec<String> = p
+                .partitions
+                .iter()
+                .map(|q| {
+                    let share = if q.share == 1 { String::new() } else { format!(" 1/{}", q.share) };
+                    let (a, b) = (q.blocks.start, q.blocks.end - 1);
+                    format!("blocks {a}–{b} on {} × {}{share}", q.count, problem.classes[q.class].name)
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  batch {}: {} ({:.1} ms, {:.1} req/s)",
+                p.batch,
+                parts.join(" → "),
+                p.latency_ms,
+                p.throughput_rps
+            );
+        }
+        out
+    }
+}
+
 /// One partition of a planned pipeline: its blocks, served by `count` shares of `1/share` of a unit of `class`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Partition {
     /// Index into [`PpipeProblem::classes`].
     pub class: usize,
@@ -113,7 +348,7 @@ pub struct Partition {
 }
 
 /// A planned pooled pipeline.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pipeline {
     /// Its partitions, in order.
     pub partitions: Vec<Partition>,
@@ -126,7 +361,7 @@ pub struct Pipeline {
 }
 
 /// PPipe's plan.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PpipePlan {
     /// The pipelines that run.
     pub pipelines: Vec<Pipeline>,

@@ -289,3 +289,57 @@ fn simulate_replays_a_trace_through_plans_and_names_the_bad_line_of_a_trace() {
     assert_ne!(output.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("bad.csv: line 3"), "{stderr}");
 }
+
+/// A PPipe spec (`[ppipe]`): its block profile table in `jig profile`'s format, two classes; `jig plan --each`
+/// prints PPipe's, NP's and DART-r's plans, `jig simulate` the load each serves at 99%; a block the table lacks
+/// on a class's segment is named.
+#[test]
+fn a_ppipe_spec_plans_and_simulates_pooled_pipelines() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n");
+    // The slow class is close on block 0 and far behind on block 1.
+    for (segment, block0, block1) in [("mps:0:100", 10.0, 10.0), ("cpu:4", 12.0, 60.0)] {
+        for batch in [1u32, 2, 4] {
+            let scale = f64::from(batch).powf(0.6);
+            for (slot, ms) in [("b0", block0 * scale), ("b1", block1 * scale)] {
+                csv.push_str(&format!("{slot},m,{segment},{batch},{ms},{ms},{},test\n", f64::from(batch) * 1e3 / ms));
+            }
+        }
+    }
+    std::fs::write(dir.path().join("blocks.csv"), csv).unwrap();
+    let spec = r#"
+[ppipe]
+model = "cnn"
+blocks = ["b0", "b1"]
+output_bytes = [1000000, 4000]
+profiles = "blocks.csv"
+slo_ms = 100
+max_partitions = 2
+classes = [
+  { name = "gpu", units = 1, segments = { 1 = "mps:0:100" } },
+  { name = "cores", units = 3, segments = { 1 = "cpu:4" } },
+]
+"#;
+    let path = dir.path().join("ppipe.toml");
+    std::fs::write(&path, spec).unwrap();
+    let output = run(jig().arg("plan").arg(&path).arg("--each"), b"");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("model cnn: ppipe plan") && stdout.contains("blocks 0–0 on"), "{stdout}");
+    assert!(stdout.contains("model cnn: np plan") && stdout.contains("model cnn: dart-r plan"), "{stdout}");
+
+    let output = run(jig().arg("simulate").arg(&path), b"");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let factor = |scheme: &str| -> f64 {
+        let line = stdout.lines().find(|l| l.starts_with(scheme)).unwrap_or_else(|| panic!("{stdout}"));
+        line.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    assert!(factor("ppipe ") > factor("np "), "{stdout}");
+
+    std::fs::write(&path, spec.replace("cpu:4", "cpu:8")).unwrap();
+    let output = run(jig().arg("plan").arg(&path), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no row of block `b0` on segment `cpu:8` (class `cores`"), "{stderr}");
+}

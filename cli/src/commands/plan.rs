@@ -7,6 +7,7 @@
 //! jig plan --app traffic [--slices 28] [--demand 100] [--features all|unopt|A+S|…] [--each]
 //! jig plan --max-demand [--app traffic|social|ar|all] [--slices 840]   the paper's Figure 3
 //! jig plan … --mig-config FILE                               also write the plan's MIG layout (nvidia-mig-parted)
+//! jig plan PPIPE_SPEC.toml [--each]                          PPipe's pooled pipelines (a `[ppipe]` spec)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -113,6 +114,9 @@ impl PlanCommand {
     /// What `jig plan` prints.
     fn plan(&self) -> anyhow::Result<String> {
         self.check()?;
+        if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::ppipe::PpipeProblem::is_spec(s)) {
+            return plan_ppipe(self, spec);
+        }
         if self.max_demand {
             return run_max_demand(self);
         }
@@ -166,6 +170,30 @@ fn plan_problem(args: &PlanCommand, problem: &Problem) -> anyhow::Result<String>
             Ok(plan) if args.json => plans.push(serde_json::to_value(&plan)?),
             Ok(plan) => out.push_str(&plan.to_text()),
             Err(e) if args.each => out.push_str(&format!("[{f}] {e}\n")),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if args.json {
+        out = serde_json::to_string_pretty(&plans)?;
+    }
+    Ok(out)
+}
+
+/// Plan a PPipe spec: its scheme, or with --each PPipe, NP and DART-r.
+fn plan_ppipe(args: &PlanCommand, spec: &Path) -> anyhow::Result<String> {
+    use jig_planner::ppipe::{PpipeProblem, Scheme, solve};
+    let problem = PpipeProblem::from_spec_file(spec)?;
+    let schemes =
+        if args.each { vec![Scheme::PPipe, Scheme::NoPartitioning, Scheme::DartR] } else { vec![problem.scheme] };
+    let options = SolveOptions { time_limit_s: args.time_limit, ..SolveOptions::default() };
+    let mut out = String::new();
+    let mut plans = Vec::new();
+    for scheme in schemes {
+        let p = PpipeProblem { scheme, ..problem.clone() };
+        match solve(&p, &options) {
+            Ok(plan) if args.json => plans.push(serde_json::json!({ "scheme": scheme.name(), "plan": plan })),
+            Ok(plan) => out.push_str(&plan.to_text(&p)),
+            Err(e) if args.each => out.push_str(&format!("[{}] {e}\n", scheme.name())),
             Err(e) => return Err(e.into()),
         }
     }

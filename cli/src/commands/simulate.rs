@@ -23,6 +23,7 @@ use crate::problem::{Source, parse_features, read_status};
 /// jig simulate SPEC.toml --profiles profiles.csv --trace day.csv [...]
 /// jig simulate BUNDLE_DIR --trace day.csv [--demand RPS | --replan-threshold 0.2] [--observed status.json]
 ///                                                                   (mounted by the `jig` binary)
+/// jig simulate PPIPE_SPEC.toml [--seed 1]          PPipe, NP and DART-r: the load each serves at 99% in time
 /// ```
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateCommand {
@@ -111,8 +112,49 @@ pub struct SimulateCommand {
 }
 
 impl SimulateCommand {
+    /// PPipe's comparison on a `[ppipe]` spec (§7.2): each scheme's plan run by PPipe's data plane under 30 s
+    /// of Poisson arrivals, and the largest load it serves with 99% of requests in time, as a share of PPipe's
+    /// plan (the paper's load factor) and in requests per second.
+    fn simulate_ppipe(&self, spec: &std::path::Path) -> anyhow::Result<String> {
+        use jig_planner::ppipe::{PpipeProblem, Scheme, solve};
+        use std::fmt::Write as _;
+        let problem = PpipeProblem::from_spec_file(spec)?;
+        let options = SolveOptions { time_limit_s: self.time_limit, ..SolveOptions::default() };
+        let mut out = format!(
+            "model {}: the largest load served with 99% of requests within {:.0} ms (30 s of Poisson arrivals)\n\
+             {:<8} {:>14} {:>14} {:>12}\n",
+            problem.model.name, problem.slo_ms, "scheme", "planned req/s", "served req/s", "load factor"
+        );
+        let mut reference = None;
+        for scheme in [Scheme::PPipe, Scheme::NoPartitioning, Scheme::DartR] {
+            let p = PpipeProblem { scheme, ..problem.clone() };
+            match solve(&p, &options) {
+                Ok(plan) => {
+                    let served = jig_sim::ppipe::max_load_factor(&p, &plan, 30.0, self.seed) * plan.throughput_rps;
+                    let base = *reference.get_or_insert(plan.throughput_rps);
+                    let _ = writeln!(
+                        out,
+                        "{:<8} {:>14.1} {:>14.1} {:>12.2}",
+                        scheme.name(),
+                        plan.throughput_rps,
+                        served,
+                        served / base
+                    );
+                }
+                Err(e) => {
+                    let _ = writeln!(out, "{:<8} {e}", scheme.name());
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Simulate and print the summary (or the bins as JSON).
     pub fn run(self) -> anyhow::Result<ExitCode> {
+        if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::ppipe::PpipeProblem::is_spec(s)) {
+            print!("{}", self.simulate_ppipe(spec)?);
+            return Ok(ExitCode::SUCCESS);
+        }
         let (target, app, profiles) = (self.spec.as_deref(), self.app.as_deref(), self.profiles.as_deref());
         let source =
             Source::resolve(target, app, profiles, false, "give a spec file, a bundle directory or --app NAME")?;
