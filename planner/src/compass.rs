@@ -20,7 +20,7 @@
 //! the ones before it left and with instances of its own: Compass's baseline. MIG segments are left out (their
 //! layouts are JigsawServe's MILP's). Deployments (`jig_app`) and `jig simulate` route each class's requests
 //! over its routes. A re-plan starts from the running plan's instances and the routes through them that still
-//! meet the classes' SLOs ([`reuse`]), within the re-plan budget.
+//! meet the classes' SLOs (`reuse`), within the re-plan budget.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -70,7 +70,7 @@ struct Budget {
 }
 
 /// Plan `problem`'s classes as Compass does (or each alone, as its baseline, with `[compass] alone`), starting
-/// from `previous`, the running plan's instances, where there is one (a re-plan: see [`reuse`]).
+/// from `previous`, the running plan's instances, where there is one (a re-plan: see `reuse`).
 pub fn solve(problem: &Problem, options: &SolveOptions, previous: &[Assignment]) -> Result<Solved, PlanError> {
     let started = Instant::now();
     let order = crate::ipa::chain(problem, "Compass")?;

@@ -580,7 +580,7 @@ fn pareto<'a>(mut all: Vec<(Config<'a>, Vec<f64>)>) -> Vec<(Config<'a>, Vec<f64>
 /// shares, within the budget end to end) rather than over each partition's choice apart, which is the same set
 /// of plans: a configuration's latency is then checked before the solve, and the relaxation cannot average a
 /// pipeline's latency over fractional choices (with per-partition choices its bound was four times the plans'
-/// at the paper's size). A candidate with more than [`PARETO_ABOVE`] configurations keeps those no other makes
+/// at the paper's size). A candidate with more than `PARETO_ABOVE` (64) configurations keeps those no other makes
 /// cheaper in units of every class per request per second: exact where pools may be any size, and near it where
 /// they are tens of units.
 pub fn solve(problem: &PpipeProblem, options: &SolveOptions) -> Result<PpipePlan, PlanError> {
