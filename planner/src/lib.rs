@@ -16,7 +16,8 @@
 //! * [`milp`]: the formulation below, solved by `good_lp` + HiGHS; when no plan exists, it names the binding
 //!   constraint by solving relaxations.
 //! * [`ipa`]: IPA's integer program; [`compass`]: Compass's, over query classes; [`ppipe`]: PPipe's, over a
-//!   model cut into blocks and pools of segment classes (their module docs).
+//!   model cut into blocks and pools of segment classes; [`gpulet`]: gpu-lets' elastic partitioning of GPUs
+//!   into MPS shares, with Nexus's squishy bin packing as its baseline (their module docs).
 //! * [`baselines`]: the A/S/T switches and Appendix B's static budgets.
 //! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
 //! * [`placement`]: MIG instances onto GPUs by the plan's layouts (or the cheapest packing into valid
@@ -178,6 +179,7 @@ pub mod compass;
 pub mod error;
 pub mod evaluate;
 pub mod exhaustive;
+pub mod gpulet;
 pub mod ipa;
 pub mod max_demand;
 pub mod mig_parted;

@@ -20,6 +20,12 @@
 //! arrivals): the largest load factor it serves with 99% of requests within the SLO. It measures the solver and
 //! exercises the simulation; it reproduces nothing.
 //!
+//! `BENCH_APP=gpulet` runs gpu-lets (`jig_planner::gpulet`) against Nexus's squishy bin packing on the paper's
+//! three request scenarios (Table 5: equal, long-only, short-skew) on 4 GPUs: the largest multiple of the rates
+//! each schedules (the paper's maximum schedulable throughput), with the analytic model's H100 latencies on MPS
+//! shares of 20–100% (fitted to measured bare ONNX Runtime, `simulator/src/analytic.rs`) for the paper's models
+//! or their nearest measured family, without interference.
+//!
 //! `cargo bench -p jig-sim --bench solve`
 
 use std::time::Instant;
@@ -46,6 +52,7 @@ fn main() {
         Some("compass") => return compass(options),
         Some("compass-ar") => return compass_ar(options),
         Some("ppipe") => return ppipe(options),
+        Some("gpulet") => return gpulet(),
         _ => {}
     }
     for app in PaperApp::ALL.into_iter().filter(|a| only_app.is_none_or(|o| o == *a)) {
@@ -114,6 +121,48 @@ fn main() {
 
 /// Compass against exhaustive search, on the AR assistant, and its re-plans cold and warm (medians over the
 /// same 11 seeds).
+fn gpulet() {
+    use jig_planner::gpulet::{GpuletModel, GpuletProblem, elastic, max_scale, no_interference, squishy};
+    use jig_planner::spec::SegmentKind;
+    // The paper's five models (Table 4), each as the nearest family measured on the H100: LeNet as ResNet-18
+    // (no smaller model was measured), GoogLeNet as EfficientNet-B0, SSD-MobileNet as YOLOv5s.
+    let stand_ins =
+        [("le", "resnet18"), ("goo", "efficientnet-b0"), ("res", "resnet50"), ("ssd", "yolov5s"), ("vgg", "vgg16")];
+    let model = |(name, family): (&str, &str), rate: f64| {
+        let cost = jig_sim::apps::model_cost(family).expect("a measured family");
+        let mut latency_ms = std::collections::BTreeMap::new();
+        for size in [20u32, 40, 50, 60, 80, 100] {
+            for b in [1u32, 2, 4, 8, 16, 32] {
+                if let Some((ms, _)) = cost.predict(SegmentKind::Mps { percent: size as u8 }, b) {
+                    latency_ms.insert((size, b), ms);
+                }
+            }
+        }
+        // The paper's SLO: twice the model's latency on the whole GPU at batch 32.
+        let slo_ms = 2.0 * latency_ms[&(100, 32)];
+        GpuletModel { name: format!("{name} ({family})"), rate_rps: rate, slo_ms, latency_ms }
+    };
+    let scenarios: [(&str, [f64; 5]); 3] = [
+        ("equal", [50.0, 50.0, 50.0, 50.0, 50.0]),
+        ("long-only", [0.0, 0.0, 100.0, 100.0, 100.0]),
+        ("short-skew", [100.0, 100.0, 100.0, 50.0, 50.0]),
+    ];
+    println!("\ngpu-lets against squishy bin packing (SBP), 4 GPUs, analytic H100 latencies, no interference");
+    println!("{:<12} {:>14} {:>14} {:>8}", "scenario", "SBP req/s", "gpulet req/s", "gain");
+    let mut gains = Vec::new();
+    for (name, rates) in scenarios {
+        let models: Vec<GpuletModel> =
+            stand_ins.iter().zip(rates).filter(|(_, r)| *r > 0.0).map(|(&m, r)| model(m, r)).collect();
+        let total: f64 = models.iter().map(|m| m.rate_rps).sum();
+        let p = GpuletProblem { models, gpus: 4, splits: vec![20, 40, 50] };
+        let (sbp, gpulet) = (max_scale(&p, squishy), max_scale(&p, |q| elastic(q, &no_interference)));
+        gains.push(gpulet / sbp - 1.0);
+        println!("{name:<12} {:>14.0} {:>14.0} {:>7.1}%", sbp * total, gpulet * total, (gpulet / sbp - 1.0) * 100.0);
+    }
+    let mean = gains.iter().sum::<f64>() / gains.len() as f64;
+    println!("mean gain {:.1}% (the paper: +106.0% for gpulet over SBP, over these three and two apps)", mean * 100.0);
+}
+
 fn ppipe(options: SolveOptions) {
     use jig_planner::ppipe::{BlockedModel, Class, PpipeProblem, Scheme, solve};
     let mut latency_ms = std::collections::HashMap::new();

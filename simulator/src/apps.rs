@@ -95,6 +95,12 @@ const fn tts(t_fixed: f64, w: f64, weights_gb: f64) -> ModelCost {
 
 const TTS: [VariantDef; 2] = [("glow-tts", 3.76, tts(8.0, 12.0, 0.1), &[]), ("vits", 4.38, tts(10.0, 20.0, 0.15), &[])];
 
+/// The fitted cost of one of the measured model families by name (`resnet50`, `vgg16`, `yolov5s`,
+/// `efficientnet-b0`, …): what other planners' evaluations (gpu-lets) run the paper's families with.
+pub fn model_cost(name: &str) -> Option<ModelCost> {
+    RESNET.iter().chain(&YOLO_TRAFFIC).chain(&EFFICIENTNET).chain(&VGG).find(|v| v.0 == name).map(|v| v.2)
+}
+
 impl PaperApp {
     /// All three.
     pub const ALL: [PaperApp; 3] = [Self::SocialMedia, Self::TrafficAnalysis, Self::ArAssistant];

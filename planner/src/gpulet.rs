@@ -1,0 +1,337 @@
+//! gpu-lets (Choi et al., "Serving Heterogeneous Machine Learning Models on Multi-GPU Servers with
+//! Spatio-Temporal Sharing", USENIX ATC 2022): several models on a few GPUs, each GPU whole or split in two
+//! *gpu-lets* (MPS shares such as 20/80, 40/60, 50/50), each gpu-let serving one model or, temporally shared,
+//! several in a duty cycle. [`elastic`] is the paper's Algorithm 1; [`squishy`], Nexus's squishy bin packing
+//! (whole GPUs, temporal sharing only), its baseline; [`max_scale`], the paper's metric: the largest multiple of
+//! the request rates a scheduler fits on the GPUs.
+//!
+//! Serving a gpu-let follows Nexus's duty cycle, which both share: every cycle of `D` ms each model on the
+//! gpu-let runs one batch of the requests that arrived during the last cycle (`b = ⌈rate · D⌉`), one after the
+//! other; it holds when the batches fit the cycle (`Σ L(b) ≤ D`) and a request's wait for its batch plus the
+//! batch meets its SLO (`D + L(b) ≤ SLO`). A model alone on a gpu-let at its largest batch within `SLO / 2`
+//! serves `b / L(b)`. Batch sizes the profile lacks take the next larger one's latency.
+//!
+//! Decisions the paper leaves open: the knee ([`knee`]) is the largest discrete curvature of the normalised
+//! rate-against-size curve; `p_ideal` is rounded up to a split size the GPU offers; a model's share of its rate
+//! is what the gpu-let serves of what is left of it; "temporally sharable" is the duty cycle above; a gpu-let's
+//! interference is the extra latency `intf(model, size, neighbour)` gives, neighbour being what runs on the other
+//! half of its GPU (none before that half is allocated).
+
+use std::collections::BTreeMap;
+
+use crate::error::PlanError;
+
+/// A model to serve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuletModel {
+    /// Its name.
+    pub name: String,
+    /// Requests per second.
+    pub rate_rps: f64,
+    /// Its latency SLO, ms.
+    pub slo_ms: f64,
+    /// Batch latency, ms, by (gpu-let size in percent of a GPU, batch size).
+    pub latency_ms: BTreeMap<(u32, u32), f64>,
+}
+
+/// What gpu-lets plans: models on `gpus` GPUs, each whole or split into `(p, 100 − p)` for `p` in `splits`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuletProblem {
+    /// The models.
+    pub models: Vec<GpuletModel>,
+    /// GPUs.
+    pub gpus: u32,
+    /// The smaller halves a GPU may be split into, percent (the paper: 20, 40, 50, 60, 80 as pairs).
+    pub splits: Vec<u32>,
+}
+
+/// One model's load on a gpu-let.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    /// Index into [`GpuletProblem::models`].
+    pub model: usize,
+    /// Requests per second it serves here.
+    pub rate_rps: f64,
+    /// Its batch per duty cycle.
+    pub batch: u32,
+}
+
+/// A gpu-let and what it serves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gpulet {
+    /// The GPU it is part of.
+    pub gpu: u32,
+    /// Its size, percent of the GPU.
+    pub size: u32,
+    /// The models it serves, temporally shared when several.
+    pub loads: Vec<Load>,
+    /// Its duty cycle, ms.
+    pub duty_ms: f64,
+}
+
+/// A schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuletPlan {
+    /// The gpu-lets with models.
+    pub gpulets: Vec<Gpulet>,
+    /// GPUs holding at least one of them.
+    pub gpus_used: u32,
+}
+
+/// Extra latency, ms, of `model` on a gpu-let of `size` percent beside `neighbour` (model and size) on the same
+/// GPU; `None` when the other half is free.
+pub type Interference<'a> = &'a dyn Fn(usize, u32, Option<(usize, u32)>) -> f64;
+
+/// No interference: the paper's `gpulet` row.
+pub fn no_interference(_: usize, _: u32, _: Option<(usize, u32)>) -> f64 {
+    0.0
+}
+
+impl GpuletModel {
+    /// Latency of batch `b` on `size`: the profiled batch, else the next larger one's.
+    fn latency(&self, size: u32, b: u32) -> Option<f64> {
+        self.latency_ms.range((size, b)..=(size, u32::MAX)).next().map(|(_, &ms)| ms)
+    }
+
+    /// The largest batch profiled on `size`.
+    fn largest_batch(&self, size: u32) -> u32 {
+        self.latency_ms.range((size, 0)..=(size, u32::MAX)).next_back().map_or(0, |(&(_, b), _)| b)
+    }
+
+    /// What a gpu-let of `size` serves of this model alone, with `extra` ms of interference: the best rate over
+    /// the batches whose latency is within half the SLO, and that batch.
+    fn capacity(&self, size: u32, extra: f64) -> Option<(f64, u32)> {
+        self.latency_ms
+            .range((size, 0)..=(size, u32::MAX))
+            .filter(|&(_, &ms)| ms + extra <= self.slo_ms / 2.0)
+            .map(|(&(_, b), &ms)| (f64::from(b) * 1e3 / (ms + extra), b))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    }
+}
+
+/// The duty cycle on which `loads` (model, rate) share a gpu-let of `size`, and each one's batch: the longest
+/// cycle that holds (more batching), from a grid of 256 lengths up to the tightest SLO.
+fn duty_cycle(p: &GpuletProblem, size: u32, loads: &[(usize, f64)], extra: &[f64]) -> Option<(f64, Vec<u32>)> {
+    let tightest = loads.iter().map(|&(m, _)| p.models[m].slo_ms).fold(f64::INFINITY, f64::min);
+    (1..=256).rev().map(|k| tightest * f64::from(k) / 256.0).find_map(|duty| {
+        let mut busy = 0.0;
+        let mut batches = Vec::with_capacity(loads.len());
+        for (&(m, rate), &extra) in loads.iter().zip(extra) {
+            let model = &p.models[m];
+            let b = ((rate * duty / 1e3).ceil() as u32).max(1);
+            if b > model.largest_batch(size) {
+                return None;
+            }
+            let ms = model.latency(size, b)? + extra;
+            if duty + ms > model.slo_ms {
+                return None;
+            }
+            busy += ms;
+            batches.push(b);
+        }
+        (busy <= duty).then_some((duty, batches))
+    })
+}
+
+/// The gpu-let size where serving `model` is most cost-effective: the knee of its rate against size, where the
+/// discrete curvature of the normalised curve is largest (the whole GPU without an interior point).
+pub fn knee(p: &GpuletProblem, model: usize) -> u32 {
+    let sizes = sizes(p);
+    let points: Vec<(f64, f64)> = sizes
+        .iter()
+        .filter_map(|&s| p.models[model].capacity(s, 0.0).map(|(rate, _)| (f64::from(s) / 100.0, rate)))
+        .collect();
+    let top = points.iter().map(|&(_, y)| y).fold(0.0, f64::max);
+    if points.len() < 3 || top <= 0.0 {
+        return 100;
+    }
+    let y: Vec<f64> = points.iter().map(|&(_, y)| y / top).collect();
+    let x: Vec<f64> = points.iter().map(|&(x, _)| x).collect();
+    (1..points.len() - 1)
+        .map(|i| {
+            let slope = (y[i + 1] - y[i - 1]) / (x[i + 1] - x[i - 1]);
+            let bend = 2.0 * ((y[i + 1] - y[i]) / (x[i + 1] - x[i]) - (y[i] - y[i - 1]) / (x[i] - x[i - 1]))
+                / (x[i + 1] - x[i - 1]);
+            (bend.abs() / (1.0 + slope * slope).powf(1.5), (x[i] * 100.0).round() as u32)
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or(100, |(_, size)| size)
+}
+
+/// Every gpu-let size: the split sizes, their complements, and the whole GPU, ascending.
+fn sizes(p: &GpuletProblem) -> Vec<u32> {
+    let mut all: Vec<u32> = p.splits.iter().flat_map(|&s| [s, 100 - s]).chain([100]).filter(|&s| s > 0).collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// The paper's Algorithm 1 (`ELASTICPARTITIONING`), with interference `intf`.
+pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, PlanError> {
+    let sizes = sizes(p);
+    // Free gpu-lets: (gpu, size); every GPU starts whole.
+    let mut remain: Vec<(u32, u32)> = (0..p.gpus).map(|g| (g, 100)).collect();
+    let mut alloc: Vec<Gpulet> = Vec::new();
+    let neighbour = |alloc: &[Gpulet], gpu: u32, size: u32| {
+        alloc
+            .iter()
+            .find(|a| a.gpu == gpu && a.size == 100 - size)
+            .and_then(|a| a.loads.first())
+            .map(|l| (l.model, 100 - size))
+    };
+    let mut order: Vec<usize> = (0..p.models.len()).collect();
+    order.sort_by(|&a, &b| p.models[b].rate_rps.total_cmp(&p.models[a].rate_rps));
+    for m in order {
+        let model = &p.models[m];
+        let mut assigned = 0.0;
+        while model.rate_rps - assigned > 1e-9 {
+            let left = model.rate_rps - assigned;
+            let p_req =
+                sizes.iter().copied().find(|&s| model.capacity(s, 0.0).is_some_and(|(r, _)| r >= left)).unwrap_or(100);
+            let p_ideal = knee(p, m).min(p_req);
+            // FINDBESTFIT: the smallest free gpu-let that holds p_ideal and serves the model within its SLO; a
+            // whole GPU is split to the smallest split size that holds p_ideal.
+            remain.sort_by_key(|&(gpu, size)| (size, gpu));
+            let mut found = None;
+            for (i, &(gpu, size)) in remain.iter().enumerate() {
+                if size < p_ideal {
+                    continue;
+                }
+                let size =
+                    if size == 100 { sizes.iter().copied().find(|&s| s >= p_ideal).unwrap_or(100) } else { size };
+                let extra = intf(m, size, neighbour(&alloc, gpu, size));
+                if let Some((rate, batch)) = model.capacity(size, extra) {
+                    found = Some((i, gpu, size, rate.min(left), batch));
+                    break;
+                }
+            }
+            let Some((i, gpu, size, portion, batch)) = found else {
+                return Err(PlanError::Infeasible(format!(
+                    "model `{}`: {left:.1} of its {:.1} req/s find no free gpu-let that serves them within its {} ms \
+                     SLO on {} GPUs",
+                    model.name, model.rate_rps, model.slo_ms, p.gpus
+                )));
+            };
+            // Temporal sharing: an allocated gpu-let that can take this share too saves the new one.
+            let merged = alloc.iter_mut().position(|a| {
+                let loads: Vec<(usize, f64)> =
+                    a.loads.iter().map(|l| (l.model, l.rate_rps)).chain([(m, portion)]).collect();
+                let extra: Vec<f64> = loads.iter().map(|&(lm, _)| intf(lm, a.size, None)).collect();
+                match duty_cycle(p, a.size, &loads, &extra) {
+                    Some((duty, batches)) => {
+                        a.loads.push(Load { model: m, rate_rps: portion, batch: 0 });
+                        for (load, b) in a.loads.iter_mut().zip(batches) {
+                            load.batch = b;
+                        }
+                        a.duty_ms = duty;
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if merged.is_none() {
+                let (_, whole) = remain.remove(i);
+                if whole == 100 && size < 100 {
+                    remain.push((gpu, 100 - size));
+                }
+                let duty = model.latency(size, batch).unwrap_or(0.0);
+                alloc.push(Gpulet {
+                    gpu,
+                    size,
+                    loads: vec![Load { model: m, rate_rps: portion, batch }],
+                    duty_ms: duty,
+                });
+            }
+            assigned += portion;
+        }
+    }
+    Ok(plan_of(alloc))
+}
+
+/// Nexus's squishy bin packing: whole GPUs, temporal sharing only. Each model fills as many GPUs as its rate
+/// saturates at its best batch; the rest of its rate goes, largest first, onto the first GPU whose duty cycle
+/// still holds with it, else a new one.
+pub fn squishy(p: &GpuletProblem) -> Result<GpuletPlan, PlanError> {
+    let mut alloc: Vec<Gpulet> = Vec::new();
+    let mut residual: Vec<(usize, f64)> = Vec::new();
+    let mut next_gpu = 0;
+    for (m, model) in p.models.iter().enumerate() {
+        let Some((full, batch)) = model.capacity(100, 0.0) else {
+            return Err(PlanError::Infeasible(format!(
+                "model `{}`: no batch runs within half its {} ms SLO on a whole GPU",
+                model.name, model.slo_ms
+            )));
+        };
+        let whole = (model.rate_rps / full - 1e-9).floor().max(0.0);
+        for _ in 0..whole as u32 {
+            let duty = model.latency(100, batch).unwrap_or(0.0);
+            alloc.push(Gpulet {
+                gpu: next_gpu,
+                size: 100,
+                loads: vec![Load { model: m, rate_rps: full, batch }],
+                duty_ms: duty,
+            });
+            next_gpu += 1;
+        }
+        let rest = model.rate_rps - whole * full;
+        if rest > 1e-9 {
+            residual.push((m, rest));
+        }
+    }
+    residual.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut shared: Vec<Gpulet> = Vec::new();
+    for (m, rate) in residual {
+        let fits = shared.iter_mut().any(|g| {
+            let loads: Vec<(usize, f64)> = g.loads.iter().map(|l| (l.model, l.rate_rps)).chain([(m, rate)]).collect();
+            match duty_cycle(p, 100, &loads, &vec![0.0; loads.len()]) {
+                Some((duty, batches)) => {
+                    g.loads.push(Load { model: m, rate_rps: rate, batch: 0 });
+                    for (load, b) in g.loads.iter_mut().zip(batches) {
+                        load.batch = b;
+                    }
+                    g.duty_ms = duty;
+                    true
+                }
+                None => false,
+            }
+        });
+        if !fits {
+            let (duty, batches) = duty_cycle(p, 100, &[(m, rate)], &[0.0]).ok_or_else(|| {
+                PlanError::Infeasible(format!("model `{}`: {rate:.1} req/s do not fit a whole GPU", p.models[m].name))
+            })?;
+            let load = Load { model: m, rate_rps: rate, batch: batches[0] };
+            shared.push(Gpulet { gpu: next_gpu, size: 100, loads: vec![load], duty_ms: duty });
+            next_gpu += 1;
+        }
+    }
+    alloc.extend(shared);
+    Ok(plan_of(alloc))
+}
+
+fn plan_of(gpulets: Vec<Gpulet>) -> GpuletPlan {
+    let mut gpus: Vec<u32> = gpulets.iter().map(|g| g.gpu).collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    GpuletPlan { gpus_used: gpus.len() as u32, gpulets }
+}
+
+/// The largest multiple of the models' rates (to 0.1%) that `schedule` fits on the problem's GPUs.
+pub fn max_scale(p: &GpuletProblem, schedule: impl Fn(&GpuletProblem) -> Result<GpuletPlan, PlanError>) -> f64 {
+    let fits = |k: f64| {
+        let scaled = GpuletProblem {
+            models: p.models.iter().map(|m| GpuletModel { rate_rps: m.rate_rps * k, ..m.clone() }).collect(),
+            ..p.clone()
+        };
+        schedule(&scaled).is_ok_and(|plan| plan.gpus_used <= p.gpus)
+    };
+    let mut high = 1.0;
+    while fits(high) && high < 1e6 {
+        high *= 2.0;
+    }
+    let mut low = 0.0;
+    while high - low > 1e-3 * high {
+        let mid = (low + high) / 2.0;
+        if fits(mid) { low = mid } else { high = mid }
+    }
+    low
+}

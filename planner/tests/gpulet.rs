@@ -1,0 +1,100 @@
+//! gpu-lets (`jig_planner::gpulet`): the elastic partitioning of Algorithm 1 and its baseline, Nexus's squishy bin
+//! packing, on hand-made latency tables shaped as the paper's Figure 3 (a small batch barely faster on a larger
+//! share, a large one much faster).
+
+use std::collections::BTreeMap;
+
+use jig_planner::PlanError;
+use jig_planner::gpulet::{GpuletModel, GpuletProblem, elastic, knee, max_scale, no_interference, squishy};
+
+const SIZES: [u32; 6] = [20, 40, 50, 60, 80, 100];
+const BATCHES: [u32; 6] = [1, 2, 4, 8, 16, 32];
+
+/// A model whose batch takes `fixed + per_item · b / share` ms: `fixed` a share does not shorten.
+fn model(name: &str, rate: f64, fixed: f64, per_item: f64) -> GpuletModel {
+    let mut latency_ms = BTreeMap::new();
+    for size in SIZES {
+        for b in BATCHES {
+            latency_ms.insert((size, b), fixed + per_item * f64::from(b) * 100.0 / f64::from(size));
+        }
+    }
+    // SLO: twice the whole GPU's latency at batch 32, the paper's rule.
+    let slo_ms = 2.0 * latency_ms[&(100, 32)];
+    GpuletModel { name: name.into(), rate_rps: rate, slo_ms, latency_ms }
+}
+
+fn problem(models: Vec<GpuletModel>, gpus: u32) -> GpuletProblem {
+    GpuletProblem { models, gpus, splits: vec![20, 40, 50] }
+}
+
+#[test]
+fn a_model_whose_small_batches_waste_a_gpu_gets_a_share_of_one() {
+    // Mostly fixed time: a fifth of the GPU serves it almost as fast as all of it.
+    let p = problem(vec![model("light", 50.0, 4.0, 0.05)], 1);
+    assert!(knee(&p, 0) < 100, "the knee is a share: {}", knee(&p, 0));
+    let plan = elastic(&p, &no_interference).unwrap();
+    assert_eq!(plan.gpulets.len(), 1);
+    assert!(plan.gpulets[0].size < 100, "{plan:?}");
+    let served: f64 = plan.gpulets.iter().flat_map(|g| &g.loads).map(|l| l.rate_rps).sum();
+    assert!((served - 50.0).abs() < 1e-6, "{plan:?}");
+    let nexus = squishy(&p).unwrap();
+    assert_eq!(nexus.gpulets[0].size, 100, "Nexus holds whole GPUs");
+}
+
+#[test]
+fn models_with_room_to_spare_share_a_gpu_let_in_a_duty_cycle() {
+    let p = problem(vec![model("a", 20.0, 2.0, 0.2), model("b", 20.0, 2.0, 0.2)], 1);
+    let plan = elastic(&p, &no_interference).unwrap();
+    let shared = plan.gpulets.iter().find(|g| g.loads.len() == 2).unwrap_or_else(|| panic!("{plan:?}"));
+    // The duty cycle holds: the batches fit it, and a request's wait plus its batch meets the SLO.
+    let busy: f64 =
+        shared.loads.iter().map(|l| p.models[l.model].latency_ms[&(shared.size, l.batch.next_power_of_two())]).sum();
+    assert!(busy <= shared.duty_ms + 1e-9, "{shared:?}");
+    for l in &shared.loads {
+        assert!(f64::from(l.batch) >= l.rate_rps * shared.duty_ms / 1e3 - 1e-9, "each cycle batches its arrivals");
+        let ms = p.models[l.model].latency_ms[&(shared.size, l.batch.next_power_of_two())];
+        assert!(shared.duty_ms + ms <= p.models[l.model].slo_ms + 1e-9);
+    }
+}
+
+#[test]
+fn spatial_sharing_serves_more_than_whole_gpus_on_the_same_gpus() {
+    // Two light models and two heavy ones on four GPUs, as the paper's mixes: SBP gives each a GPU of its own
+    // (their SLOs are too tight to share one in a duty cycle).
+    let models = vec![
+        model("le", 100.0, 1.5, 0.01),
+        model("goo", 100.0, 3.0, 0.08),
+        model("res", 100.0, 4.0, 0.5),
+        model("vgg", 50.0, 6.0, 0.9),
+    ];
+    let p = problem(models, 4);
+    let (gpulets, nexus) = (max_scale(&p, |q| elastic(q, &no_interference)), max_scale(&p, squishy));
+    assert!(nexus > 0.0 && gpulets > 1.2 * nexus, "gpu-lets ×{gpulets:.2} against SBP ×{nexus:.2}");
+    // At its largest scale, every plan stays within the GPUs and serves every model's whole rate.
+    let scaled = GpuletProblem {
+        models: p.models.iter().map(|m| GpuletModel { rate_rps: m.rate_rps * gpulets, ..m.clone() }).collect(),
+        ..p.clone()
+    };
+    let plan = elastic(&scaled, &no_interference).unwrap();
+    assert!(plan.gpus_used <= 4, "{plan:?}");
+    for (i, m) in scaled.models.iter().enumerate() {
+        let served: f64 = plan.gpulets.iter().flat_map(|g| &g.loads).filter(|l| l.model == i).map(|l| l.rate_rps).sum();
+        assert!((served - m.rate_rps).abs() < 1e-6 * m.rate_rps, "{}: {served} of {}", m.name, m.rate_rps);
+    }
+    let mut halves: BTreeMap<u32, u32> = BTreeMap::new();
+    for g in &plan.gpulets {
+        *halves.entry(g.gpu).or_default() += g.size;
+    }
+    assert!(halves.values().all(|&total| total <= 100), "no GPU is given out beyond itself: {halves:?}");
+}
+
+#[test]
+fn a_rate_no_gpu_let_can_serve_is_named() {
+    let p = problem(vec![model("vgg", 1e6, 6.0, 0.9)], 1);
+    match elastic(&p, &no_interference) {
+        Err(PlanError::Infeasible(why)) => assert!(why.contains("model `vgg`") && why.contains("1 GPUs"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let plan = squishy(&p).unwrap();
+    assert!(plan.gpus_used > 1, "SBP says how many GPUs it would take: {}", plan.gpus_used);
+}
