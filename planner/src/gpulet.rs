@@ -213,23 +213,8 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
                 )));
             };
             // Temporal sharing: an allocated gpu-let that can take this share too saves the new one.
-            let merged = alloc.iter_mut().position(|a| {
-                let loads: Vec<(usize, f64)> =
-                    a.loads.iter().map(|l| (l.model, l.rate_rps)).chain([(m, portion)]).collect();
-                let extra: Vec<f64> = loads.iter().map(|&(lm, _)| intf(lm, a.size, None)).collect();
-                match duty_cycle(p, a.size, &loads, &extra) {
-                    Some((duty, batches)) => {
-                        a.loads.push(Load { model: m, rate_rps: portion, batch: 0 });
-                        for (load, b) in a.loads.iter_mut().zip(batches) {
-                            load.batch = b;
-                        }
-                        a.duty_ms = duty;
-                        true
-                    }
-                    None => false,
-                }
-            });
-            if merged.is_none() {
+            let merged = alloc.iter_mut().any(|a| a.share(p, m, portion, intf));
+            if !merged {
                 let (_, whole) = remain.remove(i);
                 if whole == 100 && size < 100 {
                     remain.push((gpu, 100 - size));
@@ -281,20 +266,7 @@ pub fn squishy(p: &GpuletProblem) -> Result<GpuletPlan, PlanError> {
     residual.sort_by(|a, b| b.1.total_cmp(&a.1));
     let mut shared: Vec<Gpulet> = Vec::new();
     for (m, rate) in residual {
-        let fits = shared.iter_mut().any(|g| {
-            let loads: Vec<(usize, f64)> = g.loads.iter().map(|l| (l.model, l.rate_rps)).chain([(m, rate)]).collect();
-            match duty_cycle(p, 100, &loads, &vec![0.0; loads.len()]) {
-                Some((duty, batches)) => {
-                    g.loads.push(Load { model: m, rate_rps: rate, batch: 0 });
-                    for (load, b) in g.loads.iter_mut().zip(batches) {
-                        load.batch = b;
-                    }
-                    g.duty_ms = duty;
-                    true
-                }
-                None => false,
-            }
-        });
+        let fits = shared.iter_mut().any(|g| g.share(p, m, rate, &no_interference));
         if !fits {
             let (duty, batches) = duty_cycle(p, 100, &[(m, rate)], &[0.0]).ok_or_else(|| {
                 PlanError::Infeasible(format!("model `{}`: {rate:.1} req/s do not fit a whole GPU", p.models[m].name))
@@ -306,6 +278,21 @@ pub fn squishy(p: &GpuletProblem) -> Result<GpuletPlan, PlanError> {
     }
     alloc.extend(shared);
     Ok(plan_of(alloc))
+}
+
+impl Gpulet {
+    /// Take on `rate` of model `m` too, in the duty cycle, if one holds all of its loads; whether it did.
+    fn share(&mut self, p: &GpuletProblem, m: usize, rate: f64, intf: Interference<'_>) -> bool {
+        let loads: Vec<(usize, f64)> = self.loads.iter().map(|l| (l.model, l.rate_rps)).chain([(m, rate)]).collect();
+        let extra: Vec<f64> = loads.iter().map(|&(model, _)| intf(model, self.size, None)).collect();
+        let Some((duty, batches)) = duty_cycle(p, self.size, &loads, &extra) else { return false };
+        self.loads.push(Load { model: m, rate_rps: rate, batch: 0 });
+        for (load, b) in self.loads.iter_mut().zip(batches) {
+            load.batch = b;
+        }
+        self.duty_ms = duty;
+        true
+    }
 }
 
 fn plan_of(gpulets: Vec<Gpulet>) -> GpuletPlan {
