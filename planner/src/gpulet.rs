@@ -14,8 +14,9 @@
 //! Decisions the paper leaves open: the knee ([`knee`]) is the largest discrete curvature of the normalised
 //! rate-against-size curve; `p_ideal` is rounded up to a split size the GPU offers; a model's share of its rate
 //! is what the gpu-let serves of what is left of it; "temporally sharable" is the duty cycle above; a gpu-let's
-//! interference is the extra latency `intf(model, size, neighbour)` gives, neighbour being what runs on the other
-//! half of its GPU (none before that half is allocated).
+//! interference is a slowdown, `L · (1 + intf(model, size, neighbour))`, neighbour being what runs on the other
+//! half of its GPU (none before that half is allocated), as [`InterferenceModel`] predicts it (the paper's
+//! `interference_factor`, read as the fractional growth of the latency).
 
 use std::collections::BTreeMap;
 
@@ -78,8 +79,8 @@ pub struct GpuletPlan {
     pub gpus_used: u32,
 }
 
-/// Extra latency, ms, of `model` on a gpu-let of `size` percent beside `neighbour` (model and size) on the same
-/// GPU; `None` when the other half is free.
+/// The fractional slowdown of `model` on a gpu-let of `size` percent beside `neighbour` (model and size) on the
+/// same GPU; `None` when the other half is free.
 pub type Interference<'a> = &'a dyn Fn(usize, u32, Option<(usize, u32)>) -> f64;
 
 /// No interference: the paper's `gpulet` row.
@@ -98,31 +99,32 @@ impl GpuletModel {
         self.latency_ms.range((size, 0)..=(size, u32::MAX)).next_back().map_or(0, |(&(_, b), _)| b)
     }
 
-    /// What a gpu-let of `size` serves of this model alone, with `extra` ms of interference: the best rate over
-    /// the batches whose latency is within half the SLO, and that batch.
-    fn capacity(&self, size: u32, extra: f64) -> Option<(f64, u32)> {
+    /// What a gpu-let of `size` serves of this model alone, slowed by `slowdown`: the best rate over the batches
+    /// whose latency is within half the SLO, and that batch.
+    fn capacity(&self, size: u32, slowdown: f64) -> Option<(f64, u32)> {
         self.latency_ms
             .range((size, 0)..=(size, u32::MAX))
-            .filter(|&(_, &ms)| ms + extra <= self.slo_ms / 2.0)
-            .map(|(&(_, b), &ms)| (f64::from(b) * 1e3 / (ms + extra), b))
+            .map(|(&(_, b), &ms)| (b, ms * (1.0 + slowdown)))
+            .filter(|&(_, ms)| ms <= self.slo_ms / 2.0)
+            .map(|(b, ms)| (f64::from(b) * 1e3 / ms, b))
             .max_by(|a, b| a.0.total_cmp(&b.0))
     }
 }
 
 /// The duty cycle on which `loads` (model, rate) share a gpu-let of `size`, and each one's batch: the longest
 /// cycle that holds (more batching), from a grid of 256 lengths up to the tightest SLO.
-fn duty_cycle(p: &GpuletProblem, size: u32, loads: &[(usize, f64)], extra: &[f64]) -> Option<(f64, Vec<u32>)> {
+fn duty_cycle(p: &GpuletProblem, size: u32, loads: &[(usize, f64)], slowdown: &[f64]) -> Option<(f64, Vec<u32>)> {
     let tightest = loads.iter().map(|&(m, _)| p.models[m].slo_ms).fold(f64::INFINITY, f64::min);
     (1..=256).rev().map(|k| tightest * f64::from(k) / 256.0).find_map(|duty| {
         let mut busy = 0.0;
         let mut batches = Vec::with_capacity(loads.len());
-        for (&(m, rate), &extra) in loads.iter().zip(extra) {
+        for (&(m, rate), &slowdown) in loads.iter().zip(slowdown) {
             let model = &p.models[m];
             let b = ((rate * duty / 1e3).ceil() as u32).max(1);
             if b > model.largest_batch(size) {
                 return None;
             }
-            let ms = model.latency(size, b)? + extra;
+            let ms = model.latency(size, b)? * (1.0 + slowdown);
             if duty + ms > model.slo_ms {
                 return None;
             }
@@ -199,8 +201,8 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
                 }
                 let size =
                     if size == 100 { sizes.iter().copied().find(|&s| s >= p_ideal).unwrap_or(100) } else { size };
-                let extra = intf(m, size, neighbour(&alloc, gpu, size));
-                if let Some((rate, batch)) = model.capacity(size, extra) {
+                let slowdown = intf(m, size, neighbour(&alloc, gpu, size));
+                if let Some((rate, batch)) = model.capacity(size, slowdown) {
                     found = Some((i, gpu, size, rate.min(left), batch));
                     break;
                 }
@@ -284,8 +286,8 @@ impl Gpulet {
     /// Take on `rate` of model `m` too, in the duty cycle, if one holds all of its loads; whether it did.
     fn share(&mut self, p: &GpuletProblem, m: usize, rate: f64, intf: Interference<'_>) -> bool {
         let loads: Vec<(usize, f64)> = self.loads.iter().map(|l| (l.model, l.rate_rps)).chain([(m, rate)]).collect();
-        let extra: Vec<f64> = loads.iter().map(|&(model, _)| intf(model, self.size, None)).collect();
-        let Some((duty, batches)) = duty_cycle(p, self.size, &loads, &extra) else { return false };
+        let slowdown: Vec<f64> = loads.iter().map(|&(model, _)| intf(model, self.size, None)).collect();
+        let Some((duty, batches)) = duty_cycle(p, self.size, &loads, &slowdown) else { return false };
         self.loads.push(Load { model: m, rate_rps: rate, batch: 0 });
         for (load, b) in self.loads.iter_mut().zip(batches) {
             load.batch = b;
@@ -321,4 +323,76 @@ pub fn max_scale(p: &GpuletProblem, schedule: impl Fn(&GpuletProblem) -> Result<
         if fits(mid) { low = mid } else { high = mid }
     }
     low
+}
+
+/// A model's solo utilisation on a gpu-let of some size, as Nsight Compute reports it: the paper's features.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Utilisation {
+    /// L2 cache utilisation, a fraction.
+    pub l2: f64,
+    /// DRAM bandwidth utilisation, a fraction.
+    pub dram: f64,
+}
+
+/// One measured co-location: a model's and its neighbour's solo utilisations, and how much slower the model ran
+/// beside the neighbour than alone (co-run latency over solo latency, less 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// The model's.
+    pub this: Utilisation,
+    /// Its neighbour's.
+    pub other: Utilisation,
+    /// Its slowdown.
+    pub slowdown: f64,
+}
+
+/// gpu-lets' interference model (§4.4): `slowdown = c1·l2 + c2·l2' + c3·dram + c4·dram' + c5`, the model's
+/// solo L2 and DRAM utilisations and its neighbour's, fitted by least squares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InterferenceModel {
+    /// c1 … c5.
+    pub coefficients: [f64; 5],
+}
+
+impl InterferenceModel {
+    /// Fit to `samples` (at least 5, not all alike), by least squares.
+    pub fn fit(samples: &[Sample]) -> Result<InterferenceModel, PlanError> {
+        let features = |s: &Sample| [s.this.l2, s.other.l2, s.this.dram, s.other.dram, 1.0];
+        // The normal equations XᵀX c = Xᵀy, by Gaussian elimination with partial pivoting.
+        let mut a = [[0.0f64; 6]; 5];
+        for s in samples {
+            let x = features(s);
+            for i in 0..5 {
+                for j in 0..5 {
+                    a[i][j] += x[i] * x[j];
+                }
+                a[i][5] += x[i] * s.slowdown;
+            }
+        }
+        for col in 0..5 {
+            let pivot = (col..5).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs())).expect("rows");
+            if a[pivot][col].abs() < 1e-12 {
+                return Err(PlanError::Input(format!(
+                    "{} co-location samples do not determine the interference model: measure pairs whose L2 and DRAM \
+                     utilisations vary",
+                    samples.len()
+                )));
+            }
+            a.swap(col, pivot);
+            let pivot_row = a[col];
+            for (_, r) in a.iter_mut().enumerate().filter(|(row, _)| *row != col) {
+                let f = r[col] / pivot_row[col];
+                for (x, p) in r[col..].iter_mut().zip(&pivot_row[col..]) {
+                    *x -= f * p;
+                }
+            }
+        }
+        Ok(InterferenceModel { coefficients: std::array::from_fn(|i| a[i][5] / a[i][i]) })
+    }
+
+    /// The slowdown of a model of utilisation `this` beside one of `other` (never below 0).
+    pub fn predict(&self, this: Utilisation, other: Utilisation) -> f64 {
+        let c = self.coefficients;
+        (c[0] * this.l2 + c[1] * other.l2 + c[2] * this.dram + c[3] * other.dram + c[4]).max(0.0)
+    }
 }

@@ -98,3 +98,51 @@ fn a_rate_no_gpu_let_can_serve_is_named() {
     let plan = squishy(&p).unwrap();
     assert!(plan.gpus_used > 1, "SBP says how many GPUs it would take: {}", plan.gpus_used);
 }
+
+/// The interference model fitted to co-locations generated from known coefficients, with noise: it finds them,
+/// predicts held-out pairs as closely as the noise allows, and refuses samples that cannot determine it.
+#[test]
+fn the_interference_model_is_fitted_by_least_squares() {
+    use jig_planner::gpulet::{InterferenceModel, Sample, Utilisation};
+    let truth = [0.10, 0.25, 0.05, 0.30, 0.01];
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut uniform = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut samples: Vec<Sample> = (0..2500)
+        .map(|_| {
+            let (this, other) =
+                (Utilisation { l2: uniform(), dram: uniform() }, Utilisation { l2: uniform(), dram: uniform() });
+            let exact =
+                truth[0] * this.l2 + truth[1] * other.l2 + truth[2] * this.dram + truth[3] * other.dram + truth[4];
+            Sample { this, other, slowdown: exact + 0.02 * (uniform() - 0.5) }
+        })
+        .collect();
+    // The paper's split: 1750 to fit, 750 to check.
+    let held_out = samples.split_off(1750);
+    let model = InterferenceModel::fit(&samples).unwrap();
+    for (got, want) in model.coefficients.iter().zip(truth) {
+        assert!((got - want).abs() < 0.005, "{:?} against {truth:?}", model.coefficients);
+    }
+    let mut errors: Vec<f64> = held_out.iter().map(|s| (model.predict(s.this, s.other) - s.slowdown).abs()).collect();
+    errors.sort_by(f64::total_cmp);
+    assert!(errors[errors.len() * 9 / 10] < 0.011, "90th percentile {}", errors[errors.len() * 9 / 10]);
+
+    let alike = vec![held_out[0]; 10];
+    let e = InterferenceModel::fit(&alike).unwrap_err().to_string();
+    assert!(e.contains("do not determine the interference model"), "{e}");
+}
+
+/// With interference (a fifth slower beside any neighbour), Algorithm 1 plans more conservatively: it fits less
+/// than without.
+#[test]
+fn interference_makes_the_schedule_more_conservative() {
+    let models = vec![model("le", 100.0, 1.5, 0.01), model("res", 100.0, 4.0, 0.5), model("vgg", 50.0, 6.0, 0.9)];
+    let p = problem(models, 2);
+    let slowed = |_: usize, _: u32, neighbour: Option<(usize, u32)>| if neighbour.is_some() { 0.2 } else { 0.0 };
+    let (plain, careful) = (max_scale(&p, |q| elastic(q, &no_interference)), max_scale(&p, |q| elastic(q, &slowed)));
+    assert!(careful < plain && careful > 0.0, "with interference ×{careful:.2}, without ×{plain:.2}");
+}
