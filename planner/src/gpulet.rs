@@ -112,7 +112,7 @@ impl GpuletModel {
 }
 
 /// The duty cycle on which `loads` (model, rate) share a gpu-let of `size`, and each one's batch: the longest
-/// cycle that holds (more batching), from a grid of 256 lengths up to the tightest SLO.
+/// cycle that holds, from a grid of 256 lengths up to the tightest SLO (Nexus's choice: the most time to batch).
 fn duty_cycle(p: &GpuletProblem, size: u32, loads: &[(usize, f64)], slowdown: &[f64]) -> Option<(f64, Vec<u32>)> {
     let tightest = loads.iter().map(|&(m, _)| p.models[m].slo_ms).fold(f64::INFINITY, f64::min);
     (1..=256).rev().map(|k| tightest * f64::from(k) / 256.0).find_map(|duty| {

@@ -119,8 +119,7 @@ fn main() {
     }
 }
 
-/// Compass against exhaustive search, on the AR assistant, and its re-plans cold and warm (medians over the
-/// same 11 seeds).
+/// gpu-lets against SBP on the paper's three scenarios (module docs).
 fn gpulet() {
     use jig_planner::gpulet::{GpuletModel, GpuletProblem, elastic, max_scale, no_interference, squishy};
     use jig_planner::spec::SegmentKind;
@@ -163,6 +162,7 @@ fn gpulet() {
     println!("mean gain {:.1}% (the paper: +106.0% for gpulet over SBP, over these three and two apps)", mean * 100.0);
 }
 
+/// PPipe's program and data plane at the paper's HC-L size (module docs).
 fn ppipe(options: SolveOptions) {
     use jig_planner::ppipe::{BlockedModel, Class, PpipeProblem, Scheme, solve};
     let mut latency_ms = std::collections::HashMap::new();
@@ -229,6 +229,8 @@ fn ppipe(options: SolveOptions) {
     }
 }
 
+/// Compass against exhaustive search, on the AR assistant, and its re-plans cold and warm (medians over the
+/// same 11 seeds).
 fn compass(options: SolveOptions) {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let read = |path: &str| std::fs::read_to_string(format!("{root}/{path}")).expect(path);

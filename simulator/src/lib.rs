@@ -11,11 +11,13 @@
 //!   latency; rendered as text or SVG (Figure 4).
 //! * [`ppipe`]: PPipe's plans run by its reservation scheduler under Poisson arrivals: SLO attainment and the
 //!   largest load served at 99%.
+//! * [`gpulet`]: gpu-lets' schedules served in duty cycles under Poisson arrivals: each model's violations.
 
 #![deny(missing_docs)]
 
 pub mod analytic;
 pub mod apps;
+pub mod gpulet;
 pub mod ppipe;
 pub mod simulate;
 pub mod trace;
