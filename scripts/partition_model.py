@@ -16,7 +16,7 @@ with optimisations on, the blocks run faster. PPipe profiles on one selected GPU
 makes little difference to the cuts.
 
 Usage: PYTHONPATH=.jig/python python3 scripts/partition_model.py MODEL.onnx OUT_DIR [--blocks 10]
-           [--shape NAME=d1,d2,...] [--runs 5] [--partitions B1,B2,...] [--check]
+           [--shape NAME=d1,d2,...] [--runs 5] [--partitions B1,B2,...] [--bundle DIR] [--check]
 
 --shape gives an input's shape where the model leaves dimensions open; an open first dimension (the batch)
 is 1 unless given. Writes OUT_DIR/<stem>.block<i>.onnx (i from 0) and OUT_DIR/<stem>.blocks.json:
@@ -27,6 +27,12 @@ is 1 unless given. Writes OUT_DIR/<stem>.block<i>.onnx (i from 0) and OUT_DIR/<s
 
 Shapes are those at the profiled input (batch 1, or the first dimension --shape gives). output_bytes_per_row
 is the size of a block's output for one row, which a planner turns into transfer latency. --check runs the
+--bundle DIR also writes a bundle of the blocks for `jig profile` and PPipe: DIR/jig.toml, a chain of `forward`
+tasks, one slot per block (`block0`, `block1`, …, the block files in DIR/models, the glue from
+target/wasm32-wasip2/release/forward.wasm, `make functions` builds it), and DIR/ppipe.toml, a `[ppipe]` spec over
+the profile table `jig profile DIR --segment …` writes (its SLO five times the blocks' measured total, as PPipe
+sets its SLOs; one class, this machine's cores on `cpu:1` segments: add a class per kind of segment profiled).
+
 --partitions also writes OUT_DIR/<stem>.part<p>.onnx, the runs of blocks between the given block indices (`--partitions 5`
 on 10 blocks: blocks 0-4 and 5-9), as a planned pipeline serves them, listed in the json as `partitions`: [{index,
 file, blocks: [first, end)}]. --check runs the
@@ -40,6 +46,7 @@ import argparse
 import heapq
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -401,8 +408,55 @@ def partition(args):
         json.dump(summary, f, indent=1)
         f.write("\n")
     os.replace(path + ".tmp", path)  # last: a blocks json newer than the model means the blocks are complete
+    if args.bundle:
+        write_bundle(args.bundle, stem, path, summary)
     ms = " ".join(f"{e['ms']:.2f}" for e in entries)
     print(f"partition_model: {name}: {len(cuts)} valid cuts, {len(entries)} blocks ({ms} ms) -> {path}")
+
+
+def write_bundle(bundle, stem, blocks_json, summary):
+    """The blocks as a bundle of `forward` tasks, and a PPipe spec over its profile table (see the usage)."""
+    glue = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "target", "wasm32-wasip2",
+                        "release", "forward.wasm")
+    if not os.path.isfile(glue):
+        raise Refused(f"{glue} is missing: build the glue with `make functions` before --bundle")
+    os.makedirs(os.path.join(bundle, "models"), exist_ok=True)
+    os.makedirs(os.path.join(bundle, "glue"), exist_ok=True)
+    shutil.copyfile(glue, os.path.join(bundle, "glue", "forward.wasm"))
+    shutil.copyfile(blocks_json, os.path.join(bundle, os.path.basename(blocks_json)))
+    blocks = summary["blocks"]
+    toml = [f'name = "{stem}-blocks"', "", "[slo]", "latency_ms = 60000", "accuracy = 0.5", ""]
+    for i, block in enumerate(blocks):
+        shutil.copyfile(os.path.join(os.path.dirname(blocks_json), block["file"]),
+                        os.path.join(bundle, "models", block["file"]))
+        port = ', port = "next"' if i + 1 < len(blocks) else ""
+        toml += ["[[tasks]]", f'name = "block{i}"', 'glue = "glue/forward.wasm"', f'slot = "block{i}"',
+                 f'config = {{ slot = "block{i}"{port} }}', ""]
+    for i in range(len(blocks) - 1):
+        toml += ["[[edges]]", f'from = "block{i}.next"', f'to = "block{i + 1}"', ""]
+    for i, block in enumerate(blocks):
+        io = block["inputs"][0]
+        toml += ["[[variants]]", f'slot = "block{i}"', f'name = "{stem}-block{i}"', f'model = "models/{block["file"]}"',
+                 "accuracy = 1.0", f'shapes = {{ {json.dumps(io["name"])} = {json.dumps(io["shape"][1:])} }}', ""]
+    with open(os.path.join(bundle, "jig.toml"), "w") as f:
+        f.write("\n".join(toml))
+    slo = max(1, round(5 * summary["total_ms"]))
+    spec = [
+        "# PPipe over this bundle's blocks (README, \"PPipe\"): profile them first, e.g.",
+        f"#   jig profile {bundle} --segment cpu:1 --max-batch 8",
+        "# then add a class per kind of segment profiled (GPU shares: { 1 = \"mps:0:100\", 2 = \"mps:0:50\" }).",
+        "[ppipe]",
+        f'model = "{stem}"',
+        f'blocks_json = "{os.path.basename(blocks_json)}"',
+        'profiles = "profiles.csv"',
+        f"slo_ms = {slo}",
+        "classes = [",
+        f'  {{ name = "cores", units = {os.cpu_count() or 1}, segments = {{ 1 = "cpu:1" }} }},',
+        "]",
+        "",
+    ]
+    with open(os.path.join(bundle, "ppipe.toml"), "w") as f:
+        f.write("\n".join(spec))
 
 
 def partition_points(text, blocks):
@@ -426,6 +480,7 @@ def main():
     ap.add_argument("--shape", action="append", default=[], metavar="NAME=d1,d2,...")
     ap.add_argument("--runs", type=int, default=5, help="profiled runs per layer (the median is kept)")
     ap.add_argument("--partitions", metavar="B1,B2,...", help="also write the runs of blocks between these block indices")
+    ap.add_argument("--bundle", metavar="DIR", help="also write the blocks as a bundle, with a PPipe spec")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     try:

@@ -277,3 +277,40 @@ shapes = {{ {:?} = {middle:?} }}
     assert_eq!(refused.status, 400, "{}", refused.text());
     assert!(refused.text().contains("INT64"), "{}", refused.text());
 }
+
+/// PPipe from a model to a plan on this machine: `partition_model.py --bundle` writes the blocks as a bundle of
+/// `forward` tasks with a `[ppipe]` spec beside it, `jig profile` measures the blocks on a core, and `jig plan`
+/// and `jig simulate` read the spec: every block planned, the plan served at most of its rate.
+#[test]
+fn a_cut_model_is_profiled_planned_and_simulated_as_ppipe_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle");
+    let cut = std::process::Command::new("python3")
+        .arg(root().join("scripts/partition_model.py"))
+        .arg(model("ppocr-rec"))
+        .arg(dir.path().join("parts"))
+        .args(["--blocks", "4", "--shape", "x=1,3,48,320", "--runs", "1", "--bundle"])
+        .arg(&bundle)
+        .env("PYTHONPATH", root().join(".jig/python"))
+        .output()
+        .unwrap();
+    assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
+    let profiled = jig_tests::jig()
+        .arg("profile")
+        .arg(&bundle)
+        .args(["--segment", "cpu:1", "--max-batch", "2", "--runs", "2"])
+        .output()
+        .unwrap();
+    assert!(profiled.status.success(), "{}", String::from_utf8_lossy(&profiled.stderr));
+    let spec = bundle.join("ppipe.toml");
+    let plan = jig_tests::jig().arg("plan").arg(&spec).output().unwrap();
+    let stdout = String::from_utf8_lossy(&plan.stdout);
+    assert!(plan.status.success(), "{}", String::from_utf8_lossy(&plan.stderr));
+    assert!(stdout.contains("model ppocr-rec: ppipe plan") && stdout.contains("blocks 0–3 on"), "{stdout}");
+    let simulated = jig_tests::jig().arg("simulate").arg(&spec).output().unwrap();
+    let stdout = String::from_utf8_lossy(&simulated.stdout);
+    assert!(simulated.status.success(), "{}", String::from_utf8_lossy(&simulated.stderr));
+    let factor: f64 =
+        stdout.lines().find(|l| l.starts_with("ppipe ")).unwrap().split_whitespace().last().unwrap().parse().unwrap();
+    assert!((0.5..=1.5).contains(&factor), "{stdout}");
+}
