@@ -19,6 +19,10 @@
 //! `interference_factor`, read as the fractional growth of the latency).
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Deserialize;
 
 use crate::error::PlanError;
 
@@ -394,5 +398,164 @@ impl InterferenceModel {
     pub fn predict(&self, this: Utilisation, other: Utilisation) -> f64 {
         let c = self.coefficients;
         (c[0] * this.l2 + c[1] * other.l2 + c[2] * this.dram + c[3] * other.dram + c[4]).max(0.0)
+    }
+}
+
+/// A gpu-lets planning spec: a TOML file with a `[gpulet]` table, which `jig plan SPEC` and `jig simulate SPEC`
+/// read (README, "gpu-lets").
+///
+/// ```toml
+/// [gpulet]
+/// profiles = "profiles.csv"        # `jig profile`'s table, rows on `mps:GPU:PERCENT` segments
+/// gpus = 4
+/// splits = [20, 40, 50]            # default: the paper's pairs 20/80, 40/60, 50/50
+/// gpu = 0                          # the GPU the rows were measured on (default 0)
+/// scheduler = "gpulet"             # or "sbp"
+/// models = [                       # slot in the table; SLO default: twice the whole GPU's largest batch
+///   { name = "res", slot = "res", rate_rps = 100, slo_ms = 95 },
+/// ]
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuletSpec {
+    /// The `[gpulet]` table.
+    pub gpulet: GpuletTable,
+}
+
+/// The `[gpulet]` table of a [`GpuletSpec`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuletTable {
+    /// The profile table, relative to the spec.
+    pub profiles: String,
+    /// GPUs.
+    pub gpus: u32,
+    /// Split sizes (default 20, 40, 50).
+    pub splits: Option<Vec<u32>>,
+    /// The GPU index of the table's `mps:` segments (default 0).
+    pub gpu: Option<u32>,
+    /// `gpulet` or `sbp` (default `gpulet`).
+    pub scheduler: Option<String>,
+    /// The models.
+    pub models: Vec<ModelSpec>,
+}
+
+/// A model of a [`GpuletTable`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// Its name.
+    pub name: String,
+    /// Its slot in the profile table (default: its name).
+    pub slot: Option<String>,
+    /// Requests per second.
+    pub rate_rps: f64,
+    /// Its SLO, ms (default: twice the whole GPU's latency at its largest profiled batch).
+    pub slo_ms: Option<f64>,
+}
+
+/// Which scheduler plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheduler {
+    /// The paper's Algorithm 1.
+    Gpulet,
+    /// Nexus's squishy bin packing.
+    Sbp,
+}
+
+impl Scheduler {
+    /// Its name in specs and output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Gpulet => "gpulet",
+            Scheduler::Sbp => "sbp",
+        }
+    }
+
+    /// Schedule `p` (gpu-lets without interference: no solo utilisations are measured yet).
+    pub fn schedule(self, p: &GpuletProblem) -> Result<GpuletPlan, PlanError> {
+        match self {
+            Scheduler::Gpulet => elastic(p, &no_interference),
+            Scheduler::Sbp => squishy(p),
+        }
+    }
+}
+
+impl GpuletProblem {
+    /// Read a gpu-lets spec and the profile table it names, and the scheduler it asks for.
+    pub fn from_spec_file(path: &Path) -> Result<(GpuletProblem, Scheduler), PlanError> {
+        let at = |what: &str| PlanError::Input(format!("{}: {what}", path.display()));
+        let text = std::fs::read_to_string(path).map_err(|e| at(&e.to_string()))?;
+        let t = toml::from_str::<GpuletSpec>(&text).map_err(|e| at(&e.to_string()))?.gpulet;
+        let scheduler = match t.scheduler.as_deref().unwrap_or("gpulet") {
+            "gpulet" => Scheduler::Gpulet,
+            "sbp" => Scheduler::Sbp,
+            other => return Err(at(&format!("scheduler `{other}`: say `gpulet` or `sbp`"))),
+        };
+        let table = path.parent().unwrap_or(Path::new(".")).join(&t.profiles);
+        let csv = std::fs::read_to_string(&table).map_err(|e| {
+            PlanError::Input(format!("{}: {e}; profile the models with `jig profile`", table.display()))
+        })?;
+        let rows = crate::profile::from_csv(&csv).map_err(|e| PlanError::Input(format!("{}: {e}", table.display())))?;
+        let prefix = format!("mps:{}:", t.gpu.unwrap_or(0));
+        let mut models = Vec::new();
+        for m in &t.models {
+            let slot = m.slot.as_deref().unwrap_or(&m.name);
+            let mut latency_ms = BTreeMap::new();
+            for row in rows.iter().filter(|r| r.slot == slot) {
+                if let Some(share) = row.segment.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok()) {
+                    latency_ms.entry((share, row.batch)).or_insert(row.p95_ms);
+                }
+            }
+            let Some(whole) = latency_ms.range((100, 0)..=(100, u32::MAX)).next_back().map(|(_, &ms)| ms) else {
+                return Err(PlanError::Input(format!(
+                    "{}: model `{}`: no row of slot `{slot}` on `{prefix}100`; profile it on the whole GPU and its shares",
+                    table.display(),
+                    m.name
+                )));
+            };
+            models.push(GpuletModel {
+                name: m.name.clone(),
+                rate_rps: m.rate_rps,
+                slo_ms: m.slo_ms.unwrap_or(2.0 * whole),
+                latency_ms,
+            });
+        }
+        Ok((GpuletProblem { models, gpus: t.gpus, splits: t.splits.unwrap_or_else(|| vec![20, 40, 50]) }, scheduler))
+    }
+
+    /// Whether the TOML at `path` is a gpu-lets spec (has a `[gpulet]` table).
+    pub fn is_spec(path: &Path) -> bool {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| toml::from_str::<toml::Table>(&text).ok())
+            .is_some_and(|table| table.contains_key("gpulet"))
+    }
+}
+
+impl GpuletPlan {
+    /// The schedule as `jig plan` prints it.
+    pub fn to_text(&self, p: &GpuletProblem, scheduler: Scheduler) -> String {
+        let total: f64 = p.models.iter().map(|m| m.rate_rps).sum();
+        let mut out = format!(
+            "{} schedule: {:.1} req/s of {} models on {} of {} GPUs\n",
+            scheduler.name(),
+            total,
+            p.models.len(),
+            self.gpus_used,
+            p.gpus
+        );
+        let mut gpulets: Vec<&Gpulet> = self.gpulets.iter().collect();
+        gpulets.sort_by_key(|g| (g.gpu, std::cmp::Reverse(g.size)));
+        for g in gpulets {
+            let loads: Vec<String> = g
+                .loads
+                .iter()
+                .map(|l| format!("{} {:.1} req/s (batch {})", p.models[l.model].name, l.rate_rps, l.batch))
+                .collect();
+            let _ =
+                writeln!(out, "  GPU {} {:>3}%: {} (duty cycle {:.2} ms)", g.gpu, g.size, loads.join(", "), g.duty_ms);
+        }
+        out
     }
 }

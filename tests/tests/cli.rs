@@ -343,3 +343,48 @@ classes = [
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no row of block `b0` on segment `cpu:8` (class `cores`"), "{stderr}");
 }
+
+/// A gpu-lets spec (`[gpulet]`) over a profile table of MPS shares: `jig plan --each` prints gpu-lets' and SBP's
+/// schedules, `jig simulate` the rates each fits and its schedule served; a model without whole-GPU rows is named.
+#[test]
+fn a_gpulet_spec_schedules_gpu_shares_and_serves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n");
+    // `fixed` ms no share shortens, `per_item` ms a row on the whole GPU.
+    for (slot, fixed, per_item) in [("light", 1.5, 0.01), ("heavy", 4.0, 0.5)] {
+        for share in [20u32, 40, 50, 60, 80, 100] {
+            for batch in [1u32, 2, 4, 8, 16, 32] {
+                let ms = fixed + per_item * f64::from(batch) * 100.0 / f64::from(share);
+                csv.push_str(&format!(
+                    "{slot},v,mps:0:{share},{batch},{ms},{ms},{},test\n",
+                    f64::from(batch) * 1e3 / ms
+                ));
+            }
+        }
+    }
+    std::fs::write(dir.path().join("profiles.csv"), csv).unwrap();
+    let spec = "[gpulet]\nprofiles = \"profiles.csv\"\ngpus = 2\nmodels = [\n  { name = \"light\", rate_rps = 500 },\n  \
+                { name = \"heavy\", rate_rps = 200 },\n]\n";
+    let path = dir.path().join("gpulet.toml");
+    std::fs::write(&path, spec).unwrap();
+    let output = run(jig().arg("plan").arg(&path).arg("--each"), b"");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("gpulet schedule: 700.0 req/s of 2 models") && stdout.contains("sbp schedule"), "{stdout}");
+    assert!(stdout.contains("GPU 0") && stdout.contains("light 500.0 req/s"), "{stdout}");
+
+    let output = run(jig().arg("simulate").arg(&path), b"");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let fits = |scheduler: &str| -> f64 {
+        let line = stdout.lines().find(|l| l.starts_with(scheduler)).unwrap_or_else(|| panic!("{stdout}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert!(fits("gpulet ") >= fits("sbp ") && fits("sbp ") > 700.0, "{stdout}");
+
+    std::fs::write(&path, spec.replace("gpus = 2", "gpus = 2\ngpu = 3")).unwrap();
+    let output = run(jig().arg("plan").arg(&path), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("model `light`: no row of slot `light` on `mps:3:100`"), "{stderr}");
+}

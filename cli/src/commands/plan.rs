@@ -8,6 +8,7 @@
 //! jig plan --max-demand [--app traffic|social|ar|all] [--slices 840]   the paper's Figure 3
 //! jig plan … --mig-config FILE                               also write the plan's MIG layout (nvidia-mig-parted)
 //! jig plan PPIPE_SPEC.toml [--each]                          PPipe's pooled pipelines (a `[ppipe]` spec)
+//! jig plan GPULET_SPEC.toml [--each]                         gpu-lets' GPU shares (a `[gpulet]` spec)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -117,6 +118,9 @@ impl PlanCommand {
         if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::ppipe::PpipeProblem::is_spec(s)) {
             return plan_ppipe(self, spec);
         }
+        if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::gpulet::GpuletProblem::is_spec(s)) {
+            return plan_gpulet(self, spec);
+        }
         if self.max_demand {
             return run_max_demand(self);
         }
@@ -199,6 +203,28 @@ fn plan_ppipe(args: &PlanCommand, spec: &Path) -> anyhow::Result<String> {
     }
     if args.json {
         out = serde_json::to_string_pretty(&plans)?;
+    }
+    Ok(out)
+}
+
+/// Schedule a gpu-lets spec: its scheduler, or with --each gpu-lets' and SBP's.
+fn plan_gpulet(args: &PlanCommand, spec: &Path) -> anyhow::Result<String> {
+    use jig_planner::gpulet::{GpuletProblem, Scheduler};
+    let (problem, scheduler) = GpuletProblem::from_spec_file(spec)?;
+    let schedulers = if args.each { vec![Scheduler::Gpulet, Scheduler::Sbp] } else { vec![scheduler] };
+    let mut out = String::new();
+    for scheduler in schedulers {
+        match scheduler.schedule(&problem) {
+            Ok(plan) if plan.gpus_used > problem.gpus => out.push_str(&format!(
+                "[{}] needs {} GPUs, more than the {} there are\n",
+                scheduler.name(),
+                plan.gpus_used,
+                problem.gpus
+            )),
+            Ok(plan) => out.push_str(&plan.to_text(&problem, scheduler)),
+            Err(e) if args.each => out.push_str(&format!("[{}] {e}\n", scheduler.name())),
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(out)
 }

@@ -24,6 +24,7 @@ use crate::problem::{Source, parse_features, read_status};
 /// jig simulate BUNDLE_DIR --trace day.csv [--demand RPS | --replan-threshold 0.2] [--observed status.json]
 ///                                                                   (mounted by the `jig` binary)
 /// jig simulate PPIPE_SPEC.toml [--seed 1]          PPipe, NP and DART-r: the load each serves at 99% in time
+/// jig simulate GPULET_SPEC.toml [--seed 1]         gpu-lets and SBP: the rates each fits, its schedule served
 /// ```
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateCommand {
@@ -112,6 +113,40 @@ pub struct SimulateCommand {
 }
 
 impl SimulateCommand {
+    /// gpu-lets against SBP on a `[gpulet]` spec: the largest multiple of the rates each fits on the GPUs, and
+    /// each one's schedule for the spec's rates served for 30 s of Poisson arrivals: the share of requests that
+    /// missed their SLO.
+    fn simulate_gpulet(&self, spec: &std::path::Path) -> anyhow::Result<String> {
+        use jig_planner::gpulet::{GpuletProblem, Scheduler, max_scale};
+        use std::fmt::Write as _;
+        let (problem, _) = GpuletProblem::from_spec_file(spec)?;
+        let total: f64 = problem.models.iter().map(|m| m.rate_rps).sum();
+        let mut out = format!(
+            "{} models, {:.1} req/s, on {} GPUs\n{:<8} {:>16} {:>14} {:>12}\n",
+            problem.models.len(),
+            total,
+            problem.gpus,
+            "scheduler",
+            "fits (req/s)",
+            "GPUs at rate",
+            "violations"
+        );
+        for scheduler in [Scheduler::Gpulet, Scheduler::Sbp] {
+            let fits = max_scale(&problem, |q| scheduler.schedule(q)) * total;
+            let served = match scheduler.schedule(&problem) {
+                Ok(plan) if plan.gpus_used <= problem.gpus => {
+                    let served = jig_sim::gpulet::serve(&problem, &plan, 30.0, self.seed, |_| 0.0);
+                    let (v, a) = served.iter().fold((0, 0), |(v, a), s| (v + s.violated, a + s.arrived));
+                    (plan.gpus_used.to_string(), format!("{:.2}%", 100.0 * v as f64 / a.max(1) as f64))
+                }
+                Ok(plan) => (format!("{} (too many)", plan.gpus_used), "-".into()),
+                Err(_) => ("-".into(), "-".into()),
+            };
+            let _ = writeln!(out, "{:<8} {:>16.1} {:>14} {:>12}", scheduler.name(), fits, served.0, served.1);
+        }
+        Ok(out)
+    }
+
     /// PPipe's comparison on a `[ppipe]` spec (§7.2): each scheme's plan run by PPipe's data plane under 30 s
     /// of Poisson arrivals, and the largest load it serves with 99% of requests in time, as a share of PPipe's
     /// plan (the paper's load factor) and in requests per second.
@@ -153,6 +188,10 @@ impl SimulateCommand {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::ppipe::PpipeProblem::is_spec(s)) {
             print!("{}", self.simulate_ppipe(spec)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::gpulet::GpuletProblem::is_spec(s)) {
+            print!("{}", self.simulate_gpulet(spec)?);
             return Ok(ExitCode::SUCCESS);
         }
         let (target, app, profiles) = (self.spec.as_deref(), self.app.as_deref(), self.profiles.as_deref());
