@@ -526,10 +526,7 @@ impl GpuletProblem {
 
     /// Whether the TOML at `path` is a gpu-lets spec (has a `[gpulet]` table).
     pub fn is_spec(path: &Path) -> bool {
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| toml::from_str::<toml::Table>(&text).ok())
-            .is_some_and(|table| table.contains_key("gpulet"))
+        crate::spec::has_table(path, "gpulet")
     }
 }
 

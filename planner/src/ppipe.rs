@@ -284,10 +284,7 @@ impl PpipeProblem {
 
     /// Whether the TOML at `path` is a PPipe spec (has a `[ppipe]` table).
     pub fn is_spec(path: &Path) -> bool {
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| toml::from_str::<toml::Table>(&text).ok())
-            .is_some_and(|table| table.contains_key("ppipe"))
+        crate::spec::has_table(path, "ppipe")
     }
 }
 

@@ -39,6 +39,15 @@ pub struct PlanSpec {
     pub batch_sizes: Option<Vec<u32>>,
 }
 
+/// Whether the TOML file at `path` has a top-level table `name`: how `jig plan` and `jig simulate` tell the
+/// other strategies' spec files (`[ppipe]`, `[gpulet]`) from a planning spec.
+pub fn has_table(path: &Path, name: &str) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| toml::from_str::<toml::Table>(&text).ok())
+        .is_some_and(|table| table.contains_key(name))
+}
+
 impl PlanSpec {
     /// Read a spec from a TOML file, or JSON when the name ends in `.json`.
     pub fn from_file(path: &Path) -> Result<Self, PlanError> {
