@@ -27,6 +27,8 @@ use jig_model_host::Tensor;
 use jig_model_host::instance::InstanceError;
 use jig_model_host::onnx::TensorSpec;
 use jig_model_host::pool::Pool;
+use jig_sdk::Envelope;
+use jig_sdk::envelope::{TRAILER_RESERVE, TensorMeta};
 
 use crate::{Gateway, Reply, classify, error, json, read_body, refuse_unauthorized, request_class, request_timeout};
 
@@ -242,7 +244,8 @@ impl Gateway {
                 return error(kind, e.to_string());
             }
         };
-        let answers: Vec<Tensor> = outputs.iter().filter_map(|o| from_tensor_envelope(&o.bytes)).collect();
+        let count = outputs.len();
+        let answers: Vec<Tensor> = outputs.into_iter().filter_map(|o| from_tensor_envelope(o.bytes)).collect();
         let answer = match <[Tensor; 1]>::try_from(answers) {
             Ok([answer]) if answer.dtype() == output.dtype => answer,
             Ok([answer]) => {
@@ -258,7 +261,7 @@ impl Gateway {
                     "app `{model}` answered {} tensor envelopes among its {} outputs; as a v2 model it answers one: \
                      its `[tensors]` output",
                     answers.len(),
-                    outputs.len()
+                    count
                 );
                 return error(ErrorKind::FunctionFailed, message);
             }
@@ -320,32 +323,18 @@ fn declared_metadata(decl: &TensorDecl) -> TensorMetadata {
     TensorMetadata { name: decl.name.clone(), datatype: decl.datatype.clone(), shape: decl.shape.clone() }
 }
 
-/// The metadata of a tensor envelope: what the bundled `forward` function takes and answers.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct EnvelopeMeta {
-    datatype: String,
-    shape: Vec<u64>,
-}
-
-/// `tensor` as a tensor envelope, in `jig_sdk::envelope`'s framing: its bytes, the metadata JSON, and the
-/// metadata's length as a little-endian u32.
+/// `tensor` as a tensor envelope ([`TensorMeta`]), the payload an app's entry task takes.
 fn tensor_envelope(tensor: &Tensor) -> Vec<u8> {
-    let meta = EnvelopeMeta { datatype: datatype(tensor.dtype()).into(), shape: tensor.shape().to_vec() };
-    let meta = serde_json::to_vec(&meta).expect("plain data serialises");
-    let mut out = Vec::with_capacity(tensor.data().len() + meta.len() + 4);
-    out.extend_from_slice(tensor.data());
-    out.extend_from_slice(&meta);
-    out.extend_from_slice(&(meta.len() as u32).to_le_bytes());
-    out
+    let meta = TensorMeta { datatype: datatype(tensor.dtype()).into(), shape: tensor.shape().to_vec() };
+    let mut body = Vec::with_capacity(tensor.data().len() + TRAILER_RESERVE);
+    body.extend_from_slice(tensor.data());
+    Envelope { meta, body }.encode()
 }
 
 /// The tensor in `bytes`, when they are a tensor envelope.
-fn from_tensor_envelope(bytes: &[u8]) -> Option<Tensor> {
-    let trailer = bytes.len().checked_sub(4)?;
-    let meta_len = u32::from_le_bytes(bytes[trailer..].try_into().ok()?) as usize;
-    let body_len = trailer.checked_sub(meta_len)?;
-    let meta: EnvelopeMeta = serde_json::from_slice(&bytes[body_len..trailer]).ok()?;
-    Tensor::new(dtype(&meta.datatype)?, meta.shape, Bytes::copy_from_slice(&bytes[..body_len])).ok()
+fn from_tensor_envelope(bytes: Vec<u8>) -> Option<Tensor> {
+    let Envelope { meta, body } = Envelope::<TensorMeta>::decode(bytes).ok()?;
+    Tensor::new(dtype(&meta.datatype)?, meta.shape, body).ok()
 }
 
 fn not_ready(model: &str) -> Reply {

@@ -9,7 +9,7 @@
 //! payload's own allocation. The bundled `crop` function takes and emits envelopes; `jig run --meta JSON`
 //! builds one from the command line.
 
-use serde::{Serialize, de::DeserializeOwned};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::{Error, Result};
 
@@ -36,6 +36,17 @@ impl<M: Serialize> Envelope<M> {
         out.extend_from_slice(&meta_len.to_le_bytes());
         out
     }
+}
+
+/// The metadata of a *tensor envelope*: the body is a tensor's raw little-endian bytes; the metadata its element
+/// type, by the Open Inference Protocol's name (`FP32`, `INT64`, …), and its shape. The bundled `forward` function
+/// takes and answers them, and the gateway frames a v2 call of an app that declares `[tensors]` as one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TensorMeta {
+    /// The element type, by the Open Inference Protocol's name.
+    pub datatype: String,
+    /// The shape.
+    pub shape: Vec<u64>,
 }
 
 /// What a caller whose input is not an envelope should do instead.

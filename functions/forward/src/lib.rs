@@ -12,19 +12,9 @@
 //! **Emits**, with `port` set: the output as a tensor envelope on that port, and returns `{"forwarded": port}`.
 //! Without `port` (the last partition) it **returns** the output as a tensor envelope.
 
-use jig_sdk::envelope::{Envelope, TRAILER_RESERVE};
+use jig_sdk::envelope::{Envelope, TRAILER_RESERVE, TensorMeta};
 use jig_sdk::tensor::DType;
 use jig_sdk::{Error, Function, Result, Tensor};
-use serde::{Deserialize, Serialize};
-
-/// A tensor envelope's metadata.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TensorMeta {
-    /// The element type, by its Open Inference Protocol name.
-    pub datatype: String,
-    /// The shape.
-    pub shape: Vec<u64>,
-}
 
 /// The Open Inference Protocol's name of `dtype`.
 pub fn datatype(dtype: DType) -> &'static str {
