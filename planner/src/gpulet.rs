@@ -493,10 +493,7 @@ impl GpuletProblem {
             other => return Err(at(&format!("scheduler `{other}`: say `gpulet` or `sbp`"))),
         };
         let table = path.parent().unwrap_or(Path::new(".")).join(&t.profiles);
-        let csv = std::fs::read_to_string(&table).map_err(|e| {
-            PlanError::Input(format!("{}: {e}; profile the models with `jig profile`", table.display()))
-        })?;
-        let rows = crate::profile::from_csv(&csv).map_err(|e| PlanError::Input(format!("{}: {e}", table.display())))?;
+        let rows = crate::profile::read(&table, "the models")?;
         let prefix = format!("mps:{}:", t.gpu.unwrap_or(0));
         let mut models = Vec::new();
         for m in &t.models {

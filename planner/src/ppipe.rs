@@ -232,11 +232,7 @@ impl PpipeProblem {
             ))));
         }
         let table = dir.join(&t.profiles);
-        let text = std::fs::read_to_string(&table).map_err(|e| {
-            PlanError::Input(format!("{}: {e}; profile the blocks with `jig profile`", table.display()))
-        })?;
-        let rows =
-            crate::profile::from_csv(&text).map_err(|e| PlanError::Input(format!("{}: {e}", table.display())))?;
+        let rows = crate::profile::read(&table, "the blocks")?;
         let mut classes = Vec::new();
         let mut latency_ms = HashMap::new();
         for (k, class) in t.classes.iter().enumerate() {

@@ -57,6 +57,13 @@ pub fn to_csv(rows: &[ProfileRow]) -> String {
     out
 }
 
+/// Read the profile table at `path`, which measures `what` (`the models`, `the blocks`): errors name the file.
+pub fn read(path: &std::path::Path, what: &str) -> Result<Vec<ProfileRow>, crate::PlanError> {
+    let at = |e: String| crate::PlanError::Input(format!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| at(format!("{e}; profile {what} with `jig profile`")))?;
+    from_csv(&text).map_err(|e| at(e.to_string()))
+}
+
 /// Parse a profile table; errors name the line and what is wrong with it.
 pub fn from_csv(text: &str) -> Result<Vec<ProfileRow>, ParseError> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
