@@ -426,12 +426,12 @@ impl PpipeProblem {
     }
 
     /// Latency of `blocks` at `batch` on a `1/share` share of `class`, when every block is profiled there.
-    fn latency(&self, class: usize, share: u32, batch: u32, blocks: &Range<usize>) -> Option<f64> {
+    pub fn latency(&self, class: usize, share: u32, batch: u32, blocks: &Range<usize>) -> Option<f64> {
         blocks.clone().map(|b| self.model.latency_ms.get(&(class, share, batch, b)).copied()).sum()
     }
 
     /// The transfer of block `block`'s output at `batch`, ms.
-    fn transfer_ms(&self, block: usize, batch: u32) -> f64 {
+    pub fn transfer_ms(&self, block: usize, batch: u32) -> f64 {
         f64::from(batch) * self.model.output_bytes[block] as f64 / self.bandwidth_bytes_per_s * 1e3
     }
 

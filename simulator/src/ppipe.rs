@@ -62,23 +62,15 @@ pub fn pipelines(problem: &PpipeProblem, plan: &PpipePlan) -> Vec<Pipeline> {
                     let latency: Vec<(usize, Duration)> = sizes
                         .iter()
                         .filter_map(|&b| {
-                            let sum: Option<f64> = part
-                                .blocks
-                                .clone()
-                                .map(|block| problem.model.latency_ms.get(&(part.class, part.share, b, block)).copied())
-                                .sum();
-                            Some((b as usize, ms(sum?)))
+                            Some((b as usize, ms(problem.latency(part.class, part.share, b, &part.blocks)?)))
                         })
                         .collect();
                     let transfer: Vec<(usize, Duration)> = match d {
                         0 => vec![],
-                        _ => {
-                            let bytes = problem.model.output_bytes[part.blocks.start - 1] as f64;
-                            sizes
-                                .iter()
-                                .map(|&b| (b as usize, ms(f64::from(b) * bytes / problem.bandwidth_bytes_per_s * 1e3)))
-                                .collect()
-                        }
+                        _ => sizes
+                            .iter()
+                            .map(|&b| (b as usize, ms(problem.transfer_ms(part.blocks.start - 1, b))))
+                            .collect(),
                     };
                     Stage { pool, latency: per_batch(&latency), transfer: per_batch(&transfer) }
                 })
