@@ -94,12 +94,12 @@ pub fn no_interference(_: usize, _: u32, _: Option<(usize, u32)>) -> f64 {
 
 impl GpuletModel {
     /// Latency of batch `b` on `size`: the profiled batch, else the next larger one's.
-    fn latency(&self, size: u32, b: u32) -> Option<f64> {
+    pub fn latency(&self, size: u32, b: u32) -> Option<f64> {
         self.latency_ms.range((size, b)..=(size, u32::MAX)).next().map(|(_, &ms)| ms)
     }
 
     /// The largest batch profiled on `size`.
-    fn largest_batch(&self, size: u32) -> u32 {
+    pub fn largest_batch(&self, size: u32) -> u32 {
         self.latency_ms.range((size, 0)..=(size, u32::MAX)).next_back().map_or(0, |(&(_, b), _)| b)
     }
 

@@ -105,13 +105,8 @@ pub fn serve(
                 let q = &mut queues[i];
                 // The largest batch of what is waiting (up to the largest profiled) that still makes the oldest
                 // request's deadline; the oldest is dropped when not even it alone can.
-                let largest =
-                    model.latency_ms.range((gl.size, 0)..=(gl.size, u32::MAX)).next_back().map_or(1, |(&(_, b), _)| b);
-                let took = |n: usize| {
-                    let ms =
-                        model.latency_ms.range((gl.size, n as u32)..=(gl.size, u32::MAX)).next().map(|(_, &ms)| ms)?;
-                    Some(Duration::from_secs_f64(ms * slow / 1e3))
-                };
+                let largest = model.largest_batch(gl.size);
+                let took = |n: usize| Some(Duration::from_secs_f64(model.latency(gl.size, n as u32)? * slow / 1e3));
                 let mut n = 0;
                 let mut ms = Duration::ZERO;
                 while let Some(&oldest) = q.front() {
