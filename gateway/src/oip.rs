@@ -373,3 +373,16 @@ fn respond(model: &str, specs: &[Declared<'_>], request: &InferRequest, outputs:
     headers.insert(BINARY_HEADER, HeaderValue::from(length));
     Ok(reply)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The manifest checks `[tensors]` datatypes against its own list; every name on it must be one the codec
+    /// serves, or `declared_tensor` would fail on a bundle the manifest accepted.
+    #[test]
+    fn every_datatype_a_bundle_may_declare_is_served() {
+        for name in jig_manifest::DATATYPES {
+            let dtype = jig_api::oip::dtype(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(jig_api::oip::datatype(dtype), name);
+        }
+    }
+}
