@@ -48,6 +48,8 @@ pub struct GpuletProblem {
     pub gpus: u32,
     /// The smaller halves a GPU may be split into, percent (the paper: 20, 40, 50, 60, 80 as pairs).
     pub splits: Vec<u32>,
+    /// Measured interference, which `gpulet+int` plans with (none: only `gpulet` and `sbp` plan).
+    pub interference: Option<MeasuredInterference>,
 }
 
 /// One model's load on a gpu-let.
@@ -206,6 +208,15 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
                 let size =
                     if size == 100 { sizes.iter().copied().find(|&s| s >= p_ideal).unwrap_or(100) } else { size };
                 let slowdown = intf(m, size, neighbour(&alloc, gpu, size));
+                // The other half's models must still hold their SLOs beside this one.
+                let beside_holds = alloc.iter().filter(|a| a.gpu == gpu && a.size == 100 - size).all(|a| {
+                    let loads: Vec<(usize, f64)> = a.loads.iter().map(|l| (l.model, l.rate_rps)).collect();
+                    let slowdown: Vec<f64> = loads.iter().map(|&(n, _)| intf(n, a.size, Some((m, size)))).collect();
+                    duty_cycle(p, a.size, &loads, &slowdown).is_some()
+                });
+                if !beside_holds {
+                    continue;
+                }
                 if let Some((rate, batch)) = model.capacity(size, slowdown) {
                     found = Some((i, gpu, size, rate.min(left), batch));
                     break;
@@ -219,7 +230,9 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
                 )));
             };
             // Temporal sharing: an allocated gpu-let that can take this share too saves the new one.
-            let merged = alloc.iter_mut().any(|a| a.share(p, m, portion, intf));
+            let beside: Vec<_> = alloc.iter().map(|a| neighbour(&alloc, a.gpu, a.size)).collect();
+            let merged =
+                alloc.iter_mut().zip(beside).any(|(a, nb)| a.share(p, m, portion, &|n, size, _| intf(n, size, nb)));
             if !merged {
                 let (_, whole) = remain.remove(i);
                 if whole == 100 && size < 100 {
@@ -401,6 +414,93 @@ impl InterferenceModel {
     }
 }
 
+/// Interference as measured: the model fitted to co-run samples, each model's solo utilisation (in the problem's
+/// model order), and how well the fit reproduces its samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredInterference {
+    /// The fitted model.
+    pub model: InterferenceModel,
+    /// Each model's solo utilisation.
+    pub utilisation: Vec<Utilisation>,
+    /// Mean absolute difference between the fit's and the measured slowdowns, over the samples.
+    pub fit_error: f64,
+    /// Samples fitted.
+    pub samples: usize,
+}
+
+impl MeasuredInterference {
+    /// Model `m`'s slowdown beside `neighbour` (none: the other half of the GPU is free).
+    pub fn slowdown(&self, m: usize, neighbour: Option<(usize, u32)>) -> f64 {
+        neighbour.map_or(0.0, |(n, _)| self.model.predict(self.utilisation[m], self.utilisation[n]))
+    }
+
+    /// Read a utilisation table (`model,batch,l2,dram`) and a co-run table (`model,neighbour,…,slowdown`), as
+    /// `scripts/gpulet_interference.py` writes them, for `models` (their names in the tables), and fit.
+    pub fn read(utilisation: &Path, pairs: &Path, models: &[&str]) -> Result<MeasuredInterference, PlanError> {
+        let util = read_table(utilisation, &["model", "l2", "dram"])?;
+        let by_name: BTreeMap<&str, Utilisation> = util
+            .iter()
+            .map(|r| {
+                (
+                    r[0].as_str(),
+                    Utilisation { l2: r[1].parse().unwrap_or(f64::NAN), dram: r[2].parse().unwrap_or(f64::NAN) },
+                )
+            })
+            .collect();
+        let of = |name: &str, file: &Path| {
+            by_name.get(name).copied().filter(|u| u.l2.is_finite() && u.dram.is_finite()).ok_or_else(|| {
+                PlanError::Input(format!(
+                    "{}: no utilisation of model `{name}` (named in {}): measure it with `scripts/gpulet_interference.py util`",
+                    utilisation.display(),
+                    file.display()
+                ))
+            })
+        };
+        let mut samples = Vec::new();
+        for r in read_table(pairs, &["model", "neighbour", "slowdown"])? {
+            let slowdown = r[2].parse::<f64>().map_err(|_| {
+                PlanError::Input(format!(
+                    "{}: slowdown `{}` of `{}` beside `{}` is not a number",
+                    pairs.display(),
+                    r[2],
+                    r[0],
+                    r[1]
+                ))
+            })?;
+            samples.push(Sample { this: of(&r[0], pairs)?, other: of(&r[1], pairs)?, slowdown });
+        }
+        let model = InterferenceModel::fit(&samples).map_err(|e| match e {
+            PlanError::Input(why) => PlanError::Input(format!("{}: {why}", pairs.display())),
+            e => e,
+        })?;
+        let fit_error = samples.iter().map(|s| (model.predict(s.this, s.other) - s.slowdown).abs()).sum::<f64>()
+            / samples.len() as f64;
+        let utilisation = models.iter().map(|m| of(m, Path::new("the spec"))).collect::<Result<_, _>>()?;
+        Ok(MeasuredInterference { model, utilisation, fit_error, samples: samples.len() })
+    }
+}
+
+/// The rows of a CSV table with a header (lines starting `#` are comments), as the named columns.
+fn read_table(path: &Path, columns: &[&str]) -> Result<Vec<Vec<String>>, PlanError> {
+    let at = |what: String| PlanError::Input(format!("{}: {what}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| at(e.to_string()))?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+    let header: Vec<&str> = lines.next().ok_or_else(|| at("empty table".into()))?.split(',').map(str::trim).collect();
+    let index: Vec<usize> = columns
+        .iter()
+        .map(|c| header.iter().position(|h| h == c).ok_or_else(|| at(format!("no column `{c}` in the header"))))
+        .collect::<Result<_, _>>()?;
+    lines
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            index
+                .iter()
+                .map(|&i| f.get(i).map(|v| v.to_string()).ok_or_else(|| at(format!("short line `{line}`"))))
+                .collect()
+        })
+        .collect()
+}
+
 /// A gpu-lets planning spec: a TOML file with a `[gpulet]` table, which `jig plan SPEC` and `jig simulate SPEC`
 /// read (README, "gpu-lets").
 ///
@@ -410,7 +510,9 @@ impl InterferenceModel {
 /// gpus = 4
 /// splits = [20, 40, 50]            # default: the paper's pairs 20/80, 40/60, 50/50
 /// gpu = 0                          # the GPU the rows were measured on (default 0)
-/// scheduler = "gpulet"             # or "sbp"
+/// scheduler = "gpulet"             # or "gpulet+int" (needs the two tables below), "sbp"
+/// utilisation = "util.csv"         # solo L2/DRAM utilisations, scripts/gpulet_interference.py util
+/// interference = "pairs.csv"       # co-run slowdowns, scripts/gpulet_interference.py pairs
 /// models = [                       # slot in the table; SLO default: twice the whole GPU's largest batch
 ///   { name = "res", slot = "res", rate_rps = 100, slo_ms = 95 },
 /// ]
@@ -434,8 +536,12 @@ pub struct GpuletTable {
     pub splits: Option<Vec<u32>>,
     /// The GPU index of the table's `mps:` segments (default 0).
     pub gpu: Option<u32>,
-    /// `gpulet` or `sbp` (default `gpulet`).
+    /// `gpulet`, `gpulet+int` or `sbp` (default `gpulet`).
     pub scheduler: Option<String>,
+    /// The solo utilisation table, relative to the spec.
+    pub utilisation: Option<String>,
+    /// The co-run table, relative to the spec.
+    pub interference: Option<String>,
     /// The models.
     pub models: Vec<ModelSpec>,
 }
@@ -459,6 +565,8 @@ pub struct ModelSpec {
 pub enum Scheduler {
     /// The paper's Algorithm 1.
     Gpulet,
+    /// The paper's Algorithm 1 with its interference model (`gpulet+int`).
+    GpuletInt,
     /// Nexus's squishy bin packing.
     Sbp,
 }
@@ -468,16 +576,28 @@ impl Scheduler {
     pub fn name(self) -> &'static str {
         match self {
             Scheduler::Gpulet => "gpulet",
+            Scheduler::GpuletInt => "gpulet+int",
             Scheduler::Sbp => "sbp",
         }
     }
 
-    /// Schedule `p` (gpu-lets without interference: no solo utilisations are measured yet).
+    /// Schedule `p`.
     pub fn schedule(self, p: &GpuletProblem) -> Result<GpuletPlan, PlanError> {
-        match self {
-            Scheduler::Gpulet => elastic(p, &no_interference),
-            Scheduler::Sbp => squishy(p),
+        match (self, &p.interference) {
+            (Scheduler::Gpulet, _) => elastic(p, &no_interference),
+            (Scheduler::GpuletInt, Some(i)) => elastic(p, &|m, _, neighbour| i.slowdown(m, neighbour)),
+            (Scheduler::GpuletInt, None) => Err(PlanError::Input(
+                "gpulet+int plans with measured interference: give the spec `utilisation` and `interference` tables"
+                    .into(),
+            )),
+            (Scheduler::Sbp, _) => squishy(p),
         }
+    }
+
+    /// The schedulers `p` can run: `gpulet+int` only with measured interference.
+    pub fn all(p: &GpuletProblem) -> Vec<Scheduler> {
+        let int = p.interference.is_some().then_some(Scheduler::GpuletInt);
+        [Some(Scheduler::Gpulet), int, Some(Scheduler::Sbp)].into_iter().flatten().collect()
     }
 }
 
@@ -489,8 +609,9 @@ impl GpuletProblem {
         let t = toml::from_str::<GpuletSpec>(&text).map_err(|e| at(&e.to_string()))?.gpulet;
         let scheduler = match t.scheduler.as_deref().unwrap_or("gpulet") {
             "gpulet" => Scheduler::Gpulet,
+            "gpulet+int" => Scheduler::GpuletInt,
             "sbp" => Scheduler::Sbp,
-            other => return Err(at(&format!("scheduler `{other}`: say `gpulet` or `sbp`"))),
+            other => return Err(at(&format!("scheduler `{other}`: say `gpulet`, `gpulet+int` or `sbp`"))),
         };
         let table = path.parent().unwrap_or(Path::new(".")).join(&t.profiles);
         let rows = crate::profile::read(&table, "the models")?;
@@ -518,7 +639,20 @@ impl GpuletProblem {
                 latency_ms,
             });
         }
-        Ok((GpuletProblem { models, gpus: t.gpus, splits: t.splits.unwrap_or_else(|| vec![20, 40, 50]) }, scheduler))
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let interference = match (&t.utilisation, &t.interference) {
+            (Some(u), Some(i)) => {
+                let slots: Vec<&str> = t.models.iter().map(|m| m.slot.as_deref().unwrap_or(&m.name)).collect();
+                Some(MeasuredInterference::read(&dir.join(u), &dir.join(i), &slots)?)
+            }
+            (None, None) => None,
+            _ => return Err(at("give both `utilisation` and `interference`, or neither")),
+        };
+        if scheduler == Scheduler::GpuletInt && interference.is_none() {
+            return Err(at("scheduler `gpulet+int` needs the `utilisation` and `interference` tables"));
+        }
+        let splits = t.splits.unwrap_or_else(|| vec![20, 40, 50]);
+        Ok((GpuletProblem { models, gpus: t.gpus, splits, interference }, scheduler))
     }
 
     /// Whether the TOML at `path` is a gpu-lets spec (has a `[gpulet]` table).
@@ -528,6 +662,21 @@ impl GpuletProblem {
 }
 
 impl GpuletPlan {
+    /// Each gpu-let's slowdown as measured interference predicts it (0 without): the most any of its models is
+    /// slowed by the first model of the other half of its GPU.
+    pub fn slowdowns(&self, p: &GpuletProblem) -> Vec<f64> {
+        let Some(i) = &p.interference else { return vec![0.0; self.gpulets.len()] };
+        self.gpulets
+            .iter()
+            .map(|g| {
+                let beside =
+                    self.gpulets.iter().find(|o| o.gpu == g.gpu && o.size == 100 - g.size && !std::ptr::eq(*o, g));
+                let neighbour = beside.and_then(|o| o.loads.first()).map(|l| (l.model, 100 - g.size));
+                g.loads.iter().map(|l| i.slowdown(l.model, neighbour)).fold(0.0, f64::max)
+            })
+            .collect()
+    }
+
     /// The schedule as `jig plan` prints it.
     pub fn to_text(&self, p: &GpuletProblem, scheduler: Scheduler) -> String {
         let total: f64 = p.models.iter().map(|m| m.rate_rps).sum();

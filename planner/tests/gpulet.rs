@@ -24,7 +24,7 @@ fn model(name: &str, rate: f64, fixed: f64, per_item: f64) -> GpuletModel {
 }
 
 fn problem(models: Vec<GpuletModel>, gpus: u32) -> GpuletProblem {
-    GpuletProblem { models, gpus, splits: vec![20, 40, 50] }
+    GpuletProblem { models, gpus, splits: vec![20, 40, 50], interference: None }
 }
 
 #[test]
@@ -145,4 +145,46 @@ fn interference_makes_the_schedule_more_conservative() {
     let slowed = |_: usize, _: u32, neighbour: Option<(usize, u32)>| if neighbour.is_some() { 0.2 } else { 0.0 };
     let (plain, careful) = (max_scale(&p, |q| elastic(q, &no_interference)), max_scale(&p, |q| elastic(q, &slowed)));
     assert!(careful < plain && careful > 0.0, "with interference ×{careful:.2}, without ×{plain:.2}");
+}
+
+#[test]
+fn measured_interference_is_read_fitted_and_its_gaps_named() {
+    use jig_planner::gpulet::MeasuredInterference;
+    let dir = tempfile::tempdir().unwrap();
+    let util = dir.path().join("util.csv");
+    let pairs = dir.path().join("pairs.csv");
+    let u = [("a", 0.1, 0.05), ("b", 0.3, 0.2), ("c", 0.2, 0.4), ("d", 0.5, 0.1)];
+    let rows: Vec<String> = u.iter().map(|(m, l2, dram)| format!("{m},8,{l2},{dram}")).collect();
+    std::fs::write(&util, format!("model,batch,l2,dram\n{}\n", rows.join("\n"))).unwrap();
+    // Slowdowns from a known model, over every ordered pair: the fit recovers it.
+    let truth =
+        |this: (f64, f64), other: (f64, f64)| 0.2 * this.0 + 0.5 * other.0 + 0.1 * this.1 + 0.3 * other.1 + 0.02;
+    let mut lines = vec!["# measured\nmodel,neighbour,share,batch,solo_ms,corun_ms,slowdown".to_string()];
+    for (m, l2, dram) in u {
+        for (n, l2n, dramn) in u {
+            lines.push(format!("{m},{n},50,8,1,1,{}", truth((l2, dram), (l2n, dramn))));
+        }
+    }
+    std::fs::write(&pairs, lines.join("\n")).unwrap();
+    let i = MeasuredInterference::read(&util, &pairs, &["b", "d"]).unwrap();
+    assert_eq!(i.samples, 16);
+    assert!(i.fit_error < 1e-9, "{i:?}");
+    let expected = truth((0.3, 0.2), (0.5, 0.1));
+    assert!((i.slowdown(0, Some((1, 50))) - expected).abs() < 1e-9, "{i:?}");
+    assert_eq!(i.slowdown(0, None), 0.0, "a free other half does not slow it");
+    // A model of the spec, or a pair's, without a utilisation row is named with the table to measure it into.
+    let err = MeasuredInterference::read(&util, &pairs, &["b", "e"]).unwrap_err().to_string();
+    assert!(err.contains("model `e`") && err.contains("util.csv"), "{err}");
+    std::fs::write(&pairs, format!("{}\nx,a,50,8,1,1,0.1\n", lines.join("\n"))).unwrap();
+    let err = MeasuredInterference::read(&util, &pairs, &["a"]).unwrap_err().to_string();
+    assert!(err.contains("model `x`") && err.contains("pairs.csv"), "{err}");
+}
+
+#[test]
+fn gpulet_int_needs_measured_interference() {
+    use jig_planner::gpulet::Scheduler;
+    let p = problem(vec![model("a", 50.0, 4.0, 0.05)], 1);
+    assert_eq!(Scheduler::all(&p), vec![Scheduler::Gpulet, Scheduler::Sbp]);
+    let err = Scheduler::GpuletInt.schedule(&p).unwrap_err().to_string();
+    assert!(err.contains("utilisation") && err.contains("interference"), "{err}");
 }

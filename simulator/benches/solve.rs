@@ -166,7 +166,7 @@ fn gpulet() {
     let mut gains = Vec::new();
     for (name, models) in scenarios {
         let total: f64 = models.iter().map(|m| m.rate_rps).sum();
-        let p = GpuletProblem { models, gpus: 4, splits: vec![20, 40, 50] };
+        let p = GpuletProblem { models, gpus: 4, splits: vec![20, 40, 50], interference: None };
         let (sbp, gpulet) = (max_scale(&p, squishy), max_scale(&p, |q| elastic(q, &no_interference)));
         gains.push(gpulet / sbp - 1.0);
         println!("{name:<12} {:>14.0} {:>14.0} {:>7.1}%", sbp * total, gpulet * total, (gpulet / sbp - 1.0) * 100.0);

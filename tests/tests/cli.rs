@@ -345,7 +345,8 @@ classes = [
 }
 
 /// A gpu-lets spec (`[gpulet]`) over a profile table of MPS shares: `jig plan --each` prints gpu-lets' and SBP's
-/// schedules, `jig simulate` the rates each fits and its schedule served; a model without whole-GPU rows is named.
+/// schedules (and gpu-lets' with measured interference, given its tables), `jig simulate` the rates each plans
+/// and serves and its schedule served; a model without whole-GPU rows is named.
 #[test]
 fn a_gpulet_spec_schedules_gpu_shares_and_serves_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -381,6 +382,39 @@ fn a_gpulet_spec_schedules_gpu_shares_and_serves_them() {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     };
     assert!(fits("gpulet ") >= fits("sbp ") && fits("sbp ") > 700.0, "{stdout}");
+    let serves = |scheduler: &str| -> f64 {
+        let line = stdout.lines().find(|l| l.starts_with(scheduler)).unwrap_or_else(|| panic!("{stdout}"));
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    assert!(serves("sbp ") > 0.0 && serves("sbp ") <= fits("sbp "), "{stdout}");
+
+    // Measured interference (scripts/gpulet_interference.py's tables): gpu-lets plans with it too.
+    std::fs::write(
+        dir.path().join("util.csv"),
+        "model,batch,l2,dram\nlight,8,0.1,0.1\nheavy,8,0.4,0.3\nthird,8,0.2,0.5\n",
+    )
+    .unwrap();
+    let mut pairs = String::from("model,neighbour,share,batch,solo_ms,corun_ms,slowdown\n");
+    for (i, (a, b)) in
+        ["light", "heavy", "third"].iter().flat_map(|a| ["light", "heavy", "third"].map(|b| (*a, b))).enumerate()
+    {
+        pairs.push_str(&format!("{a},{b},50,8,1,1,{}\n", 0.05 + 0.03 * i as f64));
+    }
+    std::fs::write(dir.path().join("pairs.csv"), pairs).unwrap();
+    let measured = spec.replace("gpus = 2", "gpus = 2\nutilisation = \"util.csv\"\ninterference = \"pairs.csv\"");
+    std::fs::write(&path, &measured).unwrap();
+    let output = run(jig().arg("plan").arg(&path).arg("--each"), b"");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("gpulet+int schedule: 700.0 req/s"), "{stdout}");
+    let output = run(jig().arg("simulate").arg(&path), b"");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("fitted to 9 co-runs") && stdout.contains("\ngpulet+int "), "{stdout}");
+    std::fs::write(&path, measured.replace("interference = \"pairs.csv\"", "")).unwrap();
+    let output = run(jig().arg("plan").arg(&path), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("give both `utilisation` and `interference`"), "{stderr}");
 
     std::fs::write(&path, spec.replace("gpus = 2", "gpus = 2\ngpu = 3")).unwrap();
     let output = run(jig().arg("plan").arg(&path), b"");

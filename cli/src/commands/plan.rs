@@ -207,11 +207,12 @@ fn plan_ppipe(args: &PlanCommand, spec: &Path) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// Schedule a gpu-lets spec: its scheduler, or with --each gpu-lets' and SBP's.
+/// Schedule a gpu-lets spec: its scheduler, or with --each every one it can run (`gpulet+int` with measured
+/// interference).
 fn plan_gpulet(args: &PlanCommand, spec: &Path) -> anyhow::Result<String> {
     use jig_planner::gpulet::{GpuletProblem, Scheduler};
     let (problem, scheduler) = GpuletProblem::from_spec_file(spec)?;
-    let schedulers = if args.each { vec![Scheduler::Gpulet, Scheduler::Sbp] } else { vec![scheduler] };
+    let schedulers = if args.each { Scheduler::all(&problem) } else { vec![scheduler] };
     let mut out = String::new();
     for scheduler in schedulers {
         match scheduler.schedule(&problem) {
