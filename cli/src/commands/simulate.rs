@@ -126,7 +126,13 @@ impl SimulateCommand {
         if let Some(i) = &problem.interference {
             let _ = writeln!(
                 out,
-                "interference: fitted to {} co-runs (mean error {:.1} points of slowdown); every schedule is served with it",
+                "interference: slowdown = {:.3}·l2 {:+.3}·l2' {:+.3}·dram {:+.3}·dram' {:+.3}, fitted to {} co-runs (mean \
+                 error {:.1} points); every schedule is served with it",
+                i.model.coefficients[0],
+                i.model.coefficients[1],
+                i.model.coefficients[2],
+                i.model.coefficients[3],
+                i.model.coefficients[4],
                 i.samples,
                 100.0 * i.fit_error
             );
