@@ -5,7 +5,7 @@ WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
 GUESTS := echo forward crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
-.PHONY: demo test test-gpu setup functions examples paper-apps build bench fuzz clean
+.PHONY: demo test test-gpu setup functions examples paper-apps build release bench fuzz clean
 
 setup:
 	@scripts/setup.sh
@@ -34,7 +34,14 @@ paper-apps: functions
 			ln -f .jig/synth/$$model examples/$$app/models/$$model; done; \
 	done
 
+# One build serves the demo and the tests: the workspace in the dev profile with its tests, exactly what
+# `cargo test --workspace` builds (a plain `cargo build -p jig` would resolve dependency features differently and
+# leave most of it to rebuild), so `make test` after `make demo` compiles nothing. `jig` is target/debug/jig.
 build: functions
+	$(CARGO) test --workspace --no-run
+
+# The fully optimised `jig` (target/release/jig), for benchmarks, reproductions and production.
+release: functions
 	$(CARGO) build --release -p jig
 
 demo: build examples
@@ -42,13 +49,13 @@ demo: build examples
 
 # The end-to-end tests in tests/ run the `jig` binary as a user does; `cargo test` builds it for the `jig`
 # package's own integration tests (cli/tests/).
-test: functions
+test: build
 	$(CARGO) test --workspace
 
 # GPU serving end to end (not part of `make test`): needs an NVIDIA GPU and ONNX Runtime's CUDA build; see
 # scripts/test_gpu.sh. With JIG=path/to/jig (a prebuilt binary, the glue and models staged as the script says)
 # it builds nothing, for a machine without cargo.
-test-gpu: $(if $(JIG),,build examples)
+test-gpu: $(if $(JIG),,release examples)
 	@scripts/test_gpu.sh
 
 # The gateway benchmark compares with `wasmtime serve` from crates.io (a long build, once).
@@ -56,7 +63,7 @@ WASMTIME := .jig/tools/bin/wasmtime
 $(WASMTIME):
 	$(CARGO) install --locked wasmtime-cli@48.0.8 --root .jig/tools
 
-bench: build $(WASMTIME)
+bench: release $(WASMTIME)
 	$(CARGO) bench -p jig-runtime --bench runtime
 	$(CARGO) bench -p jig --bench gateway
 	$(CARGO) bench -p jig-model-host --bench model

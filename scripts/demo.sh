@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh
 
-jig=target/release/jig
+jig=target/debug/jig
 out=out/demo
 rm -rf "$out" && mkdir -p "$out"
 
@@ -46,4 +46,5 @@ echo "Each sign's speech is in $out/<sign>/<n>-speak.wav, the crops in $out/."
 echo "The gateway keeps the apps in $out/state: restart it with"
 echo "  $jig up --state-dir $out/state"
 echo "and invoke again without redeploying. To call it \`jig\` as the README does:"
-echo "  export PATH=\"$PWD/target/release:\$PATH\""
+echo "  export PATH=\"$PWD/target/debug:\$PATH\""
+echo "(the build \`make test\` uses too; \`make release\` builds the optimised one into target/release)"

@@ -6,7 +6,7 @@
 # instances, cores, PAS: the slots' accuracy product in percent of the best) and the goodput,
 # violations and p50 of each run.
 #
-# Usage: [DURATION=30] scripts/ipa_cores.sh   (after `make build examples`); results in out/ipa-cores/.
+# Usage: [DURATION=30] scripts/ipa_cores.sh   (after `make release examples`); results in out/ipa-cores/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh

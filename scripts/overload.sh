@@ -6,7 +6,7 @@
 #
 # Usage: [FACTORS="1 2 4"] [DURATION=30] scripts/overload.sh [JIG] [CAPACITY_RPS]
 # (defaults: target/release/jig, and the capacity the deployment's status reports; give it for a jig that
-# reports none). Needs `make build examples` first.
+# reports none). Needs `make release examples` first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh

@@ -6,14 +6,14 @@
 # the ones before it left (`[compass] alone = true`), on 4 to 16 cores, and the cores each needs to serve
 # everything.
 #
-# Usage: scripts/reproduce_compass.sh   (after `make build`); results in out/compass/summary.md.
+# Usage: scripts/reproduce_compass.sh   (after `make release`); results in out/compass/summary.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jig=target/release/jig
 spec=docs/evaluation/compass/sign-reader.toml
 profiles=examples/sign-reader/profiles.csv
 out=out/compass
-[ -x "$jig" ] || { echo "missing $jig: run \`make build\` first" >&2; exit 2; }
+[ -x "$jig" ] || { echo "missing $jig: run \`make release\` first" >&2; exit 2; }
 rm -rf "$out" && mkdir -p "$out"
 cp "$spec" "$out/together.toml"
 { cat "$spec"; printf '\n[compass]\nalone = true\n'; } > "$out/alone.toml"

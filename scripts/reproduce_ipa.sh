@@ -8,14 +8,14 @@
 # Traces, as the paper's four excerpts (its Twitter trace is not available here): a generated diurnal day
 # (`jig trace`, fluctuating), steady low and steady high, bursty (steady with 3× bursts). Each is 96 bins.
 #
-# Usage: scripts/reproduce_ipa.sh   (after `make build`); results in out/ipa/ (summary.md, one CSV per run).
+# Usage: scripts/reproduce_ipa.sh   (after `make release`); results in out/ipa/ (summary.md, one CSV per run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jig=target/release/jig
 spec=docs/evaluation/ipa/sign-reader.toml
 profiles=examples/sign-reader/profiles.csv
 out=out/ipa
-[ -x "$jig" ] || { echo "missing $jig: run \`make build\` first" >&2; exit 2; }
+[ -x "$jig" ] || { echo "missing $jig: run \`make release\` first" >&2; exit 2; }
 rm -rf "$out" && mkdir -p "$out"
 
 peak=${PEAK:-60}

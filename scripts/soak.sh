@@ -7,7 +7,7 @@
 # old deployment's memory must go back). Bounded in time and to loopback.
 #
 # Usage: [FACTOR=2] [DURATION=600] [REDEPLOYS=8] [BUNDLE=examples/sign-reader] scripts/soak.sh [JIG]
-# (after `make build examples`; BUNDLE: a copy of the sign reader, e.g. with another profiles.csv)
+# (after `make release examples`; BUNDLE: a copy of the sign reader, e.g. with another profiles.csv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh

@@ -48,7 +48,7 @@ if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU 0'; then
     exit 2
 fi
 # What must be staged (see the header), checked before anything runs.
-[ -x "$jig" ] || fail "no $jig; run \`make build\` or set JIG to a prebuilt jig binary"
+[ -x "$jig" ] || fail "no $jig; run \`make release\` or set JIG to a prebuilt jig binary"
 command -v python3 >/dev/null || fail "python3 is needed for the checks"
 command -v nvidia-cuda-mps-control >/dev/null || fail "no nvidia-cuda-mps-control on PATH: MPS shares need the driver's MPS tools"
 case $(nvidia-smi -i 0 --query-gpu=mig.mode.current --format=csv,noheader 2>/dev/null || true) in

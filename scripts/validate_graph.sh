@@ -14,7 +14,7 @@
 # recognizer's lines are 320 and 800 wide, and its time grows with the width, so it is profiled at their
 # mean, [3, 48, 560].
 #
-# Usage: scripts/validate_graph.sh [RUNS]   (after `make build examples`); results in out/validate-graph/.
+# Usage: scripts/validate_graph.sh [RUNS]   (after `make release examples`); results in out/validate-graph/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh
@@ -28,7 +28,7 @@ models=examples/sign-reader/models
 profiles=.jig/validate-graph.csv
 rm -rf "$out" "$bundle" && mkdir -p "$out" "$bundle/glue" "$bundle/models"
 for need in "$jig" .jig/samples/eval/eval-03.png "$models/ppocr-det.onnx" target/wasm32-wasip2/release/echo.wasm; do
-    [ -e "$need" ] || { echo "missing $need: run \`make build examples\` first" >&2; exit 2; }
+    [ -e "$need" ] || { echo "missing $need: run \`make release examples\` first" >&2; exit 2; }
 done
 # eval-03.png (570×200, "ROAD" / "PATH PLATFORM DETOUR") in the middle of a grey 960×640 photo.
 PYTHONPATH=.jig/python python3 -c '

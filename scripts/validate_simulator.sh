@@ -2,7 +2,7 @@
 # Validate `jig simulate` against the real runtime on this machine (issue 7): the same app, plan and short trace
 # on CPU segments, measured with `jig bench` against `jig up` and simulated from the bundle's profile table.
 # The app: one task, the `classify` glue on the synthetic ResNet-18/34 of `make paper-apps`, SLO 250 ms.
-# Usage: scripts/validate_simulator.sh [DEMAND_RPS]   (after `make build paper-apps`); results in out/validate/.
+# Usage: scripts/validate_simulator.sh [DEMAND_RPS]   (after `make release paper-apps`); results in out/validate/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh
@@ -13,7 +13,7 @@ bundle=.jig/validate
 out=out/validate
 rm -rf "$out" && mkdir -p "$out" "$bundle/glue" "$bundle/models"
 for need in "$jig" target/wasm32-wasip2/release/classify.wasm .jig/synth/resnet18.onnx .jig/synth/resnet34.onnx; do
-    [ -e "$need" ] || { echo "missing $need: run \`make build paper-apps\` first" >&2; exit 2; }
+    [ -e "$need" ] || { echo "missing $need: run \`make release paper-apps\` first" >&2; exit 2; }
 done
 cp target/wasm32-wasip2/release/classify.wasm "$bundle/glue/"
 ln -f .jig/synth/resnet18.onnx .jig/synth/resnet34.onnx "$bundle/models/"

@@ -16,7 +16,9 @@
 //! is what the gpu-let serves of what is left of it; "temporally sharable" is the duty cycle above; a gpu-let's
 //! interference is a slowdown, `L · (1 + intf(model, size, neighbour))`, neighbour being what runs on the other
 //! half of its GPU (none before that half is allocated), as [`InterferenceModel`] predicts it (the paper's
-//! `interference_factor`, read as the fractional growth of the latency).
+//! `interference_factor`, read as the fractional growth of the latency). A newcomer is placed beside a half only
+//! if that half's models still hold their SLOs slowed by it: the paper checks the newcomer's batch, but both are
+//! slowed, and both are served slowed.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -230,7 +232,17 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
                 )));
             };
             // Temporal sharing: an allocated gpu-let that can take this share too saves the new one.
-            let beside: Vec<_> = alloc.iter().map(|a| neighbour(&alloc, a.gpu, a.size)).collect();
+            // Each allocated gpu-let's neighbour: the first model of the other half of its GPU (not itself, on
+            // a GPU split 50/50).
+            let beside: Vec<_> = (0..alloc.len())
+                .map(|j| {
+                    let other = alloc
+                        .iter()
+                        .enumerate()
+                        .find(|&(k, o)| k != j && o.gpu == alloc[j].gpu && o.size == 100 - alloc[j].size);
+                    other.and_then(|(_, o)| o.loads.first()).map(|l| (l.model, 100 - alloc[j].size))
+                })
+                .collect();
             let merged =
                 alloc.iter_mut().zip(beside).any(|(a, nb)| a.share(p, m, portion, &|n, size, _| intf(n, size, nb)));
             if !merged {
