@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# `make test-gpu`: the sign reader served from MPS shares of this machine's GPU 0, end to end. It profiles the
+# `make test-gpu`: the sign reader, and a model cut in two, served from MPS shares of this machine's GPU 0, end
+# to end. It profiles the
 # bundle's variants on `mps:0:50` and `mps:0:25` (in bound `jig worker` processes, as they serve), deploys the
 # profiled bundle on a gateway offered one CPU core and GPU 0, checks that every instance of the planned model
 # slots (the slots of the manifest's tasks: `det` and `rec`) runs on an `mps:` share of GPU 0 (the voice is not
 # a task of the planner's graph: it gets its default instance on the core), invokes the app with the sample stop
-# sign and checks the text recognised (each output's `json.text`) and that the speech is a WAV. Exit status: 0
-# passed, 1 failed, 2 no NVIDIA GPU here.
+# sign and checks the text recognised (each output's `json.text`) and that the speech is a WAV. Then, in place of
+# the sign reader, the recognizer cut in two by PPipe's pre-partitioning (`make setup`), each half a slot of its
+# own planned onto a share of its own (`mps:0:50`, `mps:0:25`), beside the whole recognizer on a third
+# (`mps:0:25`): the two apps answer the same tensor alike (within 1e-3). Exit status: 0 passed, 1 failed, 2 no
+# NVIDIA GPU here.
 #
 # It needs no Rust toolchain and no registry: with cargo, `make test-gpu` builds what it needs first; on a
 # machine without (a lent GPU machine), stage these in a checkout of this repository (only scripts/ and the
@@ -21,6 +25,9 @@
 #     (`make examples` copies glue and models there). BUNDLE=dir uses another copy of the bundle.
 #   - the sample image .jig/samples/stop.png, with .jig/samples/samples.json beside it for the expected text
 #     (`make setup` writes them; without samples.json, STOP is expected). SAMPLE=file uses another image of it.
+#   - for the split model: the recognizer's partitions ppocr-rec.part0.onnx, ppocr-rec.part1.onnx and
+#     ppocr-rec.blocks.json (`make setup` writes them into .jig/models/partitions; SPLIT=dir elsewhere) and the
+#     `forward` glue (target/wasm32-wasip2/release/forward.wasm from `make functions`; FORWARD=file elsewhere).
 #   - ONNX Runtime 1.31's CUDA build: JIG_ORT_LIB=/path/to/libonnxruntime.so.1.31.1, with
 #     libonnxruntime_providers_cuda.so and libonnxruntime_providers_shared.so beside it, and the CUDA 13 and
 #     cuDNN 9 libraries on LD_LIBRARY_PATH (`pip install onnxruntime-gpu==1.31.1` has the first; for a machine
@@ -34,6 +41,8 @@ absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 [ -z "${JIG:-}" ] || JIG=$(absolute "$JIG")
 [ -z "${BUNDLE:-}" ] || BUNDLE=$(absolute "$BUNDLE")
 [ -z "${SAMPLE:-}" ] || SAMPLE=$(absolute "$SAMPLE")
+[ -z "${SPLIT:-}" ] || SPLIT=$(absolute "$SPLIT")
+[ -z "${FORWARD:-}" ] || FORWARD=$(absolute "$FORWARD")
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh
 
@@ -67,6 +76,12 @@ for file in $(grep -o '"models/[^"]*"' "$bundle/jig.toml" | tr -d '"' | sort -u)
     [ -f "$bundle/$file" ] || fail "no $bundle/$file; run \`make examples\` or copy it from .jig/models"
 done
 [ -f "$sample" ] || fail "no sample image $sample; run \`make setup\` or set SAMPLE"
+split=${SPLIT:-.jig/models/partitions}
+forward=${FORWARD:-target/wasm32-wasip2/release/forward.wasm}
+for file in ppocr-rec.blocks.json ppocr-rec.part0.onnx ppocr-rec.part1.onnx; do
+    [ -f "$split/$file" ] || fail "no $split/$file; run \`make setup\` or set SPLIT (see this script's header)"
+done
+[ -f "$forward" ] || fail "no $forward; run \`make functions\` or set FORWARD"
 
 rm -rf "$out" && mkdir -p "$out"
 cp -r "$bundle" "$out/bundle"
@@ -132,5 +147,70 @@ for n, o in enumerate(outputs):
     assert audio[:4] == b"RIFF", f"line {read[n]!r} has no WAV speech"
     open(os.path.join(out, f"{n}-speak.wav"), "wb").write(audio)
 print(f"read {read}, spoken in {len(outputs)} WAV file(s) in {out}")
+PY
+echo "== the recognizer cut in two, on mps:0:50 and mps:0:25, beside the whole recognizer on mps:0:14"
+"$jig" delete sign-reader
+python3 - "$split" "$forward" "$bundle/models/ppocr-rec.onnx" "$out" <<'PY'
+import json, os, random, shutil, struct, sys
+split, forward, whole, out = sys.argv[1:]
+blocks = json.load(open(os.path.join(split, "ppocr-rec.blocks.json")))["blocks"]
+middle = blocks[5]["inputs"][0]
+tensors = '[tensors]\ninput = { name = "x", datatype = "FP32", shape = [-1, 3, 48, 320] }\n' \
+          'output = { name = "y", datatype = "FP32", shape = [-1, 40, 6625] }\n'
+header = "[slo]\nlatency_ms = 10000\naccuracy = 0.5\n" + tensors
+task = '[[tasks]]\nname = "{0}"\nglue = "glue/forward.wasm"\nslot = "{1}"\nconfig = {{ slot = "{1}"{2} }}\n'
+variant = '[[variants]]\nslot = "{0}"\nname = "{0}"\nmodel = "models/{0}.onnx"\naccuracy = 1.0\nshapes = {{ {1} = {2} }}\n'
+row = "{0},{0},{1},1,10,15,90,test\n"
+apps = {
+    "split-rec": ([task.format("head", "rec0", ', port = "next"'), task.format("tail", "rec1", ""),
+                   '[[edges]]\nfrom = "head.next"\nto = "tail"\n',
+                   variant.format("rec0", "x", [3, 48, 320]),
+                   variant.format("rec1", json.dumps(middle["name"]), middle["shape"][1:])],
+                  {"rec0": os.path.join(split, "ppocr-rec.part0.onnx"), "rec1": os.path.join(split, "ppocr-rec.part1.onnx")},
+                  row.format("rec0", "mps:0:50") + row.format("rec1", "mps:0:25")),
+    "whole-rec": ([task.format("read", "rec", ""), variant.format("rec", "x", [3, 48, 320])],
+                  {"rec": whole}, row.format("rec", "mps:0:14")),
+}
+for name, (parts, models, rows) in apps.items():
+    d = os.path.join(out, name)
+    os.makedirs(os.path.join(d, "glue"), exist_ok=True)
+    os.makedirs(os.path.join(d, "models"), exist_ok=True)
+    shutil.copy(forward, os.path.join(d, "glue", "forward.wasm"))
+    for slot, path in models.items():
+        shutil.copy(path, os.path.join(d, "models", slot + ".onnx"))
+    open(os.path.join(d, "jig.toml"), "w").write(f'name = "{name}"\n' + header + "\n".join(parts))
+    open(os.path.join(d, "profiles.csv"), "w").write("slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n" + rows)
+rng = random.Random(5)
+open(os.path.join(out, "x.f32"), "wb").write(struct.pack("<%df" % (3 * 48 * 320), *(rng.uniform(-1, 1) for _ in range(3 * 48 * 320))))
+PY
+for app in split-rec whole-rec; do
+    "$jig" deploy "$out/$app" --json > "$out/$app.deploy.json" || { cat "$out/$app.deploy.json"; fail "the deploy of $app failed"; }
+done
+python3 - "$out/split-rec.deploy.json" "$out/whole-rec.deploy.json" <<'PY' || fail "the split recognizer is not on two MPS shares"
+import json, sys
+split, whole = (json.load(open(p))["deployment"] for p in sys.argv[1:])
+where = {i["slot"]: i["segment"] for i in split["instances"]}
+assert where == {"rec0": "mps:50", "rec1": "mps:25"}, f"the halves run on {where}"
+assert [i["segment"] for i in whole["instances"]] == ["mps:14"], whole["instances"]
+for i in split["instances"] + whole["instances"]:
+    assert i["places"] and all(p.get("gpu") == 0 for p in i["places"]), i
+print(f"split-rec: {where} of GPU 0; whole-rec on mps:14 of GPU 0")
+PY
+for app in split-rec whole-rec; do
+    "$jig" invoke "$app" "$out/x.f32" --meta '{"datatype": "FP32", "shape": [1, 3, 48, 320]}' --json \
+        > "$out/$app.json" || { cat "$out/$app.json"; fail "the invocation of $app failed"; }
+done
+python3 - "$out/split-rec.json" "$out/whole-rec.json" <<'PY' || fail "the split recognizer's answer is not the whole one's"
+import base64, json, struct, sys
+def floats(path):
+    outputs = json.load(open(path))["outputs"]
+    assert len(outputs) == 1, outputs
+    raw = base64.b64decode(outputs[0]["base64"])
+    return struct.unpack("<%df" % (len(raw) // 4), raw)
+got, want = (floats(p) for p in sys.argv[1:])
+assert len(got) == len(want) == 40 * 6625, (len(got), len(want))
+excess = max(abs(g - w) - 1e-3 * (1 + abs(w)) for g, w in zip(got, want))
+assert excess <= 0, f"the halves' answer differs from the whole's by {excess:e} beyond 1e-3"
+print(f"split-rec answers as whole-rec: {len(got)} values within 1e-3")
 PY
 echo "test-gpu: passed"
