@@ -135,7 +135,7 @@ def pairs(args):
         os.makedirs(f"{daemon}/pipe")
         os.makedirs(f"{daemon}/log")
         subprocess.run(["nvidia-cuda-mps-control", "-d"], env=env, check=True)
-    out = Table(args.output, ["model", "neighbour", "share", "batch", "solo_ms", "corun_ms", "slowdown"])
+    out = Table(args.output, ["model", "neighbour", "segment", "batch", "solo_ms", "corun_ms", "slowdown"])
     try:
         solo = {m: together(args, [m], env)[0] for m in args.models}
         for a, b in itertools.combinations_with_replacement(args.models, 2):
@@ -143,7 +143,7 @@ def pairs(args):
             for m, n, ms in ((a, b, la), (b, a, lb))[: 1 if a == b else 2]:
                 if ms is None or solo[m] is None:
                     continue
-                out.row([stem(m), stem(n), args.share, args.batch, round(solo[m], 4), round(ms, 4),
+                out.row([stem(m), stem(n), f"mps:0:{args.share}", args.batch, round(solo[m], 4), round(ms, 4),
                          round(ms / solo[m] - 1, 4)])
                 print(f"pairs: {stem(m)} beside {stem(n)} on {args.share}%: {solo[m]:.2f} -> {ms:.2f} ms "
                       f"({ms / solo[m] - 1:+.1%})", file=sys.stderr, flush=True)

@@ -222,6 +222,54 @@ fn measure_together(
     })
 }
 
+/// Runs of one process beside others (`jig profile --pairs`): back to back on `inputs` for `duration` after
+/// `warmup` untimed runs, started when every co-runner has warmed up (`ready` counts them up to `together`; a
+/// co-runner not ready within a minute is an error), each run's start and end.
+pub fn run_beside(
+    executor: &dyn Executor,
+    inputs: &[Tensor],
+    warmup: usize,
+    ready: &std::sync::atomic::AtomicUsize,
+    together: usize,
+    duration: Duration,
+) -> Result<Vec<(Instant, Instant)>, BoxError> {
+    use std::sync::atomic::Ordering;
+    for _ in 0..warmup {
+        executor.execute(inputs)?;
+    }
+    ready.fetch_add(1, Ordering::SeqCst);
+    let waiting = Instant::now();
+    while ready.load(Ordering::SeqCst) < together {
+        if waiting.elapsed() > Duration::from_secs(60) {
+            return Err("a co-running model was not ready within a minute".into());
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let (start, mut runs) = (Instant::now(), Vec::new());
+    while start.elapsed() < duration {
+        let began = Instant::now();
+        executor.execute(inputs)?;
+        runs.push((began, Instant::now()));
+    }
+    Ok(runs)
+}
+
+/// The median latency of each of several co-runners' runs (from [`run_beside`]) inside the window all of them
+/// ran in; `None` for one with fewer than three runs there.
+pub fn medians_together(runs: &[Vec<(Instant, Instant)>]) -> Vec<Option<Duration>> {
+    let start = runs.iter().filter_map(|r| r.first().map(|f| f.0)).max();
+    let end = runs.iter().filter_map(|r| r.last().map(|l| l.1)).min();
+    runs.iter()
+        .map(|r| {
+            let (Some(start), Some(end)) = (start, end) else { return None };
+            let mut inside: Vec<Duration> =
+                r.iter().filter(|(a, b)| *a >= start && *b <= end).map(|(a, b)| *b - *a).collect();
+            inside.sort();
+            (inside.len() >= 3).then(|| inside[inside.len() / 2])
+        })
+        .collect()
+}
+
 /// What to feed one input when profiling; the defaults make a tensor of shape 1 in every dynamic dimension,
 /// filled with a fixed pattern.
 #[derive(Debug, Clone, Default, PartialEq)]

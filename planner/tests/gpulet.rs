@@ -159,10 +159,10 @@ fn measured_interference_is_read_fitted_and_its_gaps_named() {
     // Slowdowns from a known model, over every ordered pair: the fit recovers it.
     let truth =
         |this: (f64, f64), other: (f64, f64)| 0.2 * this.0 + 0.5 * other.0 + 0.1 * this.1 + 0.3 * other.1 + 0.02;
-    let mut lines = vec!["# measured\nmodel,neighbour,share,batch,solo_ms,corun_ms,slowdown".to_string()];
+    let mut lines = vec!["# measured\nmodel,neighbour,segment,batch,solo_ms,corun_ms,slowdown".to_string()];
     for (m, l2, dram) in u {
         for (n, l2n, dramn) in u {
-            lines.push(format!("{m},{n},50,8,1,1,{}", truth((l2, dram), (l2n, dramn))));
+            lines.push(format!("{m},{n},mps:0:50,8,1,1,{}", truth((l2, dram), (l2n, dramn))));
         }
     }
     std::fs::write(&pairs, lines.join("\n")).unwrap();
@@ -175,7 +175,7 @@ fn measured_interference_is_read_fitted_and_its_gaps_named() {
     // A model of the spec, or a pair's, without a utilisation row is named with the table to measure it into.
     let err = MeasuredInterference::read(&util, &pairs, &["b", "e"]).unwrap_err().to_string();
     assert!(err.contains("model `e`") && err.contains("util.csv"), "{err}");
-    std::fs::write(&pairs, format!("{}\nx,a,50,8,1,1,0.1\n", lines.join("\n"))).unwrap();
+    std::fs::write(&pairs, format!("{}\nx,a,mps:0:50,8,1,1,0.1\n", lines.join("\n"))).unwrap();
     let err = MeasuredInterference::read(&util, &pairs, &["a"]).unwrap_err().to_string();
     assert!(err.contains("model `x`") && err.contains("pairs.csv"), "{err}");
 }

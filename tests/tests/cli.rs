@@ -142,6 +142,37 @@ fn profile_writes_a_table_the_planner_reads() {
     assert!(stderr.contains("jig.toml") && stderr.contains("`v`") && stderr.contains("nope.onnx"), "{stderr}");
 }
 
+/// `jig profile --pairs` (gpu-lets' co-run measurement): each slot's model alone, then every pair at once, each
+/// on a one-core segment of its own, written as the `interference` table a `[gpulet]` spec reads.
+#[test]
+fn pairs_measure_each_slot_alone_and_beside_every_other() {
+    let bundle = tempfile::tempdir().unwrap();
+    let manifest = "name = \"t\"\n[[variants]]\nslot = \"a\"\nname = \"mlp\"\nmodel = \"mlp.onnx\"\n\
+                    [[variants]]\nslot = \"b\"\nname = \"big\"\nmodel = \"big.onnx\"\n";
+    jig_tests::bundle(bundle.path(), manifest, &[("mlp.onnx", &model("mlp")), ("big.onnx", &model("big"))]);
+    let args = ["--pairs", "--segment", "cpu:1", "--batch", "2", "--seconds", "0.3"];
+    let output = run(jig().arg("profile").arg(bundle.path()).args(args), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("a beside b on cpu:1"), "progress is shown: {stderr}");
+    let table = std::fs::read_to_string(bundle.path().join("pairs.csv")).unwrap();
+    let mut lines = table.lines();
+    assert_eq!(lines.next(), Some("model,neighbour,segment,batch,solo_ms,corun_ms,slowdown"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let pairs: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(pairs, [("a", "a"), ("a", "b"), ("b", "a"), ("b", "b")], "{table}");
+    for r in &rows {
+        let [solo, corun, slowdown] = [r[4], r[5], r[6]].map(|v| v.parse::<f64>().unwrap());
+        assert_eq!((r[2], r[3]), ("cpu:1", "2"), "{table}");
+        assert!(solo > 0.0 && corun > 0.0 && (slowdown - (corun / solo - 1.0)).abs() < 1e-3, "{table}");
+    }
+    let output =
+        run(jig().arg("profile").arg(bundle.path()).args(["--pairs", "--segment", "cpu:1", "--segment", "cpu:2"]), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--pairs measures on one segment size"), "{stderr}");
+}
+
 #[test]
 fn adaptive_profiling_samples_each_point_until_its_verdict_and_counts_what_it_saved() {
     let bundle = tempfile::tempdir().unwrap();
@@ -394,11 +425,11 @@ fn a_gpulet_spec_schedules_gpu_shares_and_serves_them() {
         "model,batch,l2,dram\nlight,8,0.1,0.1\nheavy,8,0.4,0.3\nthird,8,0.2,0.5\n",
     )
     .unwrap();
-    let mut pairs = String::from("model,neighbour,share,batch,solo_ms,corun_ms,slowdown\n");
+    let mut pairs = String::from("model,neighbour,segment,batch,solo_ms,corun_ms,slowdown\n");
     for (i, (a, b)) in
         ["light", "heavy", "third"].iter().flat_map(|a| ["light", "heavy", "third"].map(|b| (*a, b))).enumerate()
     {
-        pairs.push_str(&format!("{a},{b},50,8,1,1,{}\n", 0.05 + 0.03 * i as f64));
+        pairs.push_str(&format!("{a},{b},mps:0:50,8,1,1,{}\n", 0.05 + 0.03 * i as f64));
     }
     std::fs::write(dir.path().join("pairs.csv"), pairs).unwrap();
     let measured = spec.replace("gpus = 2", "gpus = 2\nutilisation = \"util.csv\"\ninterference = \"pairs.csv\"");

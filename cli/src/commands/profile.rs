@@ -49,6 +49,19 @@ pub struct ProfileCommand {
     /// With --adaptive, the most runs a point takes.
     #[arg(long, default_value_t = 400, requires = "adaptive")]
     max_runs: usize,
+    /// gpu-lets' co-location measurement instead of the sweep: on the one --segment given, each slot's model
+    /// alone and then every pair of them (a model with itself too) at once, each in a segment of that size of
+    /// its own (an MPS share of the same size on the same GPU; the next cores for `cpu:`), batches of --batch
+    /// back to back for --seconds; writes `model,neighbour,segment,batch,solo_ms,corun_ms,slowdown` (to -o,
+    /// default BUNDLE/pairs.csv), the `interference` table of a `[gpulet]` spec.
+    #[arg(long, conflicts_with = "adaptive")]
+    pairs: bool,
+    /// With --pairs, the batch size.
+    #[arg(long, default_value_t = 8, requires = "pairs")]
+    batch: u32,
+    /// With --pairs, how long each measurement runs.
+    #[arg(long, default_value_t = 3.0, requires = "pairs")]
+    seconds: f64,
 }
 
 impl ProfileCommand {
@@ -80,6 +93,9 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     };
     for segment in &segments {
         launcher.check(&placement(*segment))?;
+    }
+    if args.pairs {
+        return pairs(&args, &bundle, &launcher, &segments, &machine_cores);
     }
     let adaptive = match (args.adaptive, bundle.manifest.slo) {
         (false, _) => None,
@@ -227,6 +243,130 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     std::fs::write(&output, jig_planner::profile::to_csv(&rows))
         .with_context(|| format!("writing the profile table to {}", output.display()))?;
     eprintln!("profile: wrote {} rows to {}", rows.len(), output.display());
+    Ok(())
+}
+
+/// `--pairs`: each slot's model alone on `segment`, then every pair of them at once (gpu-lets §4.4's co-run
+/// measurement), written as the `interference` table a `[gpulet]` spec reads.
+fn pairs(
+    args: &ProfileCommand,
+    bundle: &Bundle,
+    launcher: &Launcher,
+    segments: &[Segment],
+    machine_cores: &[usize],
+) -> anyhow::Result<()> {
+    use std::sync::atomic::AtomicUsize;
+    let &[segment] = segments else {
+        bail!("--pairs measures on one segment size: give one --segment, e.g. --segment mps:0:50")
+    };
+    // Two of the segment at once: the same share twice on a GPU, disjoint cores on the CPU.
+    let placements: Vec<Placement> = match segment {
+        Segment::Cpu { cores } => {
+            let cores = cores as usize;
+            if machine_cores.len() < 2 * cores {
+                bail!(
+                    "--pairs on {segment} runs two at once on {} cores; this machine offers {}",
+                    2 * cores,
+                    machine_cores.len()
+                );
+            }
+            machine_cores
+                .chunks(cores)
+                .take(2)
+                .map(|c| Placement { cores: Some(c.to_vec()), ..Placement::new(segment) })
+                .collect()
+        }
+        _ => vec![Placement::new(segment); 2],
+    };
+    // One model per slot (the planner's unit, and the name a `[gpulet]` spec gives): its first variant.
+    let mut models: Vec<&jig_manifest::Variant> = Vec::new();
+    for v in &bundle.manifest.variants {
+        if models.iter().any(|m| m.slot == v.slot) {
+            eprintln!("profile: --pairs measures slot `{}` by its first variant; `{}` is left out", v.slot, v.name);
+        } else {
+            models.push(v);
+        }
+    }
+    let duration = Duration::from_secs_f64(args.seconds.max(0.1));
+    // The median batch latency of each of `group` running at once, each on a placement of its own.
+    let together = |group: &[&jig_manifest::Variant]| -> anyhow::Result<Vec<Duration>> {
+        let ready = Arc::new(AtomicUsize::new(0));
+        let runs: Vec<anyhow::Result<Vec<(std::time::Instant, std::time::Instant)>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = group
+                .iter()
+                .zip(&placements)
+                .map(|(v, placement)| {
+                    let (ready, n, batch) = (ready.clone(), group.len(), u64::from(args.batch));
+                    let label = format!("{}/{} on {segment}", v.slot, v.name);
+                    let (shapes_of, values_of, name) = (v.shapes.clone(), v.values.clone(), v.name.clone());
+                    scope.spawn(move || {
+                        launcher
+                            .run_on(&label, &v.name, &bundle.model_path(v), placement, move |executors| {
+                                let executor = executors[0];
+                                let samples: Vec<sweep::SampleInput> = executor
+                                    .inputs()
+                                    .iter()
+                                    .map(|i| sweep::SampleInput {
+                                        shape: shapes_of.get(&i.name).cloned(),
+                                        values: values_of.get(&i.name).cloned(),
+                                    })
+                                    .collect();
+                                let inputs = sweep::sample_inputs(&name, executor.inputs(), &samples, batch)?;
+                                sweep::run_beside(executor, &inputs, 3, &ready, n, duration)
+                            })?
+                            .map_err(|e| anyhow::anyhow!("measuring {label}: {e}"))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a measuring thread panicked"))))
+                .collect()
+        });
+        let runs = runs.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+        sweep::medians_together(&runs)
+            .into_iter()
+            .zip(group)
+            .map(|(m, v)| {
+                m.with_context(|| format!("{}: fewer than three runs beside the others; give more --seconds", v.slot))
+            })
+            .collect()
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mut solo = Vec::new();
+    for v in &models {
+        let [alone] = together(&[v])?[..] else { unreachable!("one model, one median") };
+        eprintln!("profile: {} alone on {segment}: {:.3} ms at batch {}", v.slot, ms(alone), args.batch);
+        solo.push(alone);
+    }
+    let mut csv = String::from("model,neighbour,segment,batch,solo_ms,corun_ms,slowdown\n");
+    for i in 0..models.len() {
+        for j in i..models.len() {
+            let both = together(&[models[i], models[j]])?;
+            for (k, n, corun) in [(i, j, both[0]), (j, i, both[1])].into_iter().take(if i == j { 1 } else { 2 }) {
+                let slowdown = corun.as_secs_f64() / solo[k].as_secs_f64() - 1.0;
+                eprintln!(
+                    "profile: {} beside {} on {segment}: {:.3} -> {:.3} ms ({:+.1}%)",
+                    models[k].slot,
+                    models[n].slot,
+                    ms(solo[k]),
+                    ms(corun),
+                    100.0 * slowdown
+                );
+                csv.push_str(&format!(
+                    "{},{},{segment},{},{:.6},{:.6},{slowdown:.4}\n",
+                    models[k].slot,
+                    models[n].slot,
+                    args.batch,
+                    ms(solo[k]),
+                    ms(corun)
+                ));
+            }
+        }
+    }
+    let output = args.output.clone().unwrap_or_else(|| bundle.dir.join("pairs.csv"));
+    std::fs::write(&output, &csv).with_context(|| format!("writing the co-run table to {}", output.display()))?;
+    eprintln!("profile: wrote {} co-runs to {}", csv.lines().count() - 1, output.display());
     Ok(())
 }
 
