@@ -185,6 +185,93 @@ pub fn max_served_scale(
     (0..100).map(|i| planned * (1.0 - 0.01 * f64::from(i))).find(|&k| holds(k)).unwrap_or(0.0)
 }
 
+/// One scheduling period of [`adapt`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Period {
+    /// When it began, seconds.
+    pub start_s: f64,
+    /// Requests per second that arrived, all models.
+    pub arrived_rps: f64,
+    /// The running schedule's gpu-let sizes added up, percent of a GPU.
+    pub gpulet_sum: u32,
+    /// Its requests that missed their SLOs (late or dropped), and all of them.
+    pub violated: u64,
+    /// Arrived.
+    pub arrived: u64,
+    /// Whether the schedule was made anew for this period.
+    pub rescheduled: bool,
+}
+
+/// gpu-lets' periodic re-scheduling (§5, Figure 14): each model's rate is the problem's times `load(t)`, and the
+/// scheduler, every `period_s`, smooths the rates it saw by an EWMA (`alpha` on the newest period) and
+/// re-schedules for them with `headroom` (1.1: 10% more) when the running schedule was planned for less than
+/// the smoothed rates or for more than twice them; a rate it cannot schedule keeps the running schedule. Each
+/// period is served on its own ([`serve`], queues empty at its start), slowed as the problem's measured
+/// interference predicts. The first schedule is for the rates at time 0.
+#[allow(clippy::too_many_arguments)]
+pub fn adapt(
+    p: &GpuletProblem,
+    schedule: impl Fn(&GpuletProblem) -> Result<GpuletPlan, PlanError>,
+    load: impl Fn(f64) -> f64,
+    seconds: f64,
+    period_s: f64,
+    alpha: f64,
+    headroom: f64,
+    seed: u64,
+) -> Vec<Period> {
+    let at = |rates: &[f64]| GpuletProblem {
+        models: p.models.iter().zip(rates).map(|(m, &r)| GpuletModel { rate_rps: r, ..m.clone() }).collect(),
+        ..p.clone()
+    };
+    let base: Vec<f64> = p.models.iter().map(|m| m.rate_rps).collect();
+    let mut estimate: Vec<f64> = base.iter().map(|r| r * load(0.0)).collect();
+    let mut planned: Vec<f64> = estimate.iter().map(|r| r * headroom).collect();
+    let mut plan = schedule(&at(&planned)).ok();
+    let mut periods = Vec::new();
+    let mut rescheduled = true;
+    for k in 0..(seconds / period_s).ceil() as usize {
+        let start_s = k as f64 * period_s;
+        let truth = at(&base.iter().map(|r| r * load(start_s + period_s / 2.0)).collect::<Vec<_>>());
+        let (violated, arrived, seen) = match &plan {
+            Some(plan) => {
+                let slowdowns = plan.slowdowns(&truth);
+                let served = serve(&truth, plan, period_s, seed.wrapping_add(k as u64), |g| slowdowns[g]);
+                let seen: Vec<f64> = served.iter().map(|s| s.arrived as f64 / period_s).collect();
+                (served.iter().map(|s| s.violated).sum(), served.iter().map(|s| s.arrived).sum(), seen)
+            }
+            // No schedule: every request is dropped, and the rates are still seen.
+            None => {
+                let seen: Vec<f64> = truth.models.iter().map(|m| m.rate_rps).collect();
+                let n = (seen.iter().sum::<f64>() * period_s) as u64;
+                (n, n, seen)
+            }
+        };
+        periods.push(Period {
+            start_s,
+            arrived_rps: arrived as f64 / period_s,
+            gpulet_sum: plan.as_ref().map_or(0, |p| p.gpulets.iter().map(|g| g.size).sum()),
+            violated,
+            arrived,
+            rescheduled,
+        });
+        for (e, s) in estimate.iter_mut().zip(&seen) {
+            *e = alpha * s + (1.0 - alpha) * *e;
+        }
+        let short = estimate.iter().zip(&planned).any(|(e, p)| e > p);
+        let wasteful = estimate.iter().zip(&planned).all(|(e, p)| 2.0 * e < *p);
+        rescheduled = false;
+        if plan.is_none() || short || wasteful {
+            let want: Vec<f64> = estimate.iter().map(|r| r * headroom).collect();
+            if let Ok(next) = schedule(&at(&want)).and_then(|next| {
+                if next.gpus_used <= p.gpus { Ok(next) } else { Err(PlanError::Infeasible("too many GPUs".into())) }
+            }) {
+                (plan, planned, rescheduled) = (Some(next), want, true);
+            }
+        }
+    }
+    periods
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -255,5 +342,34 @@ mod tests {
         let (blind, aware) = (served(Scheduler::Gpulet), served(Scheduler::GpuletInt));
         assert!(aware > blind, "gpulet+int serves {aware:.2}× the rates, gpulet {blind:.2}×");
         assert!(aware > 0.0);
+    }
+
+    #[test]
+    fn rescheduling_follows_a_wave_of_load_that_a_fixed_schedule_misses() {
+        let p = GpuletProblem {
+            models: vec![model("le", 1500.0, 1.5, 0.01), model("res", 600.0, 4.0, 0.5)],
+            gpus: 4,
+            splits: vec![20, 40, 50],
+            interference: None,
+        };
+        // Rates rise to three times and back over the run.
+        let wave = |t: f64| 1.0 + 2.0 * (std::f64::consts::PI * t / 400.0).sin().max(0.0);
+        let adaptive = adapt(&p, |q| elastic(q, &no_interference), wave, 400.0, 20.0, 0.7, 1.2, 9);
+        // An EWMA that never moves (alpha 0) never re-schedules: the schedule for the rates at time 0 throughout.
+        let fixed = adapt(&p, |q| elastic(q, &no_interference), wave, 400.0, 20.0, 0.0, 1.2, 9);
+        let missed = |ps: &[Period]| {
+            ps.iter().map(|p| p.violated).sum::<u64>() as f64 / ps.iter().map(|p| p.arrived).sum::<u64>() as f64
+        };
+        assert_eq!(adaptive.len(), 20);
+        assert!(adaptive.iter().filter(|p| p.rescheduled).count() >= 3, "{adaptive:?}");
+        let (first, peak) = (adaptive[0].gpulet_sum, adaptive.iter().map(|p| p.gpulet_sum).max().unwrap());
+        assert!(peak > first, "more gpu-lets at the peak: {adaptive:?}");
+        assert!(adaptive.last().unwrap().gpulet_sum < peak, "and fewer after it: {adaptive:?}");
+        assert!(
+            missed(&adaptive) < 0.05 && missed(&fixed) > 2.0 * missed(&adaptive),
+            "{} {}",
+            missed(&adaptive),
+            missed(&fixed)
+        );
     }
 }

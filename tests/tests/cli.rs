@@ -441,6 +441,12 @@ fn a_gpulet_spec_schedules_gpu_shares_and_serves_them() {
     let output = run(jig().arg("simulate").arg(&path), b"");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("fitted to 9 co-runs") && stdout.contains("\ngpulet+int "), "{stdout}");
+    // Re-scheduled through waves of load (--adapt): a line a minute, and the two runs' violations.
+    let output = run(jig().arg("simulate").arg(&path).arg("--adapt"), b"");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(stdout.lines().filter(|l| l.split_whitespace().count() == 5).count(), 30, "{stdout}");
+    assert!(stdout.contains("re-scheduled (") && stdout.contains("with the first schedule kept"), "{stdout}");
     std::fs::write(&path, measured.replace("interference = \"pairs.csv\"", "")).unwrap();
     let output = run(jig().arg("plan").arg(&path), b"");
     let stderr = String::from_utf8_lossy(&output.stderr);

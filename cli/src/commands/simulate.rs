@@ -110,6 +110,11 @@ pub struct SimulateCommand {
     /// Print the bins as JSON instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// With a `[gpulet]` spec, gpu-lets' periodic re-scheduling instead (its §5 and Figure 14): 30 minutes of
+    /// two waves of load (up to twice the spec's rates and back, then three times), re-scheduled every 20 s from
+    /// an EWMA of the rates seen, beside the schedule for the spec's rates kept throughout.
+    #[arg(long)]
+    pub adapt: bool,
 }
 
 impl SimulateCommand {
@@ -168,6 +173,58 @@ impl SimulateCommand {
         Ok(out)
     }
 
+    /// `--adapt` on a `[gpulet]` spec: its scheduler re-scheduling every 20 s through two waves of load, per
+    /// minute, beside the first schedule kept (an EWMA that never moves).
+    fn adapt_gpulet(&self, spec: &std::path::Path) -> anyhow::Result<String> {
+        use jig_planner::gpulet::GpuletProblem;
+        use jig_sim::gpulet::{Period, adapt};
+        use std::fmt::Write as _;
+        let (problem, scheduler) = GpuletProblem::from_spec_file(spec)?;
+        // The paper's Figure 14: a wave up to twice the rates and back over the first 600 s, a higher one (three
+        // times) from 900 s to 1500 s.
+        let wave = |t: f64| {
+            let bump = |from: f64, to: f64, peak: f64| {
+                if (from..to).contains(&t) {
+                    (peak - 1.0) * (std::f64::consts::PI * (t - from) / (to - from)).sin()
+                } else {
+                    0.0
+                }
+            };
+            1.0 + bump(0.0, 600.0, 2.0) + bump(900.0, 1500.0, 3.0)
+        };
+        let run = |alpha: f64| adapt(&problem, |q| scheduler.schedule(q), wave, 1800.0, 20.0, alpha, 1.3, self.seed);
+        let (adaptive, fixed) = (run(0.7), run(0.0));
+        let missed = |ps: &[Period]| {
+            100.0 * ps.iter().map(|p| p.violated).sum::<u64>() as f64
+                / ps.iter().map(|p| p.arrived).sum::<u64>().max(1) as f64
+        };
+        let mut out = format!(
+            "{}: {} models re-scheduled every 20 s (EWMA 0.7 on the newest period, 30% headroom) through two waves of \
+             load on {} GPUs\n{:>6} {:>10} {:>12} {:>11} {:>16}\n",
+            scheduler.name(),
+            problem.models.len(),
+            problem.gpus,
+            "minute",
+            "req/s",
+            "gpu-lets (%)",
+            "violations",
+            "fixed violations"
+        );
+        for (minute, (a, f)) in adaptive.chunks(3).zip(fixed.chunks(3)).enumerate() {
+            let rate = a.iter().map(|p| p.arrived_rps).sum::<f64>() / a.len() as f64;
+            let share = a.iter().map(|p| p.gpulet_sum).max().unwrap_or(0);
+            let _ = writeln!(out, "{minute:>6} {rate:>10.1} {share:>12} {:>10.2}% {:>15.2}%", missed(a), missed(f));
+        }
+        let rescheduled = adaptive.iter().filter(|p| p.rescheduled).count();
+        let _ = writeln!(
+            out,
+            "violations {:.2}% re-scheduled ({rescheduled} schedules), {:.2}% with the first schedule kept",
+            missed(&adaptive),
+            missed(&fixed)
+        );
+        Ok(out)
+    }
+
     /// PPipe's comparison on a `[ppipe]` spec (§7.2): each scheme's plan run by PPipe's data plane under 30 s
     /// of Poisson arrivals, and the largest load it serves with 99% of requests in time, as a share of PPipe's
     /// plan (the paper's load factor) and in requests per second.
@@ -212,7 +269,7 @@ impl SimulateCommand {
             return Ok(ExitCode::SUCCESS);
         }
         if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::gpulet::GpuletProblem::is_spec(s)) {
-            print!("{}", self.simulate_gpulet(spec)?);
+            print!("{}", if self.adapt { self.adapt_gpulet(spec)? } else { self.simulate_gpulet(spec)? });
             return Ok(ExitCode::SUCCESS);
         }
         let (target, app, profiles) = (self.spec.as_deref(), self.app.as_deref(), self.profiles.as_deref());
