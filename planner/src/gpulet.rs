@@ -335,13 +335,7 @@ fn plan_of(gpulets: Vec<Gpulet>) -> GpuletPlan {
 
 /// The largest multiple of the models' rates (to 0.1%) that `schedule` fits on the problem's GPUs.
 pub fn max_scale(p: &GpuletProblem, schedule: impl Fn(&GpuletProblem) -> Result<GpuletPlan, PlanError>) -> f64 {
-    let fits = |k: f64| {
-        let scaled = GpuletProblem {
-            models: p.models.iter().map(|m| GpuletModel { rate_rps: m.rate_rps * k, ..m.clone() }).collect(),
-            ..p.clone()
-        };
-        schedule(&scaled).is_ok_and(|plan| plan.gpus_used <= p.gpus)
-    };
+    let fits = |k: f64| schedule(&p.scaled(k)).is_ok_and(|plan| plan.gpus_used <= p.gpus);
     let mut high = 1.0;
     while fits(high) && high < 1e6 {
         high *= 2.0;
@@ -614,6 +608,19 @@ impl Scheduler {
 }
 
 impl GpuletProblem {
+    /// The same problem with every model's rate times `k`.
+    pub fn scaled(&self, k: f64) -> GpuletProblem {
+        self.with_rates(&self.models.iter().map(|m| m.rate_rps * k).collect::<Vec<_>>())
+    }
+
+    /// The same problem with these rates, one per model in order.
+    pub fn with_rates(&self, rates: &[f64]) -> GpuletProblem {
+        GpuletProblem {
+            models: self.models.iter().zip(rates).map(|(m, &r)| GpuletModel { rate_rps: r, ..m.clone() }).collect(),
+            ..self.clone()
+        }
+    }
+
     /// Read a gpu-lets spec and the profile table it names, and the scheduler it asks for.
     pub fn from_spec_file(path: &Path) -> Result<(GpuletProblem, Scheduler), PlanError> {
         let at = |what: &str| PlanError::Input(format!("{}: {what}", path.display()));

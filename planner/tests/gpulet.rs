@@ -71,10 +71,7 @@ fn spatial_sharing_serves_more_than_whole_gpus_on_the_same_gpus() {
     let (gpulets, nexus) = (max_scale(&p, |q| elastic(q, &no_interference)), max_scale(&p, squishy));
     assert!(nexus > 0.0 && gpulets > 1.2 * nexus, "gpu-lets ×{gpulets:.2} against SBP ×{nexus:.2}");
     // At its largest scale, every plan stays within the GPUs and serves every model's whole rate.
-    let scaled = GpuletProblem {
-        models: p.models.iter().map(|m| GpuletModel { rate_rps: m.rate_rps * gpulets, ..m.clone() }).collect(),
-        ..p.clone()
-    };
+    let scaled = p.scaled(gpulets);
     let plan = elastic(&scaled, &no_interference).unwrap();
     assert!(plan.gpus_used <= 4, "{plan:?}");
     for (i, m) in scaled.models.iter().enumerate() {

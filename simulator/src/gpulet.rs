@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use jig_planner::PlanError;
-use jig_planner::gpulet::{GpuletModel, GpuletPlan, GpuletProblem, max_scale};
+use jig_planner::gpulet::{GpuletPlan, GpuletProblem, max_scale};
 
 use crate::simulate::Rng;
 
@@ -166,10 +166,7 @@ pub fn max_served_scale(
     miss: f64,
 ) -> f64 {
     let holds = |k: f64| {
-        let q = GpuletProblem {
-            models: p.models.iter().map(|m| GpuletModel { rate_rps: m.rate_rps * k, ..m.clone() }).collect(),
-            ..p.clone()
-        };
+        let q = p.scaled(k);
         let Ok(plan) = schedule(&q) else { return false };
         if plan.gpus_used > p.gpus {
             return false;
@@ -219,19 +216,15 @@ pub fn adapt(
     headroom: f64,
     seed: u64,
 ) -> Vec<Period> {
-    let at = |rates: &[f64]| GpuletProblem {
-        models: p.models.iter().zip(rates).map(|(m, &r)| GpuletModel { rate_rps: r, ..m.clone() }).collect(),
-        ..p.clone()
-    };
     let base: Vec<f64> = p.models.iter().map(|m| m.rate_rps).collect();
     let mut estimate: Vec<f64> = base.iter().map(|r| r * load(0.0)).collect();
     let mut planned: Vec<f64> = estimate.iter().map(|r| r * headroom).collect();
-    let mut plan = schedule(&at(&planned)).ok();
+    let mut plan = schedule(&p.with_rates(&planned)).ok();
     let mut periods = Vec::new();
     let mut rescheduled = true;
     for k in 0..(seconds / period_s).ceil() as usize {
         let start_s = k as f64 * period_s;
-        let truth = at(&base.iter().map(|r| r * load(start_s + period_s / 2.0)).collect::<Vec<_>>());
+        let truth = p.with_rates(&base.iter().map(|r| r * load(start_s + period_s / 2.0)).collect::<Vec<_>>());
         let (violated, arrived, seen) = match &plan {
             Some(plan) => {
                 let slowdowns = plan.slowdowns(&truth);
@@ -262,7 +255,7 @@ pub fn adapt(
         rescheduled = false;
         if plan.is_none() || short || wasteful {
             let want: Vec<f64> = estimate.iter().map(|r| r * headroom).collect();
-            if let Ok(next) = schedule(&at(&want)).and_then(|next| {
+            if let Ok(next) = schedule(&p.with_rates(&want)).and_then(|next| {
                 if next.gpus_used <= p.gpus { Ok(next) } else { Err(PlanError::Infeasible("too many GPUs".into())) }
             }) {
                 (plan, planned, rescheduled) = (Some(next), want, true);
@@ -291,13 +284,6 @@ mod tests {
         GpuletModel { name: name.into(), rate_rps: rate, slo_ms, latency_ms }
     }
 
-    fn scaled(p: &GpuletProblem, k: f64) -> GpuletProblem {
-        GpuletProblem {
-            models: p.models.iter().map(|m| GpuletModel { rate_rps: m.rate_rps * k, ..m.clone() }).collect(),
-            ..p.clone()
-        }
-    }
-
     #[test]
     fn a_schedule_holds_its_slos_below_its_rates_and_breaks_beyond_them() {
         let p = GpuletProblem {
@@ -307,19 +293,19 @@ mod tests {
             interference: None,
         };
         let k = max_scale(&p, |q| elastic(q, &no_interference));
-        let planned = scaled(&p, k);
+        let planned = p.scaled(k);
         let plan = elastic(&planned, &no_interference).unwrap();
         // Half the rates it was planned for: every gpu-let half busy.
-        let served = serve(&scaled(&planned, 0.5), &plan, 20.0, 5, |_| 0.0);
+        let served = serve(&planned.scaled(0.5), &plan, 20.0, 5, |_| 0.0);
         for (m, s) in planned.models.iter().zip(&served) {
             assert!(s.arrived > 100, "{}: {s:?}", m.name);
             assert_eq!(s.in_time + s.violated, s.arrived, "{}: every request is accounted for", m.name);
             assert!(s.violation_rate() < 0.01, "{}: {s:?} at half its planned rate", m.name);
         }
         // Twice them, or its batches a third slower, and it misses.
-        let over = serve(&scaled(&planned, 2.0), &plan, 20.0, 5, |_| 0.0);
+        let over = serve(&planned.scaled(2.0), &plan, 20.0, 5, |_| 0.0);
         assert!(over.iter().any(|s| s.violation_rate() > 0.05), "{over:?}");
-        let slowed = serve(&scaled(&planned, 0.5), &plan, 20.0, 5, |_| 0.35);
+        let slowed = serve(&planned.scaled(0.5), &plan, 20.0, 5, |_| 0.35);
         assert!(slowed.iter().any(|s| s.violation_rate() > 0.01), "{slowed:?}");
     }
 
