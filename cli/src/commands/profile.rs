@@ -1,6 +1,7 @@
 //! `jig profile BUNDLE`: measure each model variant of a bundle on segments (CPU cores in this process, GPU
 //! segments in bound worker processes, as they serve) over batch sizes 1, 2, 4, … and write the profile table
-//! (see `jig_planner::profile`) to BUNDLE/profiles.csv.
+//! (see `jig_planner::profile`) to BUNDLE/profiles.csv; with `--pairs`, measure instead how much each slot's
+//! model slows beside each other (gpu-lets' co-run table, BUNDLE/pairs.csv).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
