@@ -79,6 +79,21 @@ pub struct SimOptions {
     pub controller: Option<Controller>,
     /// Seed of the arrivals and latencies.
     pub seed: u64,
+    /// Nodes failing one at a time; `None`: none fail.
+    pub node_failures: Option<NodeFailures>,
+}
+
+/// The cluster's slices split evenly among `nodes` nodes, one of which fails every `every_s` seconds from
+/// `every_s` on and comes back when the next fails (one node always down from then on). A failure lands at the
+/// start of a bin and is seen at the next: that bin runs the plan before it less the lost node's share of its
+/// instances (each assignment loses its count over the nodes it was spread on, rounded to the nearest); the
+/// bins after it are planned within the slices of the nodes up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeFailures {
+    /// Nodes the slices are split among (at least 2).
+    pub nodes: u32,
+    /// Seconds between failures.
+    pub every_s: f64,
 }
 
 impl Default for SimOptions {
@@ -95,6 +110,7 @@ impl Default for SimOptions {
             fixed_demand: None,
             controller: None,
             seed: 1,
+            node_failures: None,
         }
     }
 }
@@ -124,6 +140,8 @@ pub struct BinReport {
     pub slices: u32,
     /// False when no plan met the predicted demand and the plan for the largest serviceable demand ran.
     pub replanned: bool,
+    /// Whether a node failed at the bin's start ([`NodeFailures`]): it ran the plan before it, less the node.
+    pub node_lost: bool,
     /// Seconds spent planning the bin (about 0 under `fixed_demand`, whose plan is made once before the trace).
     pub solve_s: f64,
     /// Root requests simulated.
@@ -281,8 +299,20 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
     let mut latencies: Vec<(f64, f64)> = Vec::new();
     let mut observed: Vec<f64> = Vec::new();
     let slo_s = problem.slo_latency_ms / 1000.0;
-    let mut replanner = Replanner { problem, options, largest: None, last: Vec::new(), serves_nothing: None };
-    let fixed = options.fixed_demand.map(|demand| replanner.plan(demand)).transpose()?;
+    if let Some(f) = options.node_failures {
+        if f.nodes < 2 || f.every_s <= 0.0 || options.fixed_demand.is_some() || options.controller.is_some() {
+            return Err(PlanError::Input(format!(
+                "node failures need at least 2 nodes ({}), a positive interval ({} s), and plans made every bin \
+                 (not a fixed demand or a controller)",
+                f.nodes, f.every_s
+            )));
+        }
+    }
+    let mut replanner =
+        Replanner { problem, options, largest: Default::default(), last: Vec::new(), serves_nothing: None };
+    let fixed = options.fixed_demand.map(|demand| replanner.plan(demand, problem.slices)).transpose()?;
+    // The plan of the bin before (what a node's failure cuts down) under node failures.
+    let mut previous: Option<Planned> = None;
     // The plan running (under a controller) and the share of the last bin's sink requests that violated.
     let mut running: Option<Planned> = None;
     let mut violation_share = 0.0;
@@ -292,14 +322,37 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         // Before any history, plan for the bin's own rate, as a deploy with `[demand] rps` does.
         let windows = if before.is_empty() && observed.is_empty() { vec![rate] } else { [before, &observed].concat() };
         let predicted = DemandSpec { windows, slack: Some(options.slack) }.predict()?;
-        let (assignments, classes, planned_rps, replanned) = match (&fixed, &options.controller) {
-            (Some(plan), _) => plan.clone(),
-            (None, None) => replanner.plan(predicted)?,
-            (None, Some(controller)) => {
+        // Nodes: whether one is down in this bin, and whether it failed at the bin's start.
+        let start_s = trace.bin_s * i as f64;
+        let (down, node_lost) = options.node_failures.map_or((false, false), |f| {
+            (start_s >= f.every_s, start_s >= f.every_s && start_s % f.every_s < trace.bin_s)
+        });
+        let slices_up = match options.node_failures {
+            Some(f) if down => problem.slices - problem.slices / f.nodes,
+            _ => problem.slices,
+        };
+        let (assignments, classes, planned_rps, replanned) = match (&fixed, &options.controller, &previous) {
+            (Some(plan), _, _) => plan.clone(),
+            // A node failed at this bin's start: the plan before it runs on, without the node's instances.
+            (None, None, Some((before, classes, planned, replanned))) if node_lost => {
+                let f = options.node_failures.expect("node failures");
+                let spread = if start_s >= 2.0 * f.every_s { f.nodes - 1 } else { f.nodes };
+                let kept = before
+                    .iter()
+                    .map(|a| Assignment {
+                        instances: a.instances - (f64::from(a.instances) / f64::from(spread)).round() as u32,
+                        ..a.clone()
+                    })
+                    .filter(|a| a.instances > 0)
+                    .collect();
+                (kept, classes.clone(), *planned, *replanned)
+            }
+            (None, None, _) => replanner.plan(predicted, slices_up)?,
+            (None, Some(controller), _) => {
                 let plan = match running.take() {
-                    None => replanner.plan(controller.planned_for.unwrap_or(predicted))?,
+                    None => replanner.plan(controller.planned_for.unwrap_or(predicted), problem.slices)?,
                     Some(plan) if controller.replan.due(plan.2, predicted, violation_share) => {
-                        replanner.plan(predicted)?
+                        replanner.plan(predicted, problem.slices)?
                     }
                     Some(plan) => plan,
                 };
@@ -307,6 +360,9 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
                 plan
             }
         };
+        if options.node_failures.is_some() {
+            previous = Some((assignments.clone(), classes.clone(), planned_rps, replanned));
+        }
         let solve_s = started.elapsed().as_secs_f64();
         let sampled = (options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE)).max(OVERLOAD_SLOS * slo_s);
         let seconds = trace.bin_s.min(sampled);
@@ -322,11 +378,12 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             latencies.push((run.latencies_ms[index], rate * trace.bin_s / kept as f64));
         }
         bins.push(BinReport {
-            start_s: trace.bin_s * i as f64,
+            start_s,
             rate_rps: rate,
             planned_rps,
             slices,
             replanned,
+            node_lost,
             solve_s,
             requests: run.requests,
             sink_requests: run.units,
@@ -448,6 +505,23 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
         }
     }
     for run in runs {
+        let (lost, kept): (Vec<&BinReport>, Vec<&BinReport>) = run.bins.iter().partition(|b| b.node_lost);
+        if !lost.is_empty() {
+            let rate = |bins: &[&BinReport]| {
+                let sink: f64 = bins.iter().map(|b| b.sink_requests).sum();
+                if sink > 0.0 { bins.iter().map(|b| b.violations).sum::<f64>() / sink } else { 0.0 }
+            };
+            out.push_str(&format!(
+                "{}: a node lost in {} bins: violations {} in those bins (the plan before, less the node), {} in the \
+                 others\n",
+                run.features,
+                lost.len(),
+                pct(rate(&lost)),
+                pct(rate(&kept))
+            ));
+        }
+    }
+    for run in runs {
         if let Some(why) = &run.serves_nothing {
             out.push_str(&format!("{} serves no demand (every request refused): {why}\n", run.features));
         }
@@ -562,7 +636,8 @@ type Planned = (Vec<Assignment>, Vec<ClassPlan>, f64, bool);
 struct Replanner<'a> {
     problem: &'a Problem,
     options: &'a SimOptions,
-    largest: Option<(Vec<Assignment>, f64)>,
+    /// Per slice budget, the plan for the largest demand it serves, once a plan fell short.
+    largest: std::collections::BTreeMap<u32, (Vec<Assignment>, f64)>,
     /// The last plan that met its demand: the next solve starts from it, as the controller's re-plans do.
     last: Vec<Assignment>,
     /// Why the space serves no demand at all, once a fallback found that.
@@ -572,27 +647,29 @@ struct Replanner<'a> {
 impl Replanner<'_> {
     /// The plan's instances, its query classes' routes (Compass's plans), the demand it was made for, and
     /// whether it meets `demand`.
-    fn plan(&mut self, demand: f64) -> Result<Planned, PlanError> {
+    fn plan(&mut self, demand: f64, slices: u32) -> Result<Planned, PlanError> {
         let (problem, options) = (self.problem, self.options);
-        let at = |demand: f64| problem.clone().with_demand(demand, problem.slices);
+        let at = |demand: f64| problem.clone().with_demand(demand, slices);
         match solve_from(&at(demand), options.features, &options.solve, &self.last) {
             Ok(solved) => {
                 self.last.clone_from(&solved.assignments);
                 Ok((solved.assignments, solved.classes, demand, true))
             }
             Err(PlanError::Infeasible(_) | PlanError::TimeLimit(_)) => {
-                if self.largest.is_none() {
-                    let found = max_demand(problem, options.features, 0.01, options.solve.time_limit_s)?;
+                if !self.largest.contains_key(&slices) {
+                    let within = at(problem.demand_rps);
+                    let found = max_demand(&within, options.features, 0.01, options.solve.time_limit_s)?;
                     let max = found.demand_rps;
                     // A space that serves nothing runs no instances, and every request is refused.
-                    self.largest = Some(if max <= 0.0 {
+                    let largest = if max <= 0.0 {
                         self.serves_nothing = Some(found.why_none.unwrap_or_else(|| "no plan at any demand".into()));
                         (Vec::new(), 0.0)
                     } else {
                         (solve(&at(max), options.features, &options.solve)?.assignments, max)
-                    });
+                    };
+                    self.largest.insert(slices, largest);
                 }
-                let (assignments, max) = self.largest.clone().expect("just set");
+                let (assignments, max) = self.largest[&slices].clone();
                 Ok((assignments, Vec::new(), max, false))
             }
             Err(e) => Err(e),
@@ -1267,6 +1344,7 @@ mod tests {
             planned_rps: 1.0,
             slices: 0,
             replanned: true,
+            node_lost: false,
             solve_s: 0.0,
             requests: 0,
             sink_requests: 0.0,
@@ -1512,5 +1590,26 @@ mod tests {
         assert!(sim.bins[3].violation_rate > 0.01, "{:?}", sim.bins[3]);
         assert!(sim.bins[4].planned_rps > 60.0 * 1.2, "{:?}", sim.bins[4]);
         assert!(sim.bins[4].slices > sim.bins[0].slices, "{:?}", sim.bins);
+    }
+
+    #[test]
+    fn a_lost_node_costs_its_bin_and_the_next_plans_within_the_nodes_up() {
+        let problem = PaperApp::SocialMedia.problem(12, 1.0).unwrap();
+        // Twelve 5-minute bins at a steady rate that needs most of the 12 slices; four nodes of 3, one lost every
+        // 20 minutes from the 20th.
+        let trace = Trace { bin_s: 300.0, rates: vec![200.0; 12] };
+        let failing = NodeFailures { nodes: 4, every_s: 1200.0 };
+        let options = SimOptions { sample_requests: 2000, node_failures: Some(failing), ..SimOptions::default() };
+        let sim = simulate(&problem, &trace, &options).unwrap();
+        let lost: Vec<usize> = sim.bins.iter().enumerate().filter(|(_, b)| b.node_lost).map(|(i, _)| i).collect();
+        assert_eq!(lost, [4, 8], "a node fails at 20 and 40 minutes");
+        // The failure's bin runs the plan before it less a node's share; the next is planned within 21 slices.
+        assert!(sim.bins[4].slices < sim.bins[3].slices, "{:?}", sim.bins);
+        assert!(sim.bins[5..].iter().all(|b| b.slices <= 9), "{:?}", sim.bins);
+        assert!(sim.bins[..4].iter().any(|b| b.slices > 9), "more than 9 slices were used before: {:?}", sim.bins);
+        assert!(sim.bins[4].violation_rate > sim.bins[3].violation_rate, "{:?}", sim.bins);
+        // Failures need plans made every bin.
+        let fixed = SimOptions { fixed_demand: Some(200.0), ..options };
+        assert!(simulate(&problem, &trace, &fixed).unwrap_err().to_string().contains("plans made every bin"));
     }
 }

@@ -313,6 +313,18 @@ fn simulate_replays_a_trace_through_plans_and_names_the_bad_line_of_a_trace() {
     assert!(bins.starts_with("features,start_s,rate_rps,planned_rps,slices"), "{bins}");
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
 
+    // Nodes failing: four nodes of 7 slices, one lost every 10 minutes from the 10th.
+    let output = run(
+        jig()
+            .args(["simulate", "--app", "social", "--slices", "28", "--features", "A+S+T", "--sample", "500"])
+            .args(["--node-failures", "4", "--failure-every-s", "600", "--trace"])
+            .arg(&day),
+        b"",
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("A+S+T: a node lost in 1 bins: violations"), "{stdout}");
+
     let bad = dir.path().join("bad.csv");
     std::fs::write(&bad, "start_s,rps\n0,1\n300,-4\n").unwrap();
     let output = run(jig().args(["simulate", "--app", "social", "--slices", "28", "--trace"]).arg(&bad), b"");

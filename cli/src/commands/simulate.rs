@@ -110,6 +110,15 @@ pub struct SimulateCommand {
     /// Print the bins as JSON instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// Node failures: the slices split evenly among this many nodes, one failing every --failure-every-s from
+    /// then on and back when the next fails; a failure costs its bin the failed node's share of the running
+    /// plan, and the bins after it are planned within the nodes up. The summary reports the violations of the
+    /// bins a node was lost in.
+    #[arg(long, value_name = "NODES")]
+    pub node_failures: Option<u32>,
+    /// With --node-failures, seconds between failures.
+    #[arg(long, default_value_t = 3600.0, requires = "node_failures")]
+    pub failure_every_s: f64,
     /// With a `[gpulet]` spec, gpu-lets' periodic re-scheduling instead (its §5 and Figure 14): 30 minutes of
     /// two waves of load (up to twice the spec's rates and back, then three times), re-scheduled every 20 s from
     /// an EWMA of the rates seen, beside the schedule for the spec's rates kept throughout.
@@ -385,6 +394,9 @@ fn simulate_problem(
             fixed_demand: args.demand.map(|d| d * (1.0 + jig_planner::spec::DemandSpec::DEFAULT_SLACK)),
             controller: controller.clone(),
             seed: args.seed,
+            node_failures: args
+                .node_failures
+                .map(|nodes| jig_sim::simulate::NodeFailures { nodes, every_s: args.failure_every_s }),
             ..SimOptions::default()
         };
         simulate(problem, &trace, &options)
