@@ -299,14 +299,14 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
     let mut latencies: Vec<(f64, f64)> = Vec::new();
     let mut observed: Vec<f64> = Vec::new();
     let slo_s = problem.slo_latency_ms / 1000.0;
-    if let Some(f) = options.node_failures {
-        if f.nodes < 2 || f.every_s <= 0.0 || options.fixed_demand.is_some() || options.controller.is_some() {
-            return Err(PlanError::Input(format!(
-                "node failures need at least 2 nodes ({}), a positive interval ({} s), and plans made every bin \
-                 (not a fixed demand or a controller)",
-                f.nodes, f.every_s
-            )));
-        }
+    if let Some(f) = options.node_failures
+        && (f.nodes < 2 || f.every_s <= 0.0 || options.fixed_demand.is_some() || options.controller.is_some())
+    {
+        return Err(PlanError::Input(format!(
+            "node failures need at least 2 nodes ({}), a positive interval ({} s), and plans made every bin (not a \
+             fixed demand or a controller)",
+            f.nodes, f.every_s
+        )));
     }
     let mut replanner =
         Replanner { problem, options, largest: Default::default(), last: Vec::new(), serves_nothing: None };
@@ -341,7 +341,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
                     .iter()
                     .map(|a| Assignment {
                         instances: a.instances - (f64::from(a.instances) / f64::from(spread)).round() as u32,
-                        ..a.clone()
+                        ..*a
                     })
                     .filter(|a| a.instances > 0)
                     .collect();
