@@ -512,10 +512,10 @@ pub fn summary(runs: &[Simulation], trace: &Trace) -> String {
                 if sink > 0.0 { bins.iter().map(|b| b.violations).sum::<f64>() / sink } else { 0.0 }
             };
             out.push_str(&format!(
-                "{}: a node lost in {} bins: violations {} in those bins (the plan before, less the node), {} in the \
-                 others\n",
+                "{}: a node lost in {} bin{}: violations {} there (the plan before, less the node), {} in the others\n",
                 run.features,
                 lost.len(),
+                if lost.len() == 1 { "" } else { "s" },
                 pct(rate(&lost)),
                 pct(rate(&kept))
             ));

@@ -323,7 +323,7 @@ fn simulate_replays_a_trace_through_plans_and_names_the_bad_line_of_a_trace() {
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("A+S+T: a node lost in 1 bins: violations"), "{stdout}");
+    assert!(stdout.contains("A+S+T: a node lost in 1 bin: violations"), "{stdout}");
 
     let bad = dir.path().join("bad.csv");
     std::fs::write(&bad, "start_s,rps\n0,1\n300,-4\n").unwrap();
