@@ -182,13 +182,6 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
     // Free gpu-lets: (gpu, size); every GPU starts whole.
     let mut remain: Vec<(u32, u32)> = (0..p.gpus).map(|g| (g, 100)).collect();
     let mut alloc: Vec<Gpulet> = Vec::new();
-    let neighbour = |alloc: &[Gpulet], gpu: u32, size: u32| {
-        alloc
-            .iter()
-            .find(|a| a.gpu == gpu && a.size == 100 - size)
-            .and_then(|a| a.loads.first())
-            .map(|l| (l.model, 100 - size))
-    };
     let mut order: Vec<usize> = (0..p.models.len()).collect();
     order.sort_by(|&a, &b| p.models[b].rate_rps.total_cmp(&p.models[a].rate_rps));
     for m in order {
@@ -209,7 +202,7 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
                 }
                 let size =
                     if size == 100 { sizes.iter().copied().find(|&s| s >= p_ideal).unwrap_or(100) } else { size };
-                let slowdown = intf(m, size, neighbour(&alloc, gpu, size));
+                let slowdown = intf(m, size, neighbour(&alloc, gpu, size, None));
                 // The other half's models must still hold their SLOs beside this one.
                 let beside_holds = alloc.iter().filter(|a| a.gpu == gpu && a.size == 100 - size).all(|a| {
                     let loads: Vec<(usize, f64)> = a.loads.iter().map(|l| (l.model, l.rate_rps)).collect();
@@ -232,17 +225,8 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
                 )));
             };
             // Temporal sharing: an allocated gpu-let that can take this share too saves the new one.
-            // Each allocated gpu-let's neighbour: the first model of the other half of its GPU (not itself, on
-            // a GPU split 50/50).
-            let beside: Vec<_> = (0..alloc.len())
-                .map(|j| {
-                    let other = alloc
-                        .iter()
-                        .enumerate()
-                        .find(|&(k, o)| k != j && o.gpu == alloc[j].gpu && o.size == 100 - alloc[j].size);
-                    other.and_then(|(_, o)| o.loads.first()).map(|l| (l.model, 100 - alloc[j].size))
-                })
-                .collect();
+            let beside: Vec<_> =
+                alloc.iter().enumerate().map(|(j, a)| neighbour(&alloc, a.gpu, a.size, Some(j))).collect();
             let merged =
                 alloc.iter_mut().zip(beside).any(|(a, nb)| a.share(p, m, portion, &|n, size, _| intf(n, size, nb)));
             if !merged {
@@ -262,6 +246,18 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
         }
     }
     Ok(plan_of(alloc))
+}
+
+/// What slows a gpu-let of `size` on `gpu`: the first model of the other half of the GPU among `gpulets`, and
+/// that half's size; `except` is the gpu-let's own index when it is among them (on a GPU split 50/50 it is a
+/// half of that size too).
+fn neighbour(gpulets: &[Gpulet], gpu: u32, size: u32, except: Option<usize>) -> Option<(usize, u32)> {
+    gpulets
+        .iter()
+        .enumerate()
+        .find(|&(k, o)| Some(k) != except && o.gpu == gpu && o.size == 100 - size)
+        .and_then(|(_, o)| o.loads.first())
+        .map(|l| (l.model, 100 - size))
 }
 
 /// Nexus's squishy bin packing: whole GPUs, temporal sharing only. Each model fills as many GPUs as its rate
@@ -687,11 +683,10 @@ impl GpuletPlan {
         let Some(i) = &p.interference else { return vec![0.0; self.gpulets.len()] };
         self.gpulets
             .iter()
-            .map(|g| {
-                let beside =
-                    self.gpulets.iter().find(|o| o.gpu == g.gpu && o.size == 100 - g.size && !std::ptr::eq(*o, g));
-                let neighbour = beside.and_then(|o| o.loads.first()).map(|l| (l.model, 100 - g.size));
-                g.loads.iter().map(|l| i.slowdown(l.model, neighbour)).fold(0.0, f64::max)
+            .enumerate()
+            .map(|(j, g)| {
+                let beside = neighbour(&self.gpulets, g.gpu, g.size, Some(j));
+                g.loads.iter().map(|l| i.slowdown(l.model, beside)).fold(0.0, f64::max)
             })
             .collect()
     }

@@ -36,6 +36,21 @@ impl Served {
     pub fn violation_rate(&self) -> f64 {
         if self.arrived == 0 { 0.0 } else { self.violated as f64 / self.arrived as f64 }
     }
+
+    /// Every model's requests together.
+    pub fn total(served: &[Served]) -> Served {
+        served.iter().fold(Served::default(), |t, s| Served {
+            arrived: t.arrived + s.arrived,
+            in_time: t.in_time + s.in_time,
+            violated: t.violated + s.violated,
+        })
+    }
+}
+
+/// [`serve`] with each gpu-let slowed as the problem's measured interference predicts (not at all without).
+pub fn serve_measured(problem: &GpuletProblem, plan: &GpuletPlan, seconds: f64, seed: u64) -> Vec<Served> {
+    let slowdowns = plan.slowdowns(problem);
+    serve(problem, plan, seconds, seed, |g| slowdowns[g])
 }
 
 /// Serve `plan` for `seconds` of Poisson arrivals at the problem's rates (seeded by `seed`), each gpu-let's
@@ -171,10 +186,7 @@ pub fn max_served_scale(
         if plan.gpus_used > p.gpus {
             return false;
         }
-        let slowdowns = plan.slowdowns(&q);
-        let served = serve(&q, &plan, seconds, seed, |g| slowdowns[g]);
-        let (violated, arrived) = served.iter().fold((0, 0), |(v, a), s| (v + s.violated, a + s.arrived));
-        violated as f64 <= miss * arrived as f64
+        Served::total(&serve_measured(&q, &plan, seconds, seed)).violation_rate() <= miss
     };
     // Holding is not monotone in the rate (a plan for more may batch better), so scan down from the planned
     // multiple in steps of 1% of it rather than bisect.
@@ -227,10 +239,10 @@ pub fn adapt(
         let truth = p.with_rates(&base.iter().map(|r| r * load(start_s + period_s / 2.0)).collect::<Vec<_>>());
         let (violated, arrived, seen) = match &plan {
             Some(plan) => {
-                let slowdowns = plan.slowdowns(&truth);
-                let served = serve(&truth, plan, period_s, seed.wrapping_add(k as u64), |g| slowdowns[g]);
+                let served = serve_measured(&truth, plan, period_s, seed.wrapping_add(k as u64));
                 let seen: Vec<f64> = served.iter().map(|s| s.arrived as f64 / period_s).collect();
-                (served.iter().map(|s| s.violated).sum(), served.iter().map(|s| s.arrived).sum(), seen)
+                let total = Served::total(&served);
+                (total.violated, total.arrived, seen)
             }
             // No schedule: every request is dropped, and the rates are still seen.
             None => {
@@ -255,9 +267,7 @@ pub fn adapt(
         rescheduled = false;
         if plan.is_none() || short || wasteful {
             let want: Vec<f64> = estimate.iter().map(|r| r * headroom).collect();
-            if let Ok(next) = schedule(&p.with_rates(&want)).and_then(|next| {
-                if next.gpus_used <= p.gpus { Ok(next) } else { Err(PlanError::Infeasible("too many GPUs".into())) }
-            }) {
+            if let Some(next) = schedule(&p.with_rates(&want)).ok().filter(|next| next.gpus_used <= p.gpus) {
                 (plan, planned, rescheduled) = (Some(next), want, true);
             }
         }

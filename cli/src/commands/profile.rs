@@ -125,16 +125,7 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     for variant in &bundle.manifest.variants {
         let measure = |segment: &Segment, settings: &sweep::Settings, quiet: bool| {
             let label = format!("{}/{} on {segment}", variant.slot, variant.name);
-            let (shapes, values) = (variant.shapes.clone(), variant.values.clone());
-            let samples = move |inputs: &[jig_model_host::onnx::TensorSpec]| -> Vec<sweep::SampleInput> {
-                inputs
-                    .iter()
-                    .map(|i| sweep::SampleInput {
-                        shape: shapes.get(&i.name).cloned(),
-                        values: values.get(&i.name).cloned(),
-                    })
-                    .collect()
-            };
+            let samples = samples_for(variant);
             let adaptive = settings.adaptive.is_some();
             let report = {
                 let (label, steps) = (label.clone(), steps.clone());
@@ -247,6 +238,19 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a variant's manifest says to feed its inputs when profiling (`shapes`, `values`), per input of the model.
+fn samples_for(
+    variant: &jig_manifest::Variant,
+) -> impl Fn(&[jig_model_host::onnx::TensorSpec]) -> Vec<sweep::SampleInput> + Send + 'static {
+    let (shapes, values) = (variant.shapes.clone(), variant.values.clone());
+    move |inputs| {
+        inputs
+            .iter()
+            .map(|i| sweep::SampleInput { shape: shapes.get(&i.name).cloned(), values: values.get(&i.name).cloned() })
+            .collect()
+    }
+}
+
 /// `--pairs`: each slot's model alone on `segment`, then every pair of them at once (gpu-lets §4.4's co-run
 /// measurement), written as the `interference` table a `[gpulet]` spec reads.
 fn pairs(
@@ -299,19 +303,12 @@ fn pairs(
                 .map(|(v, placement)| {
                     let (ready, n, batch) = (ready.clone(), group.len(), u64::from(args.batch));
                     let label = format!("{}/{} on {segment}", v.slot, v.name);
-                    let (shapes_of, values_of, name) = (v.shapes.clone(), v.values.clone(), v.name.clone());
+                    let (samples, name) = (samples_for(v), v.name.clone());
                     scope.spawn(move || {
                         launcher
                             .run_on(&label, &v.name, &bundle.model_path(v), placement, move |executors| {
                                 let executor = executors[0];
-                                let samples: Vec<sweep::SampleInput> = executor
-                                    .inputs()
-                                    .iter()
-                                    .map(|i| sweep::SampleInput {
-                                        shape: shapes_of.get(&i.name).cloned(),
-                                        values: values_of.get(&i.name).cloned(),
-                                    })
-                                    .collect();
+                                let samples = samples(executor.inputs());
                                 let inputs = sweep::sample_inputs(&name, executor.inputs(), &samples, batch)?;
                                 sweep::run_beside(executor, &inputs, 3, &ready, n, duration)
                             })?

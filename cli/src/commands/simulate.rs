@@ -133,6 +133,7 @@ impl SimulateCommand {
     /// served: the share of requests that missed their SLO.
     fn simulate_gpulet(&self, spec: &std::path::Path) -> anyhow::Result<String> {
         use jig_planner::gpulet::{GpuletProblem, Scheduler, max_scale};
+        use jig_sim::gpulet::{Served, serve_measured};
         use std::fmt::Write as _;
         let (problem, _) = GpuletProblem::from_spec_file(spec)?;
         let total: f64 = problem.models.iter().map(|m| m.rate_rps).sum();
@@ -161,10 +162,8 @@ impl SimulateCommand {
             let holds = jig_sim::gpulet::max_served_scale(&problem, |q| scheduler.schedule(q), 30.0, self.seed, 0.01);
             let served = match scheduler.schedule(&problem) {
                 Ok(plan) if plan.gpus_used <= problem.gpus => {
-                    let slowdowns = plan.slowdowns(&problem);
-                    let served = jig_sim::gpulet::serve(&problem, &plan, 30.0, self.seed, |g| slowdowns[g]);
-                    let (v, a) = served.iter().fold((0, 0), |(v, a), s| (v + s.violated, a + s.arrived));
-                    (plan.gpus_used.to_string(), format!("{:.2}%", 100.0 * v as f64 / a.max(1) as f64))
+                    let served = Served::total(&serve_measured(&problem, &plan, 30.0, self.seed));
+                    (plan.gpus_used.to_string(), format!("{:.2}%", 100.0 * served.violation_rate()))
                 }
                 Ok(plan) => (format!("{} (too many)", plan.gpus_used), "-".into()),
                 Err(_) => ("-".into(), "-".into()),
