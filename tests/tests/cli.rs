@@ -459,6 +459,10 @@ fn a_gpulet_spec_schedules_gpu_shares_and_serves_them() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(stdout.lines().filter(|l| l.split_whitespace().count() == 5).count(), 30, "{stdout}");
     assert!(stdout.contains("re-scheduled (") && stdout.contains("with the first schedule kept"), "{stdout}");
+    let output = run(jig().args(["simulate", "--app", "social", "--adapt"]), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("--adapt re-schedules gpu-lets"), "{stderr}");
     std::fs::write(&path, measured.replace("interference = \"pairs.csv\"", "")).unwrap();
     let output = run(jig().arg("plan").arg(&path), b"");
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -280,6 +280,9 @@ impl SimulateCommand {
             print!("{}", if self.adapt { self.adapt_gpulet(spec)? } else { self.simulate_gpulet(spec)? });
             return Ok(ExitCode::SUCCESS);
         }
+        if self.adapt {
+            bail!("--adapt re-schedules gpu-lets: give a spec file with a `[gpulet]` table");
+        }
         let (target, app, profiles) = (self.spec.as_deref(), self.app.as_deref(), self.profiles.as_deref());
         let source =
             Source::resolve(target, app, profiles, false, "give a spec file, a bundle directory or --app NAME")?;
