@@ -128,7 +128,9 @@
 //! * **(1)** exact (N_k ≤ M_k ≤ U_k·N_k); U_k is a valid bound: more instances of one type than cover the
 //!   largest possible demand, or than the slices allow, are never needed.
 //! * **(2) max**: exact. ℓ_t appears only in (3)'s ≤ rows, so any feasible ℓ_t ≥ L̂(t) and the feasible set
-//!   of (M, N, x) is exactly the paper's.
+//!   of (M, N, x) is exactly the paper's. A task that must serve (R̂min(t) > 0) also has ℓ_t ≥ min_{k∈t} L_k, a
+//!   bound every plan meets but the LP relaxation (fractional N_k) does not see: it tightens (3), and the AR
+//!   assistant's re-plans at 28 slices take a quarter less time (BENCHMARKS.md, "Re-plans").
 //! * **(4)–(6) demand × factor**: exact, with served-rate flows. The paper's F̂ (4) sums F over active instance
 //!   types (N); we read it as what Table 2 calls it, the *average* factor, weighted by the requests each
 //!   instance type serves; then R̂(t)·F̂(t,t′) = Σ_k F_k·x_k is linear. Likewise Ĥ in (9)–(10) is the served

@@ -417,7 +417,20 @@ pub(crate) fn solve_relaxed(
             }
         })
         .collect();
-    let latency: Vec<Variable> = (0..n).map(|_| vars.add(variable().min(0))).collect();
+    // A task that must serve has at least one instance, so its latency is at least its fastest type's: a bound
+    // the LP relaxation (latency ≥ L·N with fractional N) does not see, and that tightens every path row (3).
+    let latency_floor: Vec<f64> = (0..n)
+        .map(|t| {
+            if demand_min[t] <= 1e-9 {
+                return 0.0;
+            }
+            let fastest = (cands.iter().map(|c| &problem.configs[c.config]).filter(|c| c.task == t))
+                .map(|c| c.latency_ms)
+                .fold(f64::INFINITY, f64::min);
+            if fastest.is_finite() { fastest } else { 0.0 }
+        })
+        .collect();
+    let latency: Vec<Variable> = latency_floor.iter().map(|&floor| vars.add(variable().min(floor))).collect();
     let literal = literal.then(|| Literal::new(problem, &cands, &demand_max, &mut vars));
     // Plans that fit: y_L GPUs take MIG layout L, over the layouts of the profiles the candidates use.
     let profile_of = |c: &Candidate| match problem.segments[problem.configs[c.config].segment].kind {
