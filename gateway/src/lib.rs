@@ -142,7 +142,7 @@ pub fn default_cache_dir() -> PathBuf {
 }
 
 /// The XDG base directory `var`, else `$HOME/home_relative`, else the temporary directory.
-fn xdg_dir(var: &str, home_relative: &str) -> PathBuf {
+pub fn xdg_dir(var: &str, home_relative: &str) -> PathBuf {
     std::env::var_os(var)
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(home_relative)))

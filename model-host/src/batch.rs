@@ -1,8 +1,8 @@
 //! Stacking requests' tensors into one batch along the first dimension, and splitting the outputs back.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
-use jig_tensor::Bytes;
+use jig_tensor::Spare;
 
 use crate::worker::SharedBuffer;
 use crate::{Tensor, TensorError};
@@ -15,77 +15,6 @@ pub fn batch_key(inputs: &[Tensor]) -> Vec<(crate::DType, &[u64])> {
 /// Rows a request contributes: the first dimension of its first input (1 for scalars or no inputs).
 pub fn rows(inputs: &[Tensor]) -> u64 {
     inputs.first().and_then(|t| t.shape().first().copied()).unwrap_or(1)
-}
-
-/// Memory that stacked batches of an in-process instance reuse: a batch's buffer comes back here when the last
-/// tensor over it drops. A fresh allocation of a large batch costs a page fault per 4 KiB, several times the copy
-/// that fills it (BENCHMARKS.md, "The tensor path"); a buffer written before costs only the copy.
-#[derive(Debug, Default)]
-pub struct Spare {
-    free: Mutex<Vec<Vec<u8>>>,
-}
-
-/// Buffers a [`Spare`] keeps while unused: a batch being stacked and the one before it whose outputs still live,
-/// with room for batches of other shapes.
-const SPARE_KEPT: usize = 4;
-
-impl Spare {
-    /// A buffer of `len` bytes to overwrite: the smallest kept one that holds them, else a new one. A kept buffer
-    /// keeps its length, so reusing it writes nothing but the copy that fills it.
-    fn take(&self, len: usize) -> Vec<u8> {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let fits = free.iter().enumerate().filter(|(_, b)| b.capacity() >= len).min_by_key(|(_, b)| b.capacity());
-        let mut data = match fits.map(|(i, _)| i) {
-            Some(i) => free.swap_remove(i),
-            None => Vec::with_capacity(len),
-        };
-        drop(free);
-        data.resize(len, 0); // zeroes only what it grows by: nothing once warm
-        data
-    }
-
-    /// `data` as bytes that come back to this pool when they drop.
-    fn share(self: &Arc<Self>, data: Vec<u8>) -> Bytes {
-        Bytes::from_owner(Recycled { data, home: Arc::downgrade(self) })
-    }
-
-    /// Keep `data` for a later batch, in place of a smaller buffer when all places are taken.
-    fn keep(&self, data: Vec<u8>) {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        if free.len() < SPARE_KEPT {
-            free.push(data);
-        } else if let Some(smaller) =
-            free.iter_mut().filter(|b| b.capacity() < data.capacity()).min_by_key(|b| b.capacity())
-        {
-            *smaller = data;
-        }
-    }
-
-    /// Bytes held for later batches.
-    #[cfg(test)]
-    fn held(&self) -> usize {
-        self.free.lock().unwrap_or_else(|p| p.into_inner()).iter().map(Vec::capacity).sum()
-    }
-}
-
-/// A stacked batch's bytes, owned by its tensors until the last of them drops.
-struct Recycled {
-    data: Vec<u8>,
-    home: Weak<Spare>,
-}
-
-impl AsRef<[u8]> for Recycled {
-    fn as_ref(&self) -> &[u8] {
-        &self.data
-    }
-}
-
-impl Drop for Recycled {
-    fn drop(&mut self) {
-        if let Some(home) = self.home.upgrade() {
-            home.keep(std::mem::take(&mut self.data));
-        }
-    }
 }
 
 /// Concatenate the requests' inputs along dimension 0, each into memory from `buffer` where it gives some (an

@@ -342,7 +342,7 @@ struct Batcher<E> {
     jobs: mpsc::Receiver<Job>,
     queue: Queue<Job>,
     /// Memory for stacked batches the executor does not provide (in process), reused from batch to batch.
-    spare: Arc<batch::Spare>,
+    spare: Arc<jig_tensor::Spare>,
 }
 
 impl<E: Executor> Batcher<E> {

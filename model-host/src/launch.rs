@@ -286,6 +286,22 @@ impl Launcher {
         .map_err(|e| failed.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or(LaunchError::Instance(e)))
     }
 
+    /// Load the model `name` at `path` on `placement` for a caller that runs the batches itself on the calling
+    /// thread (a `jig node` connection), which is pinned first for a CPU segment with pinned cores:
+    /// [`Launcher::start_instance`] does the same on an instance's own thread, behind its queue.
+    pub fn load_here(
+        &self,
+        instance: &str,
+        name: &str,
+        path: &Path,
+        placement: Placement,
+    ) -> Result<Box<dyn Executor>, LaunchError> {
+        let placement =
+            self.placed(placement).map_err(|source| LaunchError::Bind { instance: instance.to_string(), source })?;
+        self.check(&placement)?;
+        Ok(Box::new(self.load(instance, name, path, &placement)?))
+    }
+
     /// Load the model `name` at `path` on `placement`, once for each of the segment's
     /// [processes](Segment::processes) (K workers on one MIG instance for `mig:…:K`), and call `f` with them,
     /// on a thread of its own (pinned, for CPU cores): how `jig profile` measures a model as it will serve.

@@ -9,6 +9,9 @@
 
 pub use bytes::Bytes;
 
+mod spare;
+pub use spare::Spare;
+
 /// Element type of a tensor; the same set as `dtype` in `sdk/wit/function.wit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum DType {

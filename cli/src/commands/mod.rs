@@ -5,6 +5,7 @@ mod bench;
 mod delete;
 mod deploy;
 mod invoke;
+mod node;
 mod plan;
 mod profile;
 mod run;
@@ -51,6 +52,8 @@ pub enum Command {
     /// Simulate an app's plans under a day of demand, re-planning every bin (the paper's Figure 4), with the
     /// runtime's batching, early drops and routing on simulated time.
     Simulate(simulate::SimulateCommand),
+    /// Serve this machine's segments (CPU cores, GPU shares) to gateways over TCP: the node role of a cluster.
+    Node(node::NodeCommand),
     /// Serve one model for the platform in this process (started by jig for GPU segments, not by hand).
     #[command(hide = true)]
     Worker(worker::WorkerCommand),
@@ -72,6 +75,7 @@ impl Command {
             Command::Profile(c) => c.run(),
             Command::Plan(c) => c.run(),
             Command::Simulate(c) => c.run(),
+            Command::Node(c) => c.run(),
             Command::Worker(c) => c.run(),
         }
     }

@@ -1,0 +1,78 @@
+//! `jig node`: serve this machine's segments to gateways over TCP, one connection per model instance (the
+//! cluster's node role; see `jig_node`).
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use jig_model_host::device::Devices;
+use jig_model_host::launch::{Launcher, WorkerCommand};
+use jig_node::{Node, NodeConfig};
+
+/// Serve this machine's segments (CPU cores, GPU shares) to gateways over TCP.
+#[derive(clap::Args, Debug)]
+pub struct NodeCommand {
+    /// Address to listen on (port 0 picks a free port; the first line printed says which).
+    #[arg(long, default_value = "0.0.0.0:7070")]
+    listen: SocketAddr,
+    /// A file holding the cluster's shared token, which gateways must present (one line; make one with
+    /// `head -c 32 /dev/urandom | base64 > token`).
+    #[arg(long, env = "JIG_NODE_TOKEN_FILE")]
+    token_file: PathBuf,
+    /// Names the node in errors and logs. Default: the host name.
+    #[arg(long)]
+    name: Option<String>,
+    /// Where models received from gateways are kept, by SHA-256. Default: $XDG_CACHE_HOME/jig/node-models or
+    /// ~/.cache/jig/node-models.
+    #[arg(long, env = "JIG_NODE_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// CPU cores model instances may use (default: all this process may run on).
+    #[arg(long)]
+    cores: Option<usize>,
+    /// Connections (model instances) served at once; more are refused with a message.
+    #[arg(long, default_value_t = 256)]
+    max_connections: usize,
+}
+
+impl NodeCommand {
+    /// Serve until killed.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        let token = std::fs::read_to_string(&self.token_file)
+            .with_context(|| format!("cannot read the token file {}", self.token_file.display()))?
+            .trim()
+            .to_string();
+        if token.is_empty() {
+            bail!(
+                "the token file {} is empty: write the cluster's token into it (`head -c 32 /dev/urandom | base64`)",
+                self.token_file.display()
+            );
+        }
+        let name = self.name.unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "node".into(), |h| h.trim().into())
+        });
+        let cache_dir =
+            self.cache_dir.unwrap_or_else(|| jig_gateway::xdg_dir("XDG_CACHE_HOME", ".cache").join("jig/node-models"));
+        let mut devices = Devices::discover();
+        if let Some(cores) = self.cores {
+            if cores == 0 || cores > devices.cpu_cores.len() {
+                bail!("--cores {cores}: this machine lets jig run on {} cores", devices.cpu_cores.len());
+            }
+            devices.cpu_cores.truncate(cores);
+        }
+        let summary = format!("{} cores, {} GPUs", devices.cpu_cores.len(), devices.gpus.len());
+        let launcher = Launcher::new(devices, WorkerCommand::current_exe().ok()).with_relist(Devices::list_now);
+        let listener = TcpListener::bind(self.listen).with_context(|| format!("cannot listen on {}", self.listen))?;
+        let addr = listener.local_addr()?;
+        let config = NodeConfig {
+            max_connections: self.max_connections,
+            ..NodeConfig::new(name.clone(), token, cache_dir.clone())
+        };
+        println!("jig node `{name}` listening on {addr} ({summary}; models cached in {})", cache_dir.display());
+        std::io::stdout().flush()?;
+        Arc::new(Node::new(config, launcher)).serve(listener).with_context(|| format!("node on {addr}"))?;
+        Ok(ExitCode::SUCCESS)
+    }
+}

@@ -1,0 +1,285 @@
+//! The gateway's side: a model instance's batches run on a node.
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jig_model_host::instance::{BoxError, Executor};
+use jig_model_host::onnx::TensorSpec;
+use jig_model_host::segment::Segment;
+use jig_tensor::{Spare, Tensor};
+use sha2::{Digest, Sha256};
+
+use crate::protocol::{Head, Reply, Request, VERSION, read_frame, read_tensors, total_len, write_frame, write_tensors};
+
+/// The largest output a node may send for one batch.
+const MAX_OUTPUT_BYTES: u64 = 16 << 30;
+
+/// One instance's model on a node.
+#[derive(Debug, Clone)]
+pub struct RemoteSpec {
+    /// The node's address, `HOST:PORT`.
+    pub node: String,
+    /// The cluster's shared token.
+    pub token: String,
+    /// The instance, `APP/SLOT/VARIANT@SEGMENT#N`, for errors and logs on both sides.
+    pub instance: String,
+    /// The model's name, for errors.
+    pub model_name: String,
+    /// The ONNX file, sent to the node when its cache lacks it.
+    pub model_path: PathBuf,
+    /// Where on the node it runs.
+    pub segment: Segment,
+    /// The GPU or MIG instance's UUID on the node; `None`: the node chooses.
+    pub device: Option<String>,
+    /// How long connecting, loading (the model's transfer included) and each batch may take before the
+    /// connection counts as broken: a node that stops answering fails the batch instead of hanging it.
+    pub timeout: Duration,
+}
+
+/// Why a batch or a connection to a node failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The node could not be reached.
+    #[error("instance `{instance}`: cannot reach node {node}: {source}")]
+    Connect {
+        /// The instance.
+        instance: String,
+        /// The node's address.
+        node: String,
+        /// The system's answer.
+        source: io::Error,
+    },
+    /// The node refused the connection (token, version, connection cap).
+    #[error("instance `{instance}`: node {node} refused the connection: {reason}")]
+    Refused {
+        /// The instance.
+        instance: String,
+        /// The node's address.
+        node: String,
+        /// The node's reason.
+        reason: String,
+    },
+    /// The node could not load the model.
+    #[error("instance `{instance}`: {error}")]
+    Load {
+        /// The instance.
+        instance: String,
+        /// The node's message, naming node, instance and segment.
+        error: String,
+    },
+    /// The model file could not be read here.
+    #[error("instance `{instance}`: cannot read model {}: {source}", path.display())]
+    Model {
+        /// The instance.
+        instance: String,
+        /// The file.
+        path: PathBuf,
+        /// The system's answer.
+        source: io::Error,
+    },
+    /// The connection broke or the node said something out of turn: the batch in flight failed, and the next
+    /// one connects again.
+    #[error("instance `{instance}`: node {node} {what}: {source}")]
+    Broken {
+        /// The instance.
+        instance: String,
+        /// The node's address.
+        node: String,
+        /// What was under way.
+        what: &'static str,
+        /// The system's answer.
+        source: io::Error,
+    },
+}
+
+/// A model instance's executor whose batches run on a node.
+pub struct Remote {
+    spec: RemoteSpec,
+    sha256: String,
+    model_len: u64,
+    inputs: Vec<TensorSpec>,
+    outputs: Vec<TensorSpec>,
+    connection: Mutex<Option<Connection>>,
+    /// Buffers the outputs are read into, back once the tensors over them drop.
+    spare: Arc<Spare>,
+    reconnects: Arc<AtomicU64>,
+}
+
+struct Connection {
+    reader: BufReader<TcpStream>,
+    writer: BufWriter<TcpStream>,
+    buf: Vec<u8>,
+}
+
+impl Remote {
+    /// Connect to the node, prove the token and load the model there (sending its bytes when the node lacks
+    /// them). Returns once the model is loaded.
+    pub fn connect(spec: RemoteSpec) -> Result<Remote, RemoteError> {
+        let model_error =
+            |source| RemoteError::Model { instance: spec.instance.clone(), path: spec.model_path.clone(), source };
+        let (sha256, model_len) = hash_file(&spec.model_path).map_err(model_error)?;
+        let mut remote = Remote {
+            spec,
+            sha256,
+            model_len,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            connection: Mutex::new(None),
+            spare: Arc::default(),
+            reconnects: Arc::default(),
+        };
+        let (connection, inputs, outputs) = remote.open()?;
+        (remote.inputs, remote.outputs) = (inputs, outputs);
+        *remote.connection.get_mut().unwrap_or_else(|p| p.into_inner()) = Some(connection);
+        Ok(remote)
+    }
+
+    /// The spec it was connected with.
+    pub fn spec(&self) -> &RemoteSpec {
+        &self.spec
+    }
+
+    fn broken(&self, what: &'static str) -> impl Fn(io::Error) -> RemoteError + '_ {
+        move |source| RemoteError::Broken {
+            instance: self.spec.instance.clone(),
+            node: self.spec.node.clone(),
+            what,
+            source,
+        }
+    }
+
+    /// A new connection with the model loaded, and the model's declared inputs and outputs.
+    fn open(&self) -> Result<(Connection, Vec<TensorSpec>, Vec<TensorSpec>), RemoteError> {
+        let spec = &self.spec;
+        let connect_error =
+            |source| RemoteError::Connect { instance: spec.instance.clone(), node: spec.node.clone(), source };
+        let addr = spec
+            .node
+            .to_socket_addrs()
+            .map_err(connect_error)?
+            .next()
+            .ok_or_else(|| connect_error(io::Error::new(io::ErrorKind::NotFound, "the name has no address")))?;
+        let stream = TcpStream::connect_timeout(&addr, spec.timeout).map_err(connect_error)?;
+        stream.set_nodelay(true).map_err(connect_error)?;
+        stream.set_read_timeout(Some(spec.timeout)).map_err(connect_error)?;
+        stream.set_write_timeout(Some(spec.timeout)).map_err(connect_error)?;
+        let mut c = Connection {
+            reader: BufReader::with_capacity(1 << 16, stream.try_clone().map_err(connect_error)?),
+            writer: BufWriter::with_capacity(1 << 16, stream),
+            buf: Vec::new(),
+        };
+        let handshake = self.broken("broke the connection while loading the model");
+        write_frame(&mut c.writer, &Request::Hello { version: VERSION, token: spec.token.clone() })
+            .and_then(|()| c.writer.flush())
+            .map_err(&handshake)?;
+        match self.read(&mut c)? {
+            Reply::Welcome { .. } => {}
+            Reply::Refused { reason } => {
+                return Err(RemoteError::Refused { instance: spec.instance.clone(), node: spec.node.clone(), reason });
+            }
+            other => return Err(handshake(unexpected(&other))),
+        }
+        let load = Request::Load {
+            instance: spec.instance.clone(),
+            model_name: spec.model_name.clone(),
+            model_sha256: self.sha256.clone(),
+            model_len: self.model_len,
+            segment: spec.segment.to_string(),
+            device: spec.device.clone(),
+        };
+        write_frame(&mut c.writer, &load).and_then(|()| c.writer.flush()).map_err(&handshake)?;
+        let mut reply = self.read(&mut c)?;
+        if let Reply::SendModel = reply {
+            let mut file = File::open(&spec.model_path).map_err(|source| RemoteError::Model {
+                instance: spec.instance.clone(),
+                path: spec.model_path.clone(),
+                source,
+            })?;
+            io::copy(&mut (&mut file).take(self.model_len), &mut c.writer)
+                .and_then(|_| c.writer.flush())
+                .map_err(&handshake)?;
+            reply = self.read(&mut c)?;
+        }
+        match reply {
+            Reply::Loaded { inputs, outputs } => Ok((c, inputs, outputs)),
+            Reply::LoadFailed { error } => Err(RemoteError::Load { instance: spec.instance.clone(), error }),
+            other => Err(handshake(unexpected(&other))),
+        }
+    }
+
+    /// The node's next frame; the connection's end, or a frame that is not one, is an error.
+    fn read(&self, c: &mut Connection) -> Result<Reply, RemoteError> {
+        let closed = || io::Error::new(io::ErrorKind::UnexpectedEof, "the node closed the connection");
+        read_frame(&mut c.reader, &mut c.buf)
+            .and_then(|reply| reply.ok_or_else(closed))
+            .map_err(self.broken("did not answer"))
+    }
+
+    /// Run one batch on `c`.
+    fn run(&self, c: &mut Connection, inputs: &[Tensor]) -> Result<Result<Vec<Tensor>, String>, RemoteError> {
+        let sending = self.broken("broke the connection while receiving a batch");
+        write_frame(&mut c.writer, &Request::Run { inputs: inputs.iter().map(Head::of).collect() })
+            .and_then(|()| c.writer.flush())
+            .and_then(|()| write_tensors(c.writer.get_mut(), inputs))
+            .map_err(&sending)?;
+        match self.read(c)? {
+            Reply::Done { outputs } => {
+                let receiving = self.broken("broke the connection while sending a batch's outputs");
+                total_len(&outputs, MAX_OUTPUT_BYTES).map_err(&receiving)?;
+                Ok(Ok(read_tensors(&mut c.reader, &outputs, &self.spare).map_err(&receiving)?))
+            }
+            Reply::Failed { error } => Ok(Err(error)),
+            other => Err(sending(unexpected(&other))),
+        }
+    }
+}
+
+fn unexpected(reply: &Reply) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("answered out of turn: {reply:?}"))
+}
+
+impl Executor for Remote {
+    fn inputs(&self) -> &[TensorSpec] {
+        &self.inputs
+    }
+
+    fn outputs(&self) -> &[TensorSpec] {
+        &self.outputs
+    }
+
+    /// Run the batch on the node, connecting again first when the last connection broke.
+    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
+        let mut connection = self.connection.lock().unwrap_or_else(|p| p.into_inner());
+        if connection.is_none() {
+            let (c, ..) = self.open()?;
+            self.reconnects.fetch_add(1, Ordering::Relaxed);
+            *connection = Some(c);
+        }
+        let c = connection.as_mut().expect("connected above");
+        match self.run(c, inputs) {
+            Ok(Ok(outputs)) => Ok(outputs),
+            Ok(Err(model_error)) => Err(model_error.into()),
+            Err(broken) => {
+                *connection = None;
+                Err(broken.into())
+            }
+        }
+    }
+
+    fn restarts(&self) -> Option<Arc<AtomicU64>> {
+        Some(self.reconnects.clone())
+    }
+}
+
+/// A file's SHA-256, hex, and its length.
+fn hash_file(path: &std::path::Path) -> io::Result<(String, u64)> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let len = io::copy(&mut file, &mut hasher)?;
+    Ok((hex::encode(hasher.finalize()), len))
+}

@@ -1,0 +1,30 @@
+//! # jig-node
+//!
+//! A machine's model instances served over TCP: the `jig node` role of a cluster, and the gateway's client of
+//! it. A gateway keeps each instance's queue and batcher (JigsawServe's batching and early drops stay where
+//! requests arrive); a node runs the batches on its own segments, as a worker process runs them for a GPU
+//! segment on one machine ([`jig_model_host::worker`]).
+//!
+//! * [`Node`] ([`server`]): accepts gateways' connections, one connection per instance. A connection proves the
+//!   cluster's shared token, names its model by SHA-256 (the node asks for the bytes only when its cache lacks
+//!   them) and its segment; the node gives it cores or its GPU binding through [`jig_model_host::launch`],
+//!   never handing a core out twice, and runs its batches until it closes.
+//! * [`Remote`] ([`client`]): the gateway's side, an [`Executor`](jig_model_host::instance::Executor) behind
+//!   an ordinary [`Instance`](jig_model_host::instance::Instance): a batch goes to the node and its outputs come
+//!   back. A connection that breaks fails the batch in flight at once (the kernel closes a dead node's socket;
+//!   a node that stops answering fails it after [`RemoteSpec::timeout`]); the next batch connects again.
+//! * [`protocol`]: the frames. Tensor bytes cross the network once, raw, after the frame that describes them:
+//!   written from the tensors' own memory and read into reused buffers ([`jig_tensor::Spare`]).
+//!
+//! **Security.** The token authenticates gateways to nodes; it is compared in constant time and never logged.
+//! Frames travel in clear: run nodes on a private network (a Kubernetes cluster's pod network), or under a
+//! mesh that encrypts it.
+
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod protocol;
+pub mod server;
+
+pub use client::{Remote, RemoteError, RemoteSpec};
+pub use server::{Node, NodeConfig};

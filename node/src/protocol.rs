@@ -1,0 +1,219 @@
+//! Frames between a gateway and a `jig node` on TCP.
+//!
+//! A frame is a little-endian `u32` body length and the bincode-2 (standard configuration) encoding of a
+//! [`Request`] or a [`Reply`]. Tensor bytes follow the frame that describes them ([`Head`]s), raw and in order,
+//! each as long as its element type and shape say: they are written from the tensors' memory and read into
+//! their buffers with no encoding. A model's bytes follow the same way, when the node asks for them.
+//!
+//! A connection: `Hello` → `Welcome` (or `Refused`, and the node closes); `Load` → `SendModel` (then the model's
+//! bytes) → `Loaded` or `LoadFailed`; then `Run` → `Done` or `Failed`, one batch at a time, until the gateway
+//! closes.
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use jig_model_host::onnx::TensorSpec;
+use jig_tensor::{DType, Spare, Tensor};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// The protocol's version: gateway and node must speak the same one (they are the same `jig` release).
+pub const VERSION: u32 = 1;
+
+/// The largest frame either side accepts. Frames are descriptors; a larger length prefix means the peer is not
+/// speaking this protocol, and refusing it keeps a corrupt prefix from allocating gigabytes.
+pub const MAX_FRAME: usize = 1 << 20;
+
+/// A tensor's element type and shape, before its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: Vec<u64>,
+}
+
+impl Head {
+    /// `tensor`'s head.
+    pub fn of(tensor: &Tensor) -> Head {
+        Head { dtype: tensor.dtype(), shape: tensor.shape().to_vec() }
+    }
+
+    /// Bytes of the tensor it describes; `None` when that overflows.
+    pub fn len(&self) -> Option<usize> {
+        self.dtype.bytes_for(&self.shape)
+    }
+}
+
+/// Gateway to node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Request {
+    /// The first frame. Answered by `Welcome`, or `Refused` and the node closes.
+    Hello {
+        /// [`VERSION`].
+        version: u32,
+        /// The cluster's shared token.
+        token: String,
+    },
+    /// Load a model for this connection. Answered by `SendModel` when the node's cache lacks the model (the
+    /// gateway then sends its bytes), then `Loaded` or `LoadFailed`.
+    Load {
+        /// The instance, `APP/SLOT/VARIANT@SEGMENT#N`, for errors and logs on both sides.
+        instance: String,
+        /// The model's name, for errors.
+        model_name: String,
+        /// The ONNX file's SHA-256, hex: the node's cache key.
+        model_sha256: String,
+        /// The ONNX file's size in bytes.
+        model_len: u64,
+        /// Where to run it: a segment type, e.g. `cpu:2` or `mps:0:50`.
+        segment: String,
+        /// The GPU or MIG instance's UUID to bind to; `None`: the node chooses.
+        device: Option<String>,
+    },
+    /// Run one batch; the inputs' bytes follow. Answered by `Done` (the outputs' bytes follow) or `Failed`.
+    Run {
+        /// The inputs, in the model's declared order.
+        inputs: Vec<Head>,
+    },
+}
+
+/// Node to gateway.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Reply {
+    /// The token and version are right.
+    Welcome {
+        /// The node's name, for errors and logs.
+        node: String,
+    },
+    /// The connection is refused (wrong token or version, the node at its connection cap); the node closes it.
+    Refused {
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// Send the model's bytes: the node's cache lacks them.
+    SendModel,
+    /// The model runs on the node.
+    Loaded {
+        /// Its declared inputs.
+        inputs: Vec<TensorSpec>,
+        /// Its declared outputs.
+        outputs: Vec<TensorSpec>,
+    },
+    /// The model could not be loaded; the node closes the connection.
+    LoadFailed {
+        /// What went wrong, naming the node, instance and segment.
+        error: String,
+    },
+    /// The batch ran; its outputs' bytes follow.
+    Done {
+        /// The outputs, in the model's declared order.
+        outputs: Vec<Head>,
+    },
+    /// The batch failed (the connection stays open for the next).
+    Failed {
+        /// The model's error.
+        error: String,
+    },
+}
+
+/// Write `msg` as one frame.
+pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
+    let body = bincode::serde::encode_to_vec(msg, bincode::config::standard()).map_err(io::Error::other)?;
+    if body.len() > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a {} B frame exceeds {MAX_FRAME} B", body.len()),
+        ));
+    }
+    w.write_all(&(body.len() as u32).to_le_bytes())?;
+    w.write_all(&body)
+}
+
+/// Read one frame; `Ok(None)` when the stream ends before it starts.
+pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R, buf: &mut Vec<u8>) -> io::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(invalid(format!(
+            "a frame of {len} B exceeds {MAX_FRAME} B: the peer does not speak jig's node protocol"
+        )));
+    }
+    buf.resize(len, 0);
+    r.read_exact(buf)?;
+    let (msg, _) = bincode::serde::decode_from_slice(buf, bincode::config::standard())
+        .map_err(|e| invalid(format!("malformed frame: {e}")))?;
+    Ok(Some(msg))
+}
+
+/// Write the bytes of `tensors`, in order, after the frame that names their heads.
+pub fn write_tensors<W: Write>(w: &mut W, tensors: &[Tensor]) -> io::Result<()> {
+    tensors.iter().try_for_each(|t| w.write_all(t.data()))
+}
+
+/// The heads' bytes of all of `heads`; an error when they overflow or exceed `limit`.
+pub fn total_len(heads: &[Head], limit: u64) -> io::Result<usize> {
+    let mut total: usize = 0;
+    for h in heads {
+        let len = h.len().ok_or_else(|| invalid(format!("a tensor of shape {:?} is too large", h.shape)))?;
+        total = total.checked_add(len).ok_or_else(|| invalid("tensors too large".into()))?;
+    }
+    if total as u64 > limit {
+        return Err(invalid(format!("a batch of {total} B exceeds the limit of {limit} B")));
+    }
+    Ok(total)
+}
+
+/// Read the tensors `heads` describe, each into a buffer from `spare` that returns there when the tensor drops.
+pub fn read_tensors<R: Read>(r: &mut R, heads: &[Head], spare: &Arc<Spare>) -> io::Result<Vec<Tensor>> {
+    heads
+        .iter()
+        .map(|h| {
+            let len = h.len().ok_or_else(|| invalid(format!("a tensor of shape {:?} is too large", h.shape)))?;
+            let mut data = spare.take(len);
+            r.read_exact(&mut data)?;
+            Tensor::new(h.dtype, h.shape.clone(), spare.share(data)).map_err(|e| invalid(e.to_string()))
+        })
+        .collect()
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_and_tensors_round_trip() {
+        let t = Tensor::from_f32(vec![2, 2], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &Request::Run { inputs: vec![Head::of(&t)] }).unwrap();
+        write_tensors(&mut wire, std::slice::from_ref(&t)).unwrap();
+        let mut r = wire.as_slice();
+        let Some(Request::Run { inputs }) = read_frame(&mut r, &mut Vec::new()).unwrap() else { panic!("not a Run") };
+        assert_eq!(total_len(&inputs, 16).unwrap(), 16);
+        let back = read_tensors(&mut r, &inputs, &Arc::default()).unwrap();
+        assert_eq!(back[0].data(), t.data());
+        assert_eq!(back[0].shape(), t.shape());
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn bad_frames_are_errors() {
+        let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
+        assert!(read_frame::<_, Request>(&mut huge.as_slice(), &mut Vec::new()).is_err());
+        let garbage = [3u8, 0, 0, 0, 0xff, 0xff, 0xff];
+        assert!(read_frame::<_, Request>(&mut garbage.as_slice(), &mut Vec::new()).is_err());
+        assert!(read_frame::<_, Request>(&mut [].as_slice(), &mut Vec::new()).unwrap().is_none());
+        let big = Head { dtype: DType::F32, shape: vec![1 << 20] };
+        let err = total_len(&[big], 1024).unwrap_err();
+        assert!(err.to_string().contains("exceeds the limit"), "{err}");
+    }
+}

@@ -1,0 +1,326 @@
+//! The node: gateways' connections, each one instance's model on this machine's segments.
+
+use std::fs;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jig_model_host::instance::Executor;
+use jig_model_host::launch::{Launcher, Placement};
+use jig_model_host::segment::Segment;
+use jig_tensor::Spare;
+use sha2::{Digest, Sha256};
+
+use crate::protocol::{Head, Reply, Request, VERSION, read_frame, read_tensors, total_len, write_frame, write_tensors};
+
+/// What a node serves with.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Names the node in errors and logs (the host name by default).
+    pub name: String,
+    /// The cluster's shared token that gateways must present.
+    pub token: String,
+    /// Where models received from gateways are kept, by SHA-256.
+    pub cache_dir: PathBuf,
+    /// Connections (instances) served at once; more are refused.
+    pub max_connections: usize,
+    /// The largest batch, inputs' bytes, one connection may send; a larger one closes it.
+    pub max_batch_bytes: u64,
+    /// The largest model a gateway may send.
+    pub max_model_bytes: u64,
+    /// How long a new connection may take to say `Hello`: a client that connects and says nothing is closed.
+    pub hello_timeout: Duration,
+}
+
+impl NodeConfig {
+    /// Defaults around `token` and `cache_dir`: 256 connections, 4 GiB batches and models, 10 s to say hello.
+    pub fn new(name: impl Into<String>, token: impl Into<String>, cache_dir: impl Into<PathBuf>) -> NodeConfig {
+        NodeConfig {
+            name: name.into(),
+            token: token.into(),
+            cache_dir: cache_dir.into(),
+            max_connections: 256,
+            max_batch_bytes: 4 << 30,
+            max_model_bytes: 4 << 30,
+            hello_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A node: serves gateways' instances on this machine's segments.
+pub struct Node {
+    config: NodeConfig,
+    launcher: Launcher,
+    /// Which of the launcher's CPU cores (by position in `Devices::cpu_cores`) a connection holds.
+    held: Mutex<Vec<bool>>,
+    connections: AtomicUsize,
+}
+
+impl Node {
+    /// A node over `launcher`'s devices.
+    pub fn new(config: NodeConfig, launcher: Launcher) -> Node {
+        let held = Mutex::new(vec![false; launcher.devices().cpu_cores.len()]);
+        Node { config, launcher, held, connections: AtomicUsize::new(0) }
+    }
+
+    /// Serve connections from `listener` until it fails, a thread each.
+    pub fn serve(self: Arc<Self>, listener: TcpListener) -> io::Result<()> {
+        loop {
+            let (stream, peer) = match listener.accept() {
+                Ok(accepted) => accepted,
+                // A peer that reset before the accept, or a momentary lack of descriptors: not the listener's end.
+                Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let node = self.clone();
+            let count = node.connections.fetch_add(1, Ordering::SeqCst) + 1;
+            let spawned = std::thread::Builder::new().name(format!("jig-node {peer}")).spawn(move || {
+                if count > node.config.max_connections {
+                    let reason = format!(
+                        "node `{}` serves at most {} connections (instances) at once: add nodes, or raise its \
+                         --max-connections",
+                        node.config.name, node.config.max_connections
+                    );
+                    let _ = write_frame(&mut &stream, &Reply::Refused { reason });
+                } else if let Err(e) = node.connection(&stream) {
+                    tracing::warn!(%peer, "node connection ended: {e}");
+                }
+                node.connections.fetch_sub(1, Ordering::SeqCst);
+            });
+            if spawned.is_err() {
+                self.connections.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// One connection: its hello, its model, then its batches until it closes.
+    fn connection(&self, stream: &TcpStream) -> io::Result<()> {
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(self.config.hello_timeout))?;
+        let mut reader = BufReader::with_capacity(1 << 16, stream);
+        let mut writer = BufWriter::with_capacity(1 << 16, stream);
+        let mut buf = Vec::new();
+        let name = &self.config.name;
+        match read_frame(&mut reader, &mut buf)? {
+            Some(Request::Hello { version, token }) => {
+                let refused = if version != VERSION {
+                    Some(format!(
+                        "node `{name}` speaks protocol version {VERSION}, the gateway {version}: run the same jig \
+                         release on gateways and nodes"
+                    ))
+                } else if !same_token(&token, &self.config.token) {
+                    Some(format!("node `{name}` refused the token: give gateways and nodes the same --token-file"))
+                } else {
+                    None
+                };
+                if let Some(reason) = refused {
+                    write_frame(&mut writer, &Reply::Refused { reason: reason.clone() })?;
+                    writer.flush()?;
+                    return Err(io::Error::new(io::ErrorKind::PermissionDenied, reason));
+                }
+            }
+            None => return Ok(()),
+            Some(_) => return Err(io::Error::new(io::ErrorKind::InvalidData, "the first frame was not Hello")),
+        }
+        stream.set_read_timeout(None)?; // an instance's connection idles between batches
+        write_frame(&mut writer, &Reply::Welcome { node: name.clone() })?;
+        writer.flush()?;
+
+        let Some(Request::Load { instance, model_name, model_sha256, model_len, segment, device }) =
+            read_frame(&mut reader, &mut buf)?
+        else {
+            return Ok(());
+        };
+        let loaded =
+            self.load(&mut reader, &mut writer, &instance, &model_name, &model_sha256, model_len, &segment, device);
+        let (executor, _cores) = match loaded {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                write_frame(&mut writer, &Reply::LoadFailed { error: error.clone() })?;
+                writer.flush()?;
+                return Err(io::Error::other(error));
+            }
+        };
+        write_frame(
+            &mut writer,
+            &Reply::Loaded { inputs: executor.inputs().to_vec(), outputs: executor.outputs().to_vec() },
+        )?;
+        writer.flush()?;
+        tracing::info!(node = %name, %instance, %segment, "serving");
+
+        let spare = Arc::new(Spare::default());
+        while let Some(request) = read_frame(&mut reader, &mut buf)? {
+            let Request::Run { inputs } = request else {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "expected Run"));
+            };
+            total_len(&inputs, self.config.max_batch_bytes)?;
+            let inputs = read_tensors(&mut reader, &inputs, &spare)?;
+            match executor.execute(&inputs) {
+                Ok(outputs) => {
+                    write_frame(&mut writer, &Reply::Done { outputs: outputs.iter().map(Head::of).collect() })?;
+                    writer.flush()?;
+                    // Large outputs go to the socket from ONNX Runtime's memory, past the writer's buffer.
+                    write_tensors(writer.get_mut(), &outputs)?;
+                }
+                Err(e) => {
+                    write_frame(&mut writer, &Reply::Failed { error: format!("node `{name}`: {e}") })?;
+                    writer.flush()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Load the model a `Load` names (asking for its bytes when the cache lacks them) on its segment, on this
+    /// thread; the cores it holds are released when the returned guard drops.
+    #[allow(clippy::too_many_arguments)]
+    fn load(
+        &self,
+        reader: &mut impl Read,
+        writer: &mut impl Write,
+        instance: &str,
+        model_name: &str,
+        sha256: &str,
+        len: u64,
+        segment: &str,
+        device: Option<String>,
+    ) -> Result<(Box<dyn Executor>, HeldCores<'_>), String> {
+        let node = &self.config.name;
+        let segment: Segment =
+            segment.parse().map_err(|e| format!("node `{node}`, instance `{instance}`: segment `{segment}`: {e}"))?;
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("node `{node}`, instance `{instance}`: `{sha256}` is not a SHA-256"));
+        }
+        let path = self.config.cache_dir.join(format!("{sha256}.onnx"));
+        if !path.is_file() {
+            if len > self.config.max_model_bytes {
+                return Err(format!(
+                    "node `{node}`, instance `{instance}`: model `{model_name}` is {len} B, over the node's limit of \
+                     {} B (--max-model-bytes)",
+                    self.config.max_model_bytes
+                ));
+            }
+            write_frame(writer, &Reply::SendModel).and_then(|()| writer.flush()).map_err(|e| e.to_string())?;
+            receive_model(reader, &path, sha256, len)
+                .map_err(|e| format!("node `{node}`, instance `{instance}`: receiving model `{model_name}`: {e}"))?;
+        }
+        let mut placement = Placement::new(segment);
+        placement.device = device;
+        let held = match segment {
+            Segment::Cpu { cores } => {
+                let held = self.hold(cores as usize).ok_or_else(|| {
+                    let free = self.held.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|h| !**h).count();
+                    format!(
+                        "node `{node}` has {free} of {} cores free; instance `{instance}` asks for segment {segment}: \
+                         re-plan with the cores the nodes have free",
+                        self.launcher.devices().cpu_cores.len()
+                    )
+                })?;
+                let cores = self.launcher.devices().cpu_cores.clone();
+                placement.cores = Some(held.positions.iter().map(|&i| cores[i]).collect());
+                held
+            }
+            _ => HeldCores { node: self, positions: Vec::new() },
+        };
+        let executor = self
+            .launcher
+            .load_here(instance, model_name, &path, placement)
+            .map_err(|e| format!("node `{node}`, instance `{instance}` on {segment}: {e}"))?;
+        Ok((executor, held))
+    }
+
+    /// `n` free cores, held until the guard drops; `None` when fewer are free.
+    fn hold(&self, n: usize) -> Option<HeldCores<'_>> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let free: Vec<usize> = (0..held.len()).filter(|&i| !held[i]).take(n).collect();
+        if free.len() < n {
+            return None;
+        }
+        free.iter().for_each(|&i| held[i] = true);
+        Some(HeldCores { node: self, positions: free })
+    }
+}
+
+/// Cores a connection holds, by position in the launcher's core list; released when dropped.
+struct HeldCores<'a> {
+    node: &'a Node,
+    positions: Vec<usize>,
+}
+
+impl Drop for HeldCores<'_> {
+    fn drop(&mut self) {
+        let mut held = self.node.held.lock().unwrap_or_else(|p| p.into_inner());
+        self.positions.iter().for_each(|&i| held[i] = false);
+    }
+}
+
+/// Read `len` bytes of a model into `path` (through a temporary file beside it), checking their SHA-256.
+fn receive_model(reader: &mut impl Read, path: &Path, sha256: &str, len: u64) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let mut file = tempfile_in(dir)?;
+    let mut hasher = Sha256::new();
+    let mut left = len;
+    let mut chunk = vec![0u8; 1 << 20];
+    while left > 0 {
+        let n = chunk.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        reader.read_exact(&mut chunk[..n])?;
+        hasher.update(&chunk[..n]);
+        file.1.write_all(&chunk[..n])?;
+        left -= n as u64;
+    }
+    let got = hex::encode(hasher.finalize());
+    if got != sha256 {
+        let _ = fs::remove_file(&file.0);
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("its bytes hash to {got}, not {sha256}")));
+    }
+    file.1.sync_all()?;
+    fs::rename(&file.0, path)
+}
+
+/// A new file in `dir` for a model being received: `(path, file)`.
+fn tempfile_in(dir: &Path) -> io::Result<(PathBuf, fs::File)> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let path = dir.join(format!(".receiving-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    Ok((path.clone(), fs::File::create(path)?))
+}
+
+/// Whether two tokens are equal, in time that depends on their lengths only.
+fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_token("secret", "secret"));
+        assert!(!same_token("secret", "secreT"));
+        assert!(!same_token("secret", "secret2"));
+        assert!(!same_token("", "x"));
+    }
+
+    #[test]
+    fn a_model_with_the_wrong_hash_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        let bytes = b"not really onnx";
+        let wrong = "0".repeat(64);
+        let err = receive_model(&mut bytes.as_slice(), &path, &wrong, bytes.len() as u64).unwrap_err();
+        assert!(err.to_string().contains("hash to"), "{err}");
+        assert!(!path.exists());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0, "the partial file is removed");
+        let right = hex::encode(Sha256::digest(bytes));
+        receive_model(&mut bytes.as_slice(), &path, &right, bytes.len() as u64).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), bytes);
+    }
+}

@@ -1,0 +1,171 @@
+//! A node on loopback, in this process: batches run remotely answer as the model does here, the token and the
+//! node's cores are enforced, and a silent client is closed.
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jig_model_host::device::Devices;
+use jig_model_host::instance::{Executor, Instance, InstanceConfig};
+use jig_model_host::launch::Launcher;
+use jig_model_host::onnx::{Model, SessionOptions};
+use jig_model_host::segment::Segment;
+use jig_model_host::{DType, Tensor};
+use jig_node::{Node, NodeConfig, Remote, RemoteError, RemoteSpec};
+
+const TOKEN: &str = "s3cret-token";
+
+fn model_path(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.jig/models").join(format!("{name}.onnx"));
+    assert!(path.is_file(), "{} is missing: run `make setup`", path.display());
+    path
+}
+
+/// A node with `cores` cores serving on a loopback port; its address and cache directory.
+fn node(cores: usize) -> (String, tempfile::TempDir) {
+    let cache = tempfile::tempdir().unwrap();
+    let mut devices = Devices::discover();
+    devices.cpu_cores = (0..cores).map(|i| devices.cpu_cores[i % devices.cpu_cores.len()]).collect();
+    let config =
+        NodeConfig { hello_timeout: Duration::from_millis(300), ..NodeConfig::new("test-node", TOKEN, cache.path()) };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let node = Arc::new(Node::new(config, Launcher::new(devices, None)));
+    std::thread::spawn(move || node.serve(listener));
+    (addr, cache)
+}
+
+fn spec(node: &str, model: &str, segment: &str) -> RemoteSpec {
+    RemoteSpec {
+        node: node.to_string(),
+        token: TOKEN.to_string(),
+        instance: format!("test/{model}@{segment}#0"),
+        model_name: model.to_string(),
+        model_path: model_path(model),
+        segment: segment.parse::<Segment>().unwrap(),
+        device: None,
+        timeout: Duration::from_secs(30),
+    }
+}
+
+fn mixed_inputs(rows: usize) -> Vec<Tensor> {
+    let x: Vec<f32> = (0..rows * 4).map(|i| i as f32 * 0.5).collect();
+    let ids: Vec<u8> = (0..rows * 4).flat_map(|i| (i as i64 % 7).to_le_bytes()).collect();
+    vec![
+        Tensor::from_f32(vec![rows as u64, 4], &x).unwrap(),
+        Tensor::new(DType::I64, vec![rows as u64, 4], ids).unwrap(),
+    ]
+}
+
+#[test]
+fn remote_batches_answer_as_the_model_does_here() {
+    let (addr, cache) = node(2);
+    let here = Model::load("mixed", &model_path("mixed"), &SessionOptions::default()).unwrap();
+    let remote = Remote::connect(spec(&addr, "mixed", "cpu:1")).unwrap();
+    assert_eq!(remote.inputs(), here.inputs());
+    assert_eq!(remote.outputs(), here.outputs());
+    for rows in [1, 3, 16] {
+        let inputs = mixed_inputs(rows);
+        let (a, b) = (remote.execute(&inputs).unwrap(), here.run(&inputs).unwrap());
+        assert_eq!(a.len(), b.len());
+        for (a, b) in a.iter().zip(&b) {
+            assert_eq!((a.dtype(), a.shape(), a.data()), (b.dtype(), b.shape(), b.data()), "{rows} rows");
+        }
+    }
+    // The node keeps what it received, by hash, for the next instance of the model.
+    let cached: Vec<_> = std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    let second = Remote::connect(spec(&addr, "mixed", "cpu:1")).unwrap();
+    assert_eq!(second.execute(&mixed_inputs(2)).unwrap()[0].data(), here.run(&mixed_inputs(2)).unwrap()[0].data());
+
+    // A model error is the batch's, and the connection serves the next batch.
+    let wrong = vec![Tensor::from_f32(vec![1, 3], &[1.0, 2.0, 3.0]).unwrap(), mixed_inputs(1)[1].clone()];
+    let err = remote.execute(&wrong).unwrap_err().to_string();
+    assert!(err.contains("test-node"), "{err}");
+    assert!(remote.execute(&mixed_inputs(1)).is_ok());
+}
+
+#[test]
+fn large_tensors_cross_intact() {
+    let (addr, _cache) = node(2);
+    let remote = Remote::connect(spec(&addr, "add", "cpu:2")).unwrap();
+    let here = Model::load("add", &model_path("add"), &SessionOptions::default()).unwrap();
+    let item = 3 * 640 * 640;
+    let values: Vec<f32> = (0..2 * item).map(|i| (i % 1000) as f32).collect();
+    let inputs: Vec<Tensor> =
+        here.inputs().iter().map(|_| Tensor::from_f32(vec![2, 3, 640, 640], &values).unwrap()).collect();
+    let (a, b) = (remote.execute(&inputs).unwrap(), here.run(&inputs).unwrap());
+    assert_eq!(a[0].data().len(), 2 * item * 4);
+    assert!(a[0].data() == b[0].data());
+}
+
+#[test]
+fn an_instance_batches_on_the_gateway_and_runs_on_the_node() {
+    let (addr, _cache) = node(1);
+    let instance = Instance::start(InstanceConfig::new("test/mixed@cpu:1#0"), move || {
+        Ok(Remote::connect(spec(&addr, "mixed", "cpu:1"))?)
+    })
+    .unwrap();
+    let runtime = tokio_free_block_on(instance.infer(mixed_inputs(1), Instant::now() + Duration::from_secs(10)));
+    let outputs = runtime.unwrap();
+    assert_eq!(outputs[0].shape(), [1, 4]);
+}
+
+#[test]
+fn a_wrong_token_is_refused_by_name() {
+    let (addr, _cache) = node(1);
+    let err = Remote::connect(RemoteSpec { token: "guess".into(), ..spec(&addr, "mixed", "cpu:1") }).err().unwrap();
+    assert!(matches!(err, RemoteError::Refused { .. }), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("test-node") && message.contains("token") && message.contains("test/mixed"), "{message}");
+}
+
+#[test]
+fn a_core_is_never_handed_out_twice() {
+    let (addr, _cache) = node(2);
+    let first = Remote::connect(spec(&addr, "mixed", "cpu:2")).unwrap();
+    let err = Remote::connect(spec(&addr, "mixed", "cpu:1")).err().unwrap().to_string();
+    assert!(err.contains("has 0 of 2 cores free") && err.contains("cpu:1"), "{err}");
+    drop(first);
+    // The node frees the cores when it sees the connection close.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match Remote::connect(spec(&addr, "mixed", "cpu:1")) {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline => {
+                assert!(e.to_string().contains("cores free"), "{e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("the cores were never released: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_silent_client_is_closed_and_others_are_served() {
+    let (addr, _cache) = node(1);
+    let mut silent = TcpStream::connect(&addr).unwrap();
+    silent.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = Instant::now();
+    let mut byte = [0u8; 1];
+    assert_eq!(silent.read(&mut byte).unwrap_or(0), 0, "the node closes a connection that never says hello");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(Remote::connect(spec(&addr, "mixed", "cpu:1")).is_ok());
+}
+
+#[test]
+fn an_unknown_segment_or_a_missing_node_is_an_error_naming_it() {
+    let (addr, _cache) = node(1);
+    let err = Remote::connect(spec(&addr, "mixed", "cpu:4")).err().unwrap().to_string();
+    assert!(err.contains("has 1 of 1 cores free"), "{err}");
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string(); // bound, then freed
+    let err = Remote::connect(spec(&closed, "mixed", "cpu:1")).err().unwrap().to_string();
+    assert!(err.contains("cannot reach node") && err.contains(&closed), "{err}");
+}
+
+/// Drive a future to completion on this thread (the instance answers through a oneshot channel).
+fn tokio_free_block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+}
