@@ -40,7 +40,7 @@ impl Head {
     }
 
     /// Bytes of the tensor it describes; `None` when that overflows.
-    pub fn len(&self) -> Option<usize> {
+    pub fn bytes(&self) -> Option<usize> {
         self.dtype.bytes_for(&self.shape)
     }
 }
@@ -160,7 +160,7 @@ pub fn write_tensors<W: Write>(w: &mut W, tensors: &[Tensor]) -> io::Result<()> 
 pub fn total_len(heads: &[Head], limit: u64) -> io::Result<usize> {
     let mut total: usize = 0;
     for h in heads {
-        let len = h.len().ok_or_else(|| invalid(format!("a tensor of shape {:?} is too large", h.shape)))?;
+        let len = h.bytes().ok_or_else(|| invalid(format!("a tensor of shape {:?} is too large", h.shape)))?;
         total = total.checked_add(len).ok_or_else(|| invalid("tensors too large".into()))?;
     }
     if total as u64 > limit {
@@ -174,7 +174,7 @@ pub fn read_tensors<R: Read>(r: &mut R, heads: &[Head], spare: &Arc<Spare>) -> i
     heads
         .iter()
         .map(|h| {
-            let len = h.len().ok_or_else(|| invalid(format!("a tensor of shape {:?} is too large", h.shape)))?;
+            let len = h.bytes().ok_or_else(|| invalid(format!("a tensor of shape {:?} is too large", h.shape)))?;
             let mut data = spare.take(len);
             r.read_exact(&mut data)?;
             Tensor::new(h.dtype, h.shape.clone(), spare.share(data)).map_err(|e| invalid(e.to_string()))
