@@ -12,7 +12,7 @@ use std::process::Command;
 use crate::segment::{MigProfile, Segment};
 
 /// What this machine offers.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Devices {
     /// CPU cores this process may run on.
     pub cpu_cores: Vec<usize>,
@@ -21,7 +21,7 @@ pub struct Devices {
 }
 
 /// One NVIDIA GPU, as `nvidia-smi` (or, without it, the CUDA driver) describes it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Gpu {
     /// The index segments name it by (`mig:GPU:…`, `mps:GPU:…`), as `nvidia-smi` numbers it.
     pub index: u32,
@@ -40,7 +40,7 @@ pub struct Gpu {
 }
 
 /// A MIG instance that exists on a GPU, as `nvidia-smi -L` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MigInstance {
     /// `MIG-…`: what `CUDA_VISIBLE_DEVICES` takes to bind a process to this instance.
     pub uuid: String,

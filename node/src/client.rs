@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use jig_model_host::device::Devices;
 use jig_model_host::instance::{BoxError, Executor};
 use jig_model_host::onnx::TensorSpec;
 use jig_model_host::segment::Segment;
@@ -44,8 +45,8 @@ pub struct RemoteSpec {
 /// Why a batch or a connection to a node failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
-    /// The node could not be reached.
-    #[error("instance `{instance}`: cannot reach node {node}: {source}")]
+    /// The node could not be reached (`instance` is empty when no instance was under way: discovery).
+    #[error("{}cannot reach node {node}: {source}", prefix(.instance))]
     Connect {
         /// The instance.
         instance: String,
@@ -55,7 +56,7 @@ pub enum RemoteError {
         source: io::Error,
     },
     /// The node refused the connection (token, version, connection cap).
-    #[error("instance `{instance}`: node {node} refused the connection: {reason}")]
+    #[error("{}node {node} refused the connection: {reason}", prefix(.instance))]
     Refused {
         /// The instance.
         instance: String,
@@ -84,7 +85,7 @@ pub enum RemoteError {
     },
     /// The connection broke or the node said something out of turn: the batch in flight failed, and the next
     /// one connects again.
-    #[error("instance `{instance}`: node {node} {what}: {source}")]
+    #[error("{}node {node} {what}: {source}", prefix(.instance))]
     Broken {
         /// The instance.
         instance: String,
@@ -156,34 +157,8 @@ impl Remote {
     /// A new connection with the model loaded, and the model's declared inputs and outputs.
     fn open(&self) -> Result<(Connection, Vec<TensorSpec>, Vec<TensorSpec>), RemoteError> {
         let spec = &self.spec;
-        let connect_error =
-            |source| RemoteError::Connect { instance: spec.instance.clone(), node: spec.node.clone(), source };
-        let addr = spec
-            .node
-            .to_socket_addrs()
-            .map_err(connect_error)?
-            .next()
-            .ok_or_else(|| connect_error(io::Error::new(io::ErrorKind::NotFound, "the name has no address")))?;
-        let stream = TcpStream::connect_timeout(&addr, spec.timeout).map_err(connect_error)?;
-        stream.set_nodelay(true).map_err(connect_error)?;
-        stream.set_read_timeout(Some(spec.timeout)).map_err(connect_error)?;
-        stream.set_write_timeout(Some(spec.timeout)).map_err(connect_error)?;
-        let mut c = Connection {
-            reader: BufReader::with_capacity(1 << 16, stream.try_clone().map_err(connect_error)?),
-            writer: BufWriter::with_capacity(1 << 16, stream),
-            buf: Vec::new(),
-        };
-        let handshake = self.broken("broke the connection while loading the model");
-        write_frame(&mut c.writer, &Request::Hello { version: VERSION, token: spec.token.clone() })
-            .and_then(|()| c.writer.flush())
-            .map_err(&handshake)?;
-        match self.read(&mut c)? {
-            Reply::Welcome { .. } => {}
-            Reply::Refused { reason } => {
-                return Err(RemoteError::Refused { instance: spec.instance.clone(), node: spec.node.clone(), reason });
-            }
-            other => return Err(handshake(unexpected(&other))),
-        }
+        let (mut c, _) = handshake(&spec.node, &spec.token, spec.timeout, &spec.instance)?;
+        let loading = self.broken("broke the connection while loading the model");
         let load = Request::Load {
             instance: spec.instance.clone(),
             model_name: spec.model_name.clone(),
@@ -192,7 +167,7 @@ impl Remote {
             segment: spec.segment.to_string(),
             device: spec.device.clone(),
         };
-        write_frame(&mut c.writer, &load).and_then(|()| c.writer.flush()).map_err(&handshake)?;
+        write_frame(&mut c.writer, &load).and_then(|()| c.writer.flush()).map_err(&loading)?;
         let mut reply = self.read(&mut c)?;
         if let Reply::SendModel = reply {
             let mut file = File::open(&spec.model_path).map_err(|source| RemoteError::Model {
@@ -202,13 +177,13 @@ impl Remote {
             })?;
             io::copy(&mut (&mut file).take(self.model_len), &mut c.writer)
                 .and_then(|_| c.writer.flush())
-                .map_err(&handshake)?;
+                .map_err(&loading)?;
             reply = self.read(&mut c)?;
         }
         match reply {
             Reply::Loaded { inputs, outputs } => Ok((c, inputs, outputs)),
             Reply::LoadFailed { error } => Err(RemoteError::Load { instance: spec.instance.clone(), error }),
-            other => Err(handshake(unexpected(&other))),
+            other => Err(loading(unexpected(&other))),
         }
     }
 
@@ -237,6 +212,89 @@ impl Remote {
             other => Err(sending(unexpected(&other))),
         }
     }
+}
+
+/// A node as a gateway found it: where it listens, its name and what it offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeInfo {
+    /// The address it answered on, `IP:PORT`.
+    pub addr: String,
+    /// Its name.
+    pub name: String,
+    /// Its cores and GPUs.
+    pub devices: Devices,
+}
+
+/// Ask each node of `nodes` what it offers. An entry is `HOST:PORT`; a host name that resolves to several
+/// addresses (a Kubernetes headless Service over a DaemonSet) counts each address as a node. An entry that
+/// does not resolve, or an address that does not answer, is an error in the list; the others are found.
+pub fn discover(nodes: &[String], token: &str, timeout: Duration) -> Vec<Result<NodeInfo, RemoteError>> {
+    let mut found = Vec::new();
+    for entry in nodes {
+        let addrs = match entry.to_socket_addrs() {
+            Ok(addrs) => addrs.collect::<Vec<_>>(),
+            Err(source) => {
+                found.push(Err(RemoteError::Connect { instance: String::new(), node: entry.clone(), source }));
+                continue;
+            }
+        };
+        for addr in addrs {
+            let addr = addr.to_string();
+            found.push(handshake(&addr, token, timeout, "").map(|(_, (name, devices))| NodeInfo {
+                addr,
+                name,
+                devices,
+            }));
+        }
+    }
+    found
+}
+
+/// Connect to `node`, prove `token` and read its welcome: the connection, the node's name and devices.
+fn handshake(
+    node: &str,
+    token: &str,
+    timeout: Duration,
+    instance: &str,
+) -> Result<(Connection, (String, Devices)), RemoteError> {
+    let connect_error =
+        |source| RemoteError::Connect { instance: instance.to_string(), node: node.to_string(), source };
+    let addr = node
+        .to_socket_addrs()
+        .map_err(connect_error)?
+        .next()
+        .ok_or_else(|| connect_error(io::Error::new(io::ErrorKind::NotFound, "the name has no address")))?;
+    let stream = TcpStream::connect_timeout(&addr, timeout).map_err(connect_error)?;
+    stream.set_nodelay(true).map_err(connect_error)?;
+    stream.set_read_timeout(Some(timeout)).map_err(connect_error)?;
+    stream.set_write_timeout(Some(timeout)).map_err(connect_error)?;
+    let mut c = Connection {
+        reader: BufReader::with_capacity(1 << 16, stream.try_clone().map_err(connect_error)?),
+        writer: BufWriter::with_capacity(1 << 16, stream),
+        buf: Vec::new(),
+    };
+    let broken = |source| RemoteError::Broken {
+        instance: instance.to_string(),
+        node: node.to_string(),
+        what: "broke the connection while saying hello",
+        source,
+    };
+    write_frame(&mut c.writer, &Request::Hello { version: VERSION, token: token.to_string() })
+        .and_then(|()| c.writer.flush())
+        .map_err(broken)?;
+    let closed = || io::Error::new(io::ErrorKind::UnexpectedEof, "the node closed the connection");
+    match read_frame(&mut c.reader, &mut c.buf).and_then(|r| r.ok_or_else(closed)).map_err(broken)? {
+        Reply::Welcome { node: name, devices } => Ok((c, (name, devices))),
+        Reply::Refused { reason } => {
+            Err(RemoteError::Refused { instance: instance.to_string(), node: node.to_string(), reason })
+        }
+        other => Err(broken(unexpected(&other))),
+    }
+}
+
+/// `instance `NAME`: ` before a message about an instance; nothing without one.
+fn prefix(instance: &str) -> String {
+    if instance.is_empty() { String::new() } else { format!("instance `{instance}`: ") }
 }
 
 fn unexpected(reply: &Reply) -> io::Error {

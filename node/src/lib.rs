@@ -26,5 +26,5 @@ pub mod client;
 pub mod protocol;
 pub mod server;
 
-pub use client::{Remote, RemoteError, RemoteSpec};
+pub use client::{NodeInfo, Remote, RemoteError, RemoteSpec, discover};
 pub use server::{Node, NodeConfig};

@@ -12,6 +12,7 @@
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
+use jig_model_host::device::Devices;
 use jig_model_host::onnx::TensorSpec;
 use jig_tensor::{DType, Spare, Tensor};
 use serde::de::DeserializeOwned;
@@ -85,6 +86,8 @@ pub enum Reply {
     Welcome {
         /// The node's name, for errors and logs.
         node: String,
+        /// What it offers instances: its cores and GPUs.
+        devices: Devices,
     },
     /// The connection is refused (wrong token or version, the node at its connection cap); the node closes it.
     Refused {

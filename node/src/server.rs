@@ -130,7 +130,7 @@ impl Node {
             Some(_) => return Err(io::Error::new(io::ErrorKind::InvalidData, "the first frame was not Hello")),
         }
         stream.set_read_timeout(None)?; // an instance's connection idles between batches
-        write_frame(&mut writer, &Reply::Welcome { node: name.clone() })?;
+        write_frame(&mut writer, &Reply::Welcome { node: name.clone(), devices: self.launcher.devices().clone() })?;
         writer.flush()?;
 
         let Some(Request::Load { instance, model_name, model_sha256, model_len, segment, device }) =

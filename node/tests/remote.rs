@@ -13,7 +13,7 @@ use jig_model_host::launch::Launcher;
 use jig_model_host::onnx::{Model, SessionOptions};
 use jig_model_host::segment::Segment;
 use jig_model_host::{DType, Tensor};
-use jig_node::{Node, NodeConfig, Remote, RemoteError, RemoteSpec};
+use jig_node::{Node, NodeConfig, Remote, RemoteError, RemoteSpec, discover};
 
 const TOKEN: &str = "s3cret-token";
 
@@ -168,4 +168,19 @@ fn an_unknown_segment_or_a_missing_node_is_an_error_naming_it() {
 /// Drive a future to completion on this thread (the instance answers through a oneshot channel).
 fn tokio_free_block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+}
+
+#[test]
+fn discovery_lists_what_each_node_offers_and_names_the_missing() {
+    let ((a, _ca), (b, _cb)) = (node(1), node(2));
+    let gone = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let found = discover(&[a.clone(), b.clone(), gone.clone()], TOKEN, Duration::from_secs(5));
+    let cores: Vec<usize> = found[..2].iter().map(|f| f.as_ref().unwrap().devices.cpu_cores.len()).collect();
+    assert_eq!(cores, [1, 2]);
+    assert_eq!(found[0].as_ref().unwrap().name, "test-node");
+    assert_eq!(found[1].as_ref().unwrap().addr, b);
+    let err = found[2].as_ref().unwrap_err().to_string();
+    assert!(err.starts_with("cannot reach node") && err.contains(&gone), "{err}");
+    let refused = discover(&[a], "wrong", Duration::from_secs(5)).remove(0).unwrap_err().to_string();
+    assert!(refused.contains("refused the token"), "{refused}");
 }
