@@ -5,7 +5,7 @@ WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
 GUESTS := echo forward crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
-.PHONY: demo test test-gpu setup functions examples paper-apps build release bench fuzz clean
+.PHONY: demo test test-gpu setup functions examples paper-apps build release bench fuzz clean check-manifests
 
 setup:
 	@scripts/setup.sh
@@ -49,8 +49,12 @@ demo: build examples
 
 # The end-to-end tests in tests/ run the `jig` binary as a user does; `cargo test` builds it for the `jig`
 # package's own integration tests (cli/tests/).
-test: build
+test: build check-manifests
 	$(CARGO) test --workspace
+
+# The Kubernetes manifests in deploy/kubernetes, against Kubernetes' JSON schemas, offline (deploy/README.md).
+check-manifests:
+	@scripts/check_manifests.sh
 
 # GPU serving end to end (not part of `make test`): needs an NVIDIA GPU and ONNX Runtime's CUDA build; see
 # scripts/test_gpu.sh. With JIG=path/to/jig (a prebuilt binary, the glue and models staged as the script says)

@@ -196,6 +196,25 @@ pub struct MachineStatus {
     pub free_cores: Vec<u32>,
     /// GPUs model instances may use.
     pub gpus: Vec<GpuStatus>,
+    /// The `jig node`s model instances run on (the gateway's `nodes`, as last found); then the gateway runs
+    /// none itself, and the fields above are empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeStatus>,
+}
+
+/// One `jig node` the gateway may use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeStatus {
+    /// Its address, `IP:PORT`, as instances' places name it.
+    pub addr: String,
+    /// Its name (`jig node --name`, by default its host name).
+    pub name: String,
+    /// Its CPU cores, as it numbers them.
+    pub cores: Vec<u32>,
+    /// Those no app's instances are pinned to.
+    pub free_cores: Vec<u32>,
+    /// Its GPUs.
+    pub gpus: Vec<GpuStatus>,
 }
 
 /// One GPU the gateway may use.
@@ -315,15 +334,18 @@ pub struct PlannedInstances {
     /// latency SLO; 0 when not planned.
     #[serde(default)]
     pub stale_ms: f64,
-    /// Where each instance runs on the gateway's machine; empty when they are not placed (the default
-    /// deployment's CPU instances, unpinned).
+    /// Where each instance runs; empty when they are not placed (the default deployment's CPU instances on the
+    /// gateway's machine, unpinned).
     #[serde(default)]
     pub places: Vec<InstancePlace>,
 }
 
-/// Where one model instance runs on the gateway's machine: cores it is pinned to, or its GPU.
+/// Where one model instance runs: on the gateway's machine or a `jig node`, pinned to cores, or on a GPU.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct InstancePlace {
+    /// The `jig node` it runs on, by address (`IP:PORT`); absent: the gateway's own machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The CPU cores it is pinned to (the machine's core numbers), for `cpu:` segments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cores: Vec<u32>,

@@ -265,12 +265,21 @@ pub enum AppError {
     },
 }
 
+/// Where an app's model instances start: this machine's segments, and the cluster's `jig node`s.
+#[derive(Debug, Clone)]
+pub struct ModelHosts {
+    /// This machine's segments.
+    pub launcher: Launcher,
+    /// How to reach the nodes instances are placed on; `None`: the gateway has none.
+    pub nodes: Option<jig_node::Access>,
+}
+
 impl App {
     /// Load every task's glue and start the deployment's model instances. Slow (compilation, model loading):
     /// call it off the async executor.
     pub fn start(
         runtime: &Runtime,
-        launcher: &Launcher,
+        hosts: &ModelHosts,
         bundle: &Bundle,
         hash: &str,
         deployed_at: u64,
@@ -278,7 +287,7 @@ impl App {
     ) -> Result<App, StartError> {
         let m = &bundle.manifest;
         let app = m.name.clone();
-        let (models, groups) = start_models(launcher, bundle, &deployment)?;
+        let (models, groups) = start_models(hosts, bundle, &deployment)?;
         let models = Arc::new(models);
         let index: HashMap<&str, usize> = m.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
         let mut tasks = Vec::with_capacity(m.tasks.len());
@@ -644,9 +653,10 @@ fn class_routers(
 }
 
 /// Start the deployment's instances, each in its planned place: pinned to its cores, or in a worker bound, by
-/// UUID, to the GPU or MIG instance its place names (one worker for each of a `mig:…:K` instance's K processes).
+/// UUID, to the GPU or MIG instance its place names (one worker for each of a `mig:…:K` instance's K processes),
+/// on this machine or on the `jig node` the place names (the instance's queue and batcher stay here).
 fn start_models(
-    launcher: &Launcher,
+    hosts: &ModelHosts,
     bundle: &Bundle,
     deployment: &Deployment,
 ) -> Result<(ModelSlots, Vec<Group>), StartError> {
@@ -703,10 +713,34 @@ fn start_models(
                 } else {
                     BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
                 };
-                let placement = placement(segment, &place);
-                let instance = launcher
-                    .start_instance(config, &variant.name, &bundle.model_path(variant), placement)
-                    .map_err(|source| StartError::Model { app: app.clone(), source: Box::new(source) })?;
+                let model_error = |source| StartError::Model { app: app.clone(), source: Box::new(source) };
+                let instance = match &place.node {
+                    None => hosts
+                        .launcher
+                        .start_instance(config, &variant.name, &bundle.model_path(variant), placement(segment, &place))
+                        .map_err(model_error)?,
+                    Some(node) => {
+                        let access = hosts.nodes.as_ref().ok_or_else(|| {
+                            refused(format!(
+                                "the plan places an instance on node {node}, but the gateway has no node token \
+                                 (`node_token_file`)"
+                            ))
+                        })?;
+                        let spec = jig_node::RemoteSpec {
+                            node: node.clone(),
+                            token: access.token.clone(),
+                            instance: config.name.clone(),
+                            model_name: variant.name.clone(),
+                            model_path: bundle.model_path(variant),
+                            segment,
+                            device: place.device.clone(),
+                            cores: place.cores.iter().map(|&c| c as usize).collect(),
+                            timeout: access.timeout,
+                        };
+                        Instance::start(config, move || Ok(jig_node::Remote::connect(spec)?))
+                            .map_err(|e| model_error(LaunchError::Instance(e)))?
+                    }
+                };
                 // A `mig:…:K` instance's rate is that of its K processes together.
                 let rate = planned.rate_rps / f64::from(processes);
                 let instance = Arc::new(instance);

@@ -238,9 +238,19 @@ pub enum PlanningError {
     Planner(#[from] PlanError),
 }
 
-/// What a deployment may use: the cores and GPUs the gateway is given, less what other apps hold.
+/// What a deployment may use: the cores and GPUs the gateway is given (its own machine's, or its nodes'), less
+/// what other apps hold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Capacity {
+    /// The machines instances may run on: the gateway's own, or each `jig node` it was given.
+    pub machines: Vec<Machine>,
+}
+
+/// What is free on one machine.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Machine {
+    /// The `jig node` it is, by address (`IP:PORT`); `None` for the gateway's own machine.
+    pub node: Option<String>,
     /// Free CPU cores, as the machine numbers them.
     pub cores: Vec<u32>,
     /// GPUs with what is free on each.
@@ -266,9 +276,9 @@ pub struct GpuCapacity {
     pub any_layout: bool,
 }
 
-impl Capacity {
+impl Machine {
     /// The first `cores` of `devices`' CPU cores and the GPUs listed in `gpus` (all of them when `None`).
-    pub fn of(devices: &Devices, cores: u32, gpus: Option<&[u32]>) -> Capacity {
+    pub fn of(devices: &Devices, cores: u32, gpus: Option<&[u32]>) -> Machine {
         let gpus = devices
             .gpus
             .iter()
@@ -286,22 +296,83 @@ impl Capacity {
                 }
             })
             .collect();
-        Capacity { cores: devices.cpu_cores.iter().take(cores as usize).map(|&c| c as u32).collect(), gpus }
+        Machine { node: None, cores: devices.cpu_cores.iter().take(cores as usize).map(|&c| c as u32).collect(), gpus }
+    }
+
+    /// Hold room for one instance of `segment` here: the first free cores, the first GPU with the share free,
+    /// the first free MIG instance of the profile.
+    fn take(&mut self, segment: &SegmentKind) -> Option<InstancePlace> {
+        let here = InstancePlace { node: self.node.clone(), ..InstancePlace::default() };
+        match *segment {
+            SegmentKind::Cpu { cores } => {
+                let cores = cores as usize;
+                (self.cores.len() >= cores)
+                    .then(|| InstancePlace { cores: self.cores.drain(..cores).collect(), ..here })
+            }
+            SegmentKind::Mps { percent } => {
+                let gpu = self.gpus.iter_mut().find(|g| g.mps_percent >= u32::from(percent))?;
+                gpu.mps_percent -= u32::from(percent);
+                Some(InstancePlace { gpu: Some(gpu.index), device: Some(gpu.uuid.clone()), ..here })
+            }
+            SegmentKind::Mig { profile, .. } => self.gpus.iter_mut().find_map(|g| {
+                if g.any_layout {
+                    return Some(InstancePlace { gpu: Some(g.index), ..here.clone() });
+                }
+                let i = g.mig.iter().position(|&(p, _)| p == profile)?;
+                let (_, uuid) = g.mig.remove(i);
+                Some(InstancePlace { gpu: Some(g.index), device: Some(uuid), ..here.clone() })
+            }),
+        }
+    }
+}
+
+impl Capacity {
+    /// The gateway's own machine: [`Machine::of`].
+    pub fn of(devices: &Devices, cores: u32, gpus: Option<&[u32]>) -> Capacity {
+        Capacity { machines: vec![Machine::of(devices, cores, gpus)] }
+    }
+
+    /// The nodes a gateway found (`jig_node::discover`): each node's cores and GPUs.
+    pub fn of_nodes<'a>(nodes: impl IntoIterator<Item = (&'a str, &'a Devices)>) -> Capacity {
+        let machines = nodes
+            .into_iter()
+            .map(|(addr, devices)| Machine {
+                node: Some(addr.to_string()),
+                ..Machine::of(devices, devices.cpu_cores.len() as u32, None)
+            })
+            .collect();
+        Capacity { machines }
     }
 
     /// This capacity with each GPU of a model whose MIG layouts jig knows free to take any of them, as if
     /// MIG instances could be created at will: for a plan whose layout is to be written (`--mig-config`),
     /// not for a deployment, which serves only on instances that exist.
     pub fn with_any_mig_layout(mut self) -> Capacity {
-        for gpu in self.gpus.iter_mut().filter(|g| jig_policy::mig::has_layouts(&g.name)) {
+        let gpus = self.machines.iter_mut().flat_map(|m| &mut m.gpus);
+        for gpu in gpus.filter(|g| jig_policy::mig::has_layouts(&g.name)) {
             gpu.any_layout = true;
         }
         self
     }
 
-    /// Cores `0..cores` and no GPU.
+    /// Cores `0..cores` of the gateway's machine and no GPU.
     pub fn cpu_only(cores: u32) -> Capacity {
-        Capacity { cores: (0..cores).collect(), gpus: Vec::new() }
+        Capacity { machines: vec![Machine { cores: (0..cores).collect(), ..Machine::default() }] }
+    }
+
+    /// Free cores on all machines.
+    pub fn cores(&self) -> u32 {
+        self.machines.iter().map(|m| m.cores.len() as u32).sum()
+    }
+
+    /// The most free cores on one machine: the largest `cpu:` segment an instance can have.
+    pub fn cores_per_machine(&self) -> u32 {
+        self.machines.iter().map(|m| m.cores.len() as u32).max().unwrap_or(0)
+    }
+
+    /// Every machine's GPUs.
+    pub fn gpus(&self) -> impl Iterator<Item = &GpuCapacity> {
+        self.machines.iter().flat_map(|m| &m.gpus)
     }
 
     /// What is left once `deployment`'s placed instances hold their cores, GPU shares and MIG instances.
@@ -309,8 +380,9 @@ impl Capacity {
         for planned in &deployment.instances {
             let kind = SegmentKind::parse(&planned.segment).ok();
             for place in &planned.places {
-                self.cores.retain(|c| !place.cores.contains(c));
-                let Some(gpu) = self.gpus.iter_mut().find(|g| Some(g.index) == place.gpu) else { continue };
+                let Some(machine) = self.machines.iter_mut().find(|m| m.node == place.node) else { continue };
+                machine.cores.retain(|c| !place.cores.contains(c));
+                let Some(gpu) = machine.gpus.iter_mut().find(|g| Some(g.index) == place.gpu) else { continue };
                 match kind {
                     Some(SegmentKind::Mps { percent }) => {
                         gpu.mps_percent = gpu.mps_percent.saturating_sub(percent.into());
@@ -333,11 +405,11 @@ impl Capacity {
     /// The free MIG instances by profile, which a plan may use no more of; `None` when a GPU may take any
     /// layout ([`Capacity::with_any_mig_layout`]).
     pub fn mig_instances(&self) -> Option<BTreeMap<String, u32>> {
-        if self.gpus.iter().any(|g| g.any_layout) {
+        if self.gpus().any(|g| g.any_layout) {
             return None;
         }
         let mut counts = BTreeMap::new();
-        for (profile, _) in self.gpus.iter().flat_map(|g| &g.mig) {
+        for (profile, _) in self.gpus().flat_map(|g| &g.mig) {
             *counts.entry(profile.to_string()).or_insert(0) += 1;
         }
         Some(counts)
@@ -347,37 +419,27 @@ impl Capacity {
     /// instances.
     fn gpu_slices(&self) -> u32 {
         let mig = |g: &GpuCapacity| g.mig.iter().map(|(p, _)| p.effective_slices()).sum::<u32>();
-        self.gpus.iter().map(|g| if g.any_layout { 7 } else { g.mps_percent * 7 / 100 + mig(g) }).sum()
+        self.gpus().map(|g| if g.any_layout { 7 } else { g.mps_percent * 7 / 100 + mig(g) }).sum()
     }
 
-    /// Hold room for one instance of `segment`: the first free cores, the first GPU with the share free,
-    /// the first free MIG instance of the profile.
+    /// Hold room for one instance of `segment` on the first machine that has it.
     fn take(&mut self, segment: &SegmentKind) -> Option<InstancePlace> {
-        match *segment {
-            SegmentKind::Cpu { cores } => {
-                let cores = cores as usize;
-                (self.cores.len() >= cores)
-                    .then(|| InstancePlace { cores: self.cores.drain(..cores).collect(), ..InstancePlace::default() })
-            }
-            SegmentKind::Mps { percent } => {
-                let gpu = self.gpus.iter_mut().find(|g| g.mps_percent >= u32::from(percent))?;
-                gpu.mps_percent -= u32::from(percent);
-                Some(InstancePlace { gpu: Some(gpu.index), device: Some(gpu.uuid.clone()), ..InstancePlace::default() })
-            }
-            SegmentKind::Mig { profile, .. } => self.gpus.iter_mut().find_map(|g| {
-                if g.any_layout {
-                    return Some(InstancePlace { gpu: Some(g.index), ..InstancePlace::default() });
-                }
-                let i = g.mig.iter().position(|&(p, _)| p == profile)?;
-                let (_, uuid) = g.mig.remove(i);
-                Some(InstancePlace { gpu: Some(g.index), device: Some(uuid), ..InstancePlace::default() })
-            }),
-        }
+        self.machines.iter_mut().find_map(|m| m.take(segment))
+    }
+
+    /// Where an unplanned instance runs: unpinned on the gateway's machine, or on the node with the most free
+    /// cores.
+    fn fallback_place(&self) -> Option<InstancePlace> {
+        let machine = self.machines.iter().max_by_key(|m| m.cores.len())?;
+        machine.node.clone().map(|node| InstancePlace { node: Some(node), ..InstancePlace::default() })
     }
 }
 
-impl std::fmt::Display for Capacity {
+impl std::fmt::Display for Machine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(node) = &self.node {
+            write!(f, "node {node}: ")?;
+        }
         write!(f, "{} cores", self.cores.len())?;
         for g in &self.gpus {
             write!(f, ", GPU {}: ", g.index)?;
@@ -391,6 +453,16 @@ impl std::fmt::Display for Capacity {
             }
         }
         Ok(())
+    }
+}
+
+impl std::fmt::Display for Capacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.machines.is_empty() {
+            return f.write_str("no machine");
+        }
+        let machines: Vec<String> = self.machines.iter().map(Machine::to_string).collect();
+        f.write_str(&machines.join("; "))
     }
 }
 
@@ -478,7 +550,8 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
             None => best.push(v),
         }
     }
-    let cores = capacity.cores.len().max(1);
+    let cores = capacity.cores_per_machine().max(1);
+    let place = capacity.fallback_place();
     Deployment {
         source: why.into(),
         demand_rps: None,
@@ -501,7 +574,7 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
                 wait_ms: 0.0,
                 drop_budget_ms: 0.0,
                 stale_ms: 0.0,
-                places: Vec::new(),
+                places: place.iter().cloned().collect(),
             })
             .collect(),
     }
@@ -601,7 +674,7 @@ pub fn problem(
                 "create them with nvidia-mig-parted (`jig plan BUNDLE --mig-config FILE` writes a layout)".into()
             });
             format!("it measures {names}; MIG instances must exist before they serve: {create}")
-        } else if gpu_only && capacity.gpus.is_empty() {
+        } else if gpu_only && capacity.gpus().next().is_none() {
             format!(
                 "it measures {names}; the gateway has no GPU (none on this machine, or none given to `jig up --gpus`)"
             )
@@ -611,7 +684,7 @@ pub fn problem(
         return Err(PlanningError::NoSegments { free: capacity.to_string(), measured, hint });
     }
     let demand = if demand_windows.is_empty() { vec![m.demand.rps] } else { demand_windows.to_vec() };
-    let cores = capacity.cores.len() as u32;
+    let cores = capacity.cores();
     let gpu_slices = capacity.gpu_slices();
     let planner = match &m.planner {
         Some(name) => {
@@ -642,7 +715,7 @@ pub fn problem(
         segments: segments.into_iter().map(|name| SegmentSpec { name, slices: None }).collect(),
         resources: Resources {
             slices: cores + gpu_slices,
-            cores_per_host: Some(cores.max(1)),
+            cores_per_host: Some(capacity.cores_per_machine().max(1)),
             cpu_cores: Some(cores),
             gpu_slices: Some(gpu_slices),
             mig_instances: capacity.mig_instances(),
@@ -842,7 +915,7 @@ fn capacity_rps(plan: &jig_planner::Plan) -> f64 {
 
 /// A GPU of the machine whose MIG profiles and layouts jig does not know, named, with what to do.
 fn unknown_mig_gpu(capacity: &Capacity) -> Option<String> {
-    let gpu = capacity.gpus.iter().find(|g| !jig_policy::mig::has_layouts(&g.name))?;
+    let gpu = capacity.gpus().find(|g| !jig_policy::mig::has_layouts(&g.name))?;
     Some(format!(
         "GPU {} is an {}, whose MIG profiles jig does not know (it knows {}): create the instances with \
          `nvidia-smi mig -cgi` or the GPU operator, and profile them",
@@ -880,8 +953,8 @@ fn mig_shortfall(
 /// own names (an H200's 3g.71gb for jig's 3g.40gb; a machine of mixed models in its first GPU's).
 fn missing_mig(plan: &jig_planner::Plan, capacity: &Capacity) -> Vec<String> {
     let present: Vec<(u32, String)> =
-        capacity.gpus.iter().flat_map(|g| g.mig.iter().map(move |(p, _)| (g.index, p.to_string()))).collect();
-    let model = capacity.gpus.first().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
+        capacity.gpus().flat_map(|g| g.mig.iter().map(move |(p, _)| (g.index, p.to_string()))).collect();
+    let model = capacity.gpus().next().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
     missing_instances(&plan.placement, &present, model).iter().map(|m| m.to_string()).collect()
 }
 
@@ -889,7 +962,7 @@ fn missing_mig(plan: &jig_planner::Plan, capacity: &Capacity) -> Vec<String> {
 /// provide them (the plan's GPUs numbered from 0, as the machine's).
 fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
     let missing = missing_mig(plan, capacity);
-    let model = capacity.gpus.first().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
+    let model = capacity.gpus().next().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
     if let Some(unknown) = unknown_mig_gpu(capacity) {
         return format!("; {}. {unknown}", missing.join("; "));
     }
@@ -973,7 +1046,7 @@ mod tests {
     #[test]
     fn capacity_offers_cores_whole_gpus_and_existing_mig_instances() {
         let capacity = Capacity::of(&machine(), 6, None);
-        assert_eq!(capacity.cores, vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(capacity.machines[0].cores, vec![0, 1, 2, 3, 4, 5]);
         assert_eq!(capacity.to_string(), "6 cores, GPU 0: MIG 3g.40gb 3g.40gb 1g.10gb, GPU 1: 100% for MPS shares");
         assert!(capacity.offers(&SegmentKind::parse("mps:0:60").unwrap()));
         assert!(capacity.offers(&SegmentKind::parse("mig:0:3g.40gb:2").unwrap()));
@@ -982,8 +1055,8 @@ mod tests {
         // 7 slices of GPU 1, and 4 + 4 + 2 of GPU 0's instances (1g.10gb blocks two memory slots).
         assert_eq!(capacity.gpu_slices(), 7 + 4 + 4 + 1);
         let only_gpu_1 = Capacity::of(&machine(), 6, Some(&[1]));
-        assert_eq!(only_gpu_1.gpus.len(), 1);
-        assert!(Capacity::of(&machine(), 6, Some(&[])).gpus.is_empty());
+        assert_eq!(only_gpu_1.gpus().count(), 1);
+        assert!(Capacity::of(&machine(), 6, Some(&[])).gpus().next().is_none());
         // Each place names its device by UUID: the second 3g.40gb instance is `MIG-1`, not "the 3g.40gb #1".
         let (mut free, mig) = (capacity.clone(), SegmentKind::parse("mig:0:3g.40gb:1").unwrap());
         let taken: Vec<Option<String>> = (0..3).map(|_| free.take(&mig).and_then(|p| p.device)).collect();
@@ -1003,6 +1076,29 @@ mod tests {
         assert_eq!(placed[0].0, "mps:50");
         assert_eq!(placed[0].1.gpu, Some(1), "GPU 0 is in MIG mode");
         assert_eq!(placed[0].1.segment(&placed[0].0), "mps:1:50");
+    }
+
+    #[test]
+    fn instances_are_planned_across_nodes_each_on_one_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle(dir.path(), &[("cpu:2", 1, 50.0, 10.0)]);
+        let node = |cores: usize| Devices { cpu_cores: (0..cores).collect(), gpus: Vec::new() };
+        let (a, b) = (node(3), node(2));
+        let capacity = Capacity::of_nodes([("10.0.0.1:7070", &a), ("10.0.0.2:7070", &b)]);
+        assert_eq!(capacity.to_string(), "node 10.0.0.1:7070: 3 cores; node 10.0.0.2:7070: 2 cores");
+        assert!(!capacity.offers(&SegmentKind::parse("cpu:4").unwrap()), "no node has four cores");
+        // 31.5 req/s at 10 req/s an instance wants four; five cores in all hold two, one on each node.
+        let d = plan(&bundle, &[], &capacity, &Observations::default());
+        let mut nodes: Vec<Option<String>> = places(&d).into_iter().map(|(_, p)| p.node).collect();
+        nodes.sort();
+        assert_eq!(nodes, [Some("10.0.0.1:7070".into()), Some("10.0.0.2:7070".into())], "{d:?}");
+        // What they hold is held on their own node.
+        let left = capacity.clone().without(&d);
+        assert_eq!((left.machines[0].cores.len(), left.machines[1].cores.len()), (1, 0));
+        // The default deployment runs on the node with the most free cores.
+        let unplanned = fallback(&bundle, &left, "test");
+        assert_eq!(unplanned.instances[0].places[0].node.as_deref(), Some("10.0.0.1:7070"));
+        assert_eq!(unplanned.instances[0].segment, "cpu:1");
     }
 
     #[test]
@@ -1091,8 +1187,8 @@ mod tests {
         assert!(d.instances[0].places.is_empty() && d.instances[0].segment == "cpu:4", "{d:?}");
 
         // A GPU the gateway has but other apps hold: refused, and told to free it.
-        let held = Capacity::of(&machine(), 8, Some(&[1]));
-        let held = Capacity { gpus: vec![GpuCapacity { mps_percent: 40, ..held.gpus[0].clone() }], ..held };
+        let mut held = Capacity::of(&machine(), 8, Some(&[1]));
+        held.machines[0].gpus[0].mps_percent = 40;
         let text = plan_for_deploy(&bundle, &[], &held, &Observations::default()).unwrap_err().to_string();
         assert!(text.contains("GPU 1: 40% for MPS shares); it measures mps:50; give the gateway"), "{text}");
 
@@ -1371,6 +1467,7 @@ model = "m.onnx"
         }
         // Both 3g.40gb instances are taken between them, or cores make up the rest.
         let left = free.without(&second);
-        assert!(left.cores.len() + left.gpus[0].mig.len() < all.cores.len() + all.gpus[0].mig.len());
+        let held = |c: &Capacity| c.cores() as usize + c.machines[0].gpus[0].mig.len();
+        assert!(held(&left) < held(&all));
     }
 }

@@ -16,6 +16,6 @@ mod app;
 pub mod deployment;
 mod slots;
 
-pub use app::{Admitted, App, AppError, DEFAULT_DEADLINE, Output, StartError, TaskObserver};
+pub use app::{Admitted, App, AppError, DEFAULT_DEADLINE, ModelHosts, Output, StartError, TaskObserver};
 pub use deployment::Deployment;
 pub use slots::ModelSlots;

@@ -166,7 +166,7 @@ pub fn bundle_problem(
     let mut capacity = jig_app::deployment::Capacity::of(&devices, devices.cpu_cores.len() as u32, None);
     // --slices asks "what if the machine had N cores", so it may exceed the cores this one has.
     if let Some(n) = cores {
-        capacity.cores = (0..n).collect();
+        capacity.machines[0].cores = (0..n).collect();
     }
     if mig == MigInstances::AnyLayout {
         capacity = capacity.with_any_mig_layout();

@@ -296,7 +296,7 @@ impl Gateway {
             let mut record = gateway.store.app_record(&name)?;
             record.demand_windows = rates;
             gateway.store.put_app(&record)?;
-            Ok(Some(App::start(&gateway.runtime, &gateway.launcher, &bundle, &hash, deployed_at, deployment)?))
+            Ok(Some(App::start(&gateway.runtime, &gateway.hosts, &bundle, &hash, deployed_at, deployment)?))
         })
         .await??;
         let mut apps = self.apps.write().unwrap_or_else(|p| p.into_inner());

@@ -35,17 +35,27 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use jig_api::{
-    AppList, AppStatus, Deleted, ErrorBody, ErrorKind, GpuStatus, InvokeResponse, MachineStatus, OutputPart, Route,
+    AppList, AppStatus, Deleted, ErrorBody, ErrorKind, GpuStatus, InvokeResponse, MachineStatus, NodeStatus,
+    OutputPart, Route,
 };
-use jig_app::deployment::Capacity;
+use jig_app::ModelHosts;
+use jig_app::deployment::{Capacity, Machine};
 use jig_app::{App, AppError, StartError};
+use jig_model_host::device::Devices;
 use jig_model_host::launch::Launcher;
+use jig_node::NodeInfo;
 use jig_runtime::{FunctionError, InferError, InvokeError, Runtime, RuntimeConfig};
 
 use crate::metrics::{Apps, Metrics};
 use crate::store::{AppRecord, PutError, Store};
 
 pub use jig_api::{CLASS_HEADER, TIMEOUT_HEADER};
+
+/// How long a node may take to answer: connecting, loading a model (its transfer included), each batch.
+const NODE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a look at the nodes holds before a plan looks again (deploys and re-plans come in bursts).
+const NODES_FRESH: Duration = Duration::from_secs(5);
 
 /// The longest a bundle upload may take.
 const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
@@ -87,6 +97,12 @@ pub struct GatewayConfig {
     /// IPA's load predictor (`make setup` writes `.jig/models/ipa-lstm.onnx`), for apps with `planner = "ipa"`;
     /// when absent, that file if it exists. Without one, those apps' demand is predicted as the others'.
     pub ipa_predictor: Option<PathBuf>,
+    /// `jig node`s to run model instances on, `HOST:PORT` each; a name that resolves to several addresses (a
+    /// Kubernetes headless Service) counts each as a node. With nodes, the gateway plans over their segments
+    /// and runs no model itself; `cores` and `gpus` then do not apply.
+    pub nodes: Vec<String>,
+    /// A file holding the token the nodes were started with (`jig node --token-file`); needed with `nodes`.
+    pub node_token_file: Option<PathBuf>,
 }
 
 impl Default for GatewayConfig {
@@ -106,6 +122,8 @@ impl Default for GatewayConfig {
             header_timeout_s: 10.0,
             max_connections: 1024,
             ipa_predictor: None,
+            nodes: Vec::new(),
+            node_token_file: None,
         }
     }
 }
@@ -131,6 +149,31 @@ fn load_peak_predictor(configured: Option<&Path>) -> anyhow::Result<Option<predi
     }
 }
 
+/// The status of `machine`'s GPUs (all it may use), with what `free` (the same machine less what apps hold)
+/// leaves of each; `devices` is the machine's own listing.
+fn gpu_status(devices: &Devices, machine: &Machine, free: &Machine) -> Vec<GpuStatus> {
+    machine
+        .gpus
+        .iter()
+        .filter_map(|g| devices.gpus.iter().find(|d| d.index == g.index))
+        .map(|gpu| {
+            let free = free.gpus.iter().find(|f| f.index == gpu.index);
+            GpuStatus {
+                index: gpu.index,
+                name: gpu.name.clone(),
+                uuid: gpu.uuid.clone(),
+                memory_mib: gpu.memory_mib,
+                mig_enabled: gpu.mig_enabled,
+                mig_instances: gpu.mig_instances.iter().filter_map(|m| m.profile.clone()).collect(),
+                free_mps_percent: free.map_or(0, |f| f.mps_percent),
+                free_mig_instances: free
+                    .map(|f| f.mig.iter().map(|(profile, uuid)| format!("{profile} ({uuid})")).collect())
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
 /// `$XDG_DATA_HOME/jig`, or `~/.local/share/jig`: where a gateway keeps its state by default.
 pub fn default_state_dir() -> PathBuf {
     xdg_dir("XDG_DATA_HOME", ".local/share").join("jig")
@@ -153,8 +196,10 @@ pub fn xdg_dir(var: &str, home_relative: &str) -> PathBuf {
 pub struct Gateway {
     config: GatewayConfig,
     runtime: Arc<Runtime>,
-    /// Starts model instances on this machine's segments.
-    launcher: Launcher,
+    /// Starts model instances on this machine's segments and on the nodes.
+    hosts: ModelHosts,
+    /// The nodes as last found, and when (see [`Gateway::nodes`]).
+    nodes: std::sync::Mutex<(Option<Instant>, Vec<NodeInfo>)>,
     store: Store,
     apps: Apps,
     metrics: Metrics,
@@ -187,11 +232,21 @@ impl Gateway {
         })?);
         let apps: Apps = Arc::default();
         let peaks = load_peak_predictor(config.ipa_predictor.as_deref())?;
+        let node_access = match (&config.node_token_file, config.nodes.is_empty()) {
+            (_, true) => None,
+            (None, false) => anyhow::bail!("`nodes` needs `node_token_file`: the token the nodes were started with"),
+            (Some(path), false) => {
+                let token = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("`node_token_file`: cannot read {}: {e}", path.display()))?;
+                Some(jig_node::Access { token: token.trim().to_string(), timeout: NODE_TIMEOUT })
+            }
+        };
         let gateway = Arc::new(Gateway {
             metrics: Metrics::new(apps.clone()),
             config,
             runtime,
-            launcher: Launcher::discover(),
+            hosts: ModelHosts { launcher: Launcher::discover(), nodes: node_access },
+            nodes: Default::default(),
             store,
             apps,
             control: tokio::sync::Mutex::new(()),
@@ -226,21 +281,52 @@ impl Gateway {
             // GPU segments this machine lacks is refused (400; the app's previous deployment serves on).
             let deployment =
                 jig_app::deployment::plan_for_deploy(&bundle, &record.demand_windows, &capacity, &Default::default())?;
-            let app =
-                App::start(&self.runtime, &self.launcher, &bundle, &record.bundle, record.deployed_at, deployment)?;
+            let app = App::start(&self.runtime, &self.hosts, &bundle, &record.bundle, record.deployed_at, deployment)?;
             Ok(Arc::new(app))
         })
         .await
         .unwrap_or_else(|e| Err(StartError::Deployment { app: name, detail: format!("starting it panicked: {e}") }))
     }
 
-    /// The gateway's cores and GPUs less what every app but `except` holds: what app `except` may plan
-    /// within.
+    /// The gateway's cores and GPUs, or its nodes', less what every app but `except` holds: what app `except`
+    /// may plan within. Finds the nodes again first when the last look is older than [`NODES_FRESH`]: blocks.
     fn free_capacity(&self, except: Option<&str>) -> Capacity {
-        let devices = self.launcher.devices();
-        let all = Capacity::of(devices, self.config.cores, self.config.gpus.as_deref());
+        let all = self.capacity(true);
         let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
         apps.values().filter(|a| Some(a.name.as_str()) != except).fold(all, |free, app| free.without(&app.deployment))
+    }
+
+    /// What the gateway may use in all: its own machine, or its nodes (as last found, or found again when
+    /// `refresh` and the last look is stale).
+    fn capacity(&self, refresh: bool) -> Capacity {
+        if self.config.nodes.is_empty() {
+            let devices = self.hosts.launcher.devices();
+            return Capacity::of(devices, self.config.cores, self.config.gpus.as_deref());
+        }
+        let nodes = self.nodes(refresh);
+        Capacity::of_nodes(nodes.iter().map(|n| (n.addr.as_str(), &n.devices)))
+    }
+
+    /// The nodes that answered the last look; with `refresh`, looks again when that is older than
+    /// [`NODES_FRESH`]. A node that does not answer is left out of plans (its instances are placed elsewhere
+    /// on the next one) and logged.
+    fn nodes(&self, refresh: bool) -> Vec<NodeInfo> {
+        let mut cached = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        let stale = cached.0.is_none_or(|at| at.elapsed() > NODES_FRESH);
+        if refresh
+            && stale
+            && let Some(access) = &self.hosts.nodes
+        {
+            let mut found = Vec::new();
+            for result in jig_node::discover(&self.config.nodes, &access.token, NODE_TIMEOUT) {
+                match result {
+                    Ok(node) => found.push(node),
+                    Err(e) => tracing::warn!("{e}; planning without it"),
+                }
+            }
+            *cached = (Some(Instant::now()), found);
+        }
+        cached.1.clone()
     }
 
     fn app(&self, name: &str) -> Option<Arc<App>> {
@@ -431,32 +517,40 @@ impl Gateway {
         reply
     }
 
-    /// The devices model instances may use, and what no app holds.
+    /// The devices model instances may use, and what no app holds: the gateway's machine's, or, with nodes, the
+    /// nodes' as last found (this does not look again).
     fn machine(&self) -> MachineStatus {
-        let devices = self.launcher.devices();
-        let all = Capacity::of(devices, self.config.cores, self.config.gpus.as_deref());
-        let free = self.free_capacity(None);
-        let gpus = all
-            .gpus
-            .iter()
-            .filter_map(|g| devices.gpus.iter().find(|d| d.index == g.index))
-            .map(|gpu| {
-                let free = free.gpus.iter().find(|f| f.index == gpu.index);
-                GpuStatus {
-                    index: gpu.index,
-                    name: gpu.name.clone(),
-                    uuid: gpu.uuid.clone(),
-                    memory_mib: gpu.memory_mib,
-                    mig_enabled: gpu.mig_enabled,
-                    mig_instances: gpu.mig_instances.iter().filter_map(|m| m.profile.clone()).collect(),
-                    free_mps_percent: free.map_or(0, |f| f.mps_percent),
-                    free_mig_instances: free
-                        .map(|f| f.mig.iter().map(|(profile, uuid)| format!("{profile} ({uuid})")).collect())
-                        .unwrap_or_default(),
+        let all = self.capacity(false);
+        let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
+        let free = apps.values().fold(all.clone(), |free, app| free.without(&app.deployment));
+        drop(apps);
+        let local = self.hosts.launcher.devices();
+        let nodes = self.nodes(false);
+        let mut status =
+            MachineStatus { cores: Vec::new(), free_cores: Vec::new(), gpus: Vec::new(), nodes: Vec::new() };
+        for (machine, free) in all.machines.iter().zip(&free.machines) {
+            let devices = match &machine.node {
+                None => local,
+                Some(addr) => match nodes.iter().find(|n| &n.addr == addr) {
+                    Some(node) => &node.devices,
+                    None => continue,
+                },
+            };
+            let gpus = gpu_status(devices, machine, free);
+            match &machine.node {
+                None => {
+                    (status.cores, status.free_cores, status.gpus) = (machine.cores.clone(), free.cores.clone(), gpus)
                 }
-            })
-            .collect();
-        MachineStatus { cores: all.cores, free_cores: free.cores, gpus }
+                Some(addr) => status.nodes.push(NodeStatus {
+                    addr: addr.clone(),
+                    name: nodes.iter().find(|n| &n.addr == addr).map(|n| n.name.clone()).unwrap_or_default(),
+                    cores: machine.cores.clone(),
+                    free_cores: free.cores.clone(),
+                    gpus,
+                }),
+            }
+        }
+        status
     }
 
     fn list(&self) -> Reply {

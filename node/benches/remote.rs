@@ -98,6 +98,7 @@ fn main() {
             model_path: model_path(name),
             segment: format!("cpu:{threads}").parse().unwrap(),
             device: None,
+            cores: Vec::new(),
             timeout: Duration::from_secs(600),
         })
         .unwrap();

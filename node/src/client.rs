@@ -20,6 +20,15 @@ use crate::protocol::{Head, Reply, Request, VERSION, read_frame, read_tensors, t
 /// The largest output a node may send for one batch.
 const MAX_OUTPUT_BYTES: u64 = 16 << 30;
 
+/// What a gateway needs to reach its nodes.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// The cluster's shared token.
+    pub token: String,
+    /// [`RemoteSpec::timeout`] of every instance.
+    pub timeout: Duration,
+}
+
 /// One instance's model on a node.
 #[derive(Debug, Clone)]
 pub struct RemoteSpec {
@@ -37,6 +46,8 @@ pub struct RemoteSpec {
     pub segment: Segment,
     /// The GPU or MIG instance's UUID on the node; `None`: the node chooses.
     pub device: Option<String>,
+    /// The node's cores to pin a CPU segment to, as it numbers them; empty: unpinned.
+    pub cores: Vec<usize>,
     /// How long connecting, loading (the model's transfer included) and each batch may take before the
     /// connection counts as broken: a node that stops answering fails the batch instead of hanging it.
     pub timeout: Duration,
@@ -166,6 +177,7 @@ impl Remote {
             model_len: self.model_len,
             segment: spec.segment.to_string(),
             device: spec.device.clone(),
+            cores: spec.cores.clone(),
         };
         write_frame(&mut c.writer, &load).and_then(|()| c.writer.flush()).map_err(&loading)?;
         let mut reply = self.read(&mut c)?;

@@ -6,9 +6,10 @@
 //! segment on one machine ([`jig_model_host::worker`]).
 //!
 //! * [`Node`] ([`server`]): accepts gateways' connections, one connection per instance. A connection proves the
-//!   cluster's shared token, names its model by SHA-256 (the node asks for the bytes only when its cache lacks
-//!   them) and its segment; the node gives it cores or its GPU binding through [`jig_model_host::launch`],
-//!   never handing a core out twice, and runs its batches until it closes.
+//!   cluster's shared token (and learns what the node offers: its cores and GPUs), names its model by SHA-256
+//!   (the node asks for the bytes only when its cache lacks them) and its place: the segment, the cores the
+//!   gateway's plan gives it or its GPU; the node loads it there through [`jig_model_host::launch`] and runs
+//!   its batches until the connection closes. As on one machine, the plan holds each core for one instance.
 //! * [`Remote`] ([`client`]): the gateway's side, an [`Executor`](jig_model_host::instance::Executor) behind
 //!   an ordinary [`Instance`](jig_model_host::instance::Instance): a batch goes to the node and its outputs come
 //!   back. A connection that breaks fails the batch in flight at once (the kernel closes a dead node's socket;
@@ -26,5 +27,5 @@ pub mod client;
 pub mod protocol;
 pub mod server;
 
-pub use client::{NodeInfo, Remote, RemoteError, RemoteSpec, discover};
+pub use client::{Access, NodeInfo, Remote, RemoteError, RemoteSpec, discover};
 pub use server::{Node, NodeConfig};

@@ -71,6 +71,9 @@ pub enum Request {
         segment: String,
         /// The GPU or MIG instance's UUID to bind to; `None`: the node chooses.
         device: Option<String>,
+        /// The node's cores to pin a CPU segment to, as it numbers them (the gateway's plan holds each core
+        /// for one instance, as it does its own machine's); empty: unpinned.
+        cores: Vec<usize>,
     },
     /// Run one batch; the inputs' bytes follow. Answered by `Done` (the outputs' bytes follow) or `Failed`.
     Run {

@@ -4,8 +4,8 @@ use std::fs;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jig_model_host::instance::Executor;
@@ -54,16 +54,13 @@ impl NodeConfig {
 pub struct Node {
     config: NodeConfig,
     launcher: Launcher,
-    /// Which of the launcher's CPU cores (by position in `Devices::cpu_cores`) a connection holds.
-    held: Mutex<Vec<bool>>,
     connections: AtomicUsize,
 }
 
 impl Node {
     /// A node over `launcher`'s devices.
     pub fn new(config: NodeConfig, launcher: Launcher) -> Node {
-        let held = Mutex::new(vec![false; launcher.devices().cpu_cores.len()]);
-        Node { config, launcher, held, connections: AtomicUsize::new(0) }
+        Node { config, launcher, connections: AtomicUsize::new(0) }
     }
 
     /// Serve connections from `listener` until it fails, a thread each.
@@ -133,14 +130,14 @@ impl Node {
         write_frame(&mut writer, &Reply::Welcome { node: name.clone(), devices: self.launcher.devices().clone() })?;
         writer.flush()?;
 
-        let Some(Request::Load { instance, model_name, model_sha256, model_len, segment, device }) =
+        let Some(Request::Load { instance, model_name, model_sha256, model_len, segment, device, cores }) =
             read_frame(&mut reader, &mut buf)?
         else {
             return Ok(());
         };
-        let loaded =
-            self.load(&mut reader, &mut writer, &instance, &model_name, &model_sha256, model_len, &segment, device);
-        let (executor, _cores) = match loaded {
+        let model = (model_name.as_str(), model_sha256.as_str(), model_len);
+        let loaded = self.load(&mut reader, &mut writer, &instance, model, &segment, device, cores);
+        let executor = match loaded {
             Ok(loaded) => loaded,
             Err(error) => {
                 write_frame(&mut writer, &Reply::LoadFailed { error: error.clone() })?;
@@ -178,25 +175,31 @@ impl Node {
         Ok(())
     }
 
-    /// Load the model a `Load` names (asking for its bytes when the cache lacks them) on its segment, on this
-    /// thread; the cores it holds are released when the returned guard drops.
+    /// Load the model a `Load` names (asking for its bytes when the cache lacks them) on its segment, pinned to
+    /// `cores`, on this thread: the thread that runs its batches.
     #[allow(clippy::too_many_arguments)]
     fn load(
         &self,
         reader: &mut impl Read,
         writer: &mut impl Write,
         instance: &str,
-        model_name: &str,
-        sha256: &str,
-        len: u64,
+        (model_name, sha256, len): (&str, &str, u64),
         segment: &str,
         device: Option<String>,
-    ) -> Result<(Box<dyn Executor>, HeldCores<'_>), String> {
+        cores: Vec<usize>,
+    ) -> Result<Box<dyn Executor>, String> {
         let node = &self.config.name;
         let segment: Segment =
             segment.parse().map_err(|e| format!("node `{node}`, instance `{instance}`: segment `{segment}`: {e}"))?;
         if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!("node `{node}`, instance `{instance}`: `{sha256}` is not a SHA-256"));
+        }
+        let offered = &self.launcher.devices().cpu_cores;
+        if let Some(core) = cores.iter().find(|c| !offered.contains(c)) {
+            return Err(format!(
+                "node `{node}` has no core {core} for instance `{instance}` (it offers cores {offered:?}): re-plan \
+                 with the cores the nodes offer"
+            ));
         }
         let path = self.config.cache_dir.join(format!("{sha256}.onnx"));
         if !path.is_file() {
@@ -211,53 +214,10 @@ impl Node {
             receive_model(reader, &path, sha256, len)
                 .map_err(|e| format!("node `{node}`, instance `{instance}`: receiving model `{model_name}`: {e}"))?;
         }
-        let mut placement = Placement::new(segment);
-        placement.device = device;
-        let held = match segment {
-            Segment::Cpu { cores } => {
-                let held = self.hold(cores as usize).ok_or_else(|| {
-                    let free = self.held.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|h| !**h).count();
-                    format!(
-                        "node `{node}` has {free} of {} cores free; instance `{instance}` asks for segment {segment}: \
-                         re-plan with the cores the nodes have free",
-                        self.launcher.devices().cpu_cores.len()
-                    )
-                })?;
-                let cores = self.launcher.devices().cpu_cores.clone();
-                placement.cores = Some(held.positions.iter().map(|&i| cores[i]).collect());
-                held
-            }
-            _ => HeldCores { node: self, positions: Vec::new() },
-        };
-        let executor = self
-            .launcher
+        let placement = Placement { segment, cores: (!cores.is_empty()).then_some(cores), device };
+        self.launcher
             .load_here(instance, model_name, &path, placement)
-            .map_err(|e| format!("node `{node}`, instance `{instance}` on {segment}: {e}"))?;
-        Ok((executor, held))
-    }
-
-    /// `n` free cores, held until the guard drops; `None` when fewer are free.
-    fn hold(&self, n: usize) -> Option<HeldCores<'_>> {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        let free: Vec<usize> = (0..held.len()).filter(|&i| !held[i]).take(n).collect();
-        if free.len() < n {
-            return None;
-        }
-        free.iter().for_each(|&i| held[i] = true);
-        Some(HeldCores { node: self, positions: free })
-    }
-}
-
-/// Cores a connection holds, by position in the launcher's core list; released when dropped.
-struct HeldCores<'a> {
-    node: &'a Node,
-    positions: Vec<usize>,
-}
-
-impl Drop for HeldCores<'_> {
-    fn drop(&mut self) {
-        let mut held = self.node.held.lock().unwrap_or_else(|p| p.into_inner());
-        self.positions.iter().for_each(|&i| held[i] = false);
+            .map_err(|e| format!("node `{node}`, instance `{instance}` on {segment}: {e}"))
     }
 }
 

@@ -1,6 +1,7 @@
 //! `jig node` as a process: a gateway-side instance runs its batches there, and when the node dies (`kill -9`)
 //! mid-stream, the batch in flight and the next ones fail at once with an error naming the node, never a hang;
-//! a node started again on the same port serves the next batch.
+//! a node started again on the same port serves the next batch. A gateway given two nodes plans an app over
+//! their cores and serves it from them.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
@@ -11,7 +12,7 @@ use jig_model_host::instance::Executor;
 use jig_model_host::segment::Segment;
 use jig_model_host::{DType, Tensor};
 use jig_node::{Remote, RemoteSpec};
-use jig_tests::{jig, root};
+use jig_tests::{Gateway, jig, probe_app, root};
 
 /// `jig node` on `listen`, with its token file in `dir`; the process and the address it printed.
 fn start_node(dir: &std::path::Path, listen: &str) -> (Child, String) {
@@ -26,9 +27,11 @@ fn start_node(dir: &std::path::Path, listen: &str) -> (Child, String) {
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.split("listening on ").nth(1).and_then(|rest| rest.split(' ').next()).unwrap_or_else(|| {
-        panic!("`jig node` printed {line:?}, not its address")
-    });
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("`jig node` printed {line:?}, not its address"));
     (child, addr.to_string())
 }
 
@@ -41,6 +44,7 @@ fn spec(addr: &str) -> RemoteSpec {
         model_path: root().join(".jig/models/add.onnx"),
         segment: "cpu:1".parse::<Segment>().unwrap(),
         device: None,
+        cores: Vec::new(),
         timeout: Duration::from_secs(20),
     }
 }
@@ -99,4 +103,52 @@ fn jig_node_without_a_token_says_how_to_make_one() {
     let out = jig().args(["node", "--token-file"]).arg(dir.path().join("empty")).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("is empty") && stderr.contains("/dev/urandom"), "{stderr}");
+}
+
+#[test]
+fn a_gateway_plans_over_its_nodes_and_serves_from_them() {
+    let (dir, app) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (node_a, node_b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&node_a).unwrap();
+    std::fs::create_dir_all(&node_b).unwrap();
+    let ((mut a, addr_a), (mut b, addr_b)) = (start_node(&node_a, "127.0.0.1:0"), start_node(&node_b, "127.0.0.1:0"));
+    // One core serves 30 req/s as profiled; the app expects 50 (with slack): two instances, one per node.
+    let profiles = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n\
+                    classifier,fast,cpu:1,1,10,15,30,test\n";
+    probe_app(app.path(), "spread", 0.9, Some(profiles));
+    let manifest = std::fs::read_to_string(app.path().join("jig.toml")).unwrap();
+    std::fs::write(app.path().join("jig.toml"), format!("{manifest}\n[demand]\nrps = 50\n")).unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!("nodes = [\"{addr_a}\", \"{addr_b}\"]\nnode_token_file = \"{}\"\n", node_a.join("token").display()),
+    )
+    .unwrap();
+    let gateway = Gateway::start(&dir.path().join("state"), &["--config", config.to_str().unwrap()]);
+    let deployed = gateway.jig("deploy").arg(app.path()).arg("--json").output().unwrap();
+    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
+    let places = status["deployment"]["instances"][0]["places"].as_array().unwrap().clone();
+    let mut nodes: Vec<&str> = places.iter().map(|p| p["node"].as_str().unwrap()).collect();
+    nodes.sort();
+    let mut expected = [addr_a.as_str(), addr_b.as_str()];
+    expected.sort();
+    assert_eq!(nodes, expected, "{status}");
+
+    let payload =
+        serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [2, 64], "values": vec![0.25; 128]});
+    for _ in 0..4 {
+        let reply = gateway.http("POST", "/v1/apps/spread/invoke", &[], payload.to_string().as_bytes());
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.json()["outputs"][0]["json"][0]["shape"], serde_json::json!([2, 16]));
+    }
+    // `GET /v1/devices` lists the nodes and what the app holds of them.
+    let devices = gateway.http("GET", "/v1/devices", &[], b"").json();
+    let listed = devices["nodes"].as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{devices}");
+    assert!(listed.iter().all(|n| n["name"] == "n1" && n["free_cores"].as_array().unwrap().is_empty()), "{devices}");
+    for node in [&mut a, &mut b] {
+        node.kill().unwrap();
+        node.wait().unwrap();
+    }
 }
