@@ -20,6 +20,9 @@
 //! deployment different from the running one is applied by starting a new copy of the app (glue loaded,
 //! instances started) and swapping it in: requests running on the old copy finish there, so none is lost.
 //! Apps without a profile table have nothing to re-plan.
+//!
+//! A gateway with `jig node`s also re-plans, at once, every app with an instance on a node that stopped
+//! answering ([`Gateway::watch_nodes`]): the plan counts only the nodes that answer.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -232,6 +235,38 @@ impl Gateway {
                         let seconds = (every.as_secs_f64().round() as usize).min(HISTORY_S);
                         let load = peak.or_else(|| windows.recent(now, seconds))?;
                         self.replan_due(app, windows, vec![load])
+                    })
+                    .collect()
+            };
+            self.replan_all(due).await;
+        }
+    }
+
+    /// Re-plan at once every app with an instance on a node that stopped answering: its instances are placed
+    /// on the nodes that remain (or, if none has room, the app runs its default deployment and says so).
+    /// Looks every [`NODES_FRESH`](super::NODES_FRESH), forever; a gateway without nodes has nothing to watch.
+    pub(super) async fn watch_nodes(self: Arc<Self>) {
+        if self.config.nodes.is_empty() {
+            return;
+        }
+        let mut ticks = tokio::time::interval(super::NODES_FRESH);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let gateway = self.clone();
+            let Ok(up) = tokio::task::spawn_blocking(move || gateway.nodes(true)).await else { continue };
+            let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+            let lost = |app: &App| {
+                let places = app.deployment.instances.iter().flat_map(|i| &i.places);
+                places.filter_map(|p| p.node.clone()).find(|node| !up.iter().any(|n| &n.addr == node))
+            };
+            let due: Vec<(Arc<App>, Vec<f64>)> = {
+                let mut demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
+                apps.iter()
+                    .filter_map(|app| {
+                        let node = lost(app)?;
+                        tracing::warn!(app = %app.name, %node, "node lost; re-planning onto the nodes that answer");
+                        Some((app.clone(), demand.entry(app.name.clone()).or_default().rates()))
                     })
                     .collect()
             };

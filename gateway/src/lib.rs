@@ -268,6 +268,7 @@ impl Gateway {
         }
         tokio::spawn(gateway.clone().control());
         tokio::spawn(gateway.clone().adapt());
+        tokio::spawn(gateway.clone().watch_nodes());
         Ok(gateway)
     }
 

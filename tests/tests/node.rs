@@ -147,8 +147,23 @@ fn a_gateway_plans_over_its_nodes_and_serves_from_them() {
     let listed = devices["nodes"].as_array().unwrap();
     assert_eq!(listed.len(), 2, "{devices}");
     assert!(listed.iter().all(|n| n["name"] == "n1" && n["free_cores"].as_array().unwrap().is_empty()), "{devices}");
-    for node in [&mut a, &mut b] {
-        node.kill().unwrap();
-        node.wait().unwrap();
-    }
+
+    // Node a dies: the gateway re-plans onto node b within a few seconds, and the app is served from it.
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let started = Instant::now();
+    let status = loop {
+        let status = gateway.http("GET", "/v1/apps/spread", &[], b"").json();
+        let places = status["deployment"]["instances"][0]["places"].as_array().cloned().unwrap_or_default();
+        if !places.is_empty() && places.iter().all(|p| p["node"] == addr_b.as_str()) {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "not re-planned off the dead node: {status}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(status["deployment"]["source"].as_str().unwrap().contains("the most this machine serves"), "{status}");
+    let reply = gateway.http("POST", "/v1/apps/spread/invoke", &[], payload.to_string().as_bytes());
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    b.kill().unwrap();
+    b.wait().unwrap();
 }
