@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use bytes::Bytes;
 use hyper::Method;
-use jig_api::{AppStatus, MachineStatus};
+use jig_api::{AppStatus, GpuStatus, MachineStatus};
 
 use crate::gateway::{GatewayArgs, app_name, call, failed, print_body};
 
@@ -36,19 +36,30 @@ fn machine(target: GatewayArgs) -> anyhow::Result<ExitCode> {
         Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
         Ok(answer) => {
             let m: MachineStatus = answer.parse()?;
-            println!("cores      {} of {} free {}", m.free_cores.len(), m.cores.len(), ranges(&m.free_cores));
-            if m.gpus.is_empty() {
-                println!("gpus       none (CPU segments only)");
+            if m.nodes.is_empty() {
+                print_devices(&m.cores, &m.free_cores, &m.gpus, "");
             }
-            for g in &m.gpus {
-                println!("gpu {}      {} ({}, {} MiB)", g.index, g.name, g.uuid, g.memory_mib);
-                if g.mig_enabled {
-                    println!("  MIG      {}; free: {}", g.mig_instances.join(" "), g.free_mig_instances.join(" "));
-                } else {
-                    println!("  MPS      {}% free", g.free_mps_percent);
-                }
+            for node in &m.nodes {
+                println!("node {} ({})", node.name, node.addr);
+                print_devices(&node.cores, &node.free_cores, &node.gpus, "  ");
             }
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// One machine's cores and GPUs, each line indented by `indent`.
+fn print_devices(cores: &[u32], free: &[u32], gpus: &[GpuStatus], indent: &str) {
+    println!("{indent}cores      {} of {} free {}", free.len(), cores.len(), ranges(free));
+    if gpus.is_empty() {
+        println!("{indent}gpus       none (CPU segments only)");
+    }
+    for g in gpus {
+        println!("{indent}gpu {}      {} ({}, {} MiB)", g.index, g.name, g.uuid, g.memory_mib);
+        if g.mig_enabled {
+            println!("{indent}  MIG      {}; free: {}", g.mig_instances.join(" "), g.free_mig_instances.join(" "));
+        } else {
+            println!("{indent}  MPS      {}% free", g.free_mps_percent);
         }
     }
 }
@@ -179,12 +190,17 @@ pub fn print_status(status: &AppStatus) {
     print_demand();
 }
 
-/// Where one instance runs: `cores 0-1`, `GPU 1` (an MPS share), `GPU 0 MIG-…` (the MIG instance's UUID).
+/// Where one instance runs: `cores 0-1`, `GPU 1` (an MPS share), `GPU 0 MIG-…` (the MIG instance's UUID), on a
+/// node: `node 10.0.0.5:7070 cores 0-1`.
 fn place(p: &jig_api::InstancePlace) -> String {
-    match (p.gpu, &p.device) {
+    let on = match (p.gpu, &p.device) {
         (Some(gpu), Some(device)) if device.starts_with("MIG-") => format!("GPU {gpu} {device}"),
         (Some(gpu), _) => format!("GPU {gpu}"),
         _ => format!("cores {}", ranges(&p.cores).trim_matches(|c| c == '(' || c == ')')),
+    };
+    match &p.node {
+        Some(node) => format!("node {node} {on}"),
+        None => on,
     }
 }
 
@@ -201,5 +217,7 @@ mod tests {
         assert_eq!(place(&on("MIG-5f1c")), "GPU 0 MIG-5f1c");
         assert_eq!(place(&on("GPU-77aa")), "GPU 0");
         assert_eq!(place(&jig_api::InstancePlace { cores: vec![4, 5], ..Default::default() }), "cores 4-5");
+        let remote = jig_api::InstancePlace { node: Some("10.0.0.5:7070".into()), cores: vec![0], ..Default::default() };
+        assert_eq!(place(&remote), "node 10.0.0.5:7070 cores 0");
     }
 }
