@@ -1,11 +1,12 @@
 //! The node: gateways' connections, each one instance's model on this machine's segments.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use jig_model_host::instance::Executor;
@@ -55,12 +56,39 @@ pub struct Node {
     config: NodeConfig,
     launcher: Launcher,
     connections: AtomicUsize,
+    /// The instances loaded, by what they are: every connection that names the same one (several gateways, a
+    /// redeploy starting beside the deployment it replaces) shares its session, one batch at a time.
+    loaded: Mutex<HashMap<Key, Weak<Loaded>>>,
+    /// Held while a model loads: loads run one at a time, batches alongside.
+    loading: Mutex<()>,
+}
+
+/// What makes two connections' instances one: the instance, its model and where it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    instance: String,
+    sha256: String,
+    segment: String,
+    device: Option<String>,
+    cores: Vec<usize>,
+}
+
+/// An instance's model, loaded on its segment.
+struct Loaded {
+    executor: Box<dyn Executor>,
+    /// One batch at a time, as the plan's instance runs them.
+    running: Mutex<()>,
 }
 
 impl Node {
     /// A node over `launcher`'s devices.
     pub fn new(config: NodeConfig, launcher: Launcher) -> Node {
-        Node { config, launcher, connections: AtomicUsize::new(0) }
+        Node { config, launcher, connections: AtomicUsize::new(0), loaded: Mutex::default(), loading: Mutex::default() }
+    }
+
+    /// Instances loaded now (shared by all the connections that name each).
+    pub fn instances(&self) -> usize {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).values().filter(|l| l.strong_count() > 0).count()
     }
 
     /// Serve connections from `listener` until it fails, a thread each.
@@ -135,9 +163,8 @@ impl Node {
         else {
             return Ok(());
         };
-        let model = (model_name.as_str(), model_sha256.as_str(), model_len);
-        let loaded = self.load(&mut reader, &mut writer, &instance, model, &segment, device, cores);
-        let executor = match loaded {
+        let key = Key { instance, sha256: model_sha256, segment, device, cores };
+        let loaded = match self.shared(&mut reader, &mut writer, &key, &model_name, model_len) {
             Ok(loaded) => loaded,
             Err(error) => {
                 write_frame(&mut writer, &Reply::LoadFailed { error: error.clone() })?;
@@ -145,12 +172,13 @@ impl Node {
                 return Err(io::Error::other(error));
             }
         };
+        let executor = &loaded.executor;
         write_frame(
             &mut writer,
             &Reply::Loaded { inputs: executor.inputs().to_vec(), outputs: executor.outputs().to_vec() },
         )?;
         writer.flush()?;
-        tracing::info!(node = %name, %instance, %segment, "serving");
+        tracing::info!(node = %name, instance = %key.instance, segment = %key.segment, "serving");
 
         let spare = Arc::new(Spare::default());
         while let Some(request) = read_frame(&mut reader, &mut buf)? {
@@ -159,7 +187,11 @@ impl Node {
             };
             total_len(&inputs, self.config.max_batch_bytes)?;
             let inputs = read_tensors(&mut reader, &inputs, &spare)?;
-            match executor.execute(&inputs) {
+            let ran = {
+                let _one_at_a_time = loaded.running.lock().unwrap_or_else(|p| p.into_inner());
+                executor.execute(&inputs)
+            };
+            match ran {
                 Ok(outputs) => {
                     write_frame(&mut writer, &Reply::Done { outputs: outputs.iter().map(Head::of).collect() })?;
                     writer.flush()?;
@@ -175,19 +207,45 @@ impl Node {
         Ok(())
     }
 
-    /// Load the model a `Load` names (asking for its bytes when the cache lacks them) on its segment, pinned to
-    /// `cores`, on this thread: the thread that runs its batches.
-    #[allow(clippy::too_many_arguments)]
+    /// The instance `key` names, as loaded for another connection, or loaded now; either way this thread, which
+    /// runs the connection's batches, is pinned to its cores.
+    fn shared(
+        &self,
+        reader: &mut impl Read,
+        writer: &mut impl Write,
+        key: &Key,
+        model_name: &str,
+        len: u64,
+    ) -> Result<Arc<Loaded>, String> {
+        let _one_load = self.loading.lock().unwrap_or_else(|p| p.into_inner());
+        let found = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(key).and_then(Weak::upgrade);
+        if let Some(loaded) = found {
+            if !key.cores.is_empty() {
+                jig_model_host::device::pin_current_thread(&key.cores)
+                    .map_err(|e| format!("node `{}`: cannot pin to cores {:?}: {e}", self.config.name, key.cores))?;
+            }
+            return Ok(loaded);
+        }
+        let executor = self.load(reader, writer, key, model_name, len)?;
+        let loaded = Arc::new(Loaded { executor, running: Mutex::new(()) });
+        let mut all = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|_, l| l.strong_count() > 0);
+        all.insert(key.clone(), Arc::downgrade(&loaded));
+        Ok(loaded)
+    }
+
+    /// Load the model `key` names (asking for its bytes when the cache lacks them) on its segment, pinned to its
+    /// cores, on this thread.
     fn load(
         &self,
         reader: &mut impl Read,
         writer: &mut impl Write,
-        instance: &str,
-        (model_name, sha256, len): (&str, &str, u64),
-        segment: &str,
-        device: Option<String>,
-        cores: Vec<usize>,
+        key: &Key,
+        model_name: &str,
+        len: u64,
     ) -> Result<Box<dyn Executor>, String> {
+        let Key { instance, sha256, segment, device, cores } = key.clone();
+        let (instance, sha256) = (instance.as_str(), sha256.as_str());
         let node = &self.config.name;
         let segment: Segment =
             segment.parse().map_err(|e| format!("node `{node}`, instance `{instance}`: segment `{segment}`: {e}"))?;

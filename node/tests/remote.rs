@@ -25,6 +25,12 @@ fn model_path(name: &str) -> PathBuf {
 
 /// A node with `cores` cores serving on a loopback port; its address and cache directory.
 fn node(cores: usize) -> (String, tempfile::TempDir) {
+    let (addr, cache, _) = node_and_handle(cores);
+    (addr, cache)
+}
+
+/// [`node`], and the node itself.
+fn node_and_handle(cores: usize) -> (String, tempfile::TempDir, Arc<Node>) {
     let cache = tempfile::tempdir().unwrap();
     let mut devices = Devices::discover();
     devices.cpu_cores = (0..cores).map(|i| devices.cpu_cores[i % devices.cpu_cores.len()]).collect();
@@ -33,8 +39,9 @@ fn node(cores: usize) -> (String, tempfile::TempDir) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let node = Arc::new(Node::new(config, Launcher::new(devices, None)));
-    std::thread::spawn(move || node.serve(listener));
-    (addr, cache)
+    let serving = node.clone();
+    std::thread::spawn(move || serving.serve(listener));
+    (addr, cache, node)
 }
 
 fn spec(node: &str, model: &str, segment: &str) -> RemoteSpec {
@@ -174,4 +181,29 @@ fn discovery_lists_what_each_node_offers_and_names_the_missing() {
     assert!(err.starts_with("cannot reach node") && err.contains(&gone), "{err}");
     let refused = discover(&[a], "wrong", Duration::from_secs(5)).remove(0).unwrap_err().to_string();
     assert!(refused.contains("refused the token"), "{refused}");
+}
+
+#[test]
+fn connections_that_name_one_instance_share_its_session() {
+    let (addr, _cache, node) = node_and_handle(2);
+    let (first, second) = (
+        Remote::connect(spec(&addr, "mixed", "cpu:1")).unwrap(),
+        Remote::connect(spec(&addr, "mixed", "cpu:1")).unwrap(),
+    );
+    assert_eq!(node.instances(), 1, "a second gateway (or a redeploy) shares the loaded instance");
+    let other =
+        Remote::connect(RemoteSpec { instance: "test/other#0".into(), ..spec(&addr, "mixed", "cpu:1") }).unwrap();
+    assert_eq!(node.instances(), 2);
+    // Batches from both connections run, one at a time, on the one session.
+    let threads: Vec<_> = [first, second]
+        .into_iter()
+        .map(|remote| std::thread::spawn(move || (0..20).all(|_| remote.execute(&mixed_inputs(3)).is_ok())))
+        .collect();
+    assert!(threads.into_iter().all(|t| t.join().unwrap()));
+    drop(other);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while node.instances() > 0 {
+        assert!(Instant::now() < deadline, "the node kept instances no connection names");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -217,7 +217,8 @@ mod tests {
         assert_eq!(place(&on("MIG-5f1c")), "GPU 0 MIG-5f1c");
         assert_eq!(place(&on("GPU-77aa")), "GPU 0");
         assert_eq!(place(&jig_api::InstancePlace { cores: vec![4, 5], ..Default::default() }), "cores 4-5");
-        let remote = jig_api::InstancePlace { node: Some("10.0.0.5:7070".into()), cores: vec![0], ..Default::default() };
+        let remote =
+            jig_api::InstancePlace { node: Some("10.0.0.5:7070".into()), cores: vec![0], ..Default::default() };
         assert_eq!(place(&remote), "node 10.0.0.5:7070 cores 0");
     }
 }
