@@ -2,8 +2,9 @@
 # Install what building and testing jig needs and the machine lacks. Idempotent: a second run only checks.
 #   - the wasm32-wasip2 Rust target (glue functions are built for it)
 #   - Debian packages: cmake and libclang-dev (HiGHS, the planner's solver, builds from source with them),
-#     fonts-dejavu-core (the fonts of the photographed sample signs), and chromium (the headless browser the
-#     test of the gateway's `/ui` page runs)
+#     fonts-dejavu-core (the fonts of the photographed sample signs), chromium (the headless browser the
+#     test of the gateway's `/ui` page runs), protobuf-compiler and libprotobuf-dev (etcd's client library
+#     builds its API with them) and etcd-server (the cluster state the tests of gateway replicas and `make cluster-demo` run)
 set -euo pipefail
 
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
@@ -12,7 +13,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
 fi
 
 missing=()
-for pkg in cmake libclang-dev fonts-dejavu-core chromium; do
+for pkg in cmake libclang-dev fonts-dejavu-core chromium protobuf-compiler libprotobuf-dev etcd-server; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if ((${#missing[@]})); then

@@ -200,6 +200,18 @@ pub struct MachineStatus {
     /// none itself, and the fields above are empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeStatus>,
+    /// This gateway as a replica of a cluster (`etcd` set); absent for a gateway alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ReplicaStatus>,
+}
+
+/// A gateway replica's place in its cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReplicaStatus {
+    /// Its name in the cluster: host, port and process.
+    pub replica: String,
+    /// Whether it leads: runs the controller that re-plans every app.
+    pub leader: bool,
 }
 
 /// One `jig node` the gateway may use.

@@ -33,6 +33,8 @@ use jig_planner::spec::{DemandSpec, Replan};
 use crate::predictor::HISTORY_S;
 
 use super::Gateway;
+use crate::cluster::ClusterApp;
+use crate::store::AppRecord;
 use jig_app::App;
 use jig_app::deployment::{
     Deployment, MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted,
@@ -193,15 +195,44 @@ impl Gateway {
             opened = std::time::Instant::now();
             // Lock order: `apps` is released before `demand` is taken (see `Gateway::list`).
             let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
-            let due: Vec<(Arc<App>, Vec<f64>)> = {
+            let measured: Vec<(Arc<App>, Vec<f64>)> = {
                 let mut demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
                 apps.iter()
-                    .filter_map(|app| {
+                    .map(|app| {
                         let windows = demand.entry(app.name.clone()).or_default();
                         windows.close(length);
+                        (app.clone(), windows.rates())
+                    })
+                    .collect()
+            };
+            // With replicas, each publishes what it measured and the leader plans from the sum; the others do not
+            // re-plan.
+            let measured = match &self.cluster {
+                None => measured,
+                Some(cluster) => {
+                    for (app, rates) in &measured {
+                        if let Err(e) = cluster.publish_demand(&app.name, rates).await {
+                            tracing::warn!(app = %app.name, "cannot publish its demand to the cluster: {e:#}");
+                        }
+                    }
+                    if !cluster.is_leader() {
+                        continue;
+                    }
+                    let mut summed = Vec::with_capacity(measured.len());
+                    for (app, rates) in measured {
+                        summed.push((app.clone(), cluster.demand(&app.name).await.unwrap_or(rates)));
+                    }
+                    summed
+                }
+            };
+            let due: Vec<(Arc<App>, Vec<f64>)> = {
+                let mut demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
+                measured
+                    .into_iter()
+                    .filter_map(|(app, rates)| {
+                        let windows = demand.entry(app.name.clone()).or_default();
                         // An app that adapts on its own clock is decided there (`adapt`).
-                        let rates = windows.rates();
-                        app.adaptation_interval.is_none().then(|| self.replan_due(app, windows, rates))?
+                        app.adaptation_interval.is_none().then(|| self.replan_due(&app, windows, rates))?
                     })
                     .collect()
             };
@@ -215,6 +246,9 @@ impl Gateway {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
+            if !self.leads() {
+                continue;
+            }
             let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
             let due: Vec<(Arc<App>, Vec<f64>)> = {
                 let mut demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
@@ -253,6 +287,9 @@ impl Gateway {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
+            if !self.leads() {
+                continue;
+            }
             let gateway = self.clone();
             let Ok(up) = tokio::task::spawn_blocking(move || gateway.nodes(true)).await else { continue };
             let apps: Vec<Arc<App>> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
@@ -272,6 +309,11 @@ impl Gateway {
             };
             self.replan_all(due).await;
         }
+    }
+
+    /// Whether this gateway runs the controller: always alone, the leader among replicas.
+    fn leads(&self) -> bool {
+        self.cluster.as_ref().is_none_or(|c| c.is_leader())
     }
 
     /// The rates to re-plan `app` with when a re-plan is due: the demand predicted from `rates` moved more than
@@ -308,7 +350,8 @@ impl Gateway {
         let (name, hash, deployed_at) = (app.name.clone(), app.bundle.clone(), app.deployed_at);
         let current = app.deployment.clone();
         let observed = app.observations();
-        let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<App>> {
+        let clustered = self.cluster.is_some();
+        let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<(App, AppRecord)>> {
             let bundle = gateway.store.bundle(&hash)?;
             let capacity = gateway.free_capacity(Some(&name));
             let deployment = jig_app::deployment::plan(&bundle, &rates, &capacity, &observed);
@@ -328,12 +371,19 @@ impl Gateway {
                 return Ok(None);
             }
             tracing::info!(app = %name, demand_rps = ?deployment.demand_rps, "re-planned; starting the new deployment");
-            let mut record = gateway.store.app_record(&name)?;
-            record.demand_windows = rates;
-            gateway.store.put_app(&record)?;
-            Ok(Some(App::start(&gateway.runtime, &gateway.hosts, &bundle, &hash, deployed_at, deployment)?))
+            let record = AppRecord { name: name.clone(), bundle: hash.clone(), deployed_at, demand_windows: rates };
+            if !clustered {
+                gateway.store.put_app(&record)?;
+            }
+            let app = App::start(&gateway.runtime, &gateway.hosts, &bundle, &hash, deployed_at, deployment)?;
+            Ok(Some((app, record)))
         })
         .await??;
+        // With replicas, the cluster's record is what every replica runs: the new plan applies once it is there.
+        if let (Some(cluster), Some((new, record))) = (&self.cluster, &started) {
+            cluster.put_app(&ClusterApp { record: record.clone(), deployment: new.deployment.clone() }).await?;
+        }
+        let started = started.map(|(app, _)| app);
         let mut apps = self.apps.write().unwrap_or_else(|p| p.into_inner());
         match started {
             // Still the same deploy (no redeploy or delete meanwhile): swap.

@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cluster;
 mod controller;
 mod metrics;
 mod oip;
@@ -36,7 +37,7 @@ use tokio::sync::Semaphore;
 
 use jig_api::{
     AppList, AppStatus, Deleted, ErrorBody, ErrorKind, GpuStatus, InvokeResponse, MachineStatus, NodeStatus,
-    OutputPart, Route,
+    OutputPart, ReplicaStatus, Route,
 };
 use jig_app::ModelHosts;
 use jig_app::deployment::{Capacity, Machine};
@@ -44,6 +45,8 @@ use jig_app::{App, AppError, StartError};
 use jig_model_host::device::Devices;
 use jig_model_host::launch::Launcher;
 use jig_node::NodeInfo;
+
+use cluster::{Change, Cluster, ClusterApp};
 use jig_runtime::{FunctionError, InferError, InvokeError, Runtime, RuntimeConfig};
 
 use crate::metrics::{Apps, Metrics};
@@ -103,6 +106,10 @@ pub struct GatewayConfig {
     pub nodes: Vec<String>,
     /// A file holding the token the nodes were started with (`jig node --token-file`); needed with `nodes`.
     pub node_token_file: Option<PathBuf>,
+    /// etcd endpoints (`http://HOST:2379`) holding the cluster state, for gateway replicas ([`cluster`]): apps and
+    /// plans live there, and `state_dir`, which the replicas share, holds the bundles. Default: none (one
+    /// gateway, its state in `state_dir`).
+    pub etcd: Vec<String>,
 }
 
 impl Default for GatewayConfig {
@@ -124,6 +131,7 @@ impl Default for GatewayConfig {
             ipa_predictor: None,
             nodes: Vec::new(),
             node_token_file: None,
+            etcd: Vec::new(),
         }
     }
 }
@@ -174,6 +182,13 @@ fn gpu_status(devices: &Devices, machine: &Machine, free: &Machine) -> Vec<GpuSt
         .collect()
 }
 
+/// A replica's name in the cluster: its host and port, and its process (a restarted replica is a new one).
+fn replica_id(listen: SocketAddr) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname");
+    let host = host.as_deref().map_or("gateway", str::trim);
+    format!("{host}-{}-{}", listen.port(), std::process::id())
+}
+
 /// `$XDG_DATA_HOME/jig`, or `~/.local/share/jig`: where a gateway keeps its state by default.
 pub fn default_state_dir() -> PathBuf {
     xdg_dir("XDG_DATA_HOME", ".local/share").join("jig")
@@ -200,6 +215,8 @@ pub struct Gateway {
     hosts: ModelHosts,
     /// The nodes as last found, and when (see [`Gateway::nodes`]).
     nodes: std::sync::Mutex<(Option<Instant>, Vec<NodeInfo>)>,
+    /// The cluster state, for replicas; `None` for a gateway alone.
+    cluster: Option<Cluster>,
     store: Store,
     apps: Apps,
     metrics: Metrics,
@@ -216,7 +233,7 @@ pub struct Gateway {
 type Reply = Response<Full<Bytes>>;
 
 impl Gateway {
-    /// Open the state directory and start every app deployed there.
+    /// Open the state directory and start every app deployed there (with `etcd`: every app of the cluster).
     pub async fn start(config: GatewayConfig) -> anyhow::Result<Arc<Gateway>> {
         if !(config.demand_window_s.is_finite() && config.demand_window_s > 0.0 && config.demand_window_s <= 86_400.0) {
             anyhow::bail!("`demand_window_s` must be a number of seconds in (0, 86400]");
@@ -224,7 +241,14 @@ impl Gateway {
         if config.max_request_mib > 1 << 20 || config.max_bundle_mib > 1 << 20 {
             anyhow::bail!("`max_request_mib` and `max_bundle_mib` must be at most 1048576 (1 TiB)");
         }
-        let store = Store::open(&config.state_dir)?;
+        let cluster = match config.etcd.is_empty() {
+            true => None,
+            false => Some(Cluster::connect(&config.etcd, replica_id(config.listen)).await?),
+        };
+        let store = match &cluster {
+            None => Store::open(&config.state_dir)?,
+            Some(cluster) => Store::open_shared(&config.state_dir, cluster.id())?,
+        };
         let runtime = Arc::new(Runtime::new(RuntimeConfig {
             cache_dir: Some(config.state_dir.join("cache")),
             max_invocations: config.max_invocations,
@@ -247,6 +271,7 @@ impl Gateway {
             runtime,
             hosts: ModelHosts { launcher: Launcher::discover(), nodes: node_access },
             nodes: Default::default(),
+            cluster,
             store,
             apps,
             control: tokio::sync::Mutex::new(()),
@@ -254,7 +279,15 @@ impl Gateway {
             demand: Default::default(),
             peaks,
         });
-        for record in gateway.store.apps_list()? {
+        if let Some(cluster) = &gateway.cluster {
+            let (apps, revision) = cluster.apps().await?;
+            for app in apps {
+                gateway.clone().apply(app).await;
+            }
+            tokio::spawn(gateway.clone().follow(revision));
+        }
+        let alone = if gateway.cluster.is_none() { gateway.store.apps_list()? } else { Vec::new() };
+        for record in alone {
             let name = record.name.clone();
             let windows = controller::DemandWindows::from_rates(&record.demand_windows);
             gateway.demand.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), windows);
@@ -328,6 +361,80 @@ impl Gateway {
             *cached = (Some(Instant::now()), found);
         }
         cached.1.clone()
+    }
+
+    /// Run `wanted` as the cluster records it (its deployment as planned, not planned again here), unless this
+    /// replica runs it already; a failure is logged and the app keeps what it ran.
+    async fn apply(self: Arc<Self>, wanted: ClusterApp) {
+        let _control = self.control.lock().await;
+        let name = wanted.record.name.clone();
+        let running = self.app(&name);
+        if running.as_ref().is_some_and(|a| {
+            (a.bundle.as_str(), a.deployed_at, &a.deployment)
+                == (wanted.record.bundle.as_str(), wanted.record.deployed_at, &wanted.deployment)
+        }) {
+            return;
+        }
+        let gateway = self.clone();
+        let record = wanted.record.clone();
+        let started = tokio::task::spawn_blocking(move || -> Result<App, StartError> {
+            let bundle = gateway.store.bundle(&record.bundle)?;
+            App::start(&gateway.runtime, &gateway.hosts, &bundle, &record.bundle, record.deployed_at, wanted.deployment)
+        })
+        .await;
+        match started {
+            Ok(Ok(mut app)) => {
+                if let Some(old) = running.filter(|old| old.deployed_at == app.deployed_at) {
+                    app.replans = old.replans + 1;
+                    app.continue_counts(&old);
+                }
+                let windows = controller::DemandWindows::from_rates(&wanted.record.demand_windows);
+                self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_insert(windows);
+                self.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), Arc::new(app));
+                tracing::info!(app = %name, "running the cluster's deployment");
+            }
+            Ok(Err(e)) => tracing::error!(app = %name, "cannot run the cluster's deployment: {e}"),
+            Err(e) => tracing::error!(app = %name, "cannot run the cluster's deployment: {e}"),
+        }
+    }
+
+    /// Follow the cluster's apps from `revision` on, forever: run what is deployed or re-planned, stop what is
+    /// deleted. When the watch breaks (etcd unreachable), keep serving what runs, and read them all again once
+    /// etcd answers.
+    async fn follow(self: Arc<Self>, mut revision: i64) {
+        let Some(cluster) = self.cluster.clone() else { return };
+        loop {
+            match cluster.watch_apps(revision).await {
+                Ok(mut changes) => {
+                    while let Some(change) = changes.recv().await {
+                        match change {
+                            Change::Put(app) => self.clone().apply(*app).await,
+                            Change::Deleted(name) => {
+                                let _control = self.control.lock().await;
+                                if self.apps.write().unwrap_or_else(|p| p.into_inner()).remove(&name).is_some() {
+                                    tracing::info!(app = %name, "deleted in the cluster");
+                                }
+                                self.demand.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("cannot watch the cluster's apps: {e:#}; serving them as last seen"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            // Catch up: whatever changed while the watch was down.
+            match cluster.apps().await {
+                Ok((apps, now)) => {
+                    let names: std::collections::HashSet<String> = apps.iter().map(|a| a.record.name.clone()).collect();
+                    for app in apps {
+                        self.clone().apply(app).await;
+                    }
+                    self.apps.write().unwrap_or_else(|p| p.into_inner()).retain(|name, _| names.contains(name));
+                    revision = now;
+                }
+                Err(e) => tracing::warn!("cluster state (etcd) unreachable: {e:#}; serving the apps as last seen"),
+            }
+        }
     }
 
     fn app(&self, name: &str) -> Option<Arc<App>> {
@@ -527,8 +634,10 @@ impl Gateway {
         drop(apps);
         let local = self.hosts.launcher.devices();
         let nodes = self.nodes(false);
+        let cluster =
+            self.cluster.as_ref().map(|c| ReplicaStatus { replica: c.id().to_string(), leader: c.is_leader() });
         let mut status =
-            MachineStatus { cores: Vec::new(), free_cores: Vec::new(), gpus: Vec::new(), nodes: Vec::new() };
+            MachineStatus { cores: Vec::new(), free_cores: Vec::new(), gpus: Vec::new(), nodes: Vec::new(), cluster };
         for (machine, free) in all.machines.iter().zip(&free.machines) {
             let devices = match &machine.node {
                 None => local,
@@ -597,10 +706,18 @@ impl Gateway {
             Err(e) if e.is_bundle_fault() => return error(ErrorKind::InvalidBundle, e.to_string()),
             Err(e) => return error(ErrorKind::Internal, e.to_string()),
         };
-        let gateway = self.clone();
-        let saved = tokio::task::spawn_blocking(move || gateway.store.put_app(&record)).await;
-        if let Err(e) = saved.map_err(std::io::Error::other).and_then(|r| r) {
-            return error(ErrorKind::Internal, format!("app `{name}`: cannot record the deploy: {e}"));
+        if let Some(cluster) = &self.cluster {
+            let recorded = ClusterApp { record, deployment: app.deployment.clone() };
+            if let Err(e) = cluster.put_app(&recorded).await {
+                let message = format!("app `{name}`: cannot record the deploy in the cluster state (etcd): {e:#}");
+                return error(ErrorKind::Unavailable, message);
+            }
+        } else {
+            let gateway = self.clone();
+            let saved = tokio::task::spawn_blocking(move || gateway.store.put_app(&record)).await;
+            if let Err(e) = saved.map_err(std::io::Error::other).and_then(|r| r) {
+                return error(ErrorKind::Internal, format!("app `{name}`: cannot record the deploy: {e}"));
+            }
         }
         // Requests already running keep their `Arc` of the old app and finish on it.
         self.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), app.clone());
@@ -615,8 +732,14 @@ impl Gateway {
         let gateway = self.clone();
         let owned = name.to_string();
         // An app whose restore failed is in the store only: it can be deleted all the same.
-        let deleted = tokio::task::spawn_blocking(move || gateway.store.delete_app(&owned)).await;
-        match deleted.map_err(std::io::Error::other).and_then(|r| r) {
+        let deleted = match &self.cluster {
+            Some(cluster) => cluster.delete_app(name).await.map_err(std::io::Error::other),
+            None => tokio::task::spawn_blocking(move || gateway.store.delete_app(&owned))
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|r| r),
+        };
+        match deleted {
             Ok(true) => {}
             Ok(false) => return self.unknown_app(name),
             Err(e) => return error(ErrorKind::Internal, format!("app `{name}`: cannot delete it: {e}")),

@@ -7,6 +7,11 @@
 //! STATE/lock                held locked by the one gateway using the directory; names its process
 //! ```
 //!
+//! Gateway replicas with cluster state in etcd ([`crate::cluster`]) share one directory for the bundles alone
+//! ([`Store::open_shared`]: a volume every replica mounts): apps live in etcd, each replica unpacks uploads in
+//! `STATE/tmp/<replica>/`, nobody holds the lock, and unused bundles stay (a bundle is named by its bytes, so a
+//! redeploy of the same bundle reuses it).
+//!
 //! Every write is atomic and durable: files are written under a temporary name, synced, renamed into place
 //! and their directory synced. A bundle directory appears only once fully unpacked and synced, and an app
 //! record only names a bundle already in place, so a crash (even `kill -9`) at any point leaves either the old
@@ -20,7 +25,7 @@ use sha2::{Digest, Sha256};
 use jig_manifest::{self as bundle, Bundle, InvalidBundle};
 
 /// What is stored of a deployed app.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppRecord {
     /// The app's name.
     pub name: String,
@@ -33,13 +38,15 @@ pub struct AppRecord {
     pub demand_windows: Vec<f64>,
 }
 
-/// A state directory, held by this process until the last clone is dropped.
+/// A state directory, held by this process until the last clone is dropped (or shared by gateway replicas).
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
     /// `STATE/lock`, locked: two gateways on one directory would each clear the other's uploads and
-    /// overwrite its records.
-    _lock: std::sync::Arc<std::fs::File>,
+    /// overwrite its records. `None` when shared by replicas.
+    lock: Option<std::sync::Arc<std::fs::File>>,
+    /// Where this gateway unpacks uploads.
+    tmp: PathBuf,
 }
 
 impl Store {
@@ -48,7 +55,21 @@ impl Store {
     pub fn open(root: &Path) -> anyhow::Result<Store> {
         std::fs::create_dir_all(root)
             .map_err(|e| anyhow::anyhow!("cannot create the state directory {}: {e}", root.display()))?;
-        let store = Store { root: root.to_path_buf(), _lock: std::sync::Arc::new(lock(root)?) };
+        let store =
+            Store { root: root.to_path_buf(), lock: Some(std::sync::Arc::new(lock(root)?)), tmp: root.join("tmp") };
+        store.prepare()
+    }
+
+    /// Open the bundles of the directory gateway replicas share, as replica `id` (see the module docs).
+    pub fn open_shared(root: &Path, id: &str) -> anyhow::Result<Store> {
+        std::fs::create_dir_all(root)
+            .map_err(|e| anyhow::anyhow!("cannot create the state directory {}: {e}", root.display()))?;
+        Store { root: root.to_path_buf(), lock: None, tmp: root.join("tmp").join(id) }.prepare()
+    }
+
+    /// Create the directories, and clear this gateway's unfinished uploads.
+    fn prepare(self) -> anyhow::Result<Store> {
+        let store = self;
         for dir in [store.bundles(), store.apps(), store.tmp()] {
             std::fs::create_dir_all(&dir)
                 .map_err(|e| anyhow::anyhow!("cannot create the state directory {}: {e}", dir.display()))?;
@@ -67,7 +88,7 @@ impl Store {
         self.root.join("apps")
     }
     fn tmp(&self) -> PathBuf {
-        self.root.join("tmp")
+        self.tmp.clone()
     }
 
     /// Store a packed bundle (unless the same bytes are stored already) and open it. Returns its hash.
@@ -102,13 +123,6 @@ impl Store {
     pub fn put_app(&self, app: &AppRecord) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(app).map_err(std::io::Error::other)?;
         write_atomic(&self.apps().join(format!("{}.json", app.name)), &json)
-    }
-
-    /// The record of a deployed app.
-    pub fn app_record(&self, name: &str) -> anyhow::Result<AppRecord> {
-        let path = self.apps().join(format!("{name}.json"));
-        let bytes = std::fs::read(&path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("{} is damaged: {e}", path.display()))
     }
 
     /// Forget `app`; true when it was deployed. Its bundle stays until [`Store::collect_garbage`].
@@ -147,6 +161,9 @@ impl Store {
     /// read stops the collection (its bundle might be in use). A bundle is first moved into `tmp/`, so a crash
     /// midway leaves no half-deleted bundle where a later deploy would find it.
     pub fn collect_garbage(&self, running: &std::collections::HashSet<String>) -> std::io::Result<()> {
+        if self.lock.is_none() {
+            return Ok(()); // shared: other replicas' apps, in etcd, may use any bundle
+        }
         let mut used = running.clone();
         for entry in std::fs::read_dir(self.apps())? {
             let path = entry?.path();

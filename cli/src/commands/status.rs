@@ -36,6 +36,9 @@ fn machine(target: GatewayArgs) -> anyhow::Result<ExitCode> {
         Ok(answer) if target.json => print_body(&answer).map(|()| ExitCode::SUCCESS),
         Ok(answer) => {
             let m: MachineStatus = answer.parse()?;
+            if let Some(c) = &m.cluster {
+                println!("replica    {}{}", c.replica, if c.leader { " (leader: runs the controller)" } else { "" });
+            }
             if m.nodes.is_empty() {
                 print_devices(&m.cores, &m.free_cores, &m.gpus, "");
             }

@@ -1,0 +1,145 @@
+//! Gateway replicas with their cluster state in etcd, on loopback: etcd, two `jig node`s and two gateways as
+//! real processes. An app deployed through one gateway is served through the other; when the leading gateway
+//! and then a node are killed (`kill -9`), the other gateway takes the lead and re-plans the app onto the node
+//! that remains, and it is still served; a third gateway started later runs it too: nothing deployed is lost.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use jig_tests::{Gateway, jig, probe_app};
+
+/// A free loopback port (bound, then freed for the process that takes it).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `etcd` on loopback with its data in `dir`; killed when dropped. Its client URL.
+struct Etcd(Child, String);
+
+impl Etcd {
+    fn start(dir: &Path) -> Etcd {
+        let (client, peer) = (free_port(), free_port());
+        let url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = std::process::Command::new("etcd")
+            .args(["--name", "test", "--data-dir"])
+            .arg(dir)
+            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("test={peer_url}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd is missing: `make setup` installs it (Debian's etcd-server)");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(20), "etcd did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Etcd(child, url)
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `jig node` with one core on a free port; its process and address.
+fn node(dir: &Path, token: &Path) -> (Child, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut child = jig()
+        .args(["node", "--listen", "127.0.0.1:0", "--name", "n", "--cores", "1", "--token-file"])
+        .arg(token)
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("listening on ").nth(1).and_then(|r| r.split(' ').next()).unwrap().to_string();
+    (child, addr)
+}
+
+fn leads(gateway: &Gateway) -> bool {
+    gateway.http("GET", "/v1/devices", &[], b"").json()["cluster"]["leader"] == true
+}
+
+/// Wait up to 30 s for `ready`.
+fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < Duration::from_secs(30), "{what}: not within 30 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(&dir.path().join("etcd"));
+    let token = dir.path().join("token");
+    std::fs::write(&token, "cluster-token\n").unwrap();
+    let ((mut a, addr_a), (mut b, addr_b)) = (node(&dir.path().join("a"), &token), node(&dir.path().join("b"), &token));
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "etcd = [\"{}\"]\nnodes = [\"{addr_a}\", \"{addr_b}\"]\nnode_token_file = \"{}\"\ndemand_window_s = 3600\n",
+            etcd.1,
+            token.display()
+        ),
+    )
+    .unwrap();
+    // The replicas share the state directory, where the bundles are.
+    let state = dir.path().join("state");
+    let start = || Gateway::start(&state, &["--config", config.to_str().unwrap()]);
+    let (first, second) = (start(), start());
+    eventually("one replica leads", || leads(&first) || leads(&second));
+    assert!(!(leads(&first) && leads(&second)), "two leaders");
+
+    // Deployed through the first, served through the second.
+    let app = dir.path().join("app");
+    let profiles = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n\
+                    classifier,fast,cpu:1,1,10,15,30,test\n";
+    probe_app(&app, "spread", 0.9, Some(profiles));
+    let manifest = std::fs::read_to_string(app.join("jig.toml")).unwrap();
+    std::fs::write(app.join("jig.toml"), format!("{manifest}\n[demand]\nrps = 50\n")).unwrap();
+    let deployed = first.jig("deploy").arg(&app).output().unwrap();
+    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    let payload = serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [1, 64], "values": vec![0.5; 64]});
+    let invoke = |gateway: &Gateway| gateway.http("POST", "/v1/apps/spread/invoke", &[], payload.to_string().as_bytes());
+    eventually("the second replica runs the app", || invoke(&second).status == 200);
+    let places = |gateway: &Gateway| -> Vec<String> {
+        let status = gateway.http("GET", "/v1/apps/spread", &[], b"").json();
+        let places = status["deployment"]["instances"][0]["places"].as_array().cloned().unwrap_or_default();
+        places.iter().filter_map(|p| p["node"].as_str().map(str::to_owned)).collect()
+    };
+    assert_eq!(places(&second).len(), 2, "one instance on each node");
+
+    // The leader dies, and so does node a: the other replica takes the lead and re-plans onto node b.
+    let (mut leader, survivor) = if leads(&first) { (first, second) } else { (second, first) };
+    leader.child.kill().unwrap();
+    leader.child.wait().unwrap();
+    a.kill().unwrap();
+    a.wait().unwrap();
+    eventually("the survivor leads", || leads(&survivor));
+    eventually("the app re-planned onto node b", || {
+        let on = places(&survivor);
+        !on.is_empty() && on.iter().all(|n| *n == addr_b)
+    });
+    assert_eq!(invoke(&survivor).status, 200);
+
+    // A replica started now runs what the cluster holds.
+    let third = start();
+    eventually("a new replica serves the app", || invoke(&third).status == 200);
+    assert_eq!(places(&third), places(&survivor));
+    b.kill().unwrap();
+    b.wait().unwrap();
+}
