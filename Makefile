@@ -5,7 +5,7 @@ WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
 GUESTS := echo forward crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
-.PHONY: demo test test-gpu setup functions examples paper-apps build release bench fuzz clean check-manifests
+.PHONY: demo cluster-demo test test-gpu setup functions examples paper-apps build release bench fuzz clean check-manifests
 
 setup:
 	@scripts/setup.sh
@@ -46,6 +46,11 @@ release: functions
 
 demo: build examples
 	@scripts/demo.sh
+
+# A cluster on this machine: etcd, three `jig node`s and two gateways on loopback; a node and the leading gateway
+# are killed and the sign reader is still served (scripts/cluster_demo.sh).
+cluster-demo: build examples
+	@scripts/cluster_demo.sh
 
 # The end-to-end tests in tests/ run the `jig` binary as a user does; `cargo test` builds it for the `jig`
 # package's own integration tests (cli/tests/).

@@ -199,6 +199,7 @@ fn place(p: &jig_api::InstancePlace) -> String {
     let on = match (p.gpu, &p.device) {
         (Some(gpu), Some(device)) if device.starts_with("MIG-") => format!("GPU {gpu} {device}"),
         (Some(gpu), _) => format!("GPU {gpu}"),
+        _ if p.cores.is_empty() => "unpinned".to_string(),
         _ => format!("cores {}", ranges(&p.cores).trim_matches(|c| c == '(' || c == ')')),
     };
     match &p.node {
@@ -223,5 +224,7 @@ mod tests {
         let remote =
             jig_api::InstancePlace { node: Some("10.0.0.5:7070".into()), cores: vec![0], ..Default::default() };
         assert_eq!(place(&remote), "node 10.0.0.5:7070 cores 0");
+        let unplanned = jig_api::InstancePlace { node: Some("10.0.0.5:7070".into()), ..Default::default() };
+        assert_eq!(place(&unplanned), "node 10.0.0.5:7070 unpinned");
     }
 }
