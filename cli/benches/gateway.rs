@@ -14,6 +14,10 @@
 //!
 //! Needs the components from `make functions` and `wasmtime` in `.jig/tools/bin` (`make bench` installs it)
 //! or on the PATH.
+//!
+//! `BENCH_REPLICAS=1` measures gateway replicas instead: etcd and two `jig up` sharing one cluster (the no-op
+//! app deployed through one), driven through one gateway with all the connections, then through both with half
+//! each, at once. Needs `etcd` (`make setup` installs it).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -42,10 +46,11 @@ impl Drop for Server {
     }
 }
 
-fn start_jig(state: &Path) -> (Server, SocketAddr) {
+fn start_jig(state: &Path, extra: &[&str]) -> (Server, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_jig"))
         .args(["up", "--listen", "127.0.0.1:0", "--state-dir"])
         .arg(state)
+        .args(extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()
@@ -128,7 +133,10 @@ fn main() {
     let seconds: f64 = env_or("BENCH_SECONDS", 5.0);
     let scratch = tempfile::tempdir().unwrap();
 
-    let (jig_server, jig_addr) = start_jig(&scratch.path().join("state"));
+    if std::env::var("BENCH_REPLICAS").is_ok() {
+        return replicas(scratch.path(), connections, seconds);
+    }
+    let (jig_server, jig_addr) = start_jig(&scratch.path().join("state"), &[]);
     deploy_noop(jig_addr, &scratch.path().join("bundle"));
     let jig = drive(
         &Target { addr: jig_addr, method: Method::POST, path: "/v1/apps/noop/invoke".into(), body: Default::default() },
@@ -154,4 +162,53 @@ fn main() {
     }
     let best = references.iter().map(|(_, r)| r.throughput()).fold(0.0, f64::max);
     println!("  throughput ratio jig / the faster wasmtime serve: {:.2}   (target ≥ 0.8)", jig.throughput() / best);
+}
+
+/// One gateway against two replicas of one cluster, on the no-op app (see the module docs).
+fn replicas(scratch: &Path, connections: usize, seconds: f64) {
+    let port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (client, peer) = (port(), port());
+    let (url, peer_url) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
+    let _etcd = Server(
+        Command::new("etcd")
+            .args(["--name", "bench", "--data-dir"])
+            .arg(scratch.join("etcd"))
+            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("bench={peer_url}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd (`make setup` installs it)"),
+    );
+    while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let config = scratch.join("gateway.toml");
+    std::fs::write(&config, format!("etcd = [\"{url}\"]\n")).unwrap();
+    let state = scratch.join("state");
+    let start = || start_jig(&state, &["--config", config.to_str().unwrap()]);
+    let ((_first, a), (_second, b)) = (start(), start());
+    deploy_noop(a, &scratch.join("bundle"));
+    let target = |addr| Target { addr, method: Method::POST, path: "/v1/apps/noop/invoke".into(), body: Default::default() };
+    let started = Instant::now();
+    while drive(&target(b), 1, 0.1).ok == 0 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the second replica never ran the app");
+    }
+    let one = drive(&target(a), connections, seconds);
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let half = connections.div_ceil(2);
+    let (ta, tb) = (target(a), target(b));
+    let (ra, rb) = tokio.block_on(async {
+        let warm = Duration::from_secs(1);
+        tokio::join!(closed_loop(&ta, half, warm), closed_loop(&tb, half, warm));
+        let run = Duration::from_secs_f64(seconds);
+        tokio::join!(closed_loop(&ta, half, run), closed_loop(&tb, half, run))
+    });
+    println!("\nno-op app, {connections} connections, {seconds} s each (closed loop), gateways of one etcd cluster:");
+    line("one gateway", &one);
+    line("replica a", &ra);
+    line("replica b", &rb);
+    let both = ra.throughput() + rb.throughput();
+    println!("  two replicas together: {both:.0} req/s, {:.2}× one gateway", both / one.throughput());
 }
