@@ -190,7 +190,8 @@ fn replicas(scratch: &Path, connections: usize, seconds: f64) {
     let start = || start_jig(&state, &["--config", config.to_str().unwrap()]);
     let ((_first, a), (_second, b)) = (start(), start());
     deploy_noop(a, &scratch.join("bundle"));
-    let target = |addr| Target { addr, method: Method::POST, path: "/v1/apps/noop/invoke".into(), body: Default::default() };
+    let target =
+        |addr| Target { addr, method: Method::POST, path: "/v1/apps/noop/invoke".into(), body: Default::default() };
     let started = Instant::now();
     while drive(&target(b), 1, 0.1).ok == 0 {
         assert!(started.elapsed() < Duration::from_secs(30), "the second replica never ran the app");

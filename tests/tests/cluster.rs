@@ -2,6 +2,7 @@
 //! real processes. An app deployed through one gateway is served through the other; when the leading gateway
 //! and then a node are killed (`kill -9`), the other gateway takes the lead and re-plans the app onto the node
 //! that remains, and it is still served; a third gateway started later runs it too: nothing deployed is lost.
+//! When etcd goes, the replicas serve on and refuse deploys with a message.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -113,8 +114,10 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     std::fs::write(app.join("jig.toml"), format!("{manifest}\n[demand]\nrps = 50\n")).unwrap();
     let deployed = first.jig("deploy").arg(&app).output().unwrap();
     assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
-    let payload = serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [1, 64], "values": vec![0.5; 64]});
-    let invoke = |gateway: &Gateway| gateway.http("POST", "/v1/apps/spread/invoke", &[], payload.to_string().as_bytes());
+    let payload =
+        serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [1, 64], "values": vec![0.5; 64]});
+    let invoke =
+        |gateway: &Gateway| gateway.http("POST", "/v1/apps/spread/invoke", &[], payload.to_string().as_bytes());
     eventually("the second replica runs the app", || invoke(&second).status == 200);
     let places = |gateway: &Gateway| -> Vec<String> {
         let status = gateway.http("GET", "/v1/apps/spread", &[], b"").json();
@@ -140,6 +143,15 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     let third = start();
     eventually("a new replica serves the app", || invoke(&third).status == 200);
     assert_eq!(places(&third), places(&survivor));
+
+    // etcd goes: the replicas serve on as they were; a deploy is refused, saying why, and nothing changes.
+    drop(etcd);
+    assert_eq!(invoke(&survivor).status, 200);
+    let refused = survivor.jig("deploy").arg(&app).output().unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("etcd") && said.contains("spread"), "{said}");
+    assert_eq!(invoke(&third).status, 200);
     b.kill().unwrap();
     b.wait().unwrap();
 }
