@@ -5,9 +5,14 @@
 #     a kind the schemas do not know;
 #   - kustomization.yaml lists files that exist, and every manifest except the *.example.yaml ones; where
 #     kubectl is installed, `kubectl kustomize` renders it;
-#   - each Deployment's and DaemonSet's selector matches its pod template, each Service's selector the pods of
-#     one of them, and a named targetPort is a port of their containers;
+#   - each Deployment's, DaemonSet's and StatefulSet's selector matches its pod template, each Service's,
+#     PodDisruptionBudget's and NetworkPolicy's (pod) selector the pods of one of them, and a named
+#     targetPort or NetworkPolicy port is a port of their containers; a StatefulSet's serviceName names a
+#     headless Service that selects its pods;
+#   - a workload of more than one replica mounts only ReadWriteMany PersistentVolumeClaims, which exist;
 #   - the ConfigMap jig-gateway's gateway.toml parses (tomllib) and uses only the keys the deployment sets;
+#     its `nodes` and `etcd` entries that name NAME.NAMESPACE.svc.cluster.local name a Service here with that
+#     port; a jig-gateway Deployment of more than one replica needs `etcd` (the replicas' shared state);
 #   - the example nvidia-mig-parted config parses as YAML, `version: v1` with a `mig-configs` map.
 # The validator goes into .jig/python-manifests once (from PyPI, pinned with its dependencies); later runs
 # only check. MANIFESTS=DIR (absolute, or relative to the repository root) checks another directory. One line
@@ -44,7 +49,8 @@ from kubernetes_validate import utils as kv
 
 directory, version = sys.argv[1], sys.argv[2]
 # The gateway.toml keys this deployment may use (see deploy/README.md), and their types.
-GATEWAY_KEYS = {"listen": str, "state_dir": str, "token": str, "nodes": list, "node_token_file": str}
+GATEWAY_KEYS = {"listen": str, "state_dir": str, "token": str, "nodes": list, "node_token_file": str, "etcd": list}
+WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet")
 failed = False
 
 
@@ -73,7 +79,20 @@ def gateway_toml_errors(text):
             errors.append(f"gateway.toml: `{key}` must be a {ty.__name__}")
     if isinstance(config.get("nodes"), list) and not all(isinstance(n, str) and ":" in n for n in config["nodes"]):
         errors.append("gateway.toml: `nodes` entries must be \"HOST:PORT\" strings")
+    if isinstance(config.get("etcd"), list):
+        if not config["etcd"]:
+            errors.append("gateway.toml: `etcd` must list at least one endpoint (or be left out)")
+        for endpoint in config["etcd"]:
+            if not (isinstance(endpoint, str) and endpoint.startswith(("http://", "https://")) and host_port(endpoint)):
+                errors.append(f"gateway.toml: `etcd` entries must be \"http://HOST:PORT\" strings, not {endpoint!r}")
     return errors
+
+
+def host_port(address):
+    """(host, port) of "HOST:PORT" or "http://HOST:PORT", or None."""
+    address = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = address.rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else None
 
 
 def mig_parted_errors(text):
@@ -94,13 +113,22 @@ def mig_parted_errors(text):
 
 
 def workload_ports(objects):
-    """(pod template labels, named container ports) of each Deployment and DaemonSet."""
+    """(pod template labels, named container ports) of each Deployment, DaemonSet and StatefulSet."""
     for obj in objects:
-        if obj.get("kind") in ("Deployment", "DaemonSet"):
+        if obj.get("kind") in WORKLOADS:
             template = obj["spec"]["template"]
             labels = template["metadata"].get("labels", {})
             ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", []) if "name" in p}
             yield labels, ports
+
+
+def selects_pods(selector, objects):
+    """Whether matchLabels `selector` (not empty) selects the pods of one of `objects`' workloads."""
+    return bool(selector) and any(selector.items() <= labels.items() for labels, _ in workload_ports(objects))
+
+
+def namespace_of(obj):
+    return (obj.get("metadata") or {}).get("namespace")
 
 
 files = sorted(glob.glob(os.path.join(directory, "*.yaml")) + glob.glob(os.path.join(directory, "*.yml")))
@@ -143,27 +171,94 @@ for path in manifests:
     report(path, errors, f"{len(objects[path])} objects valid against Kubernetes {version} ({', '.join(map(name_of, objects[path]))})")
 
 everything = [o for objs in objects.values() for o in objs]
-# Checks across files: the gateway's ConfigMap and the example MIG config exist; Services select pods.
+# Checks across files: the gateway's ConfigMap and the example MIG config exist; Services, PodDisruptionBudgets
+# and NetworkPolicies select pods; StatefulSets have their headless Service; shared claims are ReadWriteMany;
+# gateway.toml names Services that exist.
 errors = []
+services = {(namespace_of(o), o["metadata"]["name"]): o for o in everything if o["kind"] == "Service"}
+claims = {(namespace_of(o), o["metadata"]["name"]): o for o in everything if o["kind"] == "PersistentVolumeClaim"}
 configmaps = {o["metadata"]["name"]: o for o in everything if o["kind"] == "ConfigMap"}
 if "gateway.toml" not in (configmaps.get("jig-gateway") or {}).get("data", {}):
     errors.append("no ConfigMap jig-gateway with a gateway.toml")
 if "config.yaml" not in (configmaps.get("jig-mig-parted-config") or {}).get("data", {}):
     errors.append("no ConfigMap jig-mig-parted-config with a config.yaml (mig-config.example.yaml)")
-for workload in (o for o in everything if o["kind"] in ("Deployment", "DaemonSet")):
+for workload in (o for o in everything if o["kind"] in WORKLOADS):
     wanted = workload["spec"]["selector"].get("matchLabels", {})
-    if not wanted.items() <= workload["spec"]["template"]["metadata"].get("labels", {}).items():
+    labels = workload["spec"]["template"]["metadata"].get("labels", {})
+    if not wanted.items() <= labels.items():
         errors.append(f"{name_of(workload)}: spec.selector.matchLabels {wanted} are not all labels of its pod template")
+    if workload["kind"] == "StatefulSet":
+        service = services.get((namespace_of(workload), workload["spec"].get("serviceName")))
+        if service is None:
+            errors.append(f"{name_of(workload)}: spec.serviceName `{workload['spec'].get('serviceName')}` is no Service here")
+        elif service["spec"].get("clusterIP") != "None":
+            errors.append(f"{name_of(workload)}: its Service {service['metadata']['name']} is not headless (clusterIP: None)")
+        elif not service["spec"].get("selector") or not service["spec"]["selector"].items() <= labels.items():
+            errors.append(f"{name_of(workload)}: its Service {service['metadata']['name']} does not select its pods")
+    # Pods that share a claim (a DaemonSet's run on every machine; a StatefulSet's volumeClaimTemplates are
+    # per pod and not looked at here).
+    pods = "its pods" if workload["kind"] == "DaemonSet" else f"{workload['spec'].get('replicas', 1)} replicas"
+    if workload["kind"] != "DaemonSet" and workload["spec"].get("replicas", 1) <= 1:
+        continue
+    for volume in workload["spec"]["template"]["spec"].get("volumes", []):
+        claim_name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim_name is None:
+            continue
+        claim = claims.get((namespace_of(workload), claim_name))
+        if claim is None:
+            errors.append(f"{name_of(workload)}: volume `{volume['name']}` claims {claim_name}, no PersistentVolumeClaim here")
+        elif "ReadWriteMany" not in claim["spec"].get("accessModes", []):
+            errors.append(f"{name_of(workload)}: {pods} share PersistentVolumeClaim "
+                          f"{claim_name}, which is not ReadWriteMany")
+for budget in (o for o in everything if o["kind"] == "PodDisruptionBudget"):
+    selector = (budget["spec"].get("selector") or {}).get("matchLabels", {})
+    if not selects_pods(selector, everything):
+        errors.append(f"{name_of(budget)}: its selector {selector} matches no Deployment's, DaemonSet's or StatefulSet's pods")
+for policy in (o for o in everything if o["kind"] == "NetworkPolicy"):
+    # The pods it applies to, and those its ingress rules admit from this namespace.
+    own = (policy["spec"].get("podSelector") or {}).get("matchLabels", {})
+    peers = [peer["podSelector"].get("matchLabels", {}) for rule in policy["spec"].get("ingress", [])
+             for peer in rule.get("from", []) if "podSelector" in peer and "namespaceSelector" not in peer]
+    for selector in [own] + peers:
+        if not selects_pods(selector, everything):
+            errors.append(f"{name_of(policy)}: its pod selector {selector} matches no Deployment's, DaemonSet's or StatefulSet's pods")
+    targets = [ports for labels, ports in workload_ports(everything) if own and own.items() <= labels.items()]
+    for rule in policy["spec"].get("ingress", []):
+        for port in (p.get("port") for p in rule.get("ports", [])):
+            if isinstance(port, str) and targets and not any(port in ports for ports in targets):
+                errors.append(f"{name_of(policy)}: port `{port}` is no named port of the pods it selects")
+# gateway.toml: in-cluster names of `nodes` and `etcd` are Services here, with that port; replicas need etcd.
+try:
+    gateway_config = tomllib.loads((configmaps.get("jig-gateway") or {}).get("data", {}).get("gateway.toml", ""))
+except tomllib.TOMLDecodeError:
+    gateway_config = {}  # reported with its file above
+for key in ("nodes", "etcd"):
+    entries = gateway_config.get(key)
+    for entry in entries if isinstance(entries, list) else []:
+        address = host_port(entry) if isinstance(entry, str) else None
+        if address is None or not address[0].endswith(".svc.cluster.local"):
+            continue
+        parts = address[0].split(".")  # [POD.]SERVICE.NAMESPACE.svc.cluster.local
+        service = services.get((parts[-4], parts[-5])) if len(parts) >= 5 else None
+        if service is None:
+            errors.append(f"gateway.toml: `{key}` entry {entry} names no Service here")
+        elif not any(p.get("port") == address[1] for p in service["spec"].get("ports", [])):
+            errors.append(f"gateway.toml: `{key}` entry {entry}: Service {parts[-5]} has no port {address[1]}")
+for gateway in (o for o in everything if o["kind"] == "Deployment" and o["metadata"]["name"] == "jig-gateway"):
+    if gateway["spec"].get("replicas", 1) > 1 and not gateway_config.get("etcd"):
+        errors.append(f"{name_of(gateway)}: {gateway['spec']['replicas']} replicas need `etcd` in gateway.toml (shared state)")
 for service in (o for o in everything if o["kind"] == "Service"):
     selector = service["spec"].get("selector", {})
     matches = [ports for labels, ports in workload_ports(everything) if selector.items() <= labels.items()]
     if not matches:
-        errors.append(f"{name_of(service)}: its selector {selector} matches no Deployment's or DaemonSet's pods")
+        errors.append(f"{name_of(service)}: its selector {selector} matches no Deployment's, DaemonSet's or StatefulSet's pods")
     for port in service["spec"].get("ports", []):
         target = port.get("targetPort")
         if matches and isinstance(target, str) and not any(target in ports for ports in matches):
             errors.append(f"{name_of(service)}: targetPort `{target}` is no named port of the pods it selects")
-report(f"{directory} (across files)", errors, "ConfigMaps present; workloads select their pods; every Service selects pods and named ports")
+report(f"{directory} (across files)", errors, "ConfigMaps present; workloads select their pods; every Service, "
+       "PodDisruptionBudget and NetworkPolicy selects pods (and named ports); StatefulSets have headless Services; "
+       "shared claims ReadWriteMany; gateway.toml's in-cluster names are Services")
 
 # kustomization.yaml: not a Kubernetes object; its resources exist, and list every manifest but the examples.
 errors = []

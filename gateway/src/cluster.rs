@@ -5,6 +5,7 @@
 //! /jig/apps/<app>              an app: its record and the deployment every replica runs (a `ClusterApp`, JSON)
 //! /jig/leader/…                the controller's election (etcd's election API), on each replica's lease
 //! /jig/demand/<app>/<replica>  the demand windows (req/s) a replica measured, on its lease
+//! /jig/nodes/<node>            a `jig node --etcd` registered, on its lease (`jig_node::registry`)
 //! ```
 //!
 //! Each replica holds a lease (kept alive every few seconds) and campaigns for leadership on it; when a leader
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, EventType, GetOptions, PutOptions, WatchOptions};
+use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::store::AppRecord;
@@ -68,13 +69,8 @@ pub struct Cluster {
 impl Cluster {
     /// Connect to etcd at `endpoints` as replica `id`, and start keeping a lease and campaigning for leadership.
     pub async fn connect(endpoints: &[String], id: String) -> anyhow::Result<Cluster> {
-        // No request timeout: a campaign waits as long as another replica leads. HTTP/2 pings find a dead etcd
-        // within about six seconds instead, and fail what waits on it.
-        let options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_keep_alive(Duration::from_secs(3), Duration::from_secs(3))
-            .with_keep_alive_while_idle(true);
-        let client = Client::connect(endpoints, Some(options))
+        // No request timeout: a campaign waits as long as another replica leads (HTTP/2 pings find a dead etcd).
+        let client = jig_node::registry::connect(endpoints)
             .await
             .map_err(|e| anyhow::anyhow!("cannot reach etcd at {}: {e}", endpoints.join(", ")))?;
         let cluster = Cluster { client, id, lease: Arc::default(), leader: Arc::default() };
@@ -202,6 +198,12 @@ impl Cluster {
             }
         });
         Ok(changes)
+    }
+
+    /// The addresses of the `jig node`s registered in the cluster (`jig node --etcd`).
+    pub async fn registered_nodes(&self) -> anyhow::Result<Vec<String>> {
+        let nodes = jig_node::registry::registered(&mut self.client.clone()).await?;
+        Ok(nodes.into_iter().map(|n| n.addr).collect())
     }
 
     /// Publish the demand windows this replica measured for `app` (they go with its lease).

@@ -280,7 +280,7 @@ impl Gateway {
     /// on the nodes that remain (or, if none has room, the app runs its default deployment and says so).
     /// Looks every [`NODES_FRESH`](super::NODES_FRESH), forever; a gateway without nodes has nothing to watch.
     pub(super) async fn watch_nodes(self: Arc<Self>) {
-        if self.config.nodes.is_empty() {
+        if !self.uses_nodes() {
             return;
         }
         let mut ticks = tokio::time::interval(super::NODES_FRESH);

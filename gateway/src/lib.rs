@@ -215,6 +215,8 @@ pub struct Gateway {
     hosts: ModelHosts,
     /// The nodes as last found, and when (see [`Gateway::nodes`]).
     nodes: std::sync::Mutex<(Option<Instant>, Vec<NodeInfo>)>,
+    /// The addresses of the nodes registered in the cluster, as last read.
+    registered: std::sync::Mutex<Vec<String>>,
     /// The cluster state, for replicas; `None` for a gateway alone.
     cluster: Option<Cluster>,
     store: Store,
@@ -271,6 +273,7 @@ impl Gateway {
             runtime,
             hosts: ModelHosts { launcher: Launcher::discover(), nodes: node_access },
             nodes: Default::default(),
+            registered: Default::default(),
             cluster,
             store,
             apps,
@@ -280,6 +283,7 @@ impl Gateway {
             peaks,
         });
         if let Some(cluster) = &gateway.cluster {
+            tokio::spawn(gateway.clone().track_registrations());
             let (apps, revision) = cluster.apps().await?;
             for app in apps {
                 gateway.clone().apply(app).await;
@@ -330,10 +334,41 @@ impl Gateway {
         apps.values().filter(|a| Some(a.name.as_str()) != except).fold(all, |free, app| free.without(&app.deployment))
     }
 
+    /// Whether model instances run on nodes: the gateway was given some, or (a replica with a node token) may find
+    /// them registered in the cluster.
+    fn uses_nodes(&self) -> bool {
+        !self.config.nodes.is_empty() || (self.cluster.is_some() && self.hosts.nodes.is_some())
+    }
+
+    /// Read the nodes registered in the cluster twice every [`NODES_FRESH`], forever; when they change, look at
+    /// the nodes again at once (`jig status` and the next plan see a node as soon as it registers).
+    async fn track_registrations(self: Arc<Self>) {
+        let Some(cluster) = self.cluster.clone() else { return };
+        let mut ticks = tokio::time::interval(NODES_FRESH / 2);
+        loop {
+            ticks.tick().await;
+            match cluster.registered_nodes().await {
+                Ok(mut found) => {
+                    found.sort();
+                    let changed = {
+                        let mut registered = self.registered.lock().unwrap_or_else(|p| p.into_inner());
+                        std::mem::replace(&mut *registered, found.clone()) != found
+                    };
+                    if changed {
+                        self.nodes.lock().unwrap_or_else(|p| p.into_inner()).0 = None;
+                        let gateway = self.clone();
+                        let _ = tokio::task::spawn_blocking(move || gateway.nodes(true)).await;
+                    }
+                }
+                Err(e) => tracing::warn!("cannot read the registered nodes: {e:#}; using the last ones read"),
+            }
+        }
+    }
+
     /// What the gateway may use in all: its own machine, or its nodes (as last found, or found again when
     /// `refresh` and the last look is stale).
     fn capacity(&self, refresh: bool) -> Capacity {
-        if self.config.nodes.is_empty() {
+        if !self.uses_nodes() {
             let devices = self.hosts.launcher.devices();
             return Capacity::of(devices, self.config.cores, self.config.gpus.as_deref());
         }
@@ -351,9 +386,17 @@ impl Gateway {
             && stale
             && let Some(access) = &self.hosts.nodes
         {
-            let mut found = Vec::new();
-            for result in jig_node::discover(&self.config.nodes, &access.token, NODE_TIMEOUT) {
+            let mut addresses = self.config.nodes.clone();
+            for addr in self.registered.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                if !addresses.contains(addr) {
+                    addresses.push(addr.clone());
+                }
+            }
+            let mut found: Vec<NodeInfo> = Vec::new();
+            for result in jig_node::discover(&addresses, &access.token, NODE_TIMEOUT) {
                 match result {
+                    // A node listed and registered under two names is one node.
+                    Ok(node) if found.iter().any(|f| f.addr == node.addr) => {}
                     Ok(node) => found.push(node),
                     Err(e) => tracing::warn!("{e}; planning without it"),
                 }

@@ -14,6 +14,7 @@
 //!   an ordinary [`Instance`](jig_model_host::instance::Instance): a batch goes to the node and its outputs come
 //!   back. A connection that breaks fails the batch in flight at once (the kernel closes a dead node's socket;
 //!   a node that stops answering fails it after [`RemoteSpec::timeout`]); the next batch connects again.
+//! * [`registry`]: nodes registered in the cluster state (etcd), where gateway replicas find them.
 //! * [`protocol`]: the frames. Tensor bytes cross the network once, raw, after the frame that describes them:
 //!   written from the tensors' own memory and read into reused buffers ([`jig_tensor::Spare`]).
 //!
@@ -25,6 +26,7 @@
 
 pub mod client;
 pub mod protocol;
+pub mod registry;
 pub mod server;
 
 pub use client::{Access, NodeInfo, Remote, RemoteError, RemoteSpec, discover};

@@ -39,9 +39,10 @@ pub(crate) fn compile(engine: &Engine, dir: Option<&Path>, wasm: &[u8]) -> wasmt
 fn store(component: &Component, dir: &Path, path: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let bytes = component.serialize().map_err(|e| anyhow::anyhow!("{e:#}"))?;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)?;
+    // A name of its own for each writer: gateway replicas share the cache on one volume, each possibly as pid 1.
+    let mut tmp = tempfile::Builder::new().prefix(".compiling-").tempfile_in(dir)?;
+    std::io::Write::write_all(&mut tmp, &bytes)?;
+    tmp.persist(path)?;
     Ok(())
 }
 

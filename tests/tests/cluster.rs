@@ -1,5 +1,6 @@
-//! Gateway replicas with their cluster state in etcd, on loopback: etcd, two `jig node`s and two gateways as
-//! real processes. An app deployed through one gateway is served through the other; when the leading gateway
+//! Gateway replicas with their cluster state in etcd, on loopback: etcd, two `jig node`s (one listed in the
+//! gateways' config, one registered in etcd) and two gateways as real processes. An app deployed through one
+//! gateway is served through the other; when the leading gateway
 //! and then a node are killed (`kill -9`), the other gateway takes the lead and re-plans the app onto the node
 //! that remains, and it is still served; a third gateway started later runs it too: nothing deployed is lost.
 //! When etcd goes, the replicas serve on and refuse deploys with a message.
@@ -51,21 +52,39 @@ impl Drop for Etcd {
     }
 }
 
-/// `jig node` with one core on a free port; its process and address.
-fn node(dir: &Path, token: &Path) -> (Child, String) {
+/// A child process, killed when dropped (a failing test leaves none behind).
+struct Process(Child);
+
+impl Process {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `jig node` with one core on a free port, registered in `etcd` if given; its process and address.
+fn node(dir: &Path, token: &Path, etcd: Option<&str>) -> (Process, String) {
     std::fs::create_dir_all(dir).unwrap();
     let mut child = jig()
-        .args(["node", "--listen", "127.0.0.1:0", "--name", "n", "--cores", "1", "--token-file"])
+        .args(["node", "--listen", "127.0.0.1:0", "--name", dir.file_name().unwrap().to_str().unwrap()])
+        .args(["--cores", "1", "--token-file"])
         .arg(token)
         .arg("--cache-dir")
         .arg(dir.join("cache"))
+        .args(etcd.map(|url| ["--etcd", url]).into_iter().flatten())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let addr = line.split("listening on ").nth(1).and_then(|r| r.split(' ').next()).unwrap().to_string();
-    (child, addr)
+    (Process(child), addr)
 }
 
 fn leads(gateway: &Gateway) -> bool {
@@ -87,12 +106,13 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     let etcd = Etcd::start(&dir.path().join("etcd"));
     let token = dir.path().join("token");
     std::fs::write(&token, "cluster-token\n").unwrap();
-    let ((mut a, addr_a), (mut b, addr_b)) = (node(&dir.path().join("a"), &token), node(&dir.path().join("b"), &token));
+    let (mut a, addr_a) = node(&dir.path().join("a"), &token, None);
+    let (mut b, addr_b) = node(&dir.path().join("b"), &token, Some(&etcd.1));
     let config = dir.path().join("gateway.toml");
     std::fs::write(
         &config,
         format!(
-            "etcd = [\"{}\"]\nnodes = [\"{addr_a}\", \"{addr_b}\"]\nnode_token_file = \"{}\"\ndemand_window_s = 3600\n",
+            "etcd = [\"{}\"]\nnodes = [\"{addr_a}\"]\nnode_token_file = \"{}\"\ndemand_window_s = 3600\n",
             etcd.1,
             token.display()
         ),
@@ -103,6 +123,9 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     let start = || Gateway::start(&state, &["--config", config.to_str().unwrap()]);
     let (first, second) = (start(), start());
     eventually("one replica leads", || leads(&first) || leads(&second));
+    let nodes_seen =
+        |gateway: &Gateway| gateway.http("GET", "/v1/devices", &[], b"").json()["nodes"].as_array().map_or(0, Vec::len);
+    eventually("the listed node and the registered one are seen", || nodes_seen(&first) == 2);
     assert!(!(leads(&first) && leads(&second)), "two leaders");
 
     // Deployed through the first, served through the second.
@@ -124,14 +147,17 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
         let places = status["deployment"]["instances"][0]["places"].as_array().cloned().unwrap_or_default();
         places.iter().filter_map(|p| p["node"].as_str().map(str::to_owned)).collect()
     };
-    assert_eq!(places(&second).len(), 2, "one instance on each node");
+    let mut on = places(&second);
+    on.sort();
+    let mut both = vec![addr_a.clone(), addr_b.clone()];
+    both.sort();
+    assert_eq!(on, both, "one instance on each node, the listed one and the registered one");
 
     // The leader dies, and so does node a: the other replica takes the lead and re-plans onto node b.
     let (mut leader, survivor) = if leads(&first) { (first, second) } else { (second, first) };
     leader.child.kill().unwrap();
     leader.child.wait().unwrap();
-    a.kill().unwrap();
-    a.wait().unwrap();
+    a.kill();
     eventually("the survivor leads", || leads(&survivor));
     eventually("the app re-planned onto node b", || {
         let on = places(&survivor);
@@ -152,6 +178,5 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("etcd") && said.contains("spread"), "{said}");
     assert_eq!(invoke(&third).status, 200);
-    b.kill().unwrap();
-    b.wait().unwrap();
+    b.kill();
 }

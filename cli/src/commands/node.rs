@@ -35,6 +35,14 @@ pub struct NodeCommand {
     /// Connections (model instances) served at once; more are refused with a message.
     #[arg(long, default_value_t = 256)]
     max_connections: usize,
+    /// etcd endpoints (`http://HOST:2379`, comma-separated) to register in, so that gateway replicas of that
+    /// cluster find this node without listing it; the registration lapses within seconds of the node's end.
+    #[arg(long, value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// The address gateways reach this node at, for the registration (default: --listen's, unless that is
+    /// 0.0.0.0 or [::]).
+    #[arg(long)]
+    advertise: Option<String>,
 }
 
 impl NodeCommand {
@@ -70,6 +78,21 @@ impl NodeCommand {
             max_connections: self.max_connections,
             ..NodeConfig::new(name.clone(), token, cache_dir.clone())
         };
+        if !self.etcd.is_empty() {
+            let advertise = match (self.advertise, addr.ip().is_unspecified()) {
+                (Some(advertise), _) => advertise,
+                (None, false) => addr.to_string(),
+                (None, true) => {
+                    bail!("--etcd: this node listens on {addr}; say where gateways reach it with --advertise HOST:PORT")
+                }
+            };
+            let registration = jig_node::registry::Registration { name: name.clone(), addr: advertise };
+            let endpoints = self.etcd.clone();
+            let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            std::thread::Builder::new()
+                .name("jig-node registry".into())
+                .spawn(move || tokio.block_on(jig_node::registry::register(endpoints, registration)))?;
+        }
         println!("jig node `{name}` listening on {addr} ({summary}; models cached in {})", cache_dir.display());
         std::io::stdout().flush()?;
         Arc::new(Node::new(config, launcher)).serve(listener).with_context(|| format!("node on {addr}"))?;
