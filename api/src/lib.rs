@@ -391,13 +391,19 @@ impl PlannedInstances {
 }
 
 impl Deployment {
-    /// The same instances (variants, segments, batch sizes, counts) as `other`, whatever the rates.
+    /// The same instances (variants, segments, batch sizes, counts, and the nodes they run on) as `other`,
+    /// whatever the rates.
     pub fn same_instances(&self, other: &Deployment) -> bool {
-        let key = |d: &Deployment| -> Vec<(String, String, String, u32, u32)> {
+        type Key = (String, String, String, u32, u32, Vec<Option<String>>);
+        let key = |d: &Deployment| -> Vec<Key> {
             let mut k: Vec<_> = d
                 .instances
                 .iter()
-                .map(|i| (i.slot.clone(), i.variant.clone(), i.segment.clone(), i.max_batch, i.count))
+                .map(|i| {
+                    let mut nodes: Vec<Option<String>> = i.places.iter().map(|p| p.node.clone()).collect();
+                    nodes.sort();
+                    (i.slot.clone(), i.variant.clone(), i.segment.clone(), i.max_batch, i.count, nodes)
+                })
                 .collect();
             k.sort();
             k
@@ -491,7 +497,7 @@ mod tests {
     }
 
     #[test]
-    fn same_instances_ignores_rates_and_order() {
+    fn same_instances_ignores_rates_and_order_but_not_nodes() {
         let planned = |slot: &str, rate_rps: f64| PlannedInstances {
             slot: slot.into(),
             variant: "v".into(),
@@ -513,6 +519,10 @@ mod tests {
         let b = Deployment { instances: vec![planned("b", 5.0), planned("a", 3.0)], ..a.clone() };
         assert!(a.same_instances(&b));
         assert_eq!(a.instances[0].cpu_cores(), Some(2));
+        // The same instances moved to another node are not the same.
+        let mut moved = b.clone();
+        moved.instances[0].places = vec![InstancePlace { node: Some("10.0.0.2:7070".into()), ..Default::default() }];
+        assert!(!a.same_instances(&moved));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Gateway replicas with their cluster state in etcd, on loopback: etcd, two `jig node`s (one listed in the
-//! gateways' config, one registered in etcd) and two gateways as real processes. An app deployed through one
+//! Gateway replicas with their cluster state in etcd, on loopback: etcd, three `jig node`s (one listed in the
+//! gateways' config, two registered in etcd) and two gateways as real processes. An app deployed through one
 //! gateway is served through the other; when the leading gateway
 //! and then a node are killed (`kill -9`), the other gateway takes the lead and re-plans the app onto the node
 //! that remains, and it is still served; a third gateway started later runs it too: nothing deployed is lost.
@@ -108,6 +108,7 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     std::fs::write(&token, "cluster-token\n").unwrap();
     let (mut a, addr_a) = node(&dir.path().join("a"), &token, None);
     let (mut b, addr_b) = node(&dir.path().join("b"), &token, Some(&etcd.1));
+    let (mut c, addr_c) = node(&dir.path().join("c"), &token, Some(&etcd.1));
     let config = dir.path().join("gateway.toml");
     std::fs::write(
         &config,
@@ -125,7 +126,7 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     eventually("one replica leads", || leads(&first) || leads(&second));
     let nodes_seen =
         |gateway: &Gateway| gateway.http("GET", "/v1/devices", &[], b"").json()["nodes"].as_array().map_or(0, Vec::len);
-    eventually("the listed node and the registered one are seen", || nodes_seen(&first) == 2);
+    eventually("the listed node and the registered ones are seen", || nodes_seen(&first) == 3);
     assert!(!(leads(&first) && leads(&second)), "two leaders");
 
     // Deployed through the first, served through the second.
@@ -147,21 +148,24 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
         let places = status["deployment"]["instances"][0]["places"].as_array().cloned().unwrap_or_default();
         places.iter().filter_map(|p| p["node"].as_str().map(str::to_owned)).collect()
     };
-    let mut on = places(&second);
-    on.sort();
-    let mut both = vec![addr_a.clone(), addr_b.clone()];
-    both.sort();
-    assert_eq!(on, both, "one instance on each node, the listed one and the registered one");
+    // Two instances of one core each, on two of the three nodes, the listed one (first in the plan's order) and a
+    // registered one.
+    let on = places(&second);
+    assert_eq!(on.len(), 2, "{on:?}");
+    assert!(on.contains(&addr_a) && on.iter().any(|n| *n == addr_b || *n == addr_c) && on[0] != on[1], "{on:?}");
 
-    // The leader dies, and so does node a: the other replica takes the lead and re-plans onto node b.
+    // The leader dies, and so does node a: the other replica takes the lead and re-plans onto nodes b and c.
     let (mut leader, survivor) = if leads(&first) { (first, second) } else { (second, first) };
     leader.child.kill().unwrap();
     leader.child.wait().unwrap();
     a.kill();
     eventually("the survivor leads", || leads(&survivor));
-    eventually("the app re-planned onto node b", || {
-        let on = places(&survivor);
-        !on.is_empty() && on.iter().all(|n| *n == addr_b)
+    eventually("the app re-planned onto nodes b and c", || {
+        let mut on = places(&survivor);
+        on.sort();
+        let mut left = vec![addr_b.clone(), addr_c.clone()];
+        left.sort();
+        on == left
     });
     assert_eq!(invoke(&survivor).status, 200);
 
@@ -179,4 +183,5 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     assert!(said.contains("etcd") && said.contains("spread"), "{said}");
     assert_eq!(invoke(&third).status, 200);
     b.kill();
+    c.kill();
 }
