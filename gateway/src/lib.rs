@@ -104,7 +104,8 @@ pub struct GatewayConfig {
     /// Kubernetes headless Service) counts each as a node. With nodes, the gateway plans over their segments
     /// and runs no model itself; `cores` and `gpus` then do not apply.
     pub nodes: Vec<String>,
-    /// A file holding the token the nodes were started with (`jig node --token-file`); needed with `nodes`.
+    /// A file holding the token the nodes were started with (`jig node --token-file`); needed with `nodes`, and
+    /// for a replica to use the nodes registered in its cluster.
     pub node_token_file: Option<PathBuf>,
     /// etcd endpoints (`http://HOST:2379`) holding the cluster state, for gateway replicas ([`cluster`]): apps and
     /// plans live there, and `state_dir`, which the replicas share, holds the bundles. Default: none (one
@@ -258,10 +259,11 @@ impl Gateway {
         })?);
         let apps: Apps = Arc::default();
         let peaks = load_peak_predictor(config.ipa_predictor.as_deref())?;
+        // With a token, the gateway may use nodes: those listed, and (a replica) those registered in the cluster.
         let node_access = match (&config.node_token_file, config.nodes.is_empty()) {
-            (_, true) => None,
+            (None, true) => None,
             (None, false) => anyhow::bail!("`nodes` needs `node_token_file`: the token the nodes were started with"),
-            (Some(path), false) => {
+            (Some(path), _) => {
                 let token = std::fs::read_to_string(path)
                     .map_err(|e| anyhow::anyhow!("`node_token_file`: cannot read {}: {e}", path.display()))?;
                 Some(jig_node::Access { token: token.trim().to_string(), timeout: NODE_TIMEOUT })
