@@ -12,7 +12,7 @@
 //! | `GET /v1/apps` | [`AppList`]: the deployed apps | `token` |
 //! | `GET /v1/apps/{app}` | [`AppStatus`]: one app's tasks, deployment, bundle, demand | `token` |
 //! | `DELETE /v1/apps/{app}` | [`Deleted`]: remove an app | `token` |
-//! | `GET /v1/devices` | [`MachineStatus`]: the cores and GPUs, and what no app holds | `token` |
+//! | `GET /v1/devices` | [`MachineStatus`]: the cores and GPUs (or each node's), what no app holds, the replica | `token` |
 //! | `GET /metrics` | Prometheus text format | none |
 //! | `GET /openapi.json` | [`openapi()`]: this API's OpenAPI 3.1 description | none |
 //! | `GET /healthz` | `ok` | none |
