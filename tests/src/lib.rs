@@ -1,5 +1,5 @@
 //! Helpers of the end-to-end tests in `tests/tests/`: the `jig` binary, the built components and models,
-//! a gateway process on a loopback port, and a plain HTTP/1.1 client.
+//! a gateway process on a loopback port, a `jig node`, and a plain HTTP/1.1 client.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -72,6 +72,47 @@ accuracy = {accuracy}
     if let Some(profiles) = profiles {
         std::fs::write(dir.join("profiles.csv"), profiles).unwrap();
     }
+}
+
+/// A child process, killed when dropped (a failing test leaves none behind).
+pub struct Process(pub Child);
+
+impl Process {
+    /// Kill it (`kill -9`) and reap it.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `jig node` on `listen` (port 0: a free one) with one core, the token in the file `token`, its model cache in
+/// `dir/cache` and its name `dir`'s, with `args` added; the process and the address it printed.
+pub fn start_node(dir: &Path, listen: &str, token: &Path, args: &[&str]) -> (Process, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("node");
+    let mut child = jig()
+        .args(["node", "--listen", listen, "--name", name, "--cores", "1", "--token-file"])
+        .arg(token)
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("`jig node` printed {line:?}, not its address"));
+    (Process(child), addr.to_string())
 }
 
 /// A `jig up` process on a free loopback port. Killed when dropped.

@@ -5,13 +5,12 @@
 //! that remains, and it is still served; a third gateway started later runs it too: nothing deployed is lost.
 //! When etcd goes, the replicas serve on and refuse deploys with a message.
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use jig_tests::{Gateway, jig, probe_app};
+use jig_tests::{Gateway, Process, probe_app};
 
 /// A free loopback port (bound, then freed for the process that takes it).
 fn free_port() -> u16 {
@@ -52,39 +51,10 @@ impl Drop for Etcd {
     }
 }
 
-/// A child process, killed when dropped (a failing test leaves none behind).
-struct Process(Child);
-
-impl Process {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// `jig node` with one core on a free port, registered in `etcd` if given; its process and address.
 fn node(dir: &Path, token: &Path, etcd: Option<&str>) -> (Process, String) {
-    std::fs::create_dir_all(dir).unwrap();
-    let mut child = jig()
-        .args(["node", "--listen", "127.0.0.1:0", "--name", dir.file_name().unwrap().to_str().unwrap()])
-        .args(["--cores", "1", "--token-file"])
-        .arg(token)
-        .arg("--cache-dir")
-        .arg(dir.join("cache"))
-        .args(etcd.map(|url| ["--etcd", url]).into_iter().flatten())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.split("listening on ").nth(1).and_then(|r| r.split(' ').next()).unwrap().to_string();
-    (Process(child), addr)
+    let args: Vec<&str> = etcd.map(|url| vec!["--etcd", url]).unwrap_or_default();
+    jig_tests::start_node(dir, "127.0.0.1:0", token, &args)
 }
 
 fn leads(gateway: &Gateway) -> bool {

@@ -3,8 +3,6 @@
 //! a node started again on the same port serves the next batch. A gateway given two nodes plans an app over
 //! their cores and serves it from them.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,27 +10,12 @@ use jig_model_host::instance::Executor;
 use jig_model_host::segment::Segment;
 use jig_model_host::{DType, Tensor};
 use jig_node::{Remote, RemoteSpec};
-use jig_tests::{Gateway, jig, probe_app, root};
+use jig_tests::{Gateway, Process, jig, probe_app, root};
 
-/// `jig node` on `listen`, with its token file in `dir`; the process and the address it printed.
-fn start_node(dir: &std::path::Path, listen: &str) -> (Child, String) {
+/// `jig node` named `n1` on `listen`, with its token file in `dir`; the process and the address it printed.
+fn start_node(dir: &std::path::Path, listen: &str) -> (Process, String) {
     std::fs::write(dir.join("token"), "cluster-token\n").unwrap();
-    let mut child = jig()
-        .args(["node", "--listen", listen, "--name", "n1", "--cores", "1", "--token-file"])
-        .arg(dir.join("token"))
-        .arg("--cache-dir")
-        .arg(dir.join("cache"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap_or_else(|| panic!("`jig node` printed {line:?}, not its address"));
-    (child, addr.to_string())
+    jig_tests::start_node(&dir.join("n1"), listen, &dir.join("token"), &[])
 }
 
 fn spec(addr: &str) -> RemoteSpec {
@@ -76,8 +59,7 @@ fn a_killed_node_fails_batches_at_once_and_a_restarted_one_serves() {
     };
     std::thread::sleep(Duration::from_millis(200));
     let killed = Instant::now();
-    node.kill().unwrap();
-    node.wait().unwrap();
+    node.kill();
     let (error, _) = running.join().unwrap();
     assert!(killed.elapsed() < Duration::from_secs(5), "the failure took {:?}", killed.elapsed());
     assert!(error.contains(&addr) && error.contains("e2e/add@cpu:1#0"), "{error}");
@@ -88,8 +70,7 @@ fn a_killed_node_fails_batches_at_once_and_a_restarted_one_serves() {
     let (mut node, _) = start_node(dir.path(), &addr);
     assert_eq!(remote.execute(&inputs).unwrap()[0].shape(), [8, 3, 640, 640]);
     assert_eq!(remote.restarts().unwrap().load(std::sync::atomic::Ordering::Relaxed), 1);
-    node.kill().unwrap();
-    node.wait().unwrap();
+    node.kill();
 }
 
 #[test]
@@ -149,8 +130,7 @@ fn a_gateway_plans_over_its_nodes_and_serves_from_them() {
     assert!(listed.iter().all(|n| n["name"] == "n1" && n["free_cores"].as_array().unwrap().is_empty()), "{devices}");
 
     // Node a dies: the gateway re-plans onto node b within a few seconds, and the app is served from it.
-    a.kill().unwrap();
-    a.wait().unwrap();
+    a.kill();
     let started = Instant::now();
     let status = loop {
         let status = gateway.http("GET", "/v1/apps/spread", &[], b"").json();
@@ -164,6 +144,5 @@ fn a_gateway_plans_over_its_nodes_and_serves_from_them() {
     assert!(status["deployment"]["source"].as_str().unwrap().contains("the most this machine serves"), "{status}");
     let reply = gateway.http("POST", "/v1/apps/spread/invoke", &[], payload.to_string().as_bytes());
     assert_eq!(reply.status, 200, "{}", reply.text());
-    b.kill().unwrap();
-    b.wait().unwrap();
+    b.kill();
 }
