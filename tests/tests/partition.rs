@@ -81,8 +81,17 @@ fn at_batch(shape: &[u64], batch: u64) -> Vec<u64> {
     std::iter::once(batch).chain(shape[1..].iter().copied()).collect()
 }
 
+/// The tests of this file one at a time: the profiling one measures latencies (two runs a batch size), which a
+/// neighbour serving models on the same two cores would distort.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn chained_recognizer_blocks_compute_the_whole_model() {
+    let _alone = alone();
     let partition = read_partition();
     assert_eq!(partition.model, "ppocr-rec.onnx");
     assert!(partition.blocks.len() >= 2, "{} blocks", partition.blocks.len());
@@ -156,6 +165,7 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
 /// core of its own (two pools of one instance), and an invocation answers what the whole model computes.
 #[test]
 fn a_model_cut_in_two_is_served_as_a_pipeline_of_two_pools() {
+    let _alone = alone();
     let partition = read_partition();
     let parts = &partition.partitions;
     assert_eq!(parts.iter().map(|p| p.blocks).collect::<Vec<_>>(), [[0, 5], [5, 10]], "`make setup` cuts at block 5");
@@ -283,6 +293,7 @@ shapes = {{ {:?} = {middle:?} }}
 /// and `jig simulate` read the spec: every block planned, the plan served at most of its rate.
 #[test]
 fn a_cut_model_is_profiled_planned_and_simulated_as_ppipe_does() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("bundle");
     let cut = std::process::Command::new("python3")
