@@ -279,11 +279,12 @@ impl Node {
     }
 }
 
-/// Read `len` bytes of a model into `path` (through a temporary file beside it), checking their SHA-256.
+/// Read `len` bytes of a model into `path` (through a temporary file beside it, removed unless it is kept),
+/// checking their SHA-256.
 fn receive_model(reader: &mut impl Read, path: &Path, sha256: &str, len: u64) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
-    let mut file = tempfile_in(dir)?;
+    let mut file = tempfile::Builder::new().prefix(".receiving-").tempfile_in(dir)?;
     let mut hasher = Sha256::new();
     let mut left = len;
     let mut chunk = vec![0u8; 1 << 20];
@@ -291,23 +292,16 @@ fn receive_model(reader: &mut impl Read, path: &Path, sha256: &str, len: u64) ->
         let n = chunk.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         reader.read_exact(&mut chunk[..n])?;
         hasher.update(&chunk[..n]);
-        file.1.write_all(&chunk[..n])?;
+        file.write_all(&chunk[..n])?;
         left -= n as u64;
     }
     let got = hex::encode(hasher.finalize());
     if got != sha256 {
-        let _ = fs::remove_file(&file.0);
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("its bytes hash to {got}, not {sha256}")));
     }
-    file.1.sync_all()?;
-    fs::rename(&file.0, path)
-}
-
-/// A new file in `dir` for a model being received: `(path, file)`.
-fn tempfile_in(dir: &Path) -> io::Result<(PathBuf, fs::File)> {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let path = dir.join(format!(".receiving-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
-    Ok((path.clone(), fs::File::create(path)?))
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// Whether two tokens are equal, in time that depends on their lengths only.
