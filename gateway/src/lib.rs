@@ -185,8 +185,7 @@ fn gpu_status(devices: &Devices, machine: &Machine, free: &Machine) -> Vec<GpuSt
 
 /// A replica's name in the cluster: its host and port, and its process (a restarted replica is a new one).
 fn replica_id(listen: SocketAddr) -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname");
-    let host = host.as_deref().map_or("gateway", str::trim);
+    let host = jig_model_host::device::host_name().unwrap_or_else(|| "gateway".into());
     format!("{host}-{}-{}", listen.port(), std::process::id())
 }
 

@@ -295,6 +295,12 @@ pub fn pin_current_thread(cores: &[usize]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// This machine's host name (what names a node or a gateway replica by default); `None` where Linux does not say.
+pub fn host_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    Some(name.trim().to_string()).filter(|n| !n.is_empty())
+}
+
 /// The CPU's model name and the cores this process may use, to label profiles.
 pub fn cpu_name() -> String {
     let model = std::fs::read_to_string("/proc/cpuinfo")

@@ -58,9 +58,7 @@ impl NodeCommand {
                 self.token_file.display()
             );
         }
-        let name = self.name.unwrap_or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "node".into(), |h| h.trim().into())
-        });
+        let name = self.name.or_else(jig_model_host::device::host_name).unwrap_or_else(|| "node".into());
         let cache_dir =
             self.cache_dir.unwrap_or_else(|| jig_gateway::xdg_dir("XDG_CACHE_HOME", ".cache").join("jig/node-models"));
         let mut devices = Devices::discover();
