@@ -128,6 +128,14 @@ struct Connection {
     buf: Vec<u8>,
 }
 
+impl Connection {
+    /// The node's next frame; the connection's end is an error.
+    fn reply(&mut self) -> io::Result<Reply> {
+        let closed = || io::Error::new(io::ErrorKind::UnexpectedEof, "the node closed the connection");
+        read_frame(&mut self.reader, &mut self.buf)?.ok_or_else(closed)
+    }
+}
+
 impl Remote {
     /// Connect to the node, prove the token and load the model there (sending its bytes when the node lacks
     /// them). Returns once the model is loaded.
@@ -201,10 +209,7 @@ impl Remote {
 
     /// The node's next frame; the connection's end, or a frame that is not one, is an error.
     fn read(&self, c: &mut Connection) -> Result<Reply, RemoteError> {
-        let closed = || io::Error::new(io::ErrorKind::UnexpectedEof, "the node closed the connection");
-        read_frame(&mut c.reader, &mut c.buf)
-            .and_then(|reply| reply.ok_or_else(closed))
-            .map_err(self.broken("did not answer"))
+        c.reply().map_err(self.broken("did not answer"))
     }
 
     /// Run one batch on `c`.
@@ -294,8 +299,7 @@ fn handshake(
     write_frame(&mut c.writer, &Request::Hello { version: VERSION, token: token.to_string() })
         .and_then(|()| c.writer.flush())
         .map_err(broken)?;
-    let closed = || io::Error::new(io::ErrorKind::UnexpectedEof, "the node closed the connection");
-    match read_frame(&mut c.reader, &mut c.buf).and_then(|r| r.ok_or_else(closed)).map_err(broken)? {
+    match c.reply().map_err(broken)? {
         Reply::Welcome { node: name, devices } => Ok((c, (name, devices))),
         Reply::Refused { reason } => {
             Err(RemoteError::Refused { instance: instance.to_string(), node: node.to_string(), reason })
