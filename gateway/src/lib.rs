@@ -330,7 +330,11 @@ impl Gateway {
     /// The gateway's cores and GPUs, or its nodes', less what every app but `except` holds: what app `except`
     /// may plan within. Finds the nodes again first when the last look is older than [`NODES_FRESH`]: blocks.
     fn free_capacity(&self, except: Option<&str>) -> Capacity {
-        let all = self.capacity(true);
+        self.less_held(self.capacity(true), except)
+    }
+
+    /// `all` less what every app but `except` holds.
+    fn less_held(&self, all: Capacity, except: Option<&str>) -> Capacity {
         let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
         apps.values().filter(|a| Some(a.name.as_str()) != except).fold(all, |free, app| free.without(&app.deployment))
     }
@@ -673,9 +677,7 @@ impl Gateway {
     /// nodes' as last found (this does not look again).
     fn machine(&self) -> MachineStatus {
         let all = self.capacity(false);
-        let apps = self.apps.read().unwrap_or_else(|p| p.into_inner());
-        let free = apps.values().fold(all.clone(), |free, app| free.without(&app.deployment));
-        drop(apps);
+        let free = self.less_held(all.clone(), None);
         let local = self.hosts.launcher.devices();
         let nodes = self.nodes(false);
         let cluster =
