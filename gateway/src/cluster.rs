@@ -102,7 +102,15 @@ impl Cluster {
                 }
             };
             self.lease.store(lease, Ordering::SeqCst);
-            let Ok((mut keeper, mut answers)) = client.lease_keep_alive(lease).await else { continue };
+            let (mut keeper, mut answers) = match client.lease_keep_alive(lease).await {
+                Ok(kept) => kept,
+                Err(e) => {
+                    tracing::warn!("cannot keep the cluster lease alive: {e}; trying again");
+                    self.lease.store(0, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    continue;
+                }
+            };
             let mut campaigner = client.clone();
             let campaign = campaigner.campaign(ELECTION, self.id.clone(), lease);
             tokio::pin!(campaign);
