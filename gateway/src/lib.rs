@@ -385,8 +385,9 @@ impl Gateway {
     /// [`NODES_FRESH`]. A node that does not answer is left out of plans (its instances are placed elsewhere
     /// on the next one) and logged.
     fn nodes(&self, refresh: bool) -> Vec<NodeInfo> {
-        let mut cached = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
-        let stale = cached.0.is_none_or(|at| at.elapsed() > NODES_FRESH);
+        let cached = || self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        let stale = cached().0.is_none_or(|at| at.elapsed() > NODES_FRESH);
+        // The look is made with the cache unlocked: `/v1/devices` and `/metrics` read it meanwhile, unblocked.
         if refresh
             && stale
             && let Some(access) = &self.hosts.nodes
@@ -406,9 +407,9 @@ impl Gateway {
                     Err(e) => tracing::warn!("{e}; planning without it"),
                 }
             }
-            *cached = (Some(Instant::now()), found);
+            *cached() = (Some(Instant::now()), found);
         }
-        cached.1.clone()
+        cached().1.clone()
     }
 
     /// Run `wanted` as the cluster records it (its deployment as planned, not planned again here), unless this
