@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use jig_planner::PlanError;
-use jig_planner::gpulet::{GpuletModel, GpuletProblem, elastic, knee, max_scale, no_interference, squishy};
+use jig_planner::gpulet::{
+    GpuletModel, GpuletPlan, GpuletProblem, elastic, ideal, knee, max_scale, no_interference, squishy,
+};
 
 const SIZES: [u32; 6] = [20, 40, 50, 60, 80, 100];
 const BATCHES: [u32; 6] = [1, 2, 4, 8, 16, 32];
@@ -181,7 +183,73 @@ fn measured_interference_is_read_fitted_and_its_gaps_named() {
 fn gpulet_int_needs_measured_interference() {
     use jig_planner::gpulet::Scheduler;
     let p = problem(vec![model("a", 50.0, 4.0, 0.05)], 1);
-    assert_eq!(Scheduler::all(&p), vec![Scheduler::Gpulet, Scheduler::Sbp]);
+    assert_eq!(Scheduler::all(&p), vec![Scheduler::Gpulet, Scheduler::Sbp, Scheduler::Ideal]);
     let err = Scheduler::GpuletInt.schedule(&p).unwrap_err().to_string();
     assert!(err.contains("utilisation") && err.contains("interference"), "{err}");
+}
+
+/// Every model's whole rate is served, no GPU is given out beyond itself, and every gpu-let's duty cycle holds
+/// with its models slowed as `slowdown` (model, gpu-let, neighbour) says.
+fn assert_holds(p: &GpuletProblem, plan: &GpuletPlan, slowdown: impl Fn(usize, &jig_planner::gpulet::Gpulet) -> f64) {
+    assert!(plan.gpus_used <= p.gpus, "{plan:?}");
+    for (i, m) in p.models.iter().enumerate() {
+        let served: f64 = plan.gpulets.iter().flat_map(|g| &g.loads).filter(|l| l.model == i).map(|l| l.rate_rps).sum();
+        assert!((served - m.rate_rps).abs() < 1e-6 * m.rate_rps, "{}: {served} of {}", m.name, m.rate_rps);
+    }
+    let mut halves: BTreeMap<u32, u32> = BTreeMap::new();
+    for g in &plan.gpulets {
+        *halves.entry(g.gpu).or_default() += g.size;
+        let mut busy = 0.0;
+        for l in &g.loads {
+            let model = &p.models[l.model];
+            assert!(
+                f64::from(l.batch) >= l.rate_rps * g.duty_ms / 1e3 - 1e-9,
+                "each cycle batches its arrivals: {g:?}"
+            );
+            let ms = model.latency(g.size, l.batch).unwrap() * (1.0 + slowdown(l.model, g));
+            assert!(g.duty_ms + ms <= model.slo_ms + 1e-9, "{}'s SLO: {g:?}", model.name);
+            busy += ms;
+        }
+        assert!(busy <= g.duty_ms + 1e-9, "the batches fit the cycle: {g:?}");
+    }
+    assert!(halves.values().all(|&total| total <= 100), "{halves:?}");
+}
+
+/// The paper's "ideal" scheduler searches every layout and assignment that Algorithm 1 picks one of: it fits at
+/// least as much, with and without interference, its plans hold, and past its largest rate it names why.
+#[test]
+fn the_exhaustive_scheduler_fits_at_least_what_algorithm_1_does() {
+    let models = vec![
+        model("le", 100.0, 1.5, 0.01),
+        model("goo", 100.0, 3.0, 0.08),
+        model("res", 100.0, 4.0, 0.5),
+        model("vgg", 50.0, 6.0, 0.9),
+    ];
+    let p = problem(models, 3);
+    // A fifth slower beside any neighbour.
+    let slowed = |_: usize, _: u32, neighbour: Option<(usize, u32)>| if neighbour.is_some() { 0.2 } else { 0.0 };
+    for (what, intf) in
+        [("without", &no_interference as &dyn Fn(usize, u32, Option<(usize, u32)>) -> f64), ("with", &slowed)]
+    {
+        let (best, greedy, nexus) =
+            (max_scale(&p, |q| ideal(q, intf)), max_scale(&p, |q| elastic(q, intf)), max_scale(&p, squishy));
+        assert!(
+            best >= 0.999 * greedy && best >= 0.999 * nexus,
+            "{what} interference: ideal ×{best:.2}, gpulet ×{greedy:.2}, SBP ×{nexus:.2}"
+        );
+        let scaled = p.scaled(best);
+        let plan = ideal(&scaled, intf).unwrap();
+        assert_holds(&scaled, &plan, |m, g| {
+            let beside = plan
+                .gpulets
+                .iter()
+                .find(|o| o.gpu == g.gpu && !std::ptr::eq(*o, g))
+                .map(|o| (o.loads[0].model, o.size));
+            intf(m, g.size, beside)
+        });
+        match ideal(&p.scaled(best * 1.01), intf) {
+            Err(PlanError::Infeasible(why)) => assert!(why.contains("no way of cutting 3 GPUs"), "{why}"),
+            other => panic!("{what} interference, past the largest rate: {other:?}"),
+        }
+    }
 }

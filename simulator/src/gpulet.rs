@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use jig_planner::PlanError;
-use jig_planner::gpulet::{GpuletPlan, GpuletProblem, max_scale};
+use jig_planner::gpulet::{GpuletPlan, GpuletProblem, Scheduler, max_scale};
 
 use crate::simulate::Rng;
 
@@ -275,6 +275,69 @@ pub fn adapt(
     periods
 }
 
+/// The paper's schedulability study (its Figures 15 and 16 compare Algorithm 1 with the exhaustive scheduler
+/// on it): every combination of `levels` as the models' rates, all at 0 left out (4 levels over 5 models: its
+/// 1 023 scenarios), and for each whether each of `schedulers` fits it on the problem's GPUs. Scenarios are
+/// shared among `threads`; `done` is called after each.
+pub fn schedulability(
+    p: &GpuletProblem,
+    levels: &[f64],
+    schedulers: &[Scheduler],
+    threads: usize,
+    done: &(dyn Fn() + Sync),
+) -> Vec<Scenario> {
+    let n = p.models.len() as u32;
+    let count = (levels.len() as u64).saturating_pow(n);
+    let rates = |mut k: u64| -> Vec<f64> {
+        (0..n)
+            .map(|_| {
+                let level = levels[(k % levels.len() as u64) as usize];
+                k /= levels.len() as u64;
+                level
+            })
+            .collect()
+    };
+    let next = std::sync::atomic::AtomicU64::new(0);
+    let mut scenarios: Vec<Scenario> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if k >= count {
+                            return mine;
+                        }
+                        let rates_rps = rates(k);
+                        if rates_rps.iter().all(|&r| r <= 0.0) {
+                            continue;
+                        }
+                        let q = p.with_rates(&rates_rps);
+                        let schedulable = schedulers
+                            .iter()
+                            .map(|s| s.schedule(&q).is_ok_and(|plan| plan.gpus_used <= p.gpus))
+                            .collect();
+                        mine.push(Scenario { rates_rps, schedulable });
+                        done();
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().expect("a schedulability worker panicked")).collect()
+    });
+    scenarios.sort_by(|a, b| a.rates_rps.iter().rev().partial_cmp(b.rates_rps.iter().rev()).unwrap());
+    scenarios
+}
+
+/// One scenario of [`schedulability`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Each model's rate.
+    pub rates_rps: Vec<f64>,
+    /// Whether each scheduler fits it, in the order given.
+    pub schedulable: Vec<bool>,
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -292,6 +355,35 @@ mod tests {
         }
         let slo_ms = 2.0 * latency_ms[&(100, 32)];
         GpuletModel { name: name.into(), rate_rps: rate, slo_ms, latency_ms }
+    }
+
+    #[test]
+    fn the_schedulability_study_takes_every_combination_of_the_levels_but_all_zero() {
+        let p = GpuletProblem {
+            models: vec![model("le", 100.0, 1.5, 0.01), model("vgg", 50.0, 6.0, 0.9)],
+            gpus: 1,
+            splits: vec![20, 40, 50],
+            interference: None,
+        };
+        let levels = [0.0, 400.0, 4000.0];
+        let counted = std::sync::atomic::AtomicU64::new(0);
+        let done = || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let scenarios = schedulability(&p, &levels, &[Scheduler::Gpulet, Scheduler::Ideal], 2, &done);
+        assert_eq!(scenarios.len(), 8, "{scenarios:?}");
+        assert_eq!(counted.into_inner(), 8);
+        let mut seen: Vec<Vec<f64>> = scenarios.iter().map(|s| s.rates_rps.clone()).collect();
+        seen.dedup();
+        assert_eq!(seen.len(), 8, "each combination once: {scenarios:?}");
+        assert!(seen.iter().all(|r| r.iter().all(|x| levels.contains(x)) && r.iter().any(|&x| x > 0.0)));
+        for s in &scenarios {
+            // On one GPU, 4000 req/s of VGG cannot be served; whatever Algorithm 1 fits, the search fits.
+            let too_much = s.rates_rps[1] == 4000.0;
+            assert!(!too_much || !s.schedulable[1], "{s:?}");
+            assert!(!s.schedulable[0] || s.schedulable[1], "{s:?}");
+        }
+        assert!(scenarios.iter().any(|s| s.schedulable[1]), "{scenarios:?}");
     }
 
     #[test]

@@ -430,6 +430,21 @@ fn a_gpulet_spec_schedules_gpu_shares_and_serves_them() {
         line.split_whitespace().nth(2).unwrap().parse().unwrap()
     };
     assert!(serves("sbp ") > 0.0 && serves("sbp ") <= fits("sbp "), "{stdout}");
+    assert!(fits("ideal ") >= 0.999 * fits("gpulet "), "the exhaustive search fits at least Algorithm 1's: {stdout}");
+
+    // The paper's schedulability study: every combination of the levels over the two models but 0 and 0.
+    let output = run(jig().arg("simulate").arg(&path).args(["--rate-levels", "0,1500,3000"]), b"");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.starts_with("8 scenarios: each of the 2 models at 0, 1500, 3000 req/s"), "{stdout}");
+    let schedulable = |scheduler: &str| -> u64 {
+        let line = stdout.lines().find(|l| l.starts_with(scheduler)).unwrap_or_else(|| panic!("{stdout}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert!(schedulable("ideal ") >= schedulable("gpulet ") && schedulable("ideal ") < 8, "{stdout}");
+    let output = run(jig().args(["simulate", "--app", "social", "--rate-levels", "0,1"]), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("--rate-levels is gpu-lets'"), "{stderr}");
 
     // Measured interference (scripts/gpulet_interference.py's tables): gpu-lets plans with it too.
     std::fs::write(

@@ -124,6 +124,11 @@ pub struct SimulateCommand {
     /// an EWMA of the rates seen, beside the schedule for the spec's rates kept throughout.
     #[arg(long)]
     pub adapt: bool,
+    /// With a `[gpulet]` spec, the paper's schedulability study instead (its Figures 15 and 16): every
+    /// combination of these rates (req/s, comma-separated) over the spec's models, and how many of them each
+    /// scheduler fits on the GPUs, beside the exhaustive `ideal` scheduler's.
+    #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with = "adapt")]
+    pub rate_levels: Option<Vec<f64>>,
 }
 
 impl SimulateCommand {
@@ -177,6 +182,55 @@ impl SimulateCommand {
                 served.0,
                 served.1
             );
+        }
+        Ok(out)
+    }
+
+    /// `--rate-levels` on a `[gpulet]` spec: how many of the rate combinations each scheduler fits, and where
+    /// each differs from the exhaustive `ideal` scheduler.
+    fn schedulability_gpulet(&self, spec: &std::path::Path, levels: &[f64]) -> anyhow::Result<String> {
+        use jig_planner::gpulet::{GpuletProblem, Scheduler};
+        use std::fmt::Write as _;
+        if levels.iter().any(|l| !(l.is_finite() && *l >= 0.0)) {
+            bail!("--rate-levels: each level is a rate in req/s, 0 or more: {levels:?}");
+        }
+        let (problem, _) = GpuletProblem::from_spec_file(spec)?;
+        let count = (levels.len() as u64).checked_pow(problem.models.len() as u32).filter(|&n| n <= 100_000);
+        let Some(count) = count else {
+            bail!(
+                "--rate-levels: {} levels over {} models are more than 100 000 scenarios; give fewer levels",
+                levels.len(),
+                problem.models.len()
+            );
+        };
+        let schedulers = Scheduler::all(&problem);
+        let progress = crate::progress::Steps::new("scenarios", count);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let scenarios =
+            jig_sim::gpulet::schedulability(&problem, levels, &schedulers, threads, &|| progress.advance(1));
+        progress.finish();
+        let levels_text: Vec<String> = levels.iter().map(|l| format!("{l}")).collect();
+        let mut out = format!(
+            "{} scenarios: each of the {} models at {} req/s (not all at 0), on {} GPUs\n",
+            scenarios.len(),
+            problem.models.len(),
+            levels_text.join(", "),
+            problem.gpus
+        );
+        let ideal = schedulers.iter().position(|&s| s == Scheduler::Ideal).expect("every spec can run ideal");
+        let _ = writeln!(
+            out,
+            "{:<10} {:>12} {:>22} {:>22}",
+            "scheduler", "schedulable", "ideal's, not this", "this, not ideal's"
+        );
+        for (i, scheduler) in schedulers.iter().enumerate() {
+            let (mut fits, mut missed, mut beyond) = (0, 0, 0);
+            for s in &scenarios {
+                fits += u64::from(s.schedulable[i]);
+                missed += u64::from(s.schedulable[ideal] && !s.schedulable[i]);
+                beyond += u64::from(s.schedulable[i] && !s.schedulable[ideal]);
+            }
+            let _ = writeln!(out, "{:<10} {:>12} {:>22} {:>22}", scheduler.name(), fits, missed, beyond);
         }
         Ok(out)
     }
@@ -277,11 +331,19 @@ impl SimulateCommand {
             return Ok(ExitCode::SUCCESS);
         }
         if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::gpulet::GpuletProblem::is_spec(s)) {
-            print!("{}", if self.adapt { self.adapt_gpulet(spec)? } else { self.simulate_gpulet(spec)? });
+            let out = match (&self.rate_levels, self.adapt) {
+                (Some(levels), _) => self.schedulability_gpulet(spec, levels)?,
+                (None, true) => self.adapt_gpulet(spec)?,
+                (None, false) => self.simulate_gpulet(spec)?,
+            };
+            print!("{out}");
             return Ok(ExitCode::SUCCESS);
         }
         if self.adapt {
             bail!("--adapt re-schedules gpu-lets: give a spec file with a `[gpulet]` table");
+        }
+        if self.rate_levels.is_some() {
+            bail!("--rate-levels is gpu-lets' schedulability study: give a spec file with a `[gpulet]` table");
         }
         let (target, app, profiles) = (self.spec.as_deref(), self.app.as_deref(), self.profiles.as_deref());
         let source =

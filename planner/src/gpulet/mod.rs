@@ -2,8 +2,8 @@
 //! Spatio-Temporal Sharing", USENIX ATC 2022): several models on a few GPUs, each GPU whole or split in two
 //! *gpu-lets* (MPS shares such as 20/80, 40/60, 50/50), each gpu-let serving one model or, temporally shared,
 //! several in a duty cycle. [`elastic`] is the paper's Algorithm 1; [`squishy`], Nexus's squishy bin packing
-//! (whole GPUs, temporal sharing only), its baseline; [`max_scale`], the paper's metric: the largest multiple of
-//! the request rates a scheduler fits on the GPUs.
+//! (whole GPUs, temporal sharing only), its baseline; [`ideal`], the exhaustive search it is measured against;
+//! [`max_scale`], the paper's metric: the largest multiple of the request rates a scheduler fits on the GPUs.
 //!
 //! Serving a gpu-let follows Nexus's duty cycle, which both share: every cycle of `D` ms each model on the
 //! gpu-let runs one batch of the requests that arrived during the last cycle (`b = ⌈rate · D⌉`), one after the
@@ -27,6 +27,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::PlanError;
+
+mod ideal;
+pub use ideal::ideal;
 
 /// A model to serve.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,25 +125,70 @@ impl GpuletModel {
 /// The duty cycle on which `loads` (model, rate) share a gpu-let of `size`, and each one's batch: the longest
 /// cycle that holds, from a grid of 256 lengths up to the tightest SLO (Nexus's choice: the most time to batch).
 fn duty_cycle(p: &GpuletProblem, size: u32, loads: &[(usize, f64)], slowdown: &[f64]) -> Option<(f64, Vec<u32>)> {
-    let tightest = loads.iter().map(|&(m, _)| p.models[m].slo_ms).fold(f64::INFINITY, f64::min);
-    (1..=256).rev().map(|k| tightest * f64::from(k) / 256.0).find_map(|duty| {
-        let mut busy = 0.0;
-        let mut batches = Vec::with_capacity(loads.len());
-        for (&(m, rate), &slowdown) in loads.iter().zip(slowdown) {
-            let model = &p.models[m];
-            let b = ((rate * duty / 1e3).ceil() as u32).max(1);
-            if b > model.largest_batch(size) {
-                return None;
-            }
-            let ms = model.latency(size, b)? * (1.0 + slowdown);
-            if duty + ms > model.slo_ms {
-                return None;
-            }
-            busy += ms;
-            batches.push(b);
-        }
+    let rows: Vec<_> = loads.iter().map(|&(m, _)| rows_on(p, size, m)).collect();
+    cycle_lengths(p, loads.iter().map(|&(m, _)| m)).find_map(|duty| {
+        let (busy, batches) = batches_at(p, duty, loads, slowdown, &rows)?;
         (busy <= duty).then_some((duty, batches))
     })
+}
+
+/// The largest rate of model `m`, slowed by `slowdown_m`, that joins `loads` on a gpu-let of `size` with a duty
+/// cycle of [`duty_cycle`]'s grid still holding (0: none).
+fn most_joining(
+    p: &GpuletProblem,
+    size: u32,
+    loads: &[(usize, f64)],
+    slowdown: &[f64],
+    m: usize,
+    slowdown_m: f64,
+) -> f64 {
+    let rows: Vec<_> = loads.iter().map(|&(n, _)| rows_on(p, size, n)).collect();
+    let mine = rows_on(p, size, m);
+    cycle_lengths(p, loads.iter().map(|&(n, _)| n).chain([m]))
+        .filter_map(|duty| {
+            let (busy, _) = batches_at(p, duty, loads, slowdown, &rows)?;
+            let room = (duty - busy).min(p.models[m].slo_ms - duty);
+            let b = mine.iter().filter(|&&(_, ms)| ms * (1.0 + slowdown_m) <= room).map(|&(b, _)| b).max()?;
+            // Just under b a cycle, so that the batch rounds up to b.
+            Some(f64::from(b) * 1e3 / duty * (1.0 - 1e-9))
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Model `m`'s (batch, latency) rows on `size`, ascending.
+fn rows_on(p: &GpuletProblem, size: u32, m: usize) -> Vec<(u32, f64)> {
+    p.models[m].latency_ms.range((size, 0)..=(size, u32::MAX)).map(|(&(_, b), &ms)| (b, ms)).collect()
+}
+
+/// The duty cycles tried for these models, longest first: 256 steps up to their tightest SLO.
+fn cycle_lengths(p: &GpuletProblem, models: impl Iterator<Item = usize>) -> impl Iterator<Item = f64> {
+    let tightest = models.map(|m| p.models[m].slo_ms).fold(f64::INFINITY, f64::min);
+    (1..=256).rev().map(move |k| tightest * f64::from(k) / 256.0)
+}
+
+/// Each load's batch on a cycle of `duty` ms (the requests one cycle brings) and the time they take together,
+/// if every one is profiled and meets its SLO after waiting for the cycle; `rows` are the loads' [`rows_on`].
+fn batches_at(
+    p: &GpuletProblem,
+    duty: f64,
+    loads: &[(usize, f64)],
+    slowdown: &[f64],
+    rows: &[Vec<(u32, f64)>],
+) -> Option<(f64, Vec<u32>)> {
+    let mut busy = 0.0;
+    let mut batches = Vec::with_capacity(loads.len());
+    for ((&(m, rate), &slowdown), rows) in loads.iter().zip(slowdown).zip(rows) {
+        let b = ((rate * duty / 1e3).ceil() as u32).max(1);
+        // The profiled batch, else the next larger one's latency; none larger: this cycle batches too many.
+        let &(_, ms) = rows.iter().find(|&&(profiled, _)| profiled >= b)?;
+        let ms = ms * (1.0 + slowdown);
+        if duty + ms > p.models[m].slo_ms {
+            return None;
+        }
+        busy += ms;
+        batches.push(b);
+    }
+    Some((busy, batches))
 }
 
 /// The gpu-let size where serving `model` is most cost-effective: the knee of its rate against size, where the
@@ -512,7 +560,7 @@ fn read_table(path: &Path, columns: &[&str]) -> Result<Vec<Vec<String>>, PlanErr
 /// gpus = 4
 /// splits = [20, 40, 50]            # default: the paper's pairs 20/80, 40/60, 50/50
 /// gpu = 0                          # the GPU the rows were measured on (default 0)
-/// scheduler = "gpulet"             # or "gpulet+int" (needs the two tables below), "sbp"
+/// scheduler = "gpulet"             # or "gpulet+int" (needs the two tables below), "sbp", "ideal"
 /// utilisation = "util.csv"         # solo L2/DRAM utilisations, scripts/gpulet_interference.py util
 /// interference = "pairs.csv"       # co-run slowdowns, scripts/gpulet_interference.py pairs
 /// models = [                       # slot in the table; SLO default: twice the whole GPU's largest batch
@@ -538,7 +586,7 @@ pub struct GpuletTable {
     pub splits: Option<Vec<u32>>,
     /// The GPU index of the table's `mps:` segments (default 0).
     pub gpu: Option<u32>,
-    /// `gpulet`, `gpulet+int` or `sbp` (default `gpulet`).
+    /// `gpulet`, `gpulet+int`, `sbp` or `ideal` (default `gpulet`).
     pub scheduler: Option<String>,
     /// The solo utilisation table, relative to the spec.
     pub utilisation: Option<String>,
@@ -571,6 +619,8 @@ pub enum Scheduler {
     GpuletInt,
     /// Nexus's squishy bin packing.
     Sbp,
+    /// The exhaustive search ([`ideal`]), with the measured interference when the spec has it.
+    Ideal,
 }
 
 impl Scheduler {
@@ -580,6 +630,7 @@ impl Scheduler {
             Scheduler::Gpulet => "gpulet",
             Scheduler::GpuletInt => "gpulet+int",
             Scheduler::Sbp => "sbp",
+            Scheduler::Ideal => "ideal",
         }
     }
 
@@ -593,13 +644,15 @@ impl Scheduler {
                     .into(),
             )),
             (Scheduler::Sbp, _) => squishy(p),
+            (Scheduler::Ideal, Some(i)) => ideal(p, &|m, _, neighbour| i.slowdown(m, neighbour)),
+            (Scheduler::Ideal, None) => ideal(p, &no_interference),
         }
     }
 
     /// The schedulers `p` can run: `gpulet+int` only with measured interference.
     pub fn all(p: &GpuletProblem) -> Vec<Scheduler> {
         let int = p.interference.is_some().then_some(Scheduler::GpuletInt);
-        [Some(Scheduler::Gpulet), int, Some(Scheduler::Sbp)].into_iter().flatten().collect()
+        [Some(Scheduler::Gpulet), int, Some(Scheduler::Sbp), Some(Scheduler::Ideal)].into_iter().flatten().collect()
     }
 }
 
@@ -626,7 +679,8 @@ impl GpuletProblem {
             "gpulet" => Scheduler::Gpulet,
             "gpulet+int" => Scheduler::GpuletInt,
             "sbp" => Scheduler::Sbp,
-            other => return Err(at(&format!("scheduler `{other}`: say `gpulet`, `gpulet+int` or `sbp`"))),
+            "ideal" => Scheduler::Ideal,
+            other => return Err(at(&format!("scheduler `{other}`: say `gpulet`, `gpulet+int`, `sbp` or `ideal`"))),
         };
         let table = path.parent().unwrap_or(Path::new(".")).join(&t.profiles);
         let rows = crate::profile::read(&table, "the models")?;
