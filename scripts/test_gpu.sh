@@ -8,8 +8,9 @@
 # sign and checks the text recognised (each output's `json.text`) and that the speech is a WAV. Then, in place of
 # the sign reader, the recognizer cut in two by PPipe's pre-partitioning (`make setup`), each half a slot of its
 # own planned onto a share of its own (`mps:0:50`, `mps:0:25`), beside the whole recognizer on a third
-# (`mps:0:25`): the two apps answer the same tensor alike (within 1e-3). Exit status: 0 passed, 1 failed, 2 no
-# NVIDIA GPU here.
+# (`mps:0:25`): the two apps answer the same tensor alike (within 1e-3). With Nsight Compute's `ncu` on PATH it
+# also writes gpu-lets' utilisation table of the bundle's slots (`jig profile --counters`) and checks its rows.
+# Exit status: 0 passed, 1 failed, 2 no NVIDIA GPU here.
 #
 # It needs no Rust toolchain and no registry: with cargo, `make test-gpu` builds what it needs first; on a
 # machine without (a lent GPU machine), stage these in a checkout of this repository (only scripts/ and the
@@ -89,6 +90,22 @@ rm -f "$out/bundle/profiles.csv"
 
 echo "== jig profile: every variant on mps:0:50 and mps:0:25"
 "$jig" profile "$out/bundle" --segment mps:0:50 --segment mps:0:25 --max-batch 8 --runs 10
+
+# gpu-lets' solo utilisations (`jig profile --counters`): each slot's model alone on GPU 0 under Nsight Compute,
+# before any MPS daemon of the gateway's runs (ncu does not see MPS clients). Skipped without ncu on PATH.
+if command -v ncu >/dev/null; then
+    echo "== jig profile --counters: each slot's model under ncu on GPU 0"
+    "$jig" profile "$out/bundle" --counters --batch 4 -o "$out/util.csv" || fail "jig profile --counters failed"
+    python3 - "$out/util.csv" <<'PY' || fail "the utilisation table is not one row per slot with fractions in (0, 1)"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert sorted(r["model"] for r in rows) == ["det", "rec", "voice"], rows
+assert all(0 < float(r["l2"]) < 1 and 0 < float(r["dram"]) < 1 for r in rows), rows
+print("utilisation table:", ", ".join(f'{r["model"]} L2 {float(r["l2"]):.1%} DRAM {float(r["dram"]):.1%}' for r in rows))
+PY
+else
+    echo "== jig profile --counters: skipped (no ncu on PATH)"
+fi
 
 echo "== jig up with one CPU core and GPU 0"
 start_gateway "$jig" "$out" --cores 1 --gpus 0

@@ -413,6 +413,30 @@ pub fn cuda_gpus() -> Option<Vec<CudaDevice>> {
         .collect()
 }
 
+/// Run `f` inside a CUDA profiler range on device `ordinal` (as this process sees it): the kernels it launches
+/// are what a profiler started with profiling off (`ncu --profile-from-start off`) measures. The device's
+/// primary context, which ONNX Runtime's CUDA provider uses, is made current on this thread for the range.
+/// An error when there is no CUDA driver or it refuses.
+pub fn in_profiler_range<R>(ordinal: i32, f: impl FnOnce() -> R) -> Result<R, String> {
+    use cudarc::driver::{result, sys};
+    // SAFETY: only probes whether the library can be opened; cudarc panics on first use without it.
+    if !unsafe { sys::is_culib_present() } {
+        return Err("no CUDA driver (libcuda) on this machine".into());
+    }
+    let failed = |what: &str, e: result::DriverError| format!("CUDA device {ordinal}: {what}: {e}");
+    result::init().map_err(|e| failed("cannot initialise the driver", e))?;
+    let device = result::device::get(ordinal).map_err(|e| failed("no such device", e))?;
+    // SAFETY: `device` was just returned by the driver; the primary context is retained for the process's life.
+    unsafe { result::primary_ctx::retain(device).and_then(|ctx| result::ctx::set_current(ctx)) }
+        .map_err(|e| failed("cannot make its context current", e))?;
+    // SAFETY: a context is current on this thread; start and stop only switch the profiler's collection.
+    unsafe { sys::cuProfilerStart() }.result().map_err(|e| failed("cannot start the profiler range", e))?;
+    let out = f();
+    // SAFETY: as above.
+    unsafe { sys::cuProfilerStop() }.result().map_err(|e| failed("cannot stop the profiler range", e))?;
+    Ok(out)
+}
+
 /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, the form `nvidia-smi` and `CUDA_VISIBLE_DEVICES` use.
 fn format_uuid(bytes: [u8; 16]) -> String {
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();

@@ -108,22 +108,23 @@ pub fn library_path() -> Result<PathBuf, ModelError> {
     })
 }
 
-/// The CUDA and cuDNN libraries that the `onnxruntime-gpu[cuda,cudnn]` wheel's dependencies install beside
-/// it (`nvidia/*/lib` of the same package directory). ONNX Runtime's CUDA provider loads them by name, so a
-/// worker on a GPU segment gets them on its `LD_LIBRARY_PATH`. Empty for the CPU wheel.
-pub fn cuda_library_dirs() -> Vec<PathBuf> {
+/// The `LD_LIBRARY_PATH` of a process that runs ONNX Runtime on CUDA (a worker on a GPU segment, `jig profile
+/// --counters`' child): the CUDA and cuDNN libraries that the `onnxruntime-gpu[cuda,cudnn]` wheel's
+/// dependencies install beside it (`nvidia/*/lib` of the same package directory), which its CUDA provider
+/// loads by name, then this process's own `LD_LIBRARY_PATH`.
+pub fn cuda_library_path() -> Option<std::ffi::OsString> {
     // The library sits in PACKAGES/onnxruntime/capi/.
-    let Some(packages) = library_path().ok().and_then(|lib| lib.ancestors().nth(3).map(Path::to_path_buf)) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(packages.join("nvidia"))
+    let packages = library_path().ok().and_then(|lib| lib.ancestors().nth(3).map(Path::to_path_buf));
+    let mut dirs: Vec<PathBuf> = packages
+        .and_then(|packages| std::fs::read_dir(packages.join("nvidia")).ok())
         .into_iter()
         .flatten()
         .filter_map(|entry| Some(entry.ok()?.path().join("lib")))
         .filter(|lib| lib.is_dir())
         .collect();
     dirs.sort();
-    dirs
+    dirs.extend(std::env::var_os("LD_LIBRARY_PATH").iter().flat_map(std::env::split_paths));
+    std::env::join_paths(dirs).ok()
 }
 
 /// Why the CUDA provider did not load, and what installs it: the CPU build of ONNX Runtime lacks the provider

@@ -151,3 +151,66 @@ fn a_bundle_needing_mig_instances_that_do_not_exist_is_refused_and_plan_writes_t
     let yaml = std::fs::read_to_string(&config).unwrap();
     assert!(yaml.contains("\"jig-on-mig\"") && yaml.contains("\"2g.20gb\": 2"), "{yaml}");
 }
+
+/// `jig profile --counters` on a machine with a GPU (the stand-ins, and a stand-in `ncu` that checks how it was
+/// started and writes what Nsight Compute writes): the utilisation table a `[gpulet]` spec reads, kernel-time
+/// weighted; a run that measured nothing, and a machine without `ncu`, are named. The child that runs the
+/// model under `ncu` (`--kernels-of`) refuses a slot the bundle lacks, and says what CUDA provider is missing.
+#[test]
+fn counters_run_each_model_under_nsight_compute_and_write_the_utilisation_table() {
+    let scratch = tempfile::tempdir().unwrap();
+    let bundle = scratch.path().join("bundle");
+    app(&bundle, "probe", "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n");
+    let path = path_with_a_gpu(scratch.path(), "Disabled");
+    let tools = std::env::split_paths(&path).next().unwrap();
+    let calls = scratch.path().join("ncu-calls");
+    // Two kernels: 3 µs at 30% L2 and 20.5% DRAM, 1 µs at 10% and 60.5%.
+    let table = r#""ID","Kernel Name","Metric Name","Metric Unit","Metric Value"
+"0","void conv<float, 4>(P)","gpu__time_duration.sum","ns","3,000"
+"0","void conv<float, 4>(P)","lts__t_sectors.avg.pct_of_peak_sustained_elapsed","%","30"
+"0","void conv<float, 4>(P)","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","20.5"
+"1","relu","gpu__time_duration.sum","ns","1000"
+"1","relu","lts__t_sectors.avg.pct_of_peak_sustained_elapsed","%","10"
+"1","relu","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","60.5""#;
+    std::fs::write(scratch.path().join("table.csv"), format!("==PROF== Connected to process 1\n{table}\n")).unwrap();
+    let ncu = format!(
+        "#!/bin/sh\necho \"$CUDA_VISIBLE_DEVICES|${{CUDA_MPS_PIPE_DIRECTORY:-no mps}}|$*\" >> {calls}\n\
+         while [ \"$1\" != --log-file ]; do shift; done\ncp {table} \"$2\"\n",
+        calls = calls.display(),
+        table = scratch.path().join("table.csv").display()
+    );
+    std::fs::write(tools.join("ncu"), ncu).unwrap();
+    std::fs::set_permissions(tools.join("ncu"), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let profile = |extra: &[&str]| {
+        let mut command = jig_tests::jig();
+        command.arg("profile").arg(&bundle).args(extra).env("PATH", &path).env("CUDA_MPS_PIPE_DIRECTORY", "/tmp/x");
+        command.output().unwrap()
+    };
+    let out = profile(&["--counters", "--batch", "4"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let util = std::fs::read_to_string(bundle.join("util.csv")).unwrap();
+    assert_eq!(util, "model,batch,l2,dram\nclassifier,4,0.2500,0.3050\n", "{}", text(&out));
+    let call = std::fs::read_to_string(&calls).unwrap();
+    let (device, rest) = call.trim().split_once('|').unwrap();
+    assert_eq!(device, UUID, "the whole GPU, by UUID: {call}");
+    assert!(rest.starts_with("no mps|--profile-from-start off --csv"), "outside MPS, profiling off at start: {call}");
+    assert!(call.contains(&format!("profile {} --kernels-of classifier --batch 4", bundle.display())), "{call}");
+
+    // ncu ran but wrote no table (an MPS daemon on the GPU, counters restricted to administrators).
+    std::fs::write(scratch.path().join("table.csv"), "==ERROR== ERR_NVGPUCTRPERM\n").unwrap();
+    let out = profile(&["--counters"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("slot `classifier` on GPU 0: ncu wrote no table"), "{}", text(&out));
+    assert!(text(&out).contains("NVreg_RestrictProfilingToAdminUsers=0"), "{}", text(&out));
+    std::fs::remove_file(tools.join("ncu")).unwrap();
+    let out = profile(&["--counters"]);
+    assert!(text(&out).contains("`ncu` is not on PATH"), "{}", text(&out));
+    let out = profile(&["--batch", "4"]);
+    assert!(text(&out).contains("--batch is the batch of --pairs and --counters"), "{}", text(&out));
+
+    let out = profile(&["--kernels-of", "nope"]);
+    assert!(text(&out).contains("no variant of slot `nope`"), "{}", text(&out));
+    let out = profile(&["--kernels-of", "classifier"]);
+    assert!(!out.status.success() && text(&out).contains("CUDA execution provider is unavailable"), "{}", text(&out));
+}

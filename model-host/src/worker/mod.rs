@@ -514,12 +514,10 @@ impl Process {
         let rendezvous = Rendezvous::new().map_err(|e| spawn_err(format!("cannot create its socket: {e}")))?;
         let mut command = Command::new(&spec.program);
         command.args(&spec.args).arg("--socket").arg(&rendezvous.path).stdin(Stdio::null());
-        if spec.options.cuda.is_some() {
-            let mut dirs = crate::onnx::cuda_library_dirs();
-            dirs.extend(std::env::var_os("LD_LIBRARY_PATH").iter().flat_map(std::env::split_paths));
-            if let Ok(path) = std::env::join_paths(dirs) {
-                command.env("LD_LIBRARY_PATH", path);
-            }
+        if spec.options.cuda.is_some()
+            && let Some(path) = crate::onnx::cuda_library_path()
+        {
+            command.env("LD_LIBRARY_PATH", path);
         }
         let mut child = command
             .envs(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))))

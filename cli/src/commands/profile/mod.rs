@@ -1,7 +1,11 @@
 //! `jig profile BUNDLE`: measure each model variant of a bundle on segments (CPU cores in this process, GPU
 //! segments in bound worker processes, as they serve) over batch sizes 1, 2, 4, … and write the profile table
 //! (see `jig_planner::profile`) to BUNDLE/profiles.csv; with `--pairs`, measure instead how much each slot's
-//! model slows beside each other (gpu-lets' co-run table, BUNDLE/pairs.csv).
+//! model slows beside each other (gpu-lets' co-run table, BUNDLE/pairs.csv); with `--counters`, each one's L2
+//! and DRAM utilisation on a GPU under Nsight Compute (gpu-lets' utilisation table, BUNDLE/util.csv,
+//! [`counters`]).
+
+mod counters;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,9 +61,21 @@ pub struct ProfileCommand {
     /// default BUNDLE/pairs.csv), the `interference` table of a `[gpulet]` spec.
     #[arg(long, conflicts_with = "adaptive")]
     pairs: bool,
-    /// With --pairs, the batch size.
-    #[arg(long, default_value_t = 8, requires = "pairs")]
-    batch: u32,
+    /// gpu-lets' solo utilisations instead of the sweep: each slot's model alone on the whole GPU --gpu, one
+    /// batch of --batch measured by Nsight Compute (`ncu` on PATH; no MPS daemon may run on that GPU), written
+    /// as `model,batch,l2,dram` (to -o, default BUNDLE/util.csv), the `utilisation` table of a `[gpulet]` spec.
+    #[arg(long, conflicts_with_all = ["adaptive", "pairs"])]
+    counters: bool,
+    /// With --counters, the GPU, as nvidia-smi numbers it.
+    #[arg(long, default_value_t = 0, requires = "counters")]
+    gpu: u32,
+    /// With --pairs or --counters, the batch size (default 8).
+    #[arg(long)]
+    batch: Option<u32>,
+    /// The process --counters runs under Nsight Compute: the slot's model on CUDA device 0, one batch inside a
+    /// profiler range.
+    #[arg(long, hide = true)]
+    kernels_of: Option<String>,
     /// With --pairs, how long each measurement runs.
     #[arg(long, default_value_t = 3.0, requires = "pairs")]
     seconds: f64,
@@ -74,6 +90,20 @@ impl ProfileCommand {
 
 fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     let bundle = Bundle::open(&args.bundle)?;
+    let batch = match args.batch {
+        Some(_) if !(args.pairs || args.counters || args.kernels_of.is_some()) => {
+            bail!("--batch is the batch of --pairs and --counters; the sweep grows batches up to --max-batch")
+        }
+        Some(0) => bail!("--batch must be at least 1"),
+        batch => batch.unwrap_or(8),
+    };
+    if let Some(slot) = &args.kernels_of {
+        return counters::kernels_of(&bundle, slot, batch);
+    }
+    if args.counters {
+        let output = args.output.clone().unwrap_or_else(|| bundle.dir.join("util.csv"));
+        return counters::counters(&bundle, args.gpu, batch, &output);
+    }
     let launcher = Launcher::discover();
     let machine_cores = launcher.devices().cpu_cores.clone();
     let segments = if args.segments.is_empty() {
@@ -96,7 +126,7 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
         launcher.check(&placement(*segment))?;
     }
     if args.pairs {
-        return pairs(&args, &bundle, &launcher, &segments, &machine_cores);
+        return pairs(&args, batch, &bundle, &launcher, &segments, &machine_cores);
     }
     let adaptive = match (args.adaptive, bundle.manifest.slo) {
         (false, _) => None,
@@ -251,10 +281,25 @@ fn samples_for(
     }
 }
 
+/// One model per slot (the planner's unit, and the name a `[gpulet]` spec gives): its first variant; `what`
+/// (`--pairs`, `--counters`) says which measurement leaves the others out.
+fn one_per_slot<'a>(bundle: &'a Bundle, what: &str) -> Vec<&'a jig_manifest::Variant> {
+    let mut models: Vec<&jig_manifest::Variant> = Vec::new();
+    for v in &bundle.manifest.variants {
+        if models.iter().any(|m| m.slot == v.slot) {
+            eprintln!("profile: {what} measures slot `{}` by its first variant; `{}` is left out", v.slot, v.name);
+        } else {
+            models.push(v);
+        }
+    }
+    models
+}
+
 /// `--pairs`: each slot's model alone on `segment`, then every pair of them at once (gpu-lets §4.4's co-run
 /// measurement), written as the `interference` table a `[gpulet]` spec reads.
 fn pairs(
     args: &ProfileCommand,
+    batch: u32,
     bundle: &Bundle,
     launcher: &Launcher,
     segments: &[Segment],
@@ -283,15 +328,7 @@ fn pairs(
         }
         _ => vec![Placement::new(segment); 2],
     };
-    // One model per slot (the planner's unit, and the name a `[gpulet]` spec gives): its first variant.
-    let mut models: Vec<&jig_manifest::Variant> = Vec::new();
-    for v in &bundle.manifest.variants {
-        if models.iter().any(|m| m.slot == v.slot) {
-            eprintln!("profile: --pairs measures slot `{}` by its first variant; `{}` is left out", v.slot, v.name);
-        } else {
-            models.push(v);
-        }
-    }
+    let models = one_per_slot(bundle, "--pairs");
     let duration = Duration::from_secs_f64(args.seconds.max(0.1));
     // The median batch latency of each of `group` running at once, each on a placement of its own.
     let together = |group: &[&jig_manifest::Variant]| -> anyhow::Result<Vec<Duration>> {
@@ -301,7 +338,7 @@ fn pairs(
                 .iter()
                 .zip(&placements)
                 .map(|(v, placement)| {
-                    let (ready, n, batch) = (ready.clone(), group.len(), u64::from(args.batch));
+                    let (ready, n, batch) = (ready.clone(), group.len(), u64::from(batch));
                     let label = format!("{}/{} on {segment}", v.slot, v.name);
                     let (samples, name) = (samples_for(v), v.name.clone());
                     scope.spawn(move || {
@@ -334,7 +371,7 @@ fn pairs(
     let mut solo = Vec::new();
     for v in &models {
         let [alone] = together(&[v])?[..] else { unreachable!("one model, one median") };
-        eprintln!("profile: {} alone on {segment}: {:.3} ms at batch {}", v.slot, ms(alone), args.batch);
+        eprintln!("profile: {} alone on {segment}: {:.3} ms at batch {}", v.slot, ms(alone), batch);
         solo.push(alone);
     }
     let mut csv = String::from("model,neighbour,segment,batch,solo_ms,corun_ms,slowdown\n");
@@ -355,7 +392,7 @@ fn pairs(
                     "{},{},{segment},{},{:.6},{:.6},{slowdown:.4}\n",
                     models[k].slot,
                     models[n].slot,
-                    args.batch,
+                    batch,
                     ms(solo[k]),
                     ms(corun)
                 ));
