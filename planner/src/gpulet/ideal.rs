@@ -3,15 +3,18 @@
 //! for `p` in `splits`: the paper's four cases per GPU), and for each an exhaustive search of which gpu-lets
 //! serve which models; the first viable schedule wins, as in the paper.
 //!
-//! What the paper leaves open, decided here: GPUs are alike, so layouts are taken as multisets (35 instead of
-//! 4⁴ = 256 on four GPUs), and so are the halves of GPUs nothing runs on yet. A model's rate is poured into a
-//! sequence of gpu-lets, each taking as much of what is left as some duty cycle of the grid still holds beside
-//! what it already serves; the search tries every sequence, for every model, largest rate first, but never a
-//! smaller portion than a gpu-let can take (a gpu-let filled by one model may leave another less room than a
-//! smaller portion would have). Interference is the caller's, as for [`super::elastic`]: a model placed first
-//! on a half slows the other half's models too, and both halves must still hold. A branch stops when the rates
-//! left need more of the GPUs than is free, counted at each model's best rate per percent of a GPU (what a
-//! duty cycle never beats).
+//! What the paper leaves open, decided here:
+//! - Symmetries are searched once: GPUs are alike, so layouts are multisets (35 instead of 4⁴ = 256 on four
+//!   GPUs), tried with the most whole GPUs first; so are the halves of GPUs nothing runs on yet, and models alike
+//!   in all but their name (the paper's game has six LeNets), which start in the order they are placed.
+//! - A model's rate is poured into a sequence of gpu-lets, each taking as much of what is left as some duty
+//!   cycle of the grid still holds beside what it already serves. The search tries every sequence, for every
+//!   model, largest rate first, but never a smaller portion than a gpu-let can take (a gpu-let filled by one
+//!   model may leave another less room than a smaller portion would have).
+//! - Interference is the caller's, as for [`super::elastic`]: a model placed first on a half slows the other
+//!   half's models too, and both halves must still hold.
+//! - A branch stops when the rates left need more of the GPUs than is free, counted at each model's best rate
+//!   per percent of a GPU (what a duty cycle never beats).
 
 use super::{Gpulet, GpuletPlan, GpuletProblem, Interference, Load, duty_cycle, most_joining, plan_of};
 use crate::error::PlanError;
@@ -38,20 +41,24 @@ pub fn ideal(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, Pl
     }
     let mut order: Vec<usize> = (0..p.models.len()).filter(|&m| p.models[m].rate_rps > 0.0).collect();
     order.sort_by(|&a, &b| p.models[b].rate_rps.total_cmp(&p.models[a].rate_rps));
+    let sizes = super::sizes(p);
+    let twin: Vec<bool> = (0..order.len()).map(|k| k > 0 && alike(p, intf, &sizes, order[k - 1], order[k])).collect();
     // Per GPU: whole, or one of the splits.
     let mut cases: Vec<u32> = vec![100];
     cases.extend(p.splits.iter().map(|&s| s.min(100 - s)).filter(|&s| s > 0 && s < 100));
     cases.sort_unstable();
     cases.dedup();
     let mut steps = 0;
-    for layout in multisets(cases.len(), p.gpus as usize) {
+    // Whole GPUs first (`cases` ends with 100): the layouts with the fewest gpu-lets search fastest.
+    for layout in multisets(cases.len(), p.gpus as usize).into_iter().rev() {
         let mut slots = Vec::new();
         for (gpu, &case) in layout.iter().enumerate() {
             let small = cases[case];
             let halves = if small == 100 { vec![100] } else { vec![small, 100 - small] };
             slots.extend(halves.into_iter().map(|size| Slot { gpu: gpu as u32, size, loads: Vec::new() }));
         }
-        let mut search = Search { p, intf, slots, order: &order, efficiency: &efficiency, steps };
+        let first = vec![0; order.len()];
+        let mut search = Search { p, intf, slots, order: &order, efficiency: &efficiency, twin: &twin, first, steps };
         let first = order.first().map_or(0.0, |&m| p.models[m].rate_rps);
         let found = search.place(0, first, 0);
         steps = search.steps;
@@ -73,6 +80,23 @@ pub fn ideal(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, Pl
         cases,
         order.len()
     )))
+}
+
+/// Whether models `a` and `b` are interchangeable in a schedule: the same rate, SLO and latencies, slowed alike
+/// beside every neighbour and slowing every neighbour alike.
+fn alike(p: &GpuletProblem, intf: Interference<'_>, sizes: &[u32], a: usize, b: usize) -> bool {
+    let (ma, mb) = (&p.models[a], &p.models[b]);
+    if ma.rate_rps != mb.rate_rps || ma.slo_ms != mb.slo_ms || ma.latency_ms != mb.latency_ms {
+        return false;
+    }
+    let neighbours: Vec<Option<(usize, u32)>> = std::iter::once(None)
+        .chain((0..p.models.len()).flat_map(|n| sizes.iter().map(move |&s| Some((n, s)))))
+        .collect();
+    sizes.iter().all(|&size| {
+        neighbours.iter().all(|&beside| intf(a, size, beside) == intf(b, size, beside))
+            && (0..p.models.len())
+                .all(|n| sizes.iter().all(|&s| intf(n, size, Some((a, s))) == intf(n, size, Some((b, s)))))
+    })
 }
 
 /// Every multiset of `len` items from `0..kinds`, as non-decreasing sequences.
@@ -105,6 +129,10 @@ struct Search<'a> {
     /// Models with a rate, largest first: the order they are placed in.
     order: &'a [usize],
     efficiency: &'a [f64],
+    /// Per position in `order`: whether the model is alike to the one before it (same rate, SLO, latencies and
+    /// interference), and the first slot each model was placed on.
+    twin: &'a [bool],
+    first: Vec<usize>,
     steps: u64,
 }
 
@@ -116,7 +144,10 @@ impl Search<'_> {
         let rate = self.p.models[m].rate_rps;
         if left <= 1e-9 * rate {
             let next = self.order.get(k + 1).map_or(0.0, |&n| self.p.models[n].rate_rps);
-            return self.place(k + 1, next, 0);
+            // A model alike to the one before it starts no earlier than that one did: the other order is the
+            // same schedule with the two swapped.
+            let start = if self.twin.get(k + 1) == Some(&true) { self.first[k] } else { 0 };
+            return self.place(k + 1, next, start);
         }
         if self.needs_more_than_free(k, left) {
             return Some(false);
@@ -145,6 +176,9 @@ impl Search<'_> {
             let portion = self.most(i, m, left);
             if portion <= 1e-6 * rate {
                 continue;
+            }
+            if left == rate {
+                self.first[k] = i;
             }
             self.slots[i].loads.push((m, portion));
             let found = self.place(k, left - portion, i + 1);

@@ -385,7 +385,8 @@ pub fn max_scale(p: &GpuletProblem, schedule: impl Fn(&GpuletProblem) -> Result<
         high *= 2.0;
     }
     let mut low = 0.0;
-    while high - low > 1e-3 * high {
+    // Down to a billionth of the rates, for a problem that no multiple of them fits.
+    while high - low > 1e-3 * high.max(1e-6) {
         let mid = (low + high) / 2.0;
         if fits(mid) { low = mid } else { high = mid }
     }
