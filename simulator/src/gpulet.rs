@@ -275,8 +275,8 @@ pub fn adapt(
     periods
 }
 
-/// The paper's schedulability study (its Figures 15 and 16 compare Algorithm 1 with the exhaustive scheduler
-/// on it): every combination of `levels` as the models' rates, all at 0 left out (4 levels over 5 models: its
+/// The paper's schedulability study (its Figure 15 compares Algorithm 1 with the exhaustive scheduler on it):
+/// every combination of `levels` as the models' rates, all at 0 left out (4 levels over 5 models: its
 /// 1 023 scenarios), and for each whether each of `schedulers` fits it on the problem's GPUs. Scenarios are
 /// shared among `threads`; `done` is called after each.
 pub fn schedulability(
@@ -298,11 +298,11 @@ pub fn schedulability(
             .collect()
     };
     let next = std::sync::atomic::AtomicU64::new(0);
-    let mut scenarios: Vec<Scenario> = std::thread::scope(|scope| {
+    let mut scenarios: Vec<(u64, Scenario)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads.max(1))
             .map(|_| {
                 scope.spawn(|| {
-                    let mut mine = Vec::new();
+                    let mut mine: Vec<(u64, Scenario)> = Vec::new();
                     loop {
                         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         if k >= count {
@@ -317,7 +317,7 @@ pub fn schedulability(
                             .iter()
                             .map(|s| s.schedule(&q).is_ok_and(|plan| plan.gpus_used <= p.gpus))
                             .collect();
-                        mine.push(Scenario { rates_rps, schedulable });
+                        mine.push((k, Scenario { rates_rps, schedulable }));
                         done();
                     }
                 })
@@ -325,8 +325,8 @@ pub fn schedulability(
             .collect();
         workers.into_iter().flat_map(|w| w.join().expect("a schedulability worker panicked")).collect()
     });
-    scenarios.sort_by(|a, b| a.rates_rps.iter().rev().partial_cmp(b.rates_rps.iter().rev()).unwrap());
-    scenarios
+    scenarios.sort_by_key(|&(k, _)| k);
+    scenarios.into_iter().map(|(_, s)| s).collect()
 }
 
 /// One scenario of [`schedulability`].

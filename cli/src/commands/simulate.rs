@@ -124,7 +124,7 @@ pub struct SimulateCommand {
     /// an EWMA of the rates seen, beside the schedule for the spec's rates kept throughout.
     #[arg(long)]
     pub adapt: bool,
-    /// With a `[gpulet]` spec, the paper's schedulability study instead (its Figures 15 and 16): every
+    /// With a `[gpulet]` spec, the paper's schedulability study instead (its Figure 15): every
     /// combination of these rates (req/s, comma-separated) over the spec's models, and how many of them each
     /// scheduler fits on the GPUs, beside the exhaustive `ideal` scheduler's.
     #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with = "adapt")]

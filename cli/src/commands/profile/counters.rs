@@ -75,17 +75,19 @@ pub(super) fn counters(bundle: &Bundle, gpu: u32, batch: u32, output: &Path) -> 
         let status = command.status().with_context(|| format!("--counters: cannot run {}", ncu.display()))?;
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let kernels = parse_ncu_csv(&text).map_err(|why| {
-            let tail: String = text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+            let exit = if status.success() { "ncu exited 0".to_string() } else { format!("ncu {status}") };
             let permission = if text.contains("ERR_NVGPUCTRPERM") {
-                "\nthe GPU's performance counters are restricted to administrators: run as root, or load the driver \
+                "; the GPU's performance counters are restricted to administrators: run as root, or load the driver \
                  with NVreg_RestrictProfilingToAdminUsers=0"
             } else {
                 ""
             };
             anyhow::anyhow!(
-                "--counters: slot `{}` on GPU {gpu}: {why} ({}; an MPS daemon on the GPU hides its clients from ncu){permission}\n{tail}",
-                variant.slot,
-                if status.success() { "ncu exited 0".to_string() } else { format!("ncu {status}") },
+                "--counters: slot `{}` on GPU {gpu}: {why} ({exit}; if an MPS daemon runs on the GPU, ncu does not \
+                 see its clients){permission}\n{tail}",
+                variant.slot
             )
         })?;
         eprintln!(
