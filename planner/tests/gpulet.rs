@@ -177,6 +177,8 @@ fn gpulet_int_needs_measured_interference() {
     use jig_planner::gpulet::Scheduler;
     let p = problem(vec![model("a", 50.0, 4.0, 0.05)], 1);
     assert_eq!(Scheduler::all(&p), vec![Scheduler::Gpulet, Scheduler::Sbp, Scheduler::Ideal]);
+    let many = GpuletProblem { gpus: jig_planner::gpulet::IDEAL_GPUS + 1, ..p.clone() };
+    assert_eq!(Scheduler::all(&many), vec![Scheduler::Gpulet, Scheduler::Sbp], "the search is for a few GPUs");
     let err = Scheduler::GpuletInt.schedule(&p).unwrap_err().to_string();
     assert!(err.contains("utilisation") && err.contains("interference"), "{err}");
 }

@@ -442,6 +442,11 @@ fn a_gpulet_spec_schedules_gpu_shares_and_serves_them() {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     };
     assert!(schedulable("ideal ") >= schedulable("gpulet ") && schedulable("ideal ") < 8, "{stdout}");
+    std::fs::write(&path, spec.replace("gpus = 2", "gpus = 7")).unwrap();
+    let output = run(jig().arg("simulate").arg(&path).args(["--rate-levels", "0,1500"]), b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("searches at most 6 GPUs; the spec has 7"), "{stderr}");
+    std::fs::write(&path, spec).unwrap();
     let output = run(jig().args(["simulate", "--app", "social", "--rate-levels", "0,1"]), b"");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("--rate-levels is gpu-lets'"), "{stderr}");

@@ -204,6 +204,14 @@ impl SimulateCommand {
             );
         };
         let schedulers = Scheduler::all(&problem);
+        let Some(ideal) = schedulers.iter().position(|&s| s == Scheduler::Ideal) else {
+            bail!(
+                "--rate-levels compares with the exhaustive `ideal` scheduler, which searches at most {} GPUs; the spec \
+                 has {}",
+                jig_planner::gpulet::IDEAL_GPUS,
+                problem.gpus
+            );
+        };
         let progress = crate::progress::Steps::new("scenarios", count);
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let scenarios =
@@ -217,7 +225,6 @@ impl SimulateCommand {
             levels_text.join(", "),
             problem.gpus
         );
-        let ideal = schedulers.iter().position(|&s| s == Scheduler::Ideal).expect("every spec can run ideal");
         let _ = writeln!(
             out,
             "{:<10} {:>12} {:>22} {:>22}",

@@ -29,7 +29,7 @@ use serde::Deserialize;
 use crate::error::PlanError;
 
 mod ideal;
-pub use ideal::ideal;
+pub use ideal::{IDEAL_GPUS, ideal};
 
 /// A model to serve.
 #[derive(Debug, Clone, PartialEq)]
@@ -650,10 +650,12 @@ impl Scheduler {
         }
     }
 
-    /// The schedulers `p` can run: `gpulet+int` only with measured interference.
+    /// The schedulers `p` can run: `gpulet+int` only with measured interference, `ideal` on at most
+    /// [`IDEAL_GPUS`] GPUs.
     pub fn all(p: &GpuletProblem) -> Vec<Scheduler> {
         let int = p.interference.is_some().then_some(Scheduler::GpuletInt);
-        [Some(Scheduler::Gpulet), int, Some(Scheduler::Sbp), Some(Scheduler::Ideal)].into_iter().flatten().collect()
+        let ideal = (p.gpus <= IDEAL_GPUS).then_some(Scheduler::Ideal);
+        [Some(Scheduler::Gpulet), int, Some(Scheduler::Sbp), ideal].into_iter().flatten().collect()
     }
 }
 
