@@ -53,7 +53,7 @@ pub struct GpuletProblem {
     pub gpus: u32,
     /// The smaller halves a GPU may be split into, percent (the paper: 20, 40, 50, 60, 80 as pairs).
     pub splits: Vec<u32>,
-    /// Measured interference, which `gpulet+int` plans with (none: only `gpulet` and `sbp` plan).
+    /// Measured interference, which `gpulet+int` and `ideal` plan with (none: `gpulet+int` cannot plan).
     pub interference: Option<MeasuredInterference>,
 }
 
