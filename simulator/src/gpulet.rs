@@ -346,6 +346,11 @@ mod tests {
 
     use super::*;
 
+    /// `models` on `gpus` GPUs split as the paper's pairs, without interference.
+    fn problem(models: Vec<GpuletModel>, gpus: u32) -> GpuletProblem {
+        GpuletProblem { models, gpus, splits: vec![20, 40, 50], interference: None }
+    }
+
     fn model(name: &str, rate: f64, fixed: f64, per_item: f64) -> GpuletModel {
         let mut latency_ms = BTreeMap::new();
         for size in [20u32, 40, 50, 60, 80, 100] {
@@ -359,12 +364,7 @@ mod tests {
 
     #[test]
     fn the_schedulability_study_takes_every_combination_of_the_levels_but_all_zero() {
-        let p = GpuletProblem {
-            models: vec![model("le", 100.0, 1.5, 0.01), model("vgg", 50.0, 6.0, 0.9)],
-            gpus: 1,
-            splits: vec![20, 40, 50],
-            interference: None,
-        };
+        let p = problem(vec![model("le", 100.0, 1.5, 0.01), model("vgg", 50.0, 6.0, 0.9)], 1);
         let levels = [0.0, 400.0, 4000.0];
         let counted = std::sync::atomic::AtomicU64::new(0);
         let done = || {
@@ -388,12 +388,10 @@ mod tests {
 
     #[test]
     fn a_schedule_holds_its_slos_below_its_rates_and_breaks_beyond_them() {
-        let p = GpuletProblem {
-            models: vec![model("le", 100.0, 1.5, 0.01), model("res", 100.0, 4.0, 0.5), model("vgg", 50.0, 6.0, 0.9)],
-            gpus: 2,
-            splits: vec![20, 40, 50],
-            interference: None,
-        };
+        let p = problem(
+            vec![model("le", 100.0, 1.5, 0.01), model("res", 100.0, 4.0, 0.5), model("vgg", 50.0, 6.0, 0.9)],
+            2,
+        );
         let k = max_scale(&p, |q| elastic(q, &no_interference));
         let planned = p.scaled(k);
         let plan = elastic(&planned, &no_interference).unwrap();
@@ -416,15 +414,16 @@ mod tests {
         use jig_planner::gpulet::{InterferenceModel, MeasuredInterference, Scheduler, Utilisation};
         // Every model runs 40% slower beside any other: gpu-lets without interference co-locates them anyway.
         let p = GpuletProblem {
-            models: vec![model("le", 100.0, 1.5, 0.01), model("res", 100.0, 4.0, 0.5), model("vgg", 50.0, 6.0, 0.9)],
-            gpus: 2,
-            splits: vec![20, 40, 50],
             interference: Some(MeasuredInterference {
                 model: InterferenceModel { coefficients: [0.0, 0.0, 0.0, 0.0, 0.4] },
                 utilisation: vec![Utilisation { l2: 0.1, dram: 0.1 }; 3],
                 fit_error: 0.0,
                 samples: 5,
             }),
+            ..problem(
+                vec![model("le", 100.0, 1.5, 0.01), model("res", 100.0, 4.0, 0.5), model("vgg", 50.0, 6.0, 0.9)],
+                2,
+            )
         };
         let served = |s: Scheduler| max_served_scale(&p, |q| s.schedule(q), 10.0, 3, 0.01);
         let (blind, aware) = (served(Scheduler::Gpulet), served(Scheduler::GpuletInt));
@@ -434,12 +433,7 @@ mod tests {
 
     #[test]
     fn rescheduling_follows_a_wave_of_load_that_a_fixed_schedule_misses() {
-        let p = GpuletProblem {
-            models: vec![model("le", 1500.0, 1.5, 0.01), model("res", 600.0, 4.0, 0.5)],
-            gpus: 4,
-            splits: vec![20, 40, 50],
-            interference: None,
-        };
+        let p = problem(vec![model("le", 1500.0, 1.5, 0.01), model("res", 600.0, 4.0, 0.5)], 4);
         // Rates rise to three times and back over the run.
         let wave = |t: f64| 1.0 + 2.0 * (std::f64::consts::PI * t / 400.0).sin().max(0.0);
         let adaptive = adapt(&p, |q| elastic(q, &no_interference), wave, 400.0, 20.0, 0.7, 1.2, 9);
