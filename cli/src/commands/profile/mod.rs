@@ -64,7 +64,7 @@ pub struct ProfileCommand {
     /// gpu-lets' solo utilisations instead of the sweep: each slot's model alone on the whole GPU --gpu, one
     /// batch of --batch measured by Nsight Compute (`ncu` on PATH; no MPS daemon may run on that GPU), written
     /// as `model,batch,l2,dram` (to -o, default BUNDLE/util.csv), the `utilisation` table of a `[gpulet]` spec.
-    #[arg(long, conflicts_with_all = ["adaptive", "pairs"])]
+    #[arg(long, conflicts_with_all = ["adaptive", "pairs", "segments"])]
     counters: bool,
     /// With --counters, the GPU, as nvidia-smi numbers it.
     #[arg(long, default_value_t = 0, requires = "counters")]
