@@ -22,11 +22,12 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hyper::Method;
 use jig_client::load::{LoadReport, Target, closed_loop};
+use jig_tests::{Etcd, Process};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -36,17 +37,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// A child process killed on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_jig(state: &Path, extra: &[&str]) -> (Server, SocketAddr) {
+fn start_jig(state: &Path, extra: &[&str]) -> (Process, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_jig"))
         .args(["up", "--listen", "127.0.0.1:0", "--state-dir"])
         .arg(state)
@@ -58,7 +49,7 @@ fn start_jig(state: &Path, extra: &[&str]) -> (Server, SocketAddr) {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).expect("jig's address");
-    (Server(child), addr.parse().unwrap())
+    (Process(child), addr.parse().unwrap())
 }
 
 fn wasmtime() -> PathBuf {
@@ -66,7 +57,7 @@ fn wasmtime() -> PathBuf {
     if local.exists() { local } else { PathBuf::from("wasmtime") }
 }
 
-fn start_wasmtime(component: &Path, options: &[&str]) -> (Server, SocketAddr) {
+fn start_wasmtime(component: &Path, options: &[&str]) -> (Process, SocketAddr) {
     let addr: SocketAddr = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap()
@@ -84,7 +75,7 @@ fn start_wasmtime(component: &Path, options: &[&str]) -> (Server, SocketAddr) {
         assert!(started.elapsed() < Duration::from_secs(30), "wasmtime serve did not start listening on {addr}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    (Server(child), addr)
+    (Process(child), addr)
 }
 
 /// Deploy the no-op app to the gateway at `addr`.
@@ -166,24 +157,8 @@ fn main() {
 
 /// One gateway against two replicas of one cluster, on the no-op app (see the module docs).
 fn replicas(scratch: &Path, connections: usize, seconds: f64) {
-    let port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let (client, peer) = (port(), port());
-    let (url, peer_url) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
-    let _etcd = Server(
-        Command::new("etcd")
-            .args(["--name", "bench", "--data-dir"])
-            .arg(scratch.join("etcd"))
-            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
-            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
-            .args(["--initial-cluster", &format!("bench={peer_url}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd (`make setup` installs it)"),
-    );
-    while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let etcd = Etcd::start(&scratch.join("etcd"));
+    let url = &etcd.url;
     let config = scratch.join("gateway.toml");
     std::fs::write(&config, format!("etcd = [\"{url}\"]\n")).unwrap();
     let state = scratch.join("state");

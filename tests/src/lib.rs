@@ -74,6 +74,40 @@ accuracy = {accuracy}
     }
 }
 
+/// `etcd` on loopback with its data in `dir`, killed when dropped (`make setup` installs it).
+pub struct Etcd {
+    _process: Process,
+    /// Its client URL, `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl Etcd {
+    /// Start it on two free ports and wait until it takes connections.
+    pub fn start(dir: &Path) -> Etcd {
+        let free_port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let (client, peer) = (free_port(), free_port());
+        let url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new("etcd")
+            .args(["--name", "jig", "--data-dir"])
+            .arg(dir)
+            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("jig={peer_url}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd is missing: `make setup` installs it (Debian's etcd-server)");
+        let process = Process(child);
+        let started = std::time::Instant::now();
+        while TcpStream::connect(("127.0.0.1", client)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(20), "etcd did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Etcd { _process: process, url }
+    }
+}
+
 /// A child process, killed when dropped (a failing test leaves none behind).
 pub struct Process(pub Child);
 

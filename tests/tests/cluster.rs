@@ -5,51 +5,10 @@
 //! that remains, and it is still served; a third gateway started later runs it too: nothing deployed is lost.
 //! When etcd goes, the replicas serve on and refuse deploys with a message.
 
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use jig_tests::{Gateway, Process, probe_app};
-
-/// A free loopback port (bound, then freed for the process that takes it).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// `etcd` on loopback with its data in `dir`; killed when dropped. Its client URL.
-struct Etcd(Child, String);
-
-impl Etcd {
-    fn start(dir: &Path) -> Etcd {
-        let (client, peer) = (free_port(), free_port());
-        let url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = std::process::Command::new("etcd")
-            .args(["--name", "test", "--data-dir"])
-            .arg(dir)
-            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
-            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
-            .args(["--initial-cluster", &format!("test={peer_url}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd is missing: `make setup` installs it (Debian's etcd-server)");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(20), "etcd did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Etcd(child, url)
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use jig_tests::{Etcd, Gateway, Process, probe_app};
 
 /// `jig node` with one core on a free port, registered in `etcd` if given; its process and address.
 fn node(dir: &Path, token: &Path, etcd: Option<&str>) -> (Process, String) {
@@ -77,14 +36,14 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     let token = dir.path().join("token");
     std::fs::write(&token, "cluster-token\n").unwrap();
     let (mut a, addr_a) = node(&dir.path().join("a"), &token, None);
-    let (mut b, addr_b) = node(&dir.path().join("b"), &token, Some(&etcd.1));
-    let (mut c, addr_c) = node(&dir.path().join("c"), &token, Some(&etcd.1));
+    let (mut b, addr_b) = node(&dir.path().join("b"), &token, Some(&etcd.url));
+    let (mut c, addr_c) = node(&dir.path().join("c"), &token, Some(&etcd.url));
     let config = dir.path().join("gateway.toml");
     std::fs::write(
         &config,
         format!(
             "etcd = [\"{}\"]\nnodes = [\"{addr_a}\"]\nnode_token_file = \"{}\"\ndemand_window_s = 3600\n",
-            etcd.1,
+            etcd.url,
             token.display()
         ),
     )
