@@ -28,12 +28,13 @@ pub const IDEAL_GPUS: u32 = 6;
 
 /// The exhaustive scheduler, with interference `intf`.
 pub fn ideal(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, PlanError> {
+    let sizes = super::sizes(p);
     // Each model's best rate per percent of a GPU: the bound a branch is cut by.
     let mut efficiency = Vec::with_capacity(p.models.len());
     for model in &p.models {
-        let best = super::sizes(p)
-            .into_iter()
-            .filter_map(|s| model.capacity(s, 0.0).map(|(rate, _)| rate / f64::from(s)))
+        let best = sizes
+            .iter()
+            .filter_map(|&s| model.capacity(s, 0.0).map(|(rate, _)| rate / f64::from(s)))
             .fold(0.0, f64::max);
         if best <= 0.0 && model.rate_rps > 0.0 {
             return Err(PlanError::Infeasible(format!(
@@ -45,7 +46,6 @@ pub fn ideal(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, Pl
     }
     let mut order: Vec<usize> = (0..p.models.len()).filter(|&m| p.models[m].rate_rps > 0.0).collect();
     order.sort_by(|&a, &b| p.models[b].rate_rps.total_cmp(&p.models[a].rate_rps));
-    let sizes = super::sizes(p);
     let twin: Vec<bool> = (0..order.len()).map(|k| k > 0 && alike(p, intf, &sizes, order[k - 1], order[k])).collect();
     // Per GPU: whole, or one of the splits.
     let mut cases: Vec<u32> = vec![100];
