@@ -791,37 +791,49 @@ fn plan_with_profiles(
 
     let slot_of: HashMap<&str, &str> = model_tasks.iter().copied().collect();
     let mut free = capacity.clone();
-    let mut instances = Vec::new();
+    // MPS shares are taken largest first, so that shares that fill GPUs together (gpu-lets' 20/80 and 40/60
+    // splits) find each other: first fit in the plan's order can strand them.
+    let mut entries = Vec::new();
     for task in &plan.tasks {
         for e in &task.entries {
-            let kind = SegmentKind::parse(&e.segment).map_err(PlanError::from)?;
-            let places: Vec<InstancePlace> = (0..e.instances).map_while(|_| free.take(&kind)).collect();
-            if places.len() < e.instances as usize {
-                let hint = match kind {
-                    SegmentKind::Mig { .. } => mig_layout_hint(&bundle.manifest.name, &plan, capacity),
-                    _ => String::new(),
-                };
-                return Err(PlanningError::DoesNotFit {
-                    segment: e.segment.clone(),
-                    needed: e.instances,
-                    placed: places.len() as u32,
-                    hint,
-                });
-            }
-            instances.push(PlannedInstances {
-                slot: slot_of[task.task.as_str()].to_string(),
-                variant: e.variant.clone(),
+            entries.push((task, e, SegmentKind::parse(&e.segment).map_err(PlanError::from)?));
+        }
+    }
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order
+        .sort_by_key(|&i| std::cmp::Reverse(if let SegmentKind::Mps { percent } = entries[i].2 { percent } else { 0 }));
+    let mut taken = vec![Vec::new(); entries.len()];
+    for i in order {
+        let (_, e, kind) = &entries[i];
+        taken[i] = (0..e.instances).map_while(|_| free.take(kind)).collect();
+    }
+    let mut instances = Vec::new();
+    for ((task, e, kind), places) in entries.into_iter().zip(taken) {
+        if places.len() < e.instances as usize {
+            let hint = match kind {
+                SegmentKind::Mig { .. } => mig_layout_hint(&bundle.manifest.name, &plan, capacity),
+                _ => String::new(),
+            };
+            return Err(PlanningError::DoesNotFit {
                 segment: e.segment.clone(),
-                max_batch: e.batch,
-                count: e.instances,
-                rate_rps: e.rate_rps / e.instances.max(1) as f64,
-                latency_ms: e.latency_ms,
-                wait_ms: task.policy.wait_ms,
-                drop_budget_ms: task.policy.drop_budget_ms,
-                stale_ms: task.policy.stale_ms,
-                places,
+                needed: e.instances,
+                placed: places.len() as u32,
+                hint,
             });
         }
+        instances.push(PlannedInstances {
+            slot: slot_of[task.task.as_str()].to_string(),
+            variant: e.variant.clone(),
+            segment: e.segment.clone(),
+            max_batch: e.batch,
+            count: e.instances,
+            rate_rps: e.rate_rps / e.instances.max(1) as f64,
+            latency_ms: e.latency_ms,
+            wait_ms: task.policy.wait_ms,
+            drop_budget_ms: task.policy.drop_budget_ms,
+            stale_ms: task.policy.stale_ms,
+            places,
+        });
     }
     // Slots no task names are served as by default.
     let planned: Vec<&str> = model_tasks.iter().map(|&(_, slot)| slot).collect();
@@ -1076,6 +1088,25 @@ mod tests {
         assert_eq!(placed[0].0, "mps:50");
         assert_eq!(placed[0].1.gpu, Some(1), "GPU 0 is in MIG mode");
         assert_eq!(placed[0].1.segment(&placed[0].0), "mps:1:50");
+    }
+
+    #[test]
+    fn a_gpulet_app_is_planned_on_a_share_sized_by_gpu_lets() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = [("cpu:2", 1, 50.0, 10.0), ("mps:0:20", 4, 40.0, 100.0), ("mps:0:80", 4, 20.0, 200.0)];
+        let bundle = bundle(dir.path(), &rows);
+        let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
+        std::fs::write(dir.path().join("jig.toml"), format!("planner = \"gpulet\"\n{manifest}")).unwrap();
+        let bundle = Bundle::open(&bundle.dir).unwrap();
+        let d = plan(&bundle, &[], &Capacity::of(&machine(), 8, None), &Observations::default());
+        assert!(d.source.starts_with("planned from profiles.csv by gpulet"), "{}", d.source);
+        // 31.5 req/s: the smallest share that serves them, on the whole GPU (GPU 0 is in MIG mode).
+        let placed = places(&d);
+        assert_eq!(placed.len(), 1, "{d:?}");
+        assert_eq!(placed[0].1.segment(&placed[0].0), "mps:1:20");
+        // On cores alone, gpu-lets has nothing to plan: the deploy says why and serves by default.
+        let d = plan(&bundle, &[], &Capacity::cpu_only(8), &Observations::default());
+        assert!(d.source.contains("planner `gpulet` plans MPS shares"), "{}", d.source);
     }
 
     #[test]

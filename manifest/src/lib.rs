@@ -108,7 +108,7 @@ pub struct Manifest {
     #[serde(default)]
     pub demand: Demand,
     /// The planner strategy, one of [`PLANNERS`]: `jigsaw` (the default), `ipa` (linear pipelines on CPU
-    /// cores) or `compass` (query classes over a linear pipeline).
+    /// cores), `compass` (query classes over a linear pipeline) or `gpulet` (MPS shares of whole GPUs).
     #[serde(default)]
     pub planner: Option<String>,
     /// Compass's query classes: requests that name one (the `jig-class` header) are held to its objectives.
@@ -142,7 +142,7 @@ impl Manifest {
 pub const MANIFEST_VERSION: u32 = 1;
 
 /// The planner strategies a bundle's `planner` may name: those of `jig_planner::Strategy`.
-pub const PLANNERS: [&str; 3] = ["jigsaw", "ipa", "compass"];
+pub const PLANNERS: [&str; 4] = ["jigsaw", "ipa", "compass", "gpulet"];
 
 /// IPA's objective weights and baselines (`[ipa]`); each absent key keeps the planner's default (the paper's).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

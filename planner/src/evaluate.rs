@@ -87,7 +87,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     let mut budget = vec![0.0_f64; n];
     let least_demand = match problem.strategy {
         Strategy::Ipa => problem.demand_bounds(|_, _| true).0,
-        Strategy::Jigsaw | Strategy::Compass => Vec::new(),
+        Strategy::Jigsaw | Strategy::Compass | Strategy::Gpulet => Vec::new(),
     };
     // Compass serves part of the demand, each class within SLOs of its own: `compass::check` checks those.
     let whole_app = problem.strategy != Strategy::Compass;
@@ -113,7 +113,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
             latency[a.task] = latency[a.task].max(c.latency_ms); // (1)–(2)
             let own = match problem.strategy {
                 Strategy::Ipa => c.latency_ms + crate::ipa::queueing_ms(a.batch, least_demand[a.task]),
-                Strategy::Jigsaw | Strategy::Compass => 2.0 * c.latency_ms,
+                Strategy::Jigsaw | Strategy::Compass | Strategy::Gpulet => 2.0 * c.latency_ms,
             };
             budget[a.task] = budget[a.task].max(own);
         }
@@ -204,6 +204,17 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     }
     let priced: u32 = crate::spec::MigProfile::ALL.iter().zip(&counts).map(|(p, n)| p.effective_slices() * n).sum();
     slices = slices.saturating_sub(priced - crate::placement::mig_slices(&counts));
+    // gpu-lets splits a GPU into two shares whose percents sum to 100 (20/80, 50/50): its shares are priced by
+    // their sum, seven slices a GPU, where each share alone rounds up (50% is 4 of 7).
+    if problem.strategy == Strategy::Gpulet {
+        let (each, percent) = plan.iter().fold((0, 0), |(each, percent), a| match problem.segments[a.segment].kind {
+            crate::spec::SegmentKind::Mps { percent: p } => {
+                (each + a.instances * problem.segments[a.segment].slices, percent + a.instances * u32::from(p))
+            }
+            _ => (each, percent),
+        });
+        slices = slices - each + (percent * 7).div_ceil(100);
+    }
     // (8)
     if slices > problem.slices {
         violations.push(format!("{slices} slices used, {} available", problem.slices));
@@ -231,7 +242,9 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
         ));
     }
     let objective = match problem.strategy {
-        Strategy::Jigsaw => problem.objective.alpha * accuracy - problem.objective.beta * f64::from(slices),
+        Strategy::Jigsaw | Strategy::Gpulet => {
+            problem.objective.alpha * accuracy - problem.objective.beta * f64::from(slices)
+        }
         Strategy::Ipa => {
             let batches: u32 = plan.iter().filter(|a| a.instances > 0).map(|a| a.batch).sum();
             let w = problem.ipa;

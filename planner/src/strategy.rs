@@ -30,11 +30,14 @@ pub enum Strategy {
     /// Compass (§3–5): query classes with SLOs of their own over a linear pipeline's shared operators, planned
     /// together for SLO goodput ([`crate::compass`]). Planned and checked; not yet served.
     Compass,
+    /// gpu-lets (Choi et al., ATC 2022): each task's most accurate variant on MPS shares of whole GPUs, sized
+    /// by Algorithm 1 with the app's SLO split among its tasks ([`crate::gpulet::app`]).
+    Gpulet,
 }
 
 impl Strategy {
     /// Every strategy, in the order `--help` lists them.
-    pub const ALL: [Strategy; 3] = [Strategy::Jigsaw, Strategy::Ipa, Strategy::Compass];
+    pub const ALL: [Strategy; 4] = [Strategy::Jigsaw, Strategy::Ipa, Strategy::Compass, Strategy::Gpulet];
 
     /// The name `app.planner` and `--planner` take.
     pub fn name(self) -> &'static str {
@@ -42,6 +45,7 @@ impl Strategy {
             Strategy::Jigsaw => "jigsaw",
             Strategy::Ipa => "ipa",
             Strategy::Compass => "compass",
+            Strategy::Gpulet => "gpulet",
         }
     }
 }
@@ -81,6 +85,7 @@ pub struct TaskPolicy {
 ///   the 2·L̂ each task of the path is budgeted (2·L̂ where no path takes it).
 /// * IPA (§4.3, §4.5): a batch waits for b rows up to the (b − 1)/λ its latency model counts; a request is
 ///   dropped only once it has passed its deadline, or after waiting twice the SLO.
+/// * gpu-lets: as JigsawServe (a gpu-let's batch takes at most half its task's SLO: it may wait one batch).
 /// * Compass: as JigsawServe, with the task's fastest planned type in place of its slowest: a task's types
 ///   serve classes of different SLOs, and a request of a tight class, routed to a fast type, must neither wait
 ///   nor be dropped by the slow type's budget.
@@ -146,6 +151,7 @@ pub fn solve_from(
         Strategy::Jigsaw => milp::solve_from(problem, features, options, previous),
         Strategy::Ipa => crate::ipa::solve(problem, options),
         Strategy::Compass => crate::compass::solve(problem, options, previous),
+        Strategy::Gpulet => crate::gpulet::app::solve(problem),
     }
 }
 
@@ -159,6 +165,6 @@ mod tests {
             assert_eq!(s.name().parse::<Strategy>(), Ok(s));
         }
         let err = "compas".parse::<Strategy>().unwrap_err();
-        assert!(err.contains("`compas`") && err.contains("jigsaw, ipa, compass"), "{err}");
+        assert!(err.contains("`compas`") && err.contains("jigsaw, ipa, compass, gpulet"), "{err}");
     }
 }

@@ -41,8 +41,9 @@ pub struct SimulateCommand {
     /// values: `Objective::scaled_to`), the spec's otherwise.
     #[arg(long)]
     pub slices: Option<u32>,
-    /// The planner strategy that plans each interval: `jigsaw` or `ipa` (linear pipelines on CPU cores;
-    /// `compass` plans are not simulated yet). Default: the spec's or bundle's `planner`.
+    /// The planner strategy that plans each interval: `jigsaw`, `ipa` (linear pipelines on CPU cores),
+    /// `compass` (query classes) or `gpulet` (MPS shares of whole GPUs). Default: the spec's or bundle's
+    /// `planner`.
     #[arg(long)]
     pub planner: Option<jig_planner::Strategy>,
     /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all` (JigsawServe's switches).

@@ -28,6 +28,7 @@ use serde::Deserialize;
 
 use crate::error::PlanError;
 
+pub mod app;
 mod ideal;
 pub use ideal::{IDEAL_GPUS, ideal};
 
@@ -226,6 +227,17 @@ fn sizes(p: &GpuletProblem) -> Vec<u32> {
 
 /// The paper's Algorithm 1 (`ELASTICPARTITIONING`), with interference `intf`.
 pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, PlanError> {
+    partition(p, intf, true)
+}
+
+/// Algorithm 1 without temporal sharing: every gpu-let serves one model, as a jig instance holds its segment
+/// alone ([`app`], the `gpulet` strategy of deployments).
+pub fn elastic_spatial(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, PlanError> {
+    partition(p, intf, false)
+}
+
+/// Algorithm 1; `temporal`: a model's share may join an allocated gpu-let's duty cycle.
+fn partition(p: &GpuletProblem, intf: Interference<'_>, temporal: bool) -> Result<GpuletPlan, PlanError> {
     let sizes = sizes(p);
     // Free gpu-lets: (gpu, size); every GPU starts whole.
     let mut remain: Vec<(u32, u32)> = (0..p.gpus).map(|g| (g, 100)).collect();
@@ -269,14 +281,17 @@ pub fn elastic(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, 
                 return Err(PlanError::Infeasible(format!(
                     "model `{}`: {left:.1} of its {:.1} req/s find no free gpu-let that serves them within its {} ms \
                      SLO on {} GPUs",
-                    model.name, model.rate_rps, model.slo_ms, p.gpus
+                    model.name,
+                    model.rate_rps,
+                    (model.slo_ms * 10.0).round() / 10.0,
+                    p.gpus
                 )));
             };
             // Temporal sharing: an allocated gpu-let that can take this share too saves the new one.
             let beside: Vec<_> =
                 alloc.iter().enumerate().map(|(j, a)| neighbour(&alloc, a.gpu, a.size, Some(j))).collect();
-            let merged =
-                alloc.iter_mut().zip(beside).any(|(a, nb)| a.share(p, m, portion, &|n, size, _| intf(n, size, nb)));
+            let merged = temporal
+                && alloc.iter_mut().zip(beside).any(|(a, nb)| a.share(p, m, portion, &|n, size, _| intf(n, size, nb)));
             if !merged {
                 let (_, whole) = remain.remove(i);
                 if whole == 100 && size < 100 {
