@@ -10,6 +10,8 @@
 # own planned onto a share of its own (`mps:0:50`, `mps:0:25`), beside the whole recognizer on a third
 # (`mps:0:25`): the two apps answer the same tensor alike (within 1e-3). With Nsight Compute's `ncu` on PATH it
 # also writes gpu-lets' utilisation table of the bundle's slots (`jig profile --counters`) and checks its rows.
+# PLANNER=gpulet deploys the sign reader with gpu-lets' strategy instead (`planner = "gpulet"` in the bundle's
+# copy; it also profiles `mps:0:75`, as gpu-lets splits the GPU into a share and its complement).
 # Exit status: 0 passed, 1 failed, 2 no NVIDIA GPU here.
 #
 # It needs no Rust toolchain and no registry: with cargo, `make test-gpu` builds what it needs first; on a
@@ -87,9 +89,14 @@ done
 rm -rf "$out" && mkdir -p "$out"
 cp -r "$bundle" "$out/bundle"
 rm -f "$out/bundle/profiles.csv"
+shares=(mps:0:50 mps:0:25)
+if [ -n "${PLANNER:-}" ]; then
+    sed -i "1i planner = \"$PLANNER\"" "$out/bundle/jig.toml"
+    [ "$PLANNER" != gpulet ] || shares+=(mps:0:75)
+fi
 
-echo "== jig profile: every variant on mps:0:50 and mps:0:25"
-"$jig" profile "$out/bundle" --segment mps:0:50 --segment mps:0:25 --max-batch 8 --runs 10
+echo "== jig profile: every variant on ${shares[*]}"
+"$jig" profile "$out/bundle" $(printf -- '--segment %s ' "${shares[@]}") --max-batch 8 --runs 10
 
 # gpu-lets' solo utilisations (`jig profile --counters`): each slot's model alone on GPU 0 under Nsight Compute,
 # before any MPS daemon of the gateway's runs (ncu does not see MPS clients). Skipped without ncu on PATH.
@@ -117,6 +124,7 @@ python3 - "$out/deploy.json" "$out/bundle/jig.toml" <<'PY' || fail "the deployme
 import json, re, sys
 d = json.load(open(sys.argv[1]))["deployment"]
 assert d["source"].startswith("planned"), d["source"]
+print(d["source"])
 # The planned model slots: those the manifest's tasks name (the planner's graph). Others get their default.
 planned, section = set(), None
 for line in open(sys.argv[2]):
