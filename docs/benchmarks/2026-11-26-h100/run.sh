@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 15 (2026-11-26) on a lent GPU: `make test-gpu` with Nsight Compute on PATH (so it runs `jig profile
+# Session 15 (2026-11-26) on a lent H100, first run: `make test-gpu` with Nsight Compute on PATH (so it runs `jig profile
 # --counters` on the sign reader's slots), then `jig profile --counters` on three of gpu-lets' models (jig-synth)
 # beside the utilisation table scripts/gpulet_interference.py measured on an H200. Run from the repository root
 # after unpack.sh's exports; files in /root/g; results into $OUT.
