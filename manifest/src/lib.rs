@@ -108,7 +108,8 @@ pub struct Manifest {
     #[serde(default)]
     pub demand: Demand,
     /// The planner strategy, one of [`PLANNERS`]: `jigsaw` (the default), `ipa` (linear pipelines on CPU
-    /// cores), `compass` (query classes over a linear pipeline) or `gpulet` (MPS shares of whole GPUs).
+    /// cores), `compass` (query classes over a linear pipeline), `gpulet` (MPS shares of whole GPUs) or `ppipe`
+    /// (a model cut into a chain of tasks, each served by a pool).
     #[serde(default)]
     pub planner: Option<String>,
     /// Compass's query classes: requests that name one (the `jig-class` header) are held to its objectives.
@@ -142,7 +143,7 @@ impl Manifest {
 pub const MANIFEST_VERSION: u32 = 1;
 
 /// The planner strategies a bundle's `planner` may name: those of `jig_planner::Strategy`.
-pub const PLANNERS: [&str; 4] = ["jigsaw", "ipa", "compass", "gpulet"];
+pub const PLANNERS: [&str; 5] = ["jigsaw", "ipa", "compass", "gpulet", "ppipe"];
 
 /// IPA's objective weights and baselines (`[ipa]`); each absent key keeps the planner's default (the paper's).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

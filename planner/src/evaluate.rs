@@ -87,7 +87,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     let mut budget = vec![0.0_f64; n];
     let least_demand = match problem.strategy {
         Strategy::Ipa => problem.demand_bounds(|_, _| true).0,
-        Strategy::Jigsaw | Strategy::Compass | Strategy::Gpulet => Vec::new(),
+        Strategy::Jigsaw | Strategy::Compass | Strategy::Gpulet | Strategy::Ppipe => Vec::new(),
     };
     // Compass serves part of the demand, each class within SLOs of its own: `compass::check` checks those.
     let whole_app = problem.strategy != Strategy::Compass;
@@ -113,7 +113,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
             latency[a.task] = latency[a.task].max(c.latency_ms); // (1)–(2)
             let own = match problem.strategy {
                 Strategy::Ipa => c.latency_ms + crate::ipa::queueing_ms(a.batch, least_demand[a.task]),
-                Strategy::Jigsaw | Strategy::Compass | Strategy::Gpulet => 2.0 * c.latency_ms,
+                Strategy::Jigsaw | Strategy::Compass | Strategy::Gpulet | Strategy::Ppipe => 2.0 * c.latency_ms,
             };
             budget[a.task] = budget[a.task].max(own);
         }
@@ -204,9 +204,9 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     }
     let priced: u32 = crate::spec::MigProfile::ALL.iter().zip(&counts).map(|(p, n)| p.effective_slices() * n).sum();
     slices = slices.saturating_sub(priced - crate::placement::mig_slices(&counts));
-    // gpu-lets splits a GPU into two shares whose percents sum to 100 (20/80, 50/50): its shares are priced by
-    // their sum, seven slices a GPU, where each share alone rounds up (50% is 4 of 7).
-    if problem.strategy == Strategy::Gpulet {
+    // gpu-lets and PPipe split whole GPUs into shares whose percents sum to 100 (20/80, 50/50, four 25%): their
+    // shares are priced by their sum, seven slices a GPU, where each share alone rounds up (50% is 4 of 7).
+    if matches!(problem.strategy, Strategy::Gpulet | Strategy::Ppipe) {
         let (each, percent) = plan.iter().fold((0, 0), |(each, percent), a| match problem.segments[a.segment].kind {
             crate::spec::SegmentKind::Mps { percent: p } => {
                 (each + a.instances * problem.segments[a.segment].slices, percent + a.instances * u32::from(p))
@@ -242,7 +242,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
         ));
     }
     let objective = match problem.strategy {
-        Strategy::Jigsaw | Strategy::Gpulet => {
+        Strategy::Jigsaw | Strategy::Gpulet | Strategy::Ppipe => {
             problem.objective.alpha * accuracy - problem.objective.beta * f64::from(slices)
         }
         Strategy::Ipa => {

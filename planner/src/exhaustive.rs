@@ -327,13 +327,14 @@ pub fn ppipe(problem: &crate::ppipe::PpipeProblem) -> f64 {
     use crate::ppipe::Scheme;
     let (k, m) = (problem.classes.len(), problem.model.blocks);
     let lcm = crate::ppipe::lcm_of_shares(&problem.classes);
-    let most = match problem.scheme {
-        Scheme::PPipe => problem.max_partitions.min(m),
-        Scheme::NoPartitioning => 1,
-        Scheme::DartR => 2.min(m),
+    let (fewest, most) = match problem.scheme {
+        Scheme::PPipe => (1, problem.max_partitions.min(m)),
+        Scheme::NoPartitioning => (1, 1),
+        Scheme::DartR => (1, 2.min(m)),
+        Scheme::EveryBlock => (m, m),
     };
     let mut groups: Vec<Vec<Pools>> = Vec::new();
-    for parts in 1..=most {
+    for parts in fewest..=most {
         for code in 0..k.pow(parts as u32) {
             let classes: Vec<usize> = (0..parts).map(|d| code / k.pow(d as u32) % k).collect();
             let dart_chain = problem.scheme == Scheme::DartR && parts == 2;

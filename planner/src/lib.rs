@@ -4,8 +4,8 @@
 //! variant × segment × batch size), a function graph with its latency and accuracy objectives, and the expected
 //! demand, it decides which variant each task runs, on which segment type, with which maximum batch size and how
 //! many instances, so that the objectives hold at the lowest cost, and places the instances on GPUs and CPU
-//! hosts. It is the JigsawServe MILP (§3.2) on HiGHS, with the paper's A/S/T baselines, and IPA's planner for
-//! linear CPU pipelines ([`strategy`] picks one per problem).
+//! hosts. It is the JigsawServe MILP (§3.2) on HiGHS, with the paper's A/S/T baselines, beside IPA's, Compass's,
+//! gpu-lets' and PPipe's planners ([`strategy`] picks one per problem).
 //!
 //! ## Modules
 //!
@@ -17,7 +17,8 @@
 //!   constraint by solving relaxations.
 //! * [`ipa`]: IPA's integer program; [`compass`]: Compass's, over query classes; [`ppipe`]: PPipe's, over a
 //!   model cut into blocks and pools of segment classes; [`gpulet`]: gpu-lets' elastic partitioning of GPUs
-//!   into MPS shares, with Nexus's squishy bin packing as its baseline (their module docs).
+//!   into MPS shares, with Nexus's squishy bin packing as its baseline (their module docs; each `app`
+//!   submodule reads an app's problem as that strategy plans it).
 //! * [`baselines`]: the A/S/T switches and Appendix B's static budgets.
 //! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
 //! * [`placement`]: MIG instances onto GPUs by the plan's layouts (or the cheapest packing into valid
@@ -42,7 +43,7 @@
 //! slo_accuracy = 0.9                   # SLO_a, a fraction of the best achievable A_obj
 //! edges = [{ from = "detect", to = "car" }]
 //! paths = [{ tasks = ["detect", "car"], fraction = 1.0 }]   # optional: root-to-sink paths, equal f_p
-//! planner = "jigsaw"                  # optional: `jigsaw`, `ipa` or `compass` (strategy.rs)
+//! planner = "jigsaw"                  # optional: `jigsaw`, `ipa`, `compass`, `gpulet`, `ppipe` (strategy.rs)
 //! classes = [{ name = "fast", slo_latency_ms = 300, slo_accuracy = 0.9, share = 0.5 }]   # compass only
 //!
 //! [[app.tasks]]

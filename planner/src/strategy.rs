@@ -33,11 +33,15 @@ pub enum Strategy {
     /// gpu-lets (Choi et al., ATC 2022): each task's most accurate variant on MPS shares of whole GPUs, sized
     /// by Algorithm 1 with the app's SLO split among its tasks ([`crate::gpulet::app`]).
     Gpulet,
+    /// PPipe (Kong et al., ATC 2025): one model cut into a chain of tasks, each partition served by a pool of
+    /// GPU shares or cores, one batch size for all, pools matched in throughput ([`crate::ppipe::app`]).
+    Ppipe,
 }
 
 impl Strategy {
     /// Every strategy, in the order `--help` lists them.
-    pub const ALL: [Strategy; 4] = [Strategy::Jigsaw, Strategy::Ipa, Strategy::Compass, Strategy::Gpulet];
+    pub const ALL: [Strategy; 5] =
+        [Strategy::Jigsaw, Strategy::Ipa, Strategy::Compass, Strategy::Gpulet, Strategy::Ppipe];
 
     /// The name `app.planner` and `--planner` take.
     pub fn name(self) -> &'static str {
@@ -46,6 +50,7 @@ impl Strategy {
             Strategy::Ipa => "ipa",
             Strategy::Compass => "compass",
             Strategy::Gpulet => "gpulet",
+            Strategy::Ppipe => "ppipe",
         }
     }
 }
@@ -85,7 +90,8 @@ pub struct TaskPolicy {
 ///   the 2·L̂ each task of the path is budgeted (2·L̂ where no path takes it).
 /// * IPA (§4.3, §4.5): a batch waits for b rows up to the (b − 1)/λ its latency model counts; a request is
 ///   dropped only once it has passed its deadline, or after waiting twice the SLO.
-/// * gpu-lets: as JigsawServe (a gpu-let's batch takes at most half its task's SLO: it may wait one batch).
+/// * gpu-lets and PPipe: as JigsawServe (their batches take at most half the SLO: a batch may wait one batch
+///   time).
 /// * Compass: as JigsawServe, with the task's fastest planned type in place of its slowest: a task's types
 ///   serve classes of different SLOs, and a request of a tight class, routed to a fast type, must neither wait
 ///   nor be dropped by the slow type's budget.
@@ -152,6 +158,7 @@ pub fn solve_from(
         Strategy::Ipa => crate::ipa::solve(problem, options),
         Strategy::Compass => crate::compass::solve(problem, options, previous),
         Strategy::Gpulet => crate::gpulet::app::solve(problem),
+        Strategy::Ppipe => crate::ppipe::app::solve(problem, options),
     }
 }
 
@@ -165,6 +172,6 @@ mod tests {
             assert_eq!(s.name().parse::<Strategy>(), Ok(s));
         }
         let err = "compas".parse::<Strategy>().unwrap_err();
-        assert!(err.contains("`compas`") && err.contains("jigsaw, ipa, compass, gpulet"), "{err}");
+        assert!(err.contains("`compas`") && err.contains("jigsaw, ipa, compass, gpulet, ppipe"), "{err}");
     }
 }

@@ -62,7 +62,7 @@ fn case() -> impl Strategy<Value = PpipeProblem> {
         prop::collection::vec(1.0f64..20.0, 48),
         prop::collection::vec(0u64..4_000_000, 3),
         20.0f64..150.0,
-        prop::sample::select(vec![Scheme::PPipe, Scheme::NoPartitioning, Scheme::DartR]),
+        prop::sample::select(vec![Scheme::PPipe, Scheme::NoPartitioning, Scheme::DartR, Scheme::EveryBlock]),
     )
         .prop_map(|(blocks, classes, latency, bytes, slo, scheme)| {
             problem(blocks, classes, &latency, bytes[..blocks].to_vec(), slo, scheme)
@@ -95,6 +95,7 @@ proptest! {
             prop_assert!(parts.windows(2).all(|w| w[0].blocks.end == w[1].blocks.start));
             match p.scheme {
                 Scheme::NoPartitioning => prop_assert_eq!(parts.len(), 1),
+                Scheme::EveryBlock => prop_assert!(parts.iter().enumerate().all(|(d, q)| q.blocks == (d..d + 1))),
                 Scheme::DartR if parts.len() == 2 => {
                     prop_assert!(parts[0].class != parts[1].class && parts[0].count == parts[1].count);
                     prop_assert!(parts.iter().all(|q| q.share == 1));

@@ -161,8 +161,9 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
 }
 
 /// The recognizer cut in two (`--partitions 5`), each half a model slot of its own behind a `forward` task, the
-/// first emitting its feature map to the second: deployed with a profile table, each slot is planned onto a
-/// core of its own (two pools of one instance), and an invocation answers what the whole model computes.
+/// first emitting its feature map to the second: deployed with a profile table and `planner = "ppipe"`, PPipe's
+/// pooled pipelines put each slot onto a core of its own (two pools of one instance), and an invocation answers
+/// what the whole model computes.
 #[test]
 fn a_model_cut_in_two_is_served_as_a_pipeline_of_two_pools() {
     let _alone = alone();
@@ -173,6 +174,7 @@ fn a_model_cut_in_two_is_served_as_a_pipeline_of_two_pools() {
     let manifest = format!(
         r#"
 name = "split-rec"
+planner = "ppipe"
 [slo]
 latency_ms = 10000
 accuracy = 0.5
@@ -233,7 +235,10 @@ shapes = {{ {:?} = {middle:?} }}
     let deployed = gateway.jig("deploy").arg(dir.path()).arg("--json").output().unwrap();
     assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
     let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
-    assert!(status["deployment"]["source"].as_str().unwrap().starts_with("planned"), "{status}");
+    assert!(
+        status["deployment"]["source"].as_str().unwrap().starts_with("planned from profiles.csv by ppipe"),
+        "{status}"
+    );
     let instances = status["deployment"]["instances"].as_array().unwrap();
     let mut cores: Vec<u64> = Vec::new();
     for slot in ["rec0", "rec1"] {

@@ -46,8 +46,9 @@ pub struct PlanCommand {
     pub app: Option<String>,
     /// The planner strategy: `jigsaw` (JigsawServe's MILP), `ipa` (IPA's: linear pipelines on CPU cores, one
     /// variant, batch size and replica count per stage), `compass` (Compass's: the spec's query classes over
-    /// a linear pipeline, for SLO goodput) or `gpulet` (gpu-lets' Algorithm 1: each task's most accurate
-    /// variant on MPS shares of whole GPUs). Default: the spec's or bundle's `planner`.
+    /// a linear pipeline, for SLO goodput), `gpulet` (gpu-lets' Algorithm 1: each task's most accurate
+    /// variant on MPS shares of whole GPUs) or `ppipe` (PPipe's pooled pipelines over a model cut into a chain
+    /// of tasks). Default: the spec's or bundle's `planner`.
     #[arg(long)]
     pub planner: Option<jig_planner::Strategy>,
     /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all` (JigsawServe's switches).

@@ -42,8 +42,8 @@ pub struct SimulateCommand {
     #[arg(long)]
     pub slices: Option<u32>,
     /// The planner strategy that plans each interval: `jigsaw`, `ipa` (linear pipelines on CPU cores),
-    /// `compass` (query classes) or `gpulet` (MPS shares of whole GPUs). Default: the spec's or bundle's
-    /// `planner`.
+    /// `compass` (query classes), `gpulet` (MPS shares of whole GPUs) or `ppipe` (a model cut into a chain of
+    /// tasks). Default: the spec's or bundle's `planner`.
     #[arg(long)]
     pub planner: Option<jig_planner::Strategy>,
     /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all` (JigsawServe's switches).

@@ -22,7 +22,8 @@
 //!
 //! Where it stands (issue 19): the program, checked against exhaustive search on small clusters
 //! (`planner/tests/ppipe_vs_exhaustive.rs`), planning `[ppipe]` specs ([`PpipeSpec`]) in `jig plan` and
-//! `jig simulate` (whose data plane is `jig_sim::ppipe`); deployments do not plan with it yet. At the paper's size (10 blocks, two classes of 25 and 75 units with four share
+//! `jig simulate` (whose data plane is `jig_sim::ppipe`), and deployments of a model cut into a chain of tasks
+//! ([`app`], `planner = "ppipe"`). At the paper's size (10 blocks, two classes of 25 and 75 units with four share
 //! sizes, five batch sizes, three partitions) it solves in seconds (`BENCH_APP=ppipe cargo bench -p jig-sim
 //! --bench solve`, BENCHMARKS.md).
 
@@ -41,6 +42,8 @@ use good_lp::{
 
 use crate::error::PlanError;
 use crate::milp::{SolveOptions, highs_with};
+
+pub mod app;
 
 /// A class of segments: `units` alike (GPUs of one model, MIG instances of one profile, core sets of one size),
 /// each of which may be split into `1/v` shares for each `v` of `shares` (1: the whole unit).
@@ -78,6 +81,9 @@ pub enum Scheme {
     /// DART-r: chains of one unit of each of two different classes, the model cut in two between them,
     /// replicated; whole models on what is left.
     DartR,
+    /// Every block a partition of its own: the cuts a deployed chain of sub-models has already made, one task a
+    /// block ([`app`]).
+    EveryBlock,
 }
 
 /// What PPipe plans.
@@ -181,7 +187,8 @@ impl Scheme {
             "ppipe" => Ok(Scheme::PPipe),
             "np" => Ok(Scheme::NoPartitioning),
             "dart-r" => Ok(Scheme::DartR),
-            other => Err(PlanError::Input(format!("scheme `{other}`: say `ppipe`, `np` or `dart-r`"))),
+            "every-block" => Ok(Scheme::EveryBlock),
+            other => Err(PlanError::Input(format!("scheme `{other}`: say `ppipe`, `np`, `dart-r` or `every-block`"))),
         }
     }
 
@@ -191,6 +198,7 @@ impl Scheme {
             Scheme::PPipe => "ppipe",
             Scheme::NoPartitioning => "np",
             Scheme::DartR => "dart-r",
+            Scheme::EveryBlock => "every-block",
         }
     }
 }
@@ -438,13 +446,14 @@ impl PpipeProblem {
     /// The candidate pipelines the scheme allows, with every choice of each partition that fits the budget alone.
     fn candidates(&self) -> Vec<Candidate> {
         let (k, m) = (self.classes.len(), self.model.blocks);
-        let most = match self.scheme {
-            Scheme::PPipe => self.max_partitions.min(m),
-            Scheme::NoPartitioning => 1,
-            Scheme::DartR => 2.min(m),
+        let (fewest, most) = match self.scheme {
+            Scheme::PPipe => (1, self.max_partitions.min(m)),
+            Scheme::NoPartitioning => (1, 1),
+            Scheme::DartR => (1, 2.min(m)),
+            Scheme::EveryBlock => (m, m),
         };
         let mut out = Vec::new();
-        for parts in 1..=most {
+        for parts in fewest..=most {
             for code in 0..k.pow(parts as u32) {
                 let classes: Vec<usize> = (0..parts).map(|d| code / k.pow(d as u32) % k).collect();
                 if self.scheme == Scheme::DartR && parts == 2 && classes[0] == classes[1] {
