@@ -12,7 +12,10 @@
 //!   profiled `mps:P` segment with P = 100/v rounded: 100, 50, 33, 25, 20…) and the cores (a unit is the largest
 //!   `cpu:N` profiled; a `1/v` share is `cpu:N/v` where profiled);
 //! - the budget is half the latency SLO (a margin of 0.5): a batch may wait one batch time, the 2·L every task is
-//!   budgeted in JigsawServe's latency model, which checks the plan;
+//!   budgeted in JigsawServe's latency model, which checks the plan. A deployment routes each task's requests
+//!   over all its instances, so that a request may take one pipeline's head and another's tail: each partition
+//!   keeps to its part of the budget (split in proportion to the tasks' fastest batch-1 latencies), where PPipe
+//!   holds each pipeline to the whole;
 //! - nothing is charged between partitions: a deployed chain passes each tensor through the gateway's host;
 //! - a profiled batch whose measured throughput H is below b / L(b) is read as taking b / H.
 //!
@@ -168,6 +171,22 @@ pub fn to_ppipe(problem: &Problem) -> Result<AppPools, PlanError> {
     }
     batches.sort_unstable();
     batches.dedup();
+    // A deployment routes each task's requests over all its instances, so a request may take one pipeline's
+    // head and another's tail: each partition keeps to its part of the budget, the budget split among the tasks
+    // in proportion to their fastest batch-1 latencies, so that any mix of pipelines keeps to the whole.
+    let budget = problem.slo_latency_ms * 0.5;
+    let fastest: Vec<f64> = (0..n)
+        .map(|t| {
+            let smallest = latency_ms.keys().filter(|k| k.3 == t).map(|k| k.2).min();
+            latency_ms
+                .iter()
+                .filter(|(k, _)| k.3 == t && Some(k.2) == smallest)
+                .map(|(_, &ms)| ms)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    let total: f64 = fastest.iter().filter(|ms| ms.is_finite()).sum();
+    latency_ms.retain(|&(_, _, _, t), ms| *ms <= budget * fastest[t] / total * (1.0 + 1e-9));
     let model = BlockedModel { name: app.clone(), blocks: n, latency_ms, output_bytes: vec![0; n] };
     let problem = PpipeProblem {
         model,
