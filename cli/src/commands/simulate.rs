@@ -455,7 +455,12 @@ fn simulate_problem(
     // The spaces are independent: each simulates on its own thread (the bins of one space follow each other,
     // each planned from what the last one observed).
     let simulate_space = |features: Features| {
-        eprintln!("jig simulate: {} in {features} ({}), {} bins …", problem.app, problem.strategy, trace.rates.len());
+        // JigsawServe's switches mean nothing to the other strategies.
+        let space = match problem.strategy {
+            jig_planner::Strategy::Jigsaw => format!("{features} (jigsaw)"),
+            other => other.to_string(),
+        };
+        eprintln!("jig simulate: {} in {space}, {} bins …", problem.app, trace.rates.len());
         let options = SimOptions {
             features,
             solve,
