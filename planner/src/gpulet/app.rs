@@ -57,16 +57,11 @@ pub(crate) fn solve(problem: &Problem) -> Result<Solved, PlanError> {
             a.rate_rps += load.rate_rps;
         }
     }
-    let accuracy = problem
-        .paths
-        .iter()
-        .map(|p| p.weight * p.tasks.iter().map(|&t| problem.tasks[t].normalised_accuracy(variants[t])).product::<f64>())
-        .sum();
     Ok(Solved {
         instance_types: gpulets.problem.models.iter().map(|m| m.latency_ms.len()).sum(),
         instance_types_profiled: problem.configs.len(),
         assignments: types.into_values().collect(),
-        accuracy_bound: accuracy,
+        accuracy_bound: gpulets.accuracy,
         // Algorithm 1 is a heuristic that always runs to its end: there is no optimum it could stop short of.
         optimal: true,
         seconds: started.elapsed().as_secs_f64(),
@@ -83,6 +78,8 @@ pub struct AppGpulets {
     pub variants: Vec<usize>,
     /// The `mps:` segment types: (index into [`Problem::segments`], percent).
     pub shares: Vec<(usize, u32)>,
+    /// A_obj of serving each task by its variant.
+    pub accuracy: f64,
 }
 
 /// Read `problem` as gpu-lets' models (module docs); an error names what the app lacks.
@@ -184,7 +181,7 @@ pub fn to_gpulets(problem: &Problem) -> Result<AppGpulets, PlanError> {
     let mut splits: Vec<u32> = shares.iter().map(|&(_, size)| size).filter(|&size| size < 100).collect();
     splits.sort_unstable();
     splits.dedup();
-    Ok(AppGpulets { problem: GpuletProblem { models, gpus, splits, interference: None }, variants, shares })
+    Ok(AppGpulets { problem: GpuletProblem { models, gpus, splits, interference: None }, variants, shares, accuracy })
 }
 
 #[cfg(test)]
