@@ -736,6 +736,21 @@ pub fn problem(
     Ok((Problem::new(&spec, &rows, &source)?, Refinements { latencies: refined, glue }))
 }
 
+/// Places from `free` for each `(kind, count)` of `wanted`, in its order (fewer than `count` where `free` runs
+/// out). MPS shares are taken largest first, so that shares that fill a GPU together (gpu-lets' 20/80 and 40/60
+/// splits, PPipe's halves and quarters) find each other: first fit in the plan's order can strand them.
+fn take_places(free: &mut Capacity, wanted: &[(SegmentKind, u32)]) -> Vec<Vec<InstancePlace>> {
+    let share = |kind: &SegmentKind| if let SegmentKind::Mps { percent } = kind { *percent } else { 0 };
+    let mut order: Vec<usize> = (0..wanted.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(share(&wanted[i].0)));
+    let mut taken = vec![Vec::new(); wanted.len()];
+    for i in order {
+        let (kind, count) = &wanted[i];
+        taken[i] = (0..*count).map_while(|_| free.take(kind)).collect();
+    }
+    taken
+}
+
 /// IPA's settings from a bundle's `[ipa]`, each absent key at the planner's default.
 fn ipa_spec(settings: IpaSettings) -> IpaSpec {
     let default = IpaSpec::default();
@@ -791,22 +806,14 @@ fn plan_with_profiles(
 
     let slot_of: HashMap<&str, &str> = model_tasks.iter().copied().collect();
     let mut free = capacity.clone();
-    // MPS shares are taken largest first, so that shares that fill GPUs together (gpu-lets' 20/80 and 40/60
-    // splits) find each other: first fit in the plan's order can strand them.
     let mut entries = Vec::new();
     for task in &plan.tasks {
         for e in &task.entries {
             entries.push((task, e, SegmentKind::parse(&e.segment).map_err(PlanError::from)?));
         }
     }
-    let mut order: Vec<usize> = (0..entries.len()).collect();
-    order
-        .sort_by_key(|&i| std::cmp::Reverse(if let SegmentKind::Mps { percent } = entries[i].2 { percent } else { 0 }));
-    let mut taken = vec![Vec::new(); entries.len()];
-    for i in order {
-        let (_, e, kind) = &entries[i];
-        taken[i] = (0..e.instances).map_while(|_| free.take(kind)).collect();
-    }
+    let wanted: Vec<(SegmentKind, u32)> = entries.iter().map(|&(_, e, kind)| (kind, e.instances)).collect();
+    let taken = take_places(&mut free, &wanted);
     let mut instances = Vec::new();
     for ((task, e, kind), places) in entries.into_iter().zip(taken) {
         if places.len() < e.instances as usize {
@@ -1088,6 +1095,21 @@ mod tests {
         assert_eq!(placed[0].0, "mps:50");
         assert_eq!(placed[0].1.gpu, Some(1), "GPU 0 is in MIG mode");
         assert_eq!(placed[0].1.segment(&placed[0].0), "mps:1:50");
+    }
+
+    #[test]
+    fn shares_are_placed_largest_first_so_that_splits_fill_their_gpus() {
+        let two = Devices::from_nvidia_smi(
+            Vec::new(),
+            "0, NVIDIA H100 80GB HBM3, GPU-aaaa, 81559, Disabled\n1, NVIDIA H100 80GB HBM3, GPU-bbbb, 81559, Disabled\n",
+            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb)\n",
+        );
+        // 20/80 and 40/60 in a plan's order: first fit would put 20 and 60 on GPU 0 and find no room for the 40.
+        let wanted: Vec<(SegmentKind, u32)> =
+            ["mps:20", "mps:60", "mps:80", "mps:40"].iter().map(|s| (SegmentKind::parse(s).unwrap(), 1)).collect();
+        let taken = take_places(&mut Capacity::of(&two, 0, None), &wanted);
+        let gpus: Vec<Option<u32>> = taken.iter().map(|places| places.first().and_then(|p| p.gpu)).collect();
+        assert_eq!(gpus, [Some(0), Some(1), Some(0), Some(1)], "{taken:?}");
     }
 
     #[test]
