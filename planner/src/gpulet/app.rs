@@ -13,8 +13,10 @@
 //! - the GPUs are the whole ones among the GPU slices the plan may use (seven a GPU), and the gpu-let sizes the
 //!   shares profiled (a whole GPU split into a profiled size and its complement).
 //!
-//! Algorithm 1 then runs without interference (a bundle carries no co-run table) and without temporal sharing (a
-//! jig instance holds its segment alone, so a gpu-let serves one task): [`super::elastic_spatial`]. A profiled
+//! Algorithm 1 then runs without temporal sharing (a jig instance holds its segment alone, so a gpu-let serves one
+//! task) and without interference: [`super::elastic_spatial`]. Deployments place shares by size (largest first),
+//! not beside the neighbours gpu-lets chose for them, so a plan that counted on its neighbours' slowdowns would not
+//! hold as placed; `gpulet+int` plans `[gpulet]` specs (`jig plan`, `jig simulate`). A profiled
 //! batch whose measured throughput H is below b / L(b) is read as taking b / H, so that what a gpu-let is
 //! planned to serve, its instance serves.
 
