@@ -28,7 +28,7 @@ pub enum Strategy {
     /// wait for a full batch, (b − 1)/λ ([`crate::ipa`]).
     Ipa,
     /// Compass (§3–5): query classes with SLOs of their own over a linear pipeline's shared operators, planned
-    /// together for SLO goodput ([`crate::compass`]). Planned and checked; not yet served.
+    /// together for SLO goodput ([`crate::compass`]).
     Compass,
     /// gpu-lets (Choi et al., ATC 2022): each task's most accurate variant on MPS shares of whole GPUs, sized
     /// by Algorithm 1 with the app's SLO split among its tasks ([`crate::gpulet::app`]).
