@@ -110,7 +110,13 @@ pub fn plan_from(
         objective: eval.objective,
         placement,
         solve: SolveInfo {
-            status: if solved.optimal { "optimal" } else { "time limit" }.into(),
+            // gpu-lets' Algorithm 1 is a heuristic: it finishes, but finds no optimum to speak of.
+            status: match (problem.strategy, solved.optimal) {
+                (crate::strategy::Strategy::Gpulet, _) => "heuristic",
+                (_, true) => "optimal",
+                (_, false) => "time limit",
+            }
+            .into(),
             seconds: solved.seconds,
             instance_types: solved.instance_types,
             instance_types_profiled: solved.instance_types_profiled,
@@ -282,7 +288,7 @@ pub struct PathPlan {
 /// How the solver ran.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SolveInfo {
-    /// `optimal`, or `time limit` when the best plan found before the limit is returned.
+    /// `optimal`, `time limit` when the best plan found before the limit is returned, or `heuristic` (gpu-lets).
     pub status: String,
     /// Wall-clock time of the solve, building the model included, seconds.
     pub seconds: f64,
