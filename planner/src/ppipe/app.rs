@@ -19,9 +19,8 @@
 //! - nothing is charged between partitions: a deployed chain passes each tensor through the gateway's host;
 //! - a profiled batch whose measured throughput H is below b / L(b) is read as taking b / H.
 //!
-//! PPipe plans for the most throughput its units give; a deployment serves its demand with the fewest of them: each
-//! pipeline keeps its share of the demand (in proportion to its throughput) and each pool the members that serve
-//! it. Deployed partitions batch and drop as every deployment does (JigsawServe's rules); PPipe's reservation-based
+//! PPipe plans for the most throughput its units give; a deployment serves its demand with the fewest of them: the
+//! demand fills the pipelines of most throughput first, and each pool keeps the members that serve its part. Deployed partitions batch and drop as every deployment does (JigsawServe's rules); PPipe's reservation-based
 //! batching runs in `jig simulate` on `[ppipe]` specs (`jig_sim::ppipe`).
 
 use std::collections::BTreeMap;
@@ -51,9 +50,17 @@ pub(crate) fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved,
             problem.app, plan.throughput_rps
         )));
     }
+    // The demand fills the fastest pipelines first: the fewest pipelines, and members, serve it.
+    let mut pipelines: Vec<_> = plan.pipelines.iter().filter(|p| p.throughput_rps > 0.0).collect();
+    pipelines.sort_by(|a, b| b.throughput_rps.total_cmp(&a.throughput_rps));
+    let mut left = demand;
     let mut types: BTreeMap<(usize, usize, u32), Assignment> = BTreeMap::new();
-    for pipeline in plan.pipelines.iter().filter(|p| p.throughput_rps > 0.0) {
-        let rate = demand * pipeline.throughput_rps / plan.throughput_rps;
+    for pipeline in pipelines {
+        let rate = left.min(pipeline.throughput_rps);
+        left -= rate;
+        if rate <= 0.0 {
+            break;
+        }
         for (task, partition) in pipeline.partitions.iter().enumerate() {
             let segment = pools.segments[&(partition.class, partition.share)];
             let members = (f64::from(partition.count) * rate / pipeline.throughput_rps - 1e-9).ceil().max(1.0);
@@ -292,6 +299,63 @@ mod tests {
     fn plan_members(p: &Problem) -> u32 {
         let plan = plan(p, Features::ALL, &SolveOptions::default()).unwrap();
         plan.tasks.iter().flat_map(|t| &t.entries).map(|e| e.instances).sum()
+    }
+
+    /// Four blocks on three GPUs' shares and six cores, at a demand that takes a GPU pipeline and a CPU one: a
+    /// request may take either pipeline's instances at every task, and every mix keeps to the SLO.
+    #[test]
+    fn pipelines_mixed_task_by_task_keep_to_the_slo() {
+        let n = 4;
+        let tasks: Vec<String> = (0..n)
+            .map(|t| {
+                let on = if t + 1 < n { format!(", factors = {{ b{} = 1 }}", t + 1) } else { String::new() };
+                format!("{{ name = \"b{t}\", variants = [{{ name = \"b{t}\", accuracy = 1{on} }}] }}")
+            })
+            .collect();
+        let edges: Vec<String> = (1..n).map(|t| format!("{{ from = \"b{}\", to = \"b{t}\" }}", t - 1)).collect();
+        let segments: String = ["mps:100", "mps:50", "mps:25", "cpu:1", "cpu:2"]
+            .iter()
+            .map(|s| format!("[[segments]]\nname = \"{s}\"\n"))
+            .collect();
+        let spec = PlanSpec::from_toml(&format!(
+            "[app]\nname = \"chain\"\nplanner = \"ppipe\"\nslo_latency_ms = 400\nslo_accuracy = 0.5\n\
+             tasks = [{}]\nedges = [{}]\n{segments}\
+             [resources]\nslices = 27\ncpu_cores = 6\ngpu_slices = 21\n[demand]\nwindows = [320]\n",
+            tasks.join(", "),
+            edges.join(", ")
+        ))
+        .unwrap();
+        let mut rows = Vec::new();
+        for t in 0..n {
+            for batch in [1u32, 2, 4, 8, 16] {
+                for (segment, slower) in
+                    [("mps:0:100", 1.0), ("mps:0:50", 1.6), ("mps:0:25", 2.8), ("cpu:2", 8.0), ("cpu:1", 14.0)]
+                {
+                    let ms = (2.0 + t as f64) * slower * f64::from(batch).powf(0.8);
+                    let throughput_rps = f64::from(batch) * 1e3 / ms;
+                    let (slot, variant, segment, device) =
+                        (format!("b{t}"), format!("b{t}"), segment.into(), "test".into());
+                    rows.push(ProfileRow {
+                        slot,
+                        variant,
+                        segment,
+                        batch,
+                        p50_ms: ms,
+                        p95_ms: ms,
+                        throughput_rps,
+                        device,
+                    });
+                }
+            }
+        }
+        let p = Problem::new(&spec, &rows, "test").unwrap();
+        // `plan` checks every task's slowest planned type along the path against the SLO.
+        let plan = plan(&p, Features::ALL, &SolveOptions::default()).unwrap();
+        for task in &plan.tasks {
+            let kinds: Vec<&str> = task.entries.iter().map(|e| &e.segment[..3]).collect();
+            assert!(kinds.contains(&"mps") && kinds.contains(&"cpu"), "{}", plan.to_text());
+        }
+        assert!(plan.paths[0].latency_ms <= 400.0 + 1e-9, "{}", plan.to_text());
     }
 
     #[test]
