@@ -242,22 +242,18 @@ mod tests {
                     ("cpu:2", cpu_ms * grow),
                     ("cpu:1", 1.8 * cpu_ms * grow),
                 ] {
-                    let throughput_rps = f64::from(batch) * 1e3 / ms;
-                    let (slot, variant, segment, device) = (slot.into(), slot.into(), segment.into(), "test".into());
-                    rows.push(ProfileRow {
-                        slot,
-                        variant,
-                        segment,
-                        batch,
-                        p50_ms: ms,
-                        p95_ms: ms,
-                        throughput_rps,
-                        device,
-                    });
+                    rows.push(row(slot, segment, batch, ms));
                 }
             }
         }
         Problem::new(&spec, &rows, "test")
+    }
+
+    /// A profile row of `slot`'s one variant (named as the slot) running batches back to back.
+    fn row(slot: &str, segment: &str, batch: u32, ms: f64) -> ProfileRow {
+        let (slot, variant, segment, device) = (slot.into(), slot.into(), segment.into(), "test".into());
+        let throughput_rps = f64::from(batch) * 1e3 / ms;
+        ProfileRow { slot, variant, segment, batch, p50_ms: ms, p95_ms: ms, throughput_rps, device }
     }
 
     #[test]
@@ -332,19 +328,7 @@ mod tests {
                     [("mps:0:100", 1.0), ("mps:0:50", 1.6), ("mps:0:25", 2.8), ("cpu:2", 8.0), ("cpu:1", 14.0)]
                 {
                     let ms = (2.0 + t as f64) * slower * f64::from(batch).powf(0.8);
-                    let throughput_rps = f64::from(batch) * 1e3 / ms;
-                    let (slot, variant, segment, device) =
-                        (format!("b{t}"), format!("b{t}"), segment.into(), "test".into());
-                    rows.push(ProfileRow {
-                        slot,
-                        variant,
-                        segment,
-                        batch,
-                        p50_ms: ms,
-                        p95_ms: ms,
-                        throughput_rps,
-                        device,
-                    });
+                    rows.push(row(&format!("b{t}"), segment, batch, ms));
                 }
             }
         }
