@@ -197,6 +197,14 @@ pub struct Config {
     pub throughput_rps: f64,
 }
 
+impl Config {
+    /// L, no shorter than its measured throughput allows (b / H): what a planner that sizes capacity as b / L
+    /// (gpu-lets, PPipe) reads, so that what it plans an instance to serve, the instance serves.
+    pub fn paced_ms(&self) -> f64 {
+        self.latency_ms.max(f64::from(self.batch) * 1e3 / self.throughput_rps)
+    }
+}
+
 impl Problem {
     /// Validate `spec` and join `profile` to it. `profile_source` says where the rows came from.
     pub fn new(spec: &PlanSpec, profile: &[ProfileRow], profile_source: &str) -> Result<Self, PlanError> {

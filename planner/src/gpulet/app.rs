@@ -150,10 +150,7 @@ pub fn to_gpulets(problem: &Problem) -> Result<AppGpulets, PlanError> {
                 .configs
                 .iter()
                 .filter(|c| c.task == t && c.variant == variants[t])
-                .filter_map(|c| {
-                    let paced = f64::from(c.batch) * 1e3 / c.throughput_rps;
-                    size_of(c.segment).map(|size| ((size, c.batch), c.latency_ms.max(paced)))
-                })
+                .filter_map(|c| size_of(c.segment).map(|size| ((size, c.batch), c.paced_ms())))
                 .collect()
         })
         .collect();

@@ -171,8 +171,7 @@ pub fn to_ppipe(problem: &Problem) -> Result<AppPools, PlanError> {
             continue;
         }
         if let Some((&(class, v), _)) = segments.iter().find(|&(_, &s)| s == c.segment) {
-            let paced = f64::from(c.batch) * 1e3 / c.throughput_rps;
-            latency_ms.insert((class, v, c.batch, c.task), c.latency_ms.max(paced));
+            latency_ms.insert((class, v, c.batch, c.task), c.paced_ms());
             batches.push(c.batch);
         }
     }
