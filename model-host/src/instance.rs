@@ -185,12 +185,15 @@ impl Stats {
     }
 }
 
+/// Requests that queue as one: one for [`Instance::infer`], several that run in one batch for
+/// [`Instance::infer_together`].
 struct Job {
-    inputs: Vec<Tensor>,
+    /// Each request's inputs, in the order the reply answers them.
+    requests: Vec<Vec<Tensor>>,
     rows: u64,
     deadline: Instant,
     enqueued: Instant,
-    reply: tokio::sync::oneshot::Sender<Result<Vec<Tensor>, InstanceError>>,
+    reply: tokio::sync::oneshot::Sender<Result<Vec<Vec<Tensor>>, InstanceError>>,
 }
 
 impl Request<Instant> for Job {
@@ -204,7 +207,7 @@ impl Request<Instant> for Job {
         self.deadline
     }
     fn can_share(&self, first: &Self) -> bool {
-        batch::batch_key(&self.inputs) == batch::batch_key(&first.inputs)
+        batch::batch_key(&self.requests[0]) == batch::batch_key(&first.requests[0])
     }
 }
 
@@ -303,24 +306,80 @@ impl Instance {
 
     /// Queue `inputs` for the next batch and wait for this request's outputs.
     pub async fn infer(&self, inputs: Vec<Tensor>, deadline: Instant) -> Result<Vec<Tensor>, InstanceError> {
+        let mut outputs = self.enqueue(vec![inputs], deadline).await?;
+        Ok(outputs.pop().unwrap_or_default())
+    }
+
+    /// Run `requests` as one batch (a batch booked by PPipe's scheduler, `jig_policy::reserve`), with no others
+    /// in it, and wait for each one's outputs, in order. Requests whose inputs cannot share a batch (shapes that
+    /// differ beyond the first dimension) run as consecutive batches, one per shape. The instance drops them
+    /// only when even the latest `deadline` has passed.
+    pub async fn infer_together(
+        &self,
+        requests: Vec<Vec<Tensor>>,
+        deadline: Instant,
+    ) -> Result<Vec<Vec<Tensor>>, InstanceError> {
+        // Group by shape, keeping each request's place.
+        let mut groups: Vec<(Vec<usize>, Vec<Vec<Tensor>>)> = Vec::new();
+        for (k, inputs) in requests.into_iter().enumerate() {
+            let key = batch::batch_key(&inputs);
+            let same = groups.iter().position(|(_, g)| batch::batch_key(&g[0]) == key);
+            match same {
+                Some(g) => {
+                    groups[g].0.push(k);
+                    groups[g].1.push(inputs);
+                }
+                None => groups.push((vec![k], vec![inputs])),
+            }
+        }
+        let n = groups.iter().map(|(places, _)| places.len()).sum();
+        let (places, answers): (Vec<_>, Vec<_>) =
+            groups.into_iter().map(|(places, group)| (places, self.enqueue(group, deadline))).unzip();
+        // Every job was queued when `enqueue` was called: awaiting them in turn waits for none longer.
+        let mut outputs = vec![Vec::new(); n];
+        for (places, answer) in places.into_iter().zip(answers) {
+            for (k, out) in places.into_iter().zip(answer.await?) {
+                outputs[k] = out;
+            }
+        }
+        Ok(outputs)
+    }
+
+    /// Queue `requests` as one job: checked, refused when already late, else answered by the batcher.
+    fn enqueue(
+        &self,
+        requests: Vec<Vec<Tensor>>,
+        deadline: Instant,
+    ) -> impl std::future::Future<Output = Result<Vec<Vec<Tensor>>, InstanceError>> + use<'_> {
         let instance = || self.config.name.clone();
-        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        self.stats.requests.fetch_add(requests.len() as u64, Ordering::Relaxed);
         // The batch dimension is free; everything else must match the model.
-        onnx::check_inputs(instance().as_str(), &self.inputs, &inputs)
-            .map_err(|source| InstanceError::Input { instance: instance(), source })?;
+        let checked = requests
+            .iter()
+            .try_for_each(|inputs| onnx::check_inputs(instance().as_str(), &self.inputs, inputs))
+            .map_err(|source| InstanceError::Input { instance: instance(), source });
         let now = Instant::now();
-        if let Some(reason) = self.config.policy.refuse(now, deadline) {
-            self.stats.dropped_late.fetch_add(1, Ordering::Relaxed);
-            return Err(InstanceError::Dropped { instance: instance(), reason });
+        let sent = checked.and_then(|()| {
+            if let Some(reason) = self.config.policy.refuse(now, deadline) {
+                self.stats.dropped_late.fetch_add(requests.len() as u64, Ordering::Relaxed);
+                return Err(InstanceError::Dropped { instance: instance(), reason });
+            }
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let (count, rows) = (requests.len() as u64, requests.iter().map(|r| batch::rows(r)).sum());
+            let job = Job { requests, rows, deadline, enqueued: now, reply };
+            self.stats.queued.fetch_add(count, Ordering::Relaxed);
+            if self.queue.send(job).is_err() {
+                self.stats.queued.fetch_sub(count, Ordering::Relaxed);
+                return Err(InstanceError::Stopped { instance: instance() });
+            }
+            Ok(answer)
+        });
+        async move {
+            match sent {
+                Err(e) => Err(e),
+                Ok(answer) => answer.await.unwrap_or_else(|_| Err(InstanceError::Stopped { instance: instance() })),
+            }
         }
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let job = Job { rows: batch::rows(&inputs), inputs, deadline, enqueued: now, reply };
-        self.stats.queued.fetch_add(1, Ordering::Relaxed);
-        if self.queue.send(job).is_err() {
-            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
-            return Err(InstanceError::Stopped { instance: instance() });
-        }
-        answer.await.unwrap_or_else(|_| Err(InstanceError::Stopped { instance: instance() }))
     }
 }
 
@@ -384,21 +443,23 @@ impl<E: Executor> Batcher<E> {
                 DropReason::Late { .. } => &self.stats.dropped_late,
                 DropReason::Stale { .. } => &self.stats.dropped_stale,
             };
-            counter.fetch_add(1, Ordering::Relaxed);
-            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
+            let requests = job.requests.len() as u64;
+            counter.fetch_add(requests, Ordering::Relaxed);
+            self.stats.queued.fetch_sub(requests, Ordering::Relaxed);
             let _ = job.reply.send(Err(InstanceError::Dropped { instance: self.config.name.clone(), reason }));
         }
     }
 
     fn run_batch(&mut self, batch: Vec<Job>) {
         let name = &self.config.name;
-        self.stats.queued.fetch_sub(batch.len() as u64, Ordering::Relaxed);
+        let requests: u64 = batch.iter().map(|j| j.requests.len() as u64).sum();
+        self.stats.queued.fetch_sub(requests, Ordering::Relaxed);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        let rows: Vec<u64> = batch.iter().map(|j| j.rows).collect();
+        let rows: Vec<u64> = batch.iter().flat_map(|j| j.requests.iter().map(|r| batch::rows(r))).collect();
         self.stats.rows.fetch_add(rows.iter().sum(), Ordering::Relaxed);
         let started = Instant::now();
         let result = {
-            let inputs: Vec<&[Tensor]> = batch.iter().map(|j| j.inputs.as_slice()).collect();
+            let inputs: Vec<&[Tensor]> = batch.iter().flat_map(|j| j.requests.iter().map(Vec::as_slice)).collect();
             batch::stack(&inputs, |len| self.executor.buffer(len), &self.spare)
                 .map_err(|e: TensorError| e.to_string())
                 .and_then(|stacked| self.executor.execute(&stacked).map_err(|e| e.to_string()))
@@ -409,13 +470,15 @@ impl<E: Executor> Batcher<E> {
         match result {
             Ok(per_request) => {
                 self.stats.record(rows.iter().sum(), elapsed);
-                for (job, outputs) in batch.into_iter().zip(per_request) {
+                let mut per_request = per_request.into_iter();
+                for job in batch {
+                    let outputs = per_request.by_ref().take(job.requests.len()).collect();
                     let _ = job.reply.send(Ok(outputs));
                 }
             }
             Err(detail) => {
-                tracing::warn!(instance = %name, requests = batch.len(), "batch failed: {detail}");
-                self.stats.failed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                tracing::warn!(instance = %name, requests, "batch failed: {detail}");
+                self.stats.failed.fetch_add(requests, Ordering::Relaxed);
                 for job in batch {
                     let _ =
                         job.reply.send(Err(InstanceError::Failed { instance: name.clone(), detail: detail.clone() }));

@@ -225,6 +225,38 @@ async fn requests_of_different_shapes_run_in_separate_batches() {
     assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 2);
 }
 
+#[tokio::test]
+async fn requests_run_together_as_one_batch_alone_each_shape_its_own() {
+    // Max batch 1 and no wait: only `infer_together` puts several requests into one batch.
+    let instance = sleepy(5, InstanceConfig::new("sleepy#together"));
+    let two = Tensor::from_f32(vec![2, 1], &[7.0, 8.0]).unwrap();
+    let out = instance.infer_together(vec![one(1.0), vec![two], one(3.0)], far()).await.unwrap();
+    let values: Vec<Vec<f32>> = out.iter().map(|o| f32s(&o[0])).collect();
+    assert_eq!(values, vec![vec![1.0], vec![7.0, 8.0], vec![3.0]], "each request gets its own rows back, in order");
+    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 1);
+    assert_eq!(instance.stats().rows.load(Ordering::Relaxed), 4);
+    assert_eq!(instance.stats().requests.load(Ordering::Relaxed), 3);
+
+    // Shapes that cannot stack run as consecutive batches; the answers keep the requests' order.
+    // (As a pipeline's instances are configured: a batch at once, dropped only past its deadline.)
+    let config = InstanceConfig {
+        policy: BatchPolicy::serving(1, Duration::from_secs(30)),
+        ..InstanceConfig::new("rec#together")
+    };
+    let instance = onnx_instance("ppocr-rec", config);
+    let x = |w: u64| vec![Tensor::from_f32(vec![1, 3, 48, w], &vec![0.2; (3 * 48 * w) as usize]).unwrap()];
+    let out = instance.infer_together(vec![x(320), x(160), x(320)], far()).await.unwrap();
+    let steps: Vec<u64> = out.iter().map(|o| o[0].shape()[1]).collect();
+    assert_eq!(steps, vec![40, 20, 40]);
+    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 2);
+
+    // A failure fails them all, and the instance serves the next.
+    let instance = sleepy(1, InstanceConfig::new("sleepy#together-fails"));
+    let err = instance.infer_together(vec![one(1.0), one(-1.0)], far()).await.unwrap_err();
+    assert!(err.to_string().contains("scripted failure"), "{err}");
+    assert_eq!(instance.infer(one(2.0), far()).await.unwrap()[0].shape(), &[1, 1]);
+}
+
 #[test]
 fn a_model_larger_than_its_segment_is_refused() {
     let config = InstanceConfig { memory: Some(32 << 20), ..InstanceConfig::new("big@mig:0:1g.10gb:4#0") };
