@@ -278,6 +278,38 @@ pub struct Deployment {
     /// otherwise (a slot's requests are spread over all its instances).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassRoutes>,
+    /// For an app planned by PPipe: its pooled pipelines, along which the gateway books every batch
+    /// (`jig_policy::reserve`); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pipelines: Vec<PooledPipeline>,
+}
+
+/// A pooled pipeline (PPipe): per slot of a chain, a pool of instances; every batch the gateway books along it
+/// runs at each slot on one member of its pool, as one batch of at most `batch` requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PooledPipeline {
+    /// The requests per second it was planned to take.
+    pub rate_rps: f64,
+    /// The largest batch it runs.
+    pub batch: u32,
+    /// Per slot, in chain order, its pool.
+    pub pools: Vec<PipelinePool>,
+}
+
+/// A pipeline's pool at one slot: `members` of the instances of a variant on a segment type with a largest
+/// batch (pipelines sharing a type share its instances out in order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PipelinePool {
+    /// The model slot.
+    pub slot: String,
+    /// The variant.
+    pub variant: String,
+    /// The segment type.
+    pub segment: String,
+    /// The instances' largest batch.
+    pub max_batch: u32,
+    /// How many of them.
+    pub members: u32,
 }
 
 /// How one query class's requests are served: spread over its routes in proportion to their rates.
@@ -391,9 +423,15 @@ impl PlannedInstances {
 }
 
 impl Deployment {
-    /// The same instances (variants, segments, batch sizes, counts, and the nodes they run on) as `other`,
-    /// whatever the rates.
+    /// The same instances (variants, segments, batch sizes, counts, and the nodes they run on) as `other`, in the
+    /// same pooled pipelines, whatever the rates.
     pub fn same_instances(&self, other: &Deployment) -> bool {
+        let pipelines = |d: &Deployment| -> Vec<(u32, Vec<PipelinePool>)> {
+            d.pipelines.iter().map(|p| (p.batch, p.pools.clone())).collect()
+        };
+        if pipelines(self) != pipelines(other) {
+            return false;
+        }
         type Key = (String, String, String, u32, u32, Vec<Option<String>>);
         let key = |d: &Deployment| -> Vec<Key> {
             let mut k: Vec<_> = d

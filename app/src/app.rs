@@ -26,6 +26,7 @@ use jig_runtime::{Function, FunctionLimits, FunctionOptions, InvokeError, LoadEr
 
 use crate::admission::{Admission, Ticket};
 use crate::deployment::{Deployment, Observations, latest_latencies, model_edges};
+use crate::pipelines::{Pipelines, StageSpec};
 use crate::slots::ModelSlots;
 use jig_api::{InstancePlace, ObservedFactor, ObservedGlue, ObservedLatency};
 
@@ -85,6 +86,8 @@ pub struct App {
     groups: Vec<Group>,
     /// Compass's query classes by name (empty for other planners): where each class's requests go.
     classes: HashMap<String, ClassRouter>,
+    /// PPipe's pooled pipelines, for an app planned by PPipe: the head every request's batch is booked at.
+    pipelines: Option<Arc<Pipelines>>,
 }
 
 /// A query class of an app planned by Compass: its routes, each the app's tasks calling only the instances
@@ -330,6 +333,7 @@ impl App {
             .map(|(rps, slo)| Admission::new((rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32));
         let model_edges = model_edges(bundle).iter().map(|e| (index[e.from.as_str()], index[e.to.as_str()])).collect();
         let classes = class_routers(&app, &deployment, &models, &groups, &tasks)?;
+        let pipelines = pooled_pipelines(bundle, &deployment, &groups)?;
         let planner = m.planner.as_deref().and_then(|p| p.parse().ok()).unwrap_or_default();
         Ok(App {
             name: app,
@@ -353,6 +357,7 @@ impl App {
             model_edges,
             groups,
             classes,
+            pipelines,
         })
     }
 
@@ -525,11 +530,14 @@ impl App {
         observer: &impl TaskObserver,
     ) -> Result<Vec<Output>, AppError> {
         let tasks: &[Arc<TaskRuntime>] = admitted.route.as_deref().unwrap_or(&self.tasks);
+        // A request of pooled pipelines carries its seat in a booked batch from task to task.
+        let models = self.pipelines.as_ref().map(|p| p.host(self.models.clone()));
         // Each invocation carries its position in the fan-out tree (emission indexes from the entry), so the
         // response lists outputs in an order that does not depend on which finished first.
         let mut running: JoinSet<(usize, Vec<u32>, Result<Outcome, AppError>)> = JoinSet::new();
         let mut outputs: Vec<(Vec<u32>, Output)> = Vec::new();
-        self.spawn(tasks, &mut running, self.entry, Vec::new(), payload, deadline, observer);
+        let run = Run { tasks, models: models.as_ref(), deadline };
+        self.spawn(&run, &mut running, self.entry, Vec::new(), payload, observer);
         while let Some(joined) = running.join_next().await {
             let (task, key, result) =
                 joined.map_err(|e| AppError::Panicked { app: self.name.clone(), detail: e.to_string() })?;
@@ -547,7 +555,7 @@ impl App {
                     Some(targets) => {
                         for &target in targets {
                             let payload = emission.payload.clone();
-                            self.spawn(tasks, &mut running, target, child(), payload, deadline, observer);
+                            self.spawn(&run, &mut running, target, child(), payload, observer);
                         }
                     }
                     None => {
@@ -565,19 +573,22 @@ impl App {
         Ok(outputs.into_iter().map(|(_, o)| o).collect())
     }
 
-    #[allow(clippy::too_many_arguments)] // one task's invocation: where, in which tree, on what, by when
+    /// Run one task's invocation, at `key` in the request's fan-out tree, on `payload`.
     fn spawn(
         &self,
-        tasks: &[Arc<TaskRuntime>],
+        run: &Run<'_>,
         running: &mut JoinSet<(usize, Vec<u32>, Result<Outcome, AppError>)>,
         task: usize,
         key: Vec<u32>,
         payload: Vec<u8>,
-        deadline: Instant,
         observer: &impl TaskObserver,
     ) {
         self.invocations[task].fetch_add(1, Ordering::Relaxed);
-        let (t, app, observer) = (tasks[task].clone(), self.name.clone(), observer.clone());
+        let (t, app, observer, deadline) = (run.tasks[task].clone(), self.name.clone(), observer.clone(), run.deadline);
+        let function = match run.models {
+            Some(models) => t.function.with_models(models.clone()),
+            None => t.function.clone(),
+        };
         let glue = self.glue.clone();
         running.spawn(async move {
             let started = Instant::now();
@@ -589,7 +600,7 @@ impl App {
                     return (task, key, Err(error));
                 }
             };
-            let result = t.function.invoke(&payload, Some(deadline)).await;
+            let result = function.invoke(&payload, Some(deadline)).await;
             drop(permit);
             if let Ok(outcome) = &result {
                 let (runs, ns) = &glue[task];
@@ -605,6 +616,78 @@ impl App {
             (task, key, result.map_err(|source| AppError::Task { app, source }))
         });
     }
+}
+
+/// One request's run through the graph: the tasks it runs, the model host they call when it is the request's
+/// own (pooled pipelines'), and its deadline.
+struct Run<'a> {
+    tasks: &'a [Arc<TaskRuntime>],
+    models: Option<&'a Arc<dyn jig_runtime::ModelHost>>,
+    deadline: Instant,
+}
+
+/// PPipe's pooled pipelines of the deployment, over the instances it started: each pool takes its members from
+/// its instance type's group, pipelines sharing a type taking theirs in turn; latencies are the profile's p95.
+fn pooled_pipelines(
+    bundle: &Bundle,
+    deployment: &Deployment,
+    groups: &[Group],
+) -> Result<Option<Arc<Pipelines>>, StartError> {
+    if deployment.pipelines.is_empty() {
+        return Ok(None);
+    }
+    let app = &bundle.manifest.name;
+    let refused = |detail: String| StartError::Deployment { app: app.clone(), detail };
+    let ms = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1000.0);
+    let glue: HashMap<&str, f64> = deployment.glue.iter().map(|g| (g.task.as_str(), g.mean_ms)).collect();
+    let glue_of = |slot: &str| {
+        let task = bundle.manifest.tasks.iter().find(|t| t.slot.as_deref() == Some(slot));
+        task.and_then(|t| glue.get(t.name.as_str())).map_or(Duration::ZERO, |&g| ms(g))
+    };
+    let mut handed_out: HashMap<usize, usize> = HashMap::new();
+    let mut specs = Vec::with_capacity(deployment.pipelines.len());
+    for (k, pipeline) in deployment.pipelines.iter().enumerate() {
+        let mut stages = Vec::with_capacity(pipeline.pools.len());
+        for pool in &pipeline.pools {
+            let key = (pool.slot.as_str(), pool.variant.as_str(), pool.segment.as_str(), pool.max_batch);
+            let g = groups
+                .iter()
+                .position(|g| (g.slot.as_str(), g.variant.as_str(), g.segment.as_str(), g.max_batch) == key)
+                .ok_or_else(|| {
+                    refused(format!(
+                        "pipeline {k} pools slot `{}` on {} on {} batch {}, which the deployment lacks",
+                        pool.slot, pool.variant, pool.segment, pool.max_batch
+                    ))
+                })?;
+            let from = handed_out.entry(g).or_default();
+            let to = *from + pool.members as usize;
+            let instances = groups[g].instances.get(*from..to).ok_or_else(|| {
+                refused(format!(
+                    "pipeline {k} pools {} instances of {} on {} at slot `{}`, but the deployment has {} for all its                      pipelines together",
+                    to,
+                    pool.variant,
+                    pool.segment,
+                    pool.slot,
+                    groups[g].instances.len()
+                ))
+            })?;
+            *from = to;
+            let latency = groups[g]
+                .profiled_ms
+                .iter()
+                .filter(|&(&b, _)| b <= pipeline.batch)
+                .map(|(&b, &(_, p95))| (b as usize, ms(p95)))
+                .collect();
+            stages.push(StageSpec {
+                slot: pool.slot.clone(),
+                instances: instances.to_vec(),
+                latency,
+                glue: glue_of(&pool.slot),
+            });
+        }
+        specs.push((format!("pipeline {k}"), pipeline.batch as usize, stages));
+    }
+    Pipelines::new(app, specs).map(Some).map_err(refused)
 }
 
 /// The routers of a Compass deployment's query classes: for each route, the app's tasks with their functions
@@ -666,6 +749,9 @@ fn start_models(
     let profiles = bundle.profiles_path().and_then(|p| crate::deployment::read_profiles(&p).ok()).unwrap_or_default();
     let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
     let mut groups = Vec::new();
+    // Pooled pipelines' instances run the batches their head books, each alone and at once.
+    let pipelined: Vec<&str> =
+        deployment.pipelines.iter().flat_map(|p| p.pools.iter().map(|q| q.slot.as_str())).collect();
     for planned in &deployment.instances {
         let mut group = Group {
             slot: planned.slot.clone(),
@@ -702,7 +788,9 @@ fn start_models(
                 // As planned (§3.3): wait up to L̂ for a fuller batch, drop what can no longer make its deadline.
                 // Unplanned instances start batches at once and drop only what is past its deadline.
                 let ms = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1000.0);
-                config.policy = if planned.wait_ms > 0.0 {
+                config.policy = if pipelined.contains(&planned.slot.as_str()) {
+                    BatchPolicy::serving(1, DEFAULT_DEADLINE)
+                } else if planned.wait_ms > 0.0 {
                     let stale = if planned.stale_ms > 0.0 { planned.stale_ms } else { 2.0 * planned.wait_ms };
                     BatchPolicy::planned(
                         planned.max_batch.into(),

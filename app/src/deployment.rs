@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 pub use jig_api::{
-    ClassRoute, ClassRoutes, Deployment, InstancePlace, ObservedFactor, ObservedGlue, ObservedLatency, PlannedFactor,
-    PlannedInstances, RouteStep,
+    ClassRoute, ClassRoutes, Deployment, InstancePlace, ObservedFactor, ObservedGlue, ObservedLatency, PipelinePool,
+    PlannedFactor, PlannedInstances, PooledPipeline, RouteStep,
 };
 
 use jig_model_host::device::Devices;
@@ -561,6 +561,7 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
         refined: Vec::new(),
         glue: Vec::new(),
         classes: Vec::new(),
+        pipelines: Vec::new(),
         instances: best
             .into_iter()
             .map(|v| PlannedInstances {
@@ -889,6 +890,25 @@ fn plan_with_profiles(
                                 max_batch: s.batch,
                             })
                             .collect(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        pipelines: plan
+            .pipelines
+            .iter()
+            .map(|p| PooledPipeline {
+                rate_rps: p.rate_rps,
+                batch: p.batch,
+                pools: p
+                    .pools
+                    .iter()
+                    .map(|q| PipelinePool {
+                        slot: slot_of[q.task.as_str()].to_string(),
+                        variant: q.variant.clone(),
+                        segment: q.segment.clone(),
+                        max_batch: p.batch,
+                        members: q.members,
                     })
                     .collect(),
             })

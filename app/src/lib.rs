@@ -14,6 +14,7 @@
 pub mod admission;
 mod app;
 pub mod deployment;
+mod pipelines;
 mod slots;
 
 pub use app::{Admitted, App, AppError, DEFAULT_DEADLINE, ModelHosts, Output, StartError, TaskObserver};

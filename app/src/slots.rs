@@ -55,15 +55,19 @@ impl ModelHost for ModelSlots {
             };
             match pool.infer(request.inputs, request.deadline).await {
                 None => Err(InferError::Overloaded(format!("model slot `{}` has no running instance", request.slot))),
-                Some(Ok(outputs)) => Ok(outputs),
-                Some(Err(e)) => Err(match e {
-                    InstanceError::Dropped { .. } => InferError::Dropped(e.to_string()),
-                    InstanceError::Input { .. } => InferError::InvalidInput(e.to_string()),
-                    InstanceError::Failed { .. } | InstanceError::Start { .. } | InstanceError::Stopped { .. } => {
-                        InferError::Failed(e.to_string())
-                    }
-                }),
+                Some(result) => result.map_err(infer_error),
             }
         })
+    }
+}
+
+/// What the glue is told of an instance's failure.
+pub(crate) fn infer_error(e: InstanceError) -> InferError {
+    match e {
+        InstanceError::Dropped { .. } => InferError::Dropped(e.to_string()),
+        InstanceError::Input { .. } => InferError::InvalidInput(e.to_string()),
+        InstanceError::Failed { .. } | InstanceError::Start { .. } | InstanceError::Stopped { .. } => {
+            InferError::Failed(e.to_string())
+        }
     }
 }

@@ -110,6 +110,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions, previous: &[Assignment])
         seconds: started.elapsed().as_secs_f64(),
         gpu_layouts: Vec::new(),
         classes: plans,
+        pipelines: Vec::new(),
     })
 }
 

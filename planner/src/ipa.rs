@@ -306,5 +306,6 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
         instance_types: cands.iter().map(Vec::len).sum(),
         instance_types_profiled: profiled,
         classes: Vec::new(),
+        pipelines: Vec::new(),
     })
 }

@@ -98,6 +98,7 @@ pub fn plan_from(
         app: problem.app.clone(),
         planner: problem.strategy,
         classes: solved.classes.iter().map(|c| ClassReport::of(problem, c)).collect(),
+        pipelines: solved.pipelines.iter().map(|p| PipelineReport::of(problem, p)).collect(),
         features: features.to_string(),
         demand_rps: problem.demand_rps,
         slo_latency_ms: problem.slo_latency_ms,
@@ -136,6 +137,8 @@ pub struct Plan {
     pub planner: crate::strategy::Strategy,
     /// Compass's plan of each query class; empty for the other strategies.
     pub classes: Vec<ClassReport>,
+    /// PPipe's pooled pipelines, which a deployment books batches along; empty for the other strategies.
+    pub pipelines: Vec<PipelineReport>,
     /// R, the demand at the roots (req/s).
     pub demand_rps: f64,
     /// SLO_l: the latency bound on every path, ms.
@@ -231,6 +234,47 @@ impl ClassReport {
             slo_accuracy: class.map_or(0.0, |c| c.slo_accuracy),
             routes,
         }
+    }
+}
+
+/// One pooled pipeline of a PPipe plan: a pool of instances per task, all running one batch size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PipelineReport {
+    /// The requests it takes, req/s.
+    pub rate_rps: f64,
+    /// The batch size its pools run.
+    pub batch: u32,
+    /// Per task, in chain order, its pool.
+    pub pools: Vec<PoolReport>,
+}
+
+/// A pipeline's pool at one task: `members` instances of one type, of the task's plan entry of that type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolReport {
+    /// The task.
+    pub task: String,
+    /// Its variant.
+    pub variant: String,
+    /// The segment type.
+    pub segment: String,
+    /// How many instances.
+    pub members: u32,
+}
+
+impl PipelineReport {
+    fn of(problem: &Problem, plan: &crate::ppipe::app::PipelinePlan) -> Self {
+        let pools = plan
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(t, &(v, s, members))| PoolReport {
+                task: problem.tasks[t].name.clone(),
+                variant: problem.tasks[t].variants[v].name.clone(),
+                segment: problem.segments[s].name.clone(),
+                members,
+            })
+            .collect();
+        PipelineReport { rate_rps: plan.rate_rps, batch: plan.batch, pools }
     }
 }
 
@@ -388,6 +432,11 @@ impl Plan {
                     r.accuracy
                 );
             }
+        }
+        for p in &self.pipelines {
+            let pools: Vec<String> =
+                p.pools.iter().map(|q| format!("{} × {} on {}", q.members, q.variant, q.segment)).collect();
+            let _ = writeln!(s, "  pipeline at batch {}, {:.1} req/s: {}", p.batch, p.rate_rps, pools.join(" → "));
         }
         let pl = &self.placement;
         let _ = writeln!(

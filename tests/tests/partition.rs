@@ -251,6 +251,16 @@ shapes = {{ {:?} = {middle:?} }}
     }
     cores.sort();
     assert_eq!(cores, [0, 1], "each partition's pool on a core of its own: {status}");
+    // One pooled pipeline, along which the gateway books each batch: a pool per slot, in chain order.
+    let pipelines = status["deployment"]["pipelines"].as_array().unwrap();
+    assert_eq!(pipelines.len(), 1, "{status}");
+    let pools: Vec<(&str, u64)> = pipelines[0]["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["slot"].as_str().unwrap(), p["members"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(pools, [("rec0", 1), ("rec1", 1)], "{status}");
 
     let whole = load(&model("ppocr-rec"));
     let shape = vec![1, 3, 48, 320];
@@ -269,6 +279,19 @@ shapes = {{ {:?} = {middle:?} }}
         let bytes = base64::engine::general_purpose::STANDARD.decode(outputs[0]["base64"].as_str().unwrap()).unwrap();
         let got: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert_close(&got, &want, "the pipeline's answer");
+    }
+    // Requests at once are booked along the pipeline one after another, each answered as the whole model.
+    let replies = std::thread::scope(|scope| {
+        let calls: Vec<_> =
+            (0..4).map(|_| scope.spawn(|| gateway.http("POST", "/v1/apps/split-rec/invoke", &[], &request))).collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect::<Vec<_>>()
+    });
+    for reply in replies {
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let answer = reply.json();
+        let bytes = base64::engine::general_purpose::STANDARD.decode(answer["outputs"][0]["base64"].as_str().unwrap());
+        let got: Vec<f32> = bytes.unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_close(&got, &want, "a concurrent answer");
     }
 
     // The same app as the Open Inference Protocol's model `split-rec` (its `[tensors]`): JSON in, binary out.

@@ -69,6 +69,7 @@ pub(crate) fn solve(problem: &Problem) -> Result<Solved, PlanError> {
         seconds: started.elapsed().as_secs_f64(),
         gpu_layouts: Vec::new(),
         classes: Vec::new(),
+        pipelines: Vec::new(),
     })
 }
 

@@ -90,6 +90,8 @@ pub struct Solved {
     pub instance_types_profiled: usize,
     /// Compass's plan per query class; empty for the other strategies.
     pub classes: Vec<crate::compass::ClassPlan>,
+    /// PPipe's pooled pipelines of an app; empty for the other strategies.
+    pub pipelines: Vec<crate::ppipe::app::PipelinePlan>,
 }
 
 /// An instance type that survives pruning, with its big-M bound U on M(t,v,s,b).
@@ -682,5 +684,6 @@ pub(crate) fn solve_relaxed(
         instance_types: cands.len(),
         instance_types_profiled: profiled,
         classes: Vec::new(),
+        pipelines: Vec::new(),
     })
 }

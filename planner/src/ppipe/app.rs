@@ -20,8 +20,10 @@
 //! - a profiled batch whose measured throughput H is below b / L(b) is read as taking b / H.
 //!
 //! PPipe plans for the most throughput its units give; a deployment serves its demand with the fewest of them: the
-//! demand fills the pipelines of most throughput first, and each pool keeps the members that serve its part. Deployed partitions batch and drop as every deployment does (JigsawServe's rules); PPipe's reservation-based
-//! batching runs in `jig simulate` on `[ppipe]` specs (`jig_sim::ppipe`).
+//! demand fills the pipelines of most throughput first, and each pool keeps the members that serve its part. The
+//! pipelines kept ([`PipelinePlan`], `Plan::pipelines`) are what a deployment's head books each batch along, by
+//! PPipe's reservation-based batching (`jig_app`'s `pipelines`, on `jig_policy::reserve`, which `jig simulate`
+//! runs on `[ppipe]` specs too).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -55,15 +57,18 @@ pub(crate) fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved,
     pipelines.sort_by(|a, b| b.throughput_rps.total_cmp(&a.throughput_rps));
     let mut left = demand;
     let mut types: BTreeMap<(usize, usize, u32), Assignment> = BTreeMap::new();
+    let mut deployed = Vec::new();
     for pipeline in pipelines {
         let rate = left.min(pipeline.throughput_rps);
         left -= rate;
         if rate <= 0.0 {
             break;
         }
+        let mut kept = PipelinePlan { rate_rps: rate, batch: pipeline.batch, pools: Vec::new() };
         for (task, partition) in pipeline.partitions.iter().enumerate() {
             let segment = pools.segments[&(partition.class, partition.share)];
             let members = (f64::from(partition.count) * rate / pipeline.throughput_rps - 1e-9).ceil().max(1.0);
+            kept.pools.push((problem.tasks[task].best, segment, members as u32));
             let a = types.entry((task, segment, pipeline.batch)).or_insert(Assignment {
                 task,
                 variant: problem.tasks[task].best,
@@ -75,6 +80,7 @@ pub(crate) fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved,
             a.instances += members as u32;
             a.rate_rps += rate;
         }
+        deployed.push(kept);
     }
     Ok(Solved {
         instance_types: pools.problem.model.latency_ms.len(),
@@ -85,7 +91,20 @@ pub(crate) fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved,
         seconds: started.elapsed().as_secs_f64(),
         gpu_layouts: Vec::new(),
         classes: Vec::new(),
+        pipelines: deployed,
     })
+}
+
+/// One of an app's pooled pipelines as planned: what a deployment's scheduler books batches along.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelinePlan {
+    /// The requests it takes, req/s.
+    pub rate_rps: f64,
+    /// The one batch size its stages run.
+    pub batch: u32,
+    /// Per task, in chain order, its pool: (variant, segment type, members); the members are instances of the
+    /// plan's assignment of that type, which pipelines of the same type share out in plan order.
+    pub pools: Vec<(usize, usize, u32)>,
 }
 
 /// An app's problem as PPipe reads it.
@@ -272,6 +291,25 @@ mod tests {
             b
         };
         assert_eq!(batches(0), batches(1), "{}", plan.to_text());
+        // The pipelines a deployment books along: their pools share out every task's instances, each type's
+        // members to pipelines of its batch size, and together they take the demand.
+        assert!(!plan.pipelines.is_empty(), "{}", plan.to_text());
+        let taken: f64 = plan.pipelines.iter().map(|q| q.rate_rps).sum();
+        assert!((taken - plan.demand_rps).abs() < 1e-6, "{}", plan.to_text());
+        for (t, task) in plan.tasks.iter().enumerate() {
+            for e in &task.entries {
+                let members: u32 = plan
+                    .pipelines
+                    .iter()
+                    .filter(|q| {
+                        q.batch == e.batch && q.pools[t].variant == e.variant && q.pools[t].segment == e.segment
+                    })
+                    .map(|q| q.pools[t].members)
+                    .sum();
+                assert_eq!(members, e.instances, "{}: {}", task.task, plan.to_text());
+            }
+        }
+        assert!(plan.to_text().contains("pipeline at batch"), "{}", plan.to_text());
         // Within one GPU and four cores, and the SLO with every batch doubled.
         let (mut percent, mut cores) = (0u32, 0u32);
         for placed in &plan.placement.instances {
