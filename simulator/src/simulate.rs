@@ -44,9 +44,12 @@ use jig_planner::error::PlanError;
 use jig_planner::evaluate::Assignment;
 use jig_planner::max_demand::max_demand;
 use jig_planner::milp::SolveOptions;
+use jig_planner::milp::Solved;
+use jig_planner::ppipe::app::PipelinePlan;
 use jig_planner::problem::Problem;
 use jig_planner::spec::{DemandSpec, Features, Replan, SegmentKind};
 use jig_planner::{solve, solve_from};
+use jig_policy::reserve::{Decision, Path, Pipeline, Resource, Scheduler, Stage, per_batch};
 
 /// How to simulate.
 #[derive(Debug, Clone)]
@@ -331,13 +334,15 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             Some(f) if down => problem.slices - problem.slices / f.nodes,
             _ => problem.slices,
         };
-        let (assignments, classes, planned_rps, replanned) = match (&fixed, &options.controller, &previous) {
+        let plan = match (&fixed, &options.controller, &previous) {
             (Some(plan), _, _) => plan.clone(),
-            // A node failed at this bin's start: the plan before it runs on, without the node's instances.
-            (None, None, Some((before, classes, planned, replanned))) if node_lost => {
+            // A node failed at this bin's start: the plan before it runs on, without the node's instances (its
+            // pipelines keep the members left).
+            (None, None, Some(before)) if node_lost => {
                 let f = options.node_failures.expect("node failures");
                 let spread = if start_s >= 2.0 * f.every_s { f.nodes - 1 } else { f.nodes };
                 let kept = before
+                    .assignments
                     .iter()
                     .map(|a| Assignment {
                         instances: a.instances - (f64::from(a.instances) / f64::from(spread)).round() as u32,
@@ -345,13 +350,13 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
                     })
                     .filter(|a| a.instances > 0)
                     .collect();
-                (kept, classes.clone(), *planned, *replanned)
+                Planned { assignments: kept, ..before.clone() }
             }
             (None, None, _) => replanner.plan(predicted, slices_up)?,
             (None, Some(controller), _) => {
                 let plan = match running.take() {
                     None => replanner.plan(controller.planned_for.unwrap_or(predicted), problem.slices)?,
-                    Some(plan) if controller.replan.due(plan.2, predicted, violation_share) => {
+                    Some(plan) if controller.replan.due(plan.demand_rps, predicted, violation_share) => {
                         replanner.plan(predicted, problem.slices)?
                     }
                     Some(plan) => plan,
@@ -361,14 +366,15 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             }
         };
         if options.node_failures.is_some() {
-            previous = Some((assignments.clone(), classes.clone(), planned_rps, replanned));
+            previous = Some(plan.clone());
         }
+        let Planned { assignments, classes, pipelines, demand_rps: planned_rps, replanned } = plan;
         let solve_s = started.elapsed().as_secs_f64();
         let sampled = (options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE)).max(OVERLOAD_SLOS * slo_s);
         let seconds = trace.bin_s.min(sampled);
         let seed = options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64);
         let outside = Outside { overhead_ms: options.overhead_ms, glue_ms: &options.glue_ms, hop_ms: options.hop_ms };
-        let run = run_classes(problem, &assignments, &classes, (rate, seconds), &outside, seed);
+        let run = run_plan(problem, &assignments, (&classes, &pipelines), (rate, seconds), &outside, seed);
         observed.push(if seconds > 0.0 { run.requests as f64 / seconds } else { rate });
         violation_share = if run.units > 0.0 { run.violations / run.units } else { 0.0 };
         let slices = assignments.iter().map(|a| a.instances * problem.segments[a.segment].slices).sum();
@@ -628,16 +634,27 @@ pub fn svg(runs: &[Simulation], trace: &Trace) -> String {
     out
 }
 
-/// A plan as a bin runs it: its instances, its query classes' routes, the demand it was made for, and whether
-/// it meets the demand predicted.
-type Planned = (Vec<Assignment>, Vec<ClassPlan>, f64, bool);
+/// A plan as a bin runs it.
+#[derive(Debug, Clone)]
+struct Planned {
+    /// Its instances.
+    assignments: Vec<Assignment>,
+    /// Its query classes' routes (Compass's plans).
+    classes: Vec<ClassPlan>,
+    /// Its pooled pipelines (PPipe's plans).
+    pipelines: Vec<PipelinePlan>,
+    /// The demand it was made for.
+    demand_rps: f64,
+    /// Whether it meets the demand predicted.
+    replanned: bool,
+}
 
 /// Plans per bin, falling back to the plan for the largest serviceable demand when none meets the prediction.
 struct Replanner<'a> {
     problem: &'a Problem,
     options: &'a SimOptions,
     /// Per slice budget, the plan for the largest demand it serves, once a plan fell short.
-    largest: std::collections::BTreeMap<u32, (Vec<Assignment>, f64)>,
+    largest: std::collections::BTreeMap<u32, Planned>,
     /// The last plan that met its demand: the next solve starts from it, as the controller's re-plans do.
     last: Vec<Assignment>,
     /// Why the space serves no demand at all, once a fallback found that.
@@ -653,7 +670,8 @@ impl Replanner<'_> {
         match solve_from(&at(demand), options.features, &options.solve, &self.last) {
             Ok(solved) => {
                 self.last.clone_from(&solved.assignments);
-                Ok((solved.assignments, solved.classes, demand, true))
+                let Solved { assignments, classes, pipelines, .. } = solved;
+                Ok(Planned { assignments, classes, pipelines, demand_rps: demand, replanned: true })
             }
             Err(PlanError::Infeasible(_) | PlanError::TimeLimit(_)) => {
                 if !self.largest.contains_key(&slices) {
@@ -661,16 +679,18 @@ impl Replanner<'_> {
                     let found = max_demand(&within, options.features, 0.01, options.solve.time_limit_s)?;
                     let max = found.demand_rps;
                     // A space that serves nothing runs no instances, and every request is refused.
-                    let largest = if max <= 0.0 {
+                    let (assignments, pipelines) = if max <= 0.0 {
                         self.serves_nothing = Some(found.why_none.unwrap_or_else(|| "no plan at any demand".into()));
-                        (Vec::new(), 0.0)
+                        (Vec::new(), Vec::new())
                     } else {
-                        (solve(&at(max), options.features, &options.solve)?.assignments, max)
+                        let solved = solve(&at(max), options.features, &options.solve)?;
+                        (solved.assignments, solved.pipelines)
                     };
+                    let largest =
+                        Planned { assignments, classes: Vec::new(), pipelines, demand_rps: max, replanned: false };
                     self.largest.insert(slices, largest);
                 }
-                let (assignments, max) = self.largest[&slices].clone();
-                Ok((assignments, Vec::new(), max, false))
+                Ok(self.largest[&slices].clone())
             }
             Err(e) => Err(e),
         }
@@ -738,6 +758,8 @@ struct Job {
     own_core: bool,
     /// The route of its query class it runs on ([`Sim::class_routes`]), or [`NO_ROUTE`].
     route: u32,
+    /// The batch booked for it at the pipelines' head ([`Head::bookings`]), or [`NO_ROUTE`].
+    booking: u32,
 }
 
 /// A request of no query class's route: each task routes it over all its instances.
@@ -774,6 +796,21 @@ struct Instance {
     queue: Queue<Job>,
     /// The pending wake-up for a batch that waits for company.
     timer: Option<Duration>,
+    /// Batches booked on it by the pipelines' head, each run alone, in order, before anything queued.
+    booked: VecDeque<Vec<Job>>,
+}
+
+/// PPipe's data plane over a plan's pooled pipelines, as `jig_app`'s deployments run it.
+struct Head {
+    scheduler: Scheduler<Duration>,
+    /// The requests waiting for a batch, oldest first.
+    queue: VecDeque<Job>,
+    /// The simulated instance of each of the scheduler's.
+    instances: Vec<usize>,
+    /// The pending wake-up of its wait rule.
+    timer: Option<Duration>,
+    /// Each booked batch: its path, and per stage the members still to come and those there.
+    bookings: Vec<(Path<Duration>, Vec<(usize, Vec<Job>)>)>,
 }
 
 enum Event {
@@ -794,6 +831,8 @@ enum Event {
         instance: usize,
         batch: Vec<Job>,
     },
+    /// The pipelines' head decides again (its wait rule's moment).
+    Decide,
 }
 
 /// Events in time order, ties in the order they were scheduled. The heap holds only (time, sequence, slot) and
@@ -903,6 +942,8 @@ struct Sim<'a> {
     /// what the plan's capacity completes within the SLO (Little's law); more are refused at once.
     in_progress: u32,
     admit_limit: u32,
+    /// PPipe's head, for a plan of pooled pipelines.
+    head: Option<Head>,
     run: BinRun,
 }
 
@@ -926,57 +967,82 @@ pub fn run_bin(
     outside: &Outside,
     seed: u64,
 ) -> BinRun {
-    run_classes(problem, assignments, &[], (rate, seconds), outside, seed)
+    run_plan(problem, assignments, (&[], &[]), (rate, seconds), outside, seed)
 }
 
-/// [`run_bin`] for a plan with query classes (Compass's): each root request is of a class drawn by the
-/// classes' shares, has the class's latency SLO, and runs on one of the class's routes, picked in proportion to
-/// their rates, as deployments route them (`jig_app`); with no classes, as [`run_bin`].
-pub fn run_classes(
+/// [`run_bin`] for a plan with query classes (Compass's) or pooled pipelines (PPipe's), as deployments route
+/// them (`jig_app`). With classes, each root request is of a class drawn by the classes' shares, has the class's
+/// latency SLO, and runs on one of the class's routes, picked in proportion to their rates. With pipelines, the
+/// chain's first task queues requests at a head that books each batch along a pipeline (PPipe's data plane,
+/// `jig_policy::reserve`) and every later task runs the booked batch, as one, on the instance booked for it.
+pub fn run_plan(
     problem: &Problem,
     assignments: &[Assignment],
-    classes: &[ClassPlan],
+    (classes, pipelines): (&[ClassPlan], &[PipelinePlan]),
     (rate, seconds): (f64, f64),
     outside: &Outside,
     seed: u64,
 ) -> BinRun {
-    let glue = |t: usize| outside.glue_ms.get(t).copied().unwrap_or(0.0).max(0.0);
-    let mut sim = Sim::new(problem, assignments, &glue, seed);
-    sim.route_classes(classes);
-    sim.outside_ms = (0..problem.tasks.len()).map(|t| outside.overhead_ms.max(0.0) + glue(t)).collect();
-    sim.hop = Duration::from_secs_f64(outside.hop_ms.max(0.0) / 1000.0);
-    let end = Duration::from_secs_f64(seconds.max(0.0));
-    if rate > 0.0 {
-        let first = Duration::from_secs_f64(sim.rng.exponential(1.0 / rate));
-        sim.schedule(first, Event::Root);
-    }
-    while let Some((at, event)) = sim.events.pop() {
-        sim.now = at;
-        match event {
-            Event::Root => {
-                if at < end {
-                    sim.root_arrives();
-                    let next = at + Duration::from_secs_f64(sim.rng.exponential(1.0 / rate));
-                    sim.schedule(next, Event::Root);
-                }
-            }
-            Event::Arrive { task, job } => sim.arrive(task, job),
-            Event::Queue { task, job } => sim.queue(task, job),
-            Event::Start { instance } => {
-                if sim.instances[instance].timer == Some(at) {
-                    sim.instances[instance].timer = None;
-                    sim.start_batches(instance, false);
-                }
-            }
-            Event::Done { instance, batch } => sim.done(instance, batch),
-        }
-    }
+    let mut sim = Sim::for_plan(problem, assignments, (classes, pipelines), outside, seed);
+    sim.run_arrivals(rate, Duration::from_secs_f64(seconds.max(0.0)));
     let mut run = sim.run;
     run.latencies_ms.sort_by(f64::total_cmp);
     run
 }
 
 impl<'a> Sim<'a> {
+    /// A simulation of a plan ([`run_plan`]'s arguments).
+    fn for_plan(
+        problem: &'a Problem,
+        assignments: &[Assignment],
+        (classes, pipelines): (&[ClassPlan], &[PipelinePlan]),
+        outside: &Outside,
+        seed: u64,
+    ) -> Self {
+        let glue = |t: usize| outside.glue_ms.get(t).copied().unwrap_or(0.0).max(0.0);
+        let mut sim = Sim::new(problem, assignments, &glue, seed);
+        sim.route_classes(classes);
+        sim.outside_ms = (0..problem.tasks.len()).map(|t| outside.overhead_ms.max(0.0) + glue(t)).collect();
+        sim.hop = Duration::from_secs_f64(outside.hop_ms.max(0.0) / 1000.0);
+        sim.book_pipelines(pipelines);
+        sim
+    }
+
+    /// Poisson arrivals at `rate` until `end`, and everything they lead to.
+    fn run_arrivals(&mut self, rate: f64, end: Duration) {
+        if rate > 0.0 {
+            let first = Duration::from_secs_f64(self.rng.exponential(1.0 / rate));
+            self.schedule(first, Event::Root);
+        }
+        while let Some((at, event)) = self.events.pop() {
+            self.now = at;
+            match event {
+                Event::Root => {
+                    if at < end {
+                        self.root_arrives();
+                        let next = at + Duration::from_secs_f64(self.rng.exponential(1.0 / rate));
+                        self.schedule(next, Event::Root);
+                    }
+                }
+                Event::Arrive { task, job } => self.arrive(task, job),
+                Event::Queue { task, job } => self.queue(task, job),
+                Event::Start { instance } => {
+                    if self.instances[instance].timer == Some(at) {
+                        self.instances[instance].timer = None;
+                        self.start_batches(instance, false);
+                    }
+                }
+                Event::Done { instance, batch } => self.done(instance, batch),
+                Event::Decide => {
+                    if self.head.as_ref().is_some_and(|h| h.timer == Some(at)) {
+                        self.head.as_mut().expect("a head").timer = None;
+                        self.decide();
+                    }
+                }
+            }
+        }
+    }
+
     /// `glue(t)`: the glue time task t's CPU rows carry, taken out of its CPU instances' batches.
     fn new(problem: &'a Problem, assignments: &[Assignment], glue: &dyn Fn(usize) -> f64, seed: u64) -> Self {
         let n = problem.tasks.len();
@@ -1021,6 +1087,7 @@ impl<'a> Sim<'a> {
                     busy: 0,
                     queue: Queue::new(policy),
                     timer: None,
+                    booked: VecDeque::new(),
                 });
             }
         }
@@ -1081,6 +1148,7 @@ impl<'a> Sim<'a> {
             root_class: Vec::new(),
             in_progress: 0,
             admit_limit,
+            head: None,
             run: BinRun { paths: vec![(0, 0.0); problem.paths.len()], ..BinRun::default() },
         }
     }
@@ -1149,7 +1217,16 @@ impl<'a> Sim<'a> {
             return;
         }
         self.in_progress += 1;
-        let job = Job { root, enqueued: self.now, deadline, accuracy: 1.0, tasks: 0, own_core: false, route };
+        let job = Job {
+            root,
+            enqueued: self.now,
+            deadline,
+            accuracy: 1.0,
+            tasks: 0,
+            own_core: false,
+            route,
+            booking: NO_ROUTE,
+        };
         for t in (0..self.problem.tasks.len()).filter(|&t| self.problem.is_root(t)) {
             self.roots[root].1 += 1;
             self.arrive(t, job);
@@ -1191,6 +1268,15 @@ impl<'a> Sim<'a> {
             self.outside_running -= 1;
         }
         let job = Job { enqueued: self.now, ..job };
+        if self.head.is_some() {
+            if task == 0 {
+                self.head.as_mut().expect("a head").queue.push_back(job);
+                return self.decide();
+            }
+            if job.booking != NO_ROUTE {
+                return self.gather(task, job);
+            }
+        }
         // On its class's route where the route names this task's type; else over all the task's instances.
         let (ids, route) = match job.route {
             r if r != NO_ROUTE && !self.class_routes[r as usize][task].0.is_empty() => {
@@ -1215,6 +1301,13 @@ impl<'a> Sim<'a> {
 
     fn start_batches(&mut self, instance: usize, after_batch: bool) {
         while self.instances[instance].busy < self.instances[instance].servers {
+            if let Some(batch) = self.instances[instance].booked.pop_front() {
+                let charged = std::mem::take(&mut self.instances[instance].debt_ms);
+                let latency = self.batch_latency(instance, batch.len(), charged);
+                self.instances[instance].busy += 1;
+                self.schedule(self.now + latency, Event::Done { instance, batch });
+                continue;
+            }
             let inst = &mut self.instances[instance];
             let Some(start) = inst.queue.start_at(self.now, after_batch) else { return };
             if start > self.now {
@@ -1262,6 +1355,11 @@ impl<'a> Sim<'a> {
     fn done(&mut self, instance: usize, batch: Vec<Job>) {
         let (task, variant) = (self.instances[instance].task, self.instances[instance].variant);
         self.instances[instance].busy -= 1;
+        // Feedback: a booked batch's actual end corrects its booking.
+        if let (Some(head), Some(b)) = (&mut self.head, batch.first().map(|j| j.booking).filter(|&b| b != NO_ROUTE)) {
+            let hop = head.bookings[b as usize].0.hops[task];
+            head.scheduler.correct(Resource::Instance(hop.instance), hop.start, self.now);
+        }
         let problem = self.problem;
         let accuracy = problem.tasks[task].normalised_accuracy(variant);
         for job in batch {
@@ -1294,6 +1392,109 @@ impl<'a> Sim<'a> {
             self.finish_part(job.root);
         }
         self.start_batches(instance, true);
+        if self.head.is_some() {
+            self.decide();
+        }
+    }
+
+    /// Serve `pipelines` (a PPipe plan's) through a head, their pools' members taken from the plan's instances
+    /// of each type in turn; a pipeline left without a member at some task (a lost node's) is left out.
+    fn book_pipelines(&mut self, pipelines: &[PipelinePlan]) {
+        let problem = self.problem;
+        let mut handed_out = vec![false; self.instances.len()];
+        let (mut ids, mut planned) = (Vec::new(), Vec::new());
+        for (k, pipeline) in pipelines.iter().enumerate() {
+            let mut stages = Vec::with_capacity(pipeline.pools.len());
+            for (t, &(variant, segment, members)) in pipeline.pools.iter().enumerate() {
+                let pool: Vec<usize> = (0..self.instances.len())
+                    .filter(|&i| {
+                        let inst = &self.instances[i];
+                        !handed_out[i]
+                            && (inst.task, inst.variant, inst.segment, inst.batch)
+                                == (t, variant, segment, pipeline.batch)
+                    })
+                    .take(members as usize)
+                    .collect();
+                let latency: Vec<(usize, Duration)> = problem
+                    .configs
+                    .iter()
+                    .filter(|c| (c.task, c.variant, c.segment) == (t, variant, segment) && c.batch <= pipeline.batch)
+                    .map(|c| (c.batch as usize, Duration::from_secs_f64(c.latency_ms / 1000.0)))
+                    .collect();
+                let between = self.hop + Duration::from_secs_f64(self.outside_ms[t] / 1000.0);
+                let transfer =
+                    if t == 0 || between.is_zero() { Vec::new() } else { vec![between; pipeline.batch as usize] };
+                for &i in &pool {
+                    handed_out[i] = true;
+                }
+                let pool = pool
+                    .into_iter()
+                    .map(|i| {
+                        ids.push(i);
+                        jig_policy::reserve::Instance::from(ids.len() - 1)
+                    })
+                    .collect();
+                stages.push(Stage { pool, latency: per_batch(&latency), transfer });
+            }
+            planned.push(Pipeline { name: format!("pipeline {k}"), batch: pipeline.batch as usize, stages });
+        }
+        planned.retain(|p| p.stages.iter().all(|s| !s.pool.is_empty()));
+        if let Ok(scheduler) = Scheduler::new(planned) {
+            let head = Head { scheduler, queue: VecDeque::new(), instances: ids, timer: None, bookings: Vec::new() };
+            self.head = Some(head);
+        }
+    }
+
+    /// Algorithm 1 at the head until it waits (`jig_app`'s `pipelines` on simulated time).
+    fn decide(&mut self) {
+        let now = self.now;
+        loop {
+            let head = self.head.as_mut().expect("a head");
+            let Some(oldest) = head.queue.front().map(|j| j.deadline) else { return };
+            match head.scheduler.decide(now, head.queue.len(), oldest) {
+                Decision::Dispatch(path) => {
+                    let b = head.bookings.len() as u32;
+                    let members: Vec<Job> =
+                        head.queue.drain(..path.batch.min(head.queue.len())).map(|j| Job { booking: b, ..j }).collect();
+                    let first = head.instances[path.hops[0].instance];
+                    // Every member is at the first stage already.
+                    let gathers =
+                        (0..path.hops.len()).map(|d| (if d == 0 { 0 } else { members.len() }, Vec::new())).collect();
+                    head.bookings.push((path, gathers));
+                    self.instances[first].booked.push_back(members);
+                    self.start_batches(first, false);
+                }
+                Decision::DropOldest => {
+                    let job = head.queue.pop_front().expect("a request at the head");
+                    self.dropped(0, None, job);
+                }
+                Decision::Wait { until } => {
+                    let until = until.max(now);
+                    if head.timer.is_none_or(|t| until < t || t < now) {
+                        head.timer = Some(until);
+                        self.schedule(until, Event::Decide);
+                    }
+                    return;
+                }
+                Decision::Idle => return,
+            }
+        }
+    }
+
+    /// A member of a booked batch calls `task`'s model: once every member is there, the batch runs on the
+    /// instance booked for it.
+    fn gather(&mut self, task: usize, job: Job) {
+        let head = self.head.as_mut().expect("a head");
+        let (path, gathers) = &mut head.bookings[job.booking as usize];
+        let (expected, here) = &mut gathers[task];
+        here.push(job);
+        *expected -= 1;
+        if *expected == 0 {
+            let batch = std::mem::take(here);
+            let instance = head.instances[path.hops[task].instance];
+            self.instances[instance].booked.push_back(batch);
+            self.start_batches(instance, false);
+        }
     }
 
     /// A request dropped at `task` (on an instance of `variant`, if it got that far).
@@ -1423,6 +1624,68 @@ mod tests {
         assert!(good(&over) >= 0.9 * good(&run), "{} in time at 3×, {} at 1×", good(&over), good(&run));
     }
 
+    /// A model cut in two (`head → tail`) on four cores, planned by PPipe: requests are booked at the head along
+    /// its pooled pipelines and run as booked batches at both tasks, as deployments run them (`jig_app`).
+    fn ppipe_problem() -> Problem {
+        let spec = jig_planner::PlanSpec::from_toml(
+            "[app]\nname = \"cut\"\nslo_latency_ms = 200\nslo_accuracy = 0.5\nplanner = \"ppipe\"\n\
+             tasks = [{ name = \"head\", variants = [{ name = \"head\", accuracy = 1 }] }, \
+             { name = \"tail\", variants = [{ name = \"tail\", accuracy = 1 }] }]\n\
+             edges = [{ from = \"head\", to = \"tail\" }]\n\
+             [[segments]]\nname = \"cpu:1\"\n[[segments]]\nname = \"cpu:2\"\n\
+             [resources]\nslices = 4\ncpu_cores = 4\n[demand]\nwindows = [100]\n",
+        )
+        .unwrap();
+        let mut rows = Vec::new();
+        for (slot, ms) in [("head", 6.0), ("tail", 12.0)] {
+            for batch in [1u32, 2, 4, 8] {
+                for (segment, ms) in [("cpu:1", 1.8 * ms), ("cpu:2", ms)] {
+                    let ms = ms * f64::from(batch).powf(0.7);
+                    rows.push(jig_planner::profile::ProfileRow {
+                        slot: slot.into(),
+                        variant: slot.into(),
+                        segment: segment.into(),
+                        batch,
+                        p50_ms: ms,
+                        p95_ms: 1.2 * ms,
+                        throughput_rps: f64::from(batch) * 1e3 / ms,
+                        device: "test".into(),
+                    });
+                }
+            }
+        }
+        Problem::new(&spec, &rows, "test").unwrap()
+    }
+
+    #[test]
+    fn a_ppipe_plan_runs_booked_batches_through_its_pipelines() {
+        let problem = ppipe_problem();
+        let solved = solve(&problem, Features::ALL, &SolveOptions::default()).unwrap();
+        assert!(!solved.pipelines.is_empty());
+        let plan = (&[][..], &solved.pipelines[..]);
+        let mut sim = Sim::for_plan(&problem, &solved.assignments, plan, &Outside::default(), 11);
+        sim.run_arrivals(100.0, Duration::from_secs(30));
+        let head = sim.head.as_ref().expect("a plan of pooled pipelines has a head");
+        assert!(head.bookings.len() > 100, "{} batches booked", head.bookings.len());
+        // Every member of every booked batch came to the tail and ran there in the one batch booked.
+        for (path, gathers) in &head.bookings {
+            assert!(gathers.iter().all(|(left, here)| *left == 0 && here.is_empty()), "{path:?}");
+        }
+        let batched = head.bookings.iter().filter(|(path, _)| path.batch > 1).count();
+        assert!(batched > 0, "requests waited for company");
+        let run = &sim.run;
+        assert!(run.violations / run.units < 0.02, "{} of {} violated", run.violations, run.units);
+
+        // Three times the plan's load: the head drops what it cannot serve in time, keeps batches large (no
+        // collapse into batches of one: `jig_policy::reserve`, overload), and what it books is served in time.
+        let over = run_plan(&problem, &solved.assignments, plan, (300.0, 20.0), &Outside::default(), 11);
+        assert!(over.violations / over.units > 0.2, "{} of {} violated", over.violations, over.units);
+        let goodput = over.latencies_ms.len() as f64 / 20.0;
+        assert!(goodput >= 0.8 * solved.pipelines[0].rate_rps, "{goodput} req/s served");
+        let within = over.latencies_ms.iter().filter(|&&ms| ms <= 200.0).count() as f64;
+        assert!(within >= 0.95 * over.latencies_ms.len() as f64, "p99 {} ms", quantile(&over.latencies_ms, 0.99));
+    }
+
     /// A Compass plan of two classes over one task: `fast` (60 ms) only the fast variant meets, `best` (the most
     /// accurate) only the accurate one. Routed by class, every request meets its SLO and half are served at full
     /// accuracy; routed by task alone under the same deadlines, the `fast` requests that land on the slow
@@ -1467,7 +1730,8 @@ mod tests {
         let problem = Problem::new(&spec, &rows, "test").unwrap();
         let solved = jig_planner::solve(&problem, Features::ALL, &SolveOptions::default()).unwrap();
         assert_eq!(solved.classes.len(), 2, "{solved:?}");
-        let routed = run_classes(&problem, &solved.assignments, &solved.classes, (20.0, 60.0), &Outside::default(), 5);
+        let classes = (&solved.classes[..], &[][..]);
+        let routed = run_plan(&problem, &solved.assignments, classes, (20.0, 60.0), &Outside::default(), 5);
         assert!(routed.violations / routed.units < 0.01, "{} of {}", routed.violations, routed.units);
         let accuracy = routed.accuracy(&problem);
         assert!((accuracy - (0.5 + 0.5 * 0.7 / 0.9)).abs() < 0.03, "half at 1, half at 0.78: {accuracy}");
