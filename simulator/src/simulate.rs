@@ -809,9 +809,12 @@ struct Head {
     instances: Vec<usize>,
     /// The pending wake-up of its wait rule.
     timer: Option<Duration>,
-    /// Each booked batch: its path, and per stage the members still to come and those there.
-    bookings: Vec<(Path<Duration>, Vec<(usize, Vec<Job>)>)>,
+    /// Each booked batch, by the `booking` its members carry.
+    bookings: Vec<Booking>,
 }
+
+/// A batch booked at the head: its path, and per stage the members still to come and those there.
+type Booking = (Path<Duration>, Vec<(usize, Vec<Job>)>);
 
 enum Event {
     Root,
