@@ -663,7 +663,8 @@ fn pooled_pipelines(
             let to = *from + pool.members as usize;
             let instances = groups[g].instances.get(*from..to).ok_or_else(|| {
                 refused(format!(
-                    "pipeline {k} pools {} instances of {} on {} at slot `{}`, but the deployment has {} for all its                      pipelines together",
+                    "pipelines 0 to {k} pool {} instances of {} on {} at slot `{}`, but the deployment has {}; \
+                     re-plan the app",
                     to,
                     pool.variant,
                     pool.segment,

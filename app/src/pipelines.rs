@@ -4,8 +4,9 @@
 //! * **The head.** A request's call to the chain's first slot queues at the head. At every arrival, and at the
 //!   moment the wait rule names, the scheduler decides: send the oldest requests as one batch along a path it
 //!   books (one pool member per slot, [`jig_policy::reserve::Scheduler::decide`]), wait for company, or drop the
-//!   oldest when not even it alone can finish by its deadline. The batch runs on the booked first instance at
-//!   once, alone ([`Instance::infer_together`]).
+//!   oldest: when not even it alone can finish by its deadline, or, under overload, only a small batch behind
+//!   others could. The batch goes to the booked first instance at once, to run alone
+//!   ([`Instance::infer_together`]).
 //! * **The seat.** Each member then carries its seat in the booked batch through its glue: its call at every later
 //!   slot joins the other members on the instance booked there, where they run as one batch once every member
 //!   still on the path has come — or one booked run time after the first came, when stragglers run on their own
@@ -175,7 +176,8 @@ impl Pipelines {
                 Decision::DropOldest => {
                     if let Some(w) = head.queue.pop_front() {
                         let _ = w.reply.send(Err(InferError::Dropped(format!(
-                            "app `{}`: no pooled pipeline can finish the request by its deadline, even alone",
+                            "app `{}`: no pooled pipeline finishes the request by its deadline (or only in a small \
+                             batch behind others' batches, which an overloaded app does not book)",
                             self.app
                         ))));
                     }

@@ -7,7 +7,8 @@
 //! Requests arrive as a Poisson process at the bin's rate and are admitted as a deployment admits them (no
 //! more at once than the plan's capacity completes within the SLO; the rest refused); each instance batches
 //! and drops with [`jig_policy::Queue`] and each task routes with [`jig_policy::WeightedRoundRobin`] weighted
-//! by the planned rates, the same code the runtime runs. A batch of `n` rows takes a latency drawn from a
+//! by the planned rates, the same code the runtime runs (a PPipe plan's requests are booked along its pooled
+//! pipelines by `jig_policy::reserve` instead, as its deployments book them: [`run_plan`]). A batch of `n` rows takes a latency drawn from a
 //! log-normal whose median and 95th percentile are the profile's p50 and p95 at that batch size (interpolated
 //! between profiled sizes); an instance on `mig:…:K` runs K batches at once. Time outside the models
 //! (`overhead_ms` and `glue_ms`: glue, HTTP) delays each request at each task and takes a CPU core: one
@@ -1401,7 +1402,8 @@ impl<'a> Sim<'a> {
     }
 
     /// Serve `pipelines` (a PPipe plan's) through a head, their pools' members taken from the plan's instances
-    /// of each type in turn; a pipeline left without a member at some task (a lost node's) is left out.
+    /// of each type in turn; a pipeline left without a member at some task (a lost node's) is left out, and with
+    /// none left the instances serve by their own queues.
     fn book_pipelines(&mut self, pipelines: &[PipelinePlan]) {
         let problem = self.problem;
         let mut handed_out = vec![false; self.instances.len()];
