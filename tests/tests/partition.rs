@@ -160,13 +160,10 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
     assert!(excess <= 0.0, "{what}: differs from the whole model by {excess:e} beyond 1e-4");
 }
 
-/// The recognizer cut in two (`--partitions 5`), each half a model slot of its own behind a `forward` task, the
-/// first emitting its feature map to the second: deployed with a profile table and `planner = "ppipe"`, PPipe's
-/// pooled pipelines put each slot onto a core of its own (two pools of one instance), and an invocation answers
-/// what the whole model computes.
-#[test]
-fn a_model_cut_in_two_is_served_as_a_pipeline_of_two_pools() {
-    let _alone = alone();
+/// The recognizer cut in two (`--partitions 5`) as a bundle, each half a model slot of its own behind a `forward`
+/// task, the first emitting its feature map to the second, planned by PPipe within `slo_ms`, with `profiles` (the
+/// profile table's rows) beside it.
+fn split_rec(slo_ms: u64, profiles: &str) -> tempfile::TempDir {
     let partition = read_partition();
     let parts = &partition.partitions;
     assert_eq!(parts.iter().map(|p| p.blocks).collect::<Vec<_>>(), [[0, 5], [5, 10]], "`make setup` cuts at block 5");
@@ -176,9 +173,8 @@ fn a_model_cut_in_two_is_served_as_a_pipeline_of_two_pools() {
 name = "split-rec"
 planner = "ppipe"
 [slo]
-latency_ms = 10000
+latency_ms = {slo_ms}
 accuracy = 0.5
-
 [tensors]
 input = {{ name = "x", datatype = "FP32", shape = [-1, 3, 48, 320] }}
 output = {{ name = "y", datatype = "FP32", shape = [-1, 40, 6625] }}
@@ -226,9 +222,18 @@ shapes = {{ {:?} = {middle:?} }}
             ("models/part1.onnx", &partitions().join(&parts[1].file)),
         ],
     );
-    let profiles = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n\
-                    rec0,blocks-0-4,cpu:1,1,10,15,90,test\nrec1,blocks-5-9,cpu:1,1,10,15,90,test\n";
-    std::fs::write(dir.path().join("profiles.csv"), profiles).unwrap();
+    let header = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n";
+    std::fs::write(dir.path().join("profiles.csv"), format!("{header}{profiles}")).unwrap();
+    dir
+}
+
+/// The cut recognizer deployed with a profile table and `planner = "ppipe"`: PPipe's pooled pipelines put each
+/// slot onto a core of its own (two pools of one instance), and an invocation answers what the whole model
+/// computes.
+#[test]
+fn a_model_cut_in_two_is_served_as_a_pipeline_of_two_pools() {
+    let _alone = alone();
+    let dir = split_rec(10_000, "rec0,blocks-0-4,cpu:1,1,10,15,90,test\nrec1,blocks-5-9,cpu:1,1,10,15,90,test\n");
 
     let state = tempfile::tempdir().unwrap();
     let gateway = Gateway::start(state.path(), &["--cores", "2"]);
@@ -314,6 +319,59 @@ shapes = {{ {:?} = {middle:?} }}
     let refused = gateway.http("POST", "/v2/models/split-rec/infer", &[], wrong.to_string().as_bytes());
     assert_eq!(refused.status, 400, "{}", refused.text());
     assert!(refused.text().contains("INT64"), "{}", refused.text());
+}
+
+/// The cut recognizer with profile rows at batches 1, 2 and 4: PPipe plans its pipeline at batch 4, and requests
+/// that arrive together are booked as batches along it. Each batch runs as one on the first slot's instance, and
+/// the same members, gathered again after their glue, run as one on the second's.
+#[test]
+fn requests_arriving_together_are_booked_as_batches_along_the_pipeline() {
+    let _alone = alone();
+    let mut rows = String::new();
+    for (slot, variant) in [("rec0", "blocks-0-4"), ("rec1", "blocks-5-9")] {
+        for (batch, ms) in [(1u32, 15.0), (2, 25.0), (4, 45.0)] {
+            let rps = f64::from(batch) * 1000.0 / ms;
+            rows += &format!("{slot},{variant},cpu:1,{batch},{ms},{},{rps},test\n", 1.2 * ms);
+        }
+    }
+    let dir = split_rec(3_000, &rows);
+    let state = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(state.path(), &["--cores", "2"]);
+    let deployed = gateway.jig("deploy").arg(dir.path()).arg("--json").output().unwrap();
+    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
+    assert_eq!(status["deployment"]["pipelines"][0]["batch"], 4, "{status}");
+
+    let whole = load(&model("ppocr-rec"));
+    let shape = vec![1, 3, 48, 320];
+    let values = pseudo_random(3 * 48 * 320, 0xba7c);
+    let want = f32s(&whole.run(&[Tensor::from_f32(shape.clone(), &values).unwrap()]).unwrap()[0]);
+    let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let request = jig_sdk::Envelope { meta: serde_json::json!({"datatype": "FP32", "shape": shape}), body }.encode();
+    // Eight at once: two booked batches of four (the deadline, 3 s off, leaves the head time to wait for them).
+    let replies = std::thread::scope(|scope| {
+        let calls: Vec<_> =
+            (0..8).map(|_| scope.spawn(|| gateway.http("POST", "/v1/apps/split-rec/invoke", &[], &request))).collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect::<Vec<_>>()
+    });
+    for reply in replies {
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let answer = reply.json();
+        let bytes = base64::engine::general_purpose::STANDARD.decode(answer["outputs"][0]["base64"].as_str().unwrap());
+        let got: Vec<f32> = bytes.unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_close(&got, &want, "a batched answer");
+    }
+    // Both slots ran the same batches: four rows each, two of them.
+    let status = gateway.http("GET", "/v1/apps/split-rec", &[], b"").json();
+    let observed = status["observed_latencies"].as_array().unwrap();
+    for slot in ["rec0", "rec1"] {
+        let ran: Vec<(u64, u64)> = observed
+            .iter()
+            .filter(|o| o["slot"] == slot)
+            .map(|o| (o["batch"].as_u64().unwrap(), o["batches"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(ran, [(4, 2)], "slot {slot}: {status}");
+    }
 }
 
 /// PPipe from a model to a plan on this machine: `partition_model.py --bundle` writes the blocks as a bundle of
