@@ -368,6 +368,11 @@ impl App {
         names
     }
 
+    /// What the head of an app served by PPipe's pooled pipelines has done (`None` for other apps).
+    pub fn pipeline_stats(&self) -> Option<crate::HeadStats> {
+        self.pipelines.as_ref().map(|p| p.stats())
+    }
+
     /// How many requests a planned deployment admits at once now ([`crate::admission`]); `None` when unplanned.
     pub fn admission_limit(&self) -> Option<u32> {
         self.admission.as_ref().map(|a| a.limit())

@@ -19,4 +19,5 @@ mod slots;
 
 pub use app::{Admitted, App, AppError, DEFAULT_DEADLINE, ModelHosts, Output, StartError, TaskObserver};
 pub use deployment::Deployment;
+pub use pipelines::{Booked, HeadStats};
 pub use slots::ModelSlots;

@@ -45,6 +45,27 @@ pub(crate) struct StageSpec {
     pub glue: Duration,
 }
 
+/// What an app's head has done since it started: its gauges and counters, read at a scrape.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeadStats {
+    /// Requests waiting at the head for a batch now.
+    pub queued: u64,
+    /// Requests the head dropped: nothing could finish them by their deadlines (or only a small batch behind a
+    /// backlog, under overload).
+    pub dropped: u64,
+    /// Per pipeline, in plan order: what was booked along it.
+    pub booked: Vec<Booked>,
+}
+
+/// The batches a head booked along one pipeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Booked {
+    /// Batches.
+    pub batches: u64,
+    /// Requests in them.
+    pub requests: u64,
+}
+
 /// An app's pooled pipelines and the scheduler that books their batches.
 pub(crate) struct Pipelines {
     app: String,
@@ -57,10 +78,12 @@ pub(crate) struct Pipelines {
     wake: watch::Sender<Option<Instant>>,
 }
 
-/// The scheduler and the requests waiting for a batch, oldest first.
+/// The scheduler, the requests waiting for a batch (oldest first), and what it did.
 struct Head {
     scheduler: Scheduler<Instant>,
     queue: VecDeque<Waiting>,
+    dropped: u64,
+    booked: Vec<Booked>,
 }
 
 /// A request at the head.
@@ -104,12 +127,13 @@ impl Pipelines {
             }
             planned.push(reserve::Pipeline { name, batch, stages: reserved });
         }
+        let booked = vec![Booked::default(); planned.len()];
         let scheduler = Scheduler::new(planned).map_err(|e| e.to_string())?.with_timer_slack(TIMER_SLACK);
         Ok(Arc::new(Pipelines {
             app: app.to_string(),
             stages,
             instances,
-            head: Mutex::new(Head { scheduler, queue: VecDeque::new() }),
+            head: Mutex::new(Head { scheduler, queue: VecDeque::new(), dropped: 0, booked }),
             wake: watch::Sender::new(None),
         }))
     }
@@ -118,6 +142,12 @@ impl Pipelines {
     /// others to `slots`.
     pub(crate) fn host(self: &Arc<Self>, slots: Arc<ModelSlots>) -> Arc<dyn ModelHost> {
         Arc::new(RequestHost { pipelines: self.clone(), slots, seat: Mutex::new(None) })
+    }
+
+    /// What the head has done so far, and what waits there now.
+    pub(crate) fn stats(&self) -> HeadStats {
+        let head = self.head();
+        HeadStats { queued: head.queue.len() as u64, dropped: head.dropped, booked: head.booked.clone() }
     }
 
     fn head(&self) -> MutexGuard<'_, Head> {
@@ -171,10 +201,14 @@ impl Pipelines {
             match head.scheduler.decide(now, head.queue.len(), oldest) {
                 Decision::Dispatch(path) => {
                     let members: Vec<Waiting> = head.queue.drain(..path.batch.min(head.queue.len())).collect();
+                    let booked = &mut head.booked[path.pipeline];
+                    booked.batches += 1;
+                    booked.requests += members.len() as u64;
                     self.dispatch(path, members);
                 }
                 Decision::DropOldest => {
                     if let Some(w) = head.queue.pop_front() {
+                        head.dropped += 1;
                         let _ = w.reply.send(Err(InferError::Dropped(format!(
                             "app `{}`: no pooled pipeline finishes the request by its deadline (or only in a small \
                              batch behind others' batches, which an overloaded app does not book)",
@@ -509,6 +543,8 @@ mod tests {
         // one batch at each stage, on the instances booked.
         assert_eq!(batches(&first), (1, 4));
         assert_eq!(batches(&second), (1, 4));
+        let stats = pipelines.stats();
+        assert_eq!((stats.booked, stats.dropped, stats.queued), (vec![Booked { batches: 1, requests: 4 }], 0, 0));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -526,6 +562,7 @@ mod tests {
         let err = call(&host, "s0", 1.0, Instant::now() + Duration::from_millis(10)).await.unwrap_err();
         assert!(matches!(&err, InferError::Dropped(m) if m.contains("app `app`")), "{err}");
         assert_eq!(batches(&only), (1, 1), "a dropped request runs nowhere");
+        assert_eq!(pipelines.stats().dropped, 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,9 @@
 //! | `jig_instance_restarts_total` | app, slot, instance | times the instance's worker process was replaced after dying |
 //! | `jig_instance_queue_depth` | app, slot, instance | requests waiting for a batch |
 //! | `jig_edge_factor` | app, from, to | observed invocations of model task `to` per invocation of `from` |
+//! | `jig_pipeline_batches_total`, `jig_pipeline_rows_total` | app, pipeline | a PPipe app's batches booked along each pooled pipeline, and the requests in them |
+//! | `jig_pipeline_dropped_total` | app | requests a PPipe app's head dropped early (part of the early drops) |
+//! | `jig_pipeline_queue_depth` | app | requests waiting at a PPipe app's head for a batch |
 //! | `jig_cpu_cores` | state | cores the gateway may give instances: `free`, or `held` by an app's instances |
 //! | `jig_gpu_mps_free_percent` | gpu | percent of a GPU's SMs no app's `mps:` share holds |
 //! | `jig_gpu_mig_instances` | gpu, state | a GPU's MIG instances, `free` or `held` |
@@ -59,6 +62,12 @@ struct InstanceLabels {
     app: String,
     slot: String,
     instance: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PipelineLabels {
+    app: String,
+    pipeline: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -304,6 +313,37 @@ impl prometheus_client::collector::Collector for InstanceCollector {
                 let labels = EdgeLabels { app: app.name.clone(), from: observed.from, to: observed.to };
                 ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
             }
+        }
+        let heads: Vec<(String, jig_app::HeadStats)> =
+            apps.values().filter_map(|app| Some((app.name.clone(), app.pipeline_stats()?))).collect();
+        type ReadBooked = fn(&jig_app::Booked) -> u64;
+        let booked: [(&str, &str, ReadBooked); 2] = [
+            ("pipeline_batches", "Batches a PPipe app's head booked along a pooled pipeline", |b| b.batches),
+            ("pipeline_rows", "Requests in the batches a PPipe app's head booked along a pooled pipeline", |b| {
+                b.requests
+            }),
+        ];
+        for (name, help, read) in booked {
+            let counter = ConstCounter::new(0u64);
+            let mut family = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+            for (app, head) in &heads {
+                for (k, pipeline) in head.booked.iter().enumerate() {
+                    let labels = PipelineLabels { app: app.clone(), pipeline: k.to_string() };
+                    ConstCounter::new(read(pipeline)).encode(family.encode_family(&labels)?)?;
+                }
+            }
+        }
+        let counter = ConstCounter::new(0u64);
+        let help = "Requests a PPipe app's head dropped early: no pooled pipeline could finish them in time";
+        let mut family = encoder.encode_descriptor("pipeline_dropped", help, None, counter.metric_type())?;
+        for (app, head) in &heads {
+            ConstCounter::new(head.dropped).encode(family.encode_family(&AppLabels { app: app.clone() })?)?;
+        }
+        let gauge = ConstGauge::new(0i64);
+        let help = "Requests waiting at a PPipe app's head for a batch";
+        let mut family = encoder.encode_descriptor("pipeline_queue_depth", help, None, gauge.metric_type())?;
+        for (app, head) in &heads {
+            ConstGauge::new(head.queued as i64).encode(family.encode_family(&AppLabels { app: app.clone() })?)?;
         }
         let limit = ConstGauge::new(0i64);
         let mut family = encoder.encode_descriptor(

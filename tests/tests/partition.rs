@@ -372,6 +372,16 @@ fn requests_arriving_together_are_booked_as_batches_along_the_pipeline() {
             .collect();
         assert_eq!(ran, [(4, 2)], "slot {slot}: {status}");
     }
+    // The head's counters: two batches of four booked, nothing dropped, nobody waiting.
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    for line in [
+        r#"jig_pipeline_batches_total{app="split-rec",pipeline="0"} 2"#,
+        r#"jig_pipeline_rows_total{app="split-rec",pipeline="0"} 8"#,
+        r#"jig_pipeline_dropped_total{app="split-rec"} 0"#,
+        r#"jig_pipeline_queue_depth{app="split-rec"} 0"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "no `{line}` in\n{metrics}");
+    }
 }
 
 /// PPipe from a model to a plan on this machine: `partition_model.py --bundle` writes the blocks as a bundle of
