@@ -372,6 +372,9 @@ fn requests_arriving_together_are_booked_as_batches_along_the_pipeline() {
             .collect();
         assert_eq!(ran, [(4, 2)], "slot {slot}: {status}");
     }
+    let shown = gateway.jig("status").arg("split-rec").output().unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("pipeline   0 at batch 4") && text.contains("1 × rec0/blocks-0-4 on cpu:1 →"), "{text}");
     // The head's counters: two batches of four booked, nothing dropped, nobody waiting.
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     for line in [

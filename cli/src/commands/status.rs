@@ -123,8 +123,11 @@ pub fn print_status(status: &AppStatus) {
         let capacity = deployment.capacity_rps.map(|c| format!(" (serves up to {c:.1})")).unwrap_or_default();
         println!("    for {rps:.1} req/s{capacity}, accuracy {:.1}% of the best", accuracy * 100.0);
     }
+    let pipelined = |slot: &str| deployment.pipelines.iter().any(|p| p.pools.iter().any(|q| q.slot == slot));
     for i in &deployment.instances {
-        let latency = if i.latency_ms > 0.0 {
+        let latency = if pipelined(&i.slot) {
+            format!(", p95 {:.0} ms a batch, run as the pipelines' head books them", i.latency_ms)
+        } else if i.latency_ms > 0.0 {
             format!(
                 ", p95 {:.0} ms a batch, waits ≤ {:.0} ms, drops under {:.0} ms left or after {:.0} ms waiting",
                 i.latency_ms, i.wait_ms, i.drop_budget_ms, i.stale_ms
@@ -149,6 +152,11 @@ pub fn print_status(status: &AppStatus) {
                 .collect();
             println!("    {:.1} req/s → {}", r.rate_rps, steps.join(" → "));
         }
+    }
+    for (k, p) in deployment.pipelines.iter().enumerate() {
+        let pools: Vec<String> =
+            p.pools.iter().map(|q| format!("{} × {}/{} on {}", q.members, q.slot, q.variant, q.segment)).collect();
+        println!("  pipeline   {k} at batch {}, {:.1} req/s: {}", p.batch, p.rate_rps, pools.join(" → "));
     }
     for f in &deployment.factors {
         let observed = status.observed_factors.iter().find(|o| o.from == f.from && o.to == f.to);
