@@ -29,13 +29,15 @@ pub use jig_api::{
 use jig_model_host::device::Devices;
 use jig_model_host::segment::MigProfile;
 use jig_planner::evaluate::Assignment;
+use jig_planner::gpulet::MeasuredInterference;
 use jig_planner::mig_parted::{config_name, mig_parted_config, missing_instances};
+use jig_planner::plan::{PlanEntry, TaskPlan};
 use jig_planner::profile::ProfileRow;
 use jig_planner::spec::{
     AppSpec, ClassSpec, DemandSpec, EdgeSpec, IpaSpec, IpaVariants, Objective, Resources, SegmentKind, SegmentSpec,
     TaskSpec, VariantSpec,
 };
-use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions};
+use jig_planner::{Features, PlanError, PlanSpec, Problem, SolveOptions, Strategy};
 use jig_policy::mig::{GPU_80GB, GpuModel};
 
 use jig_manifest::{Bundle, IpaSettings, Variant};
@@ -427,6 +429,26 @@ impl Capacity {
         self.machines.iter_mut().find_map(|m| m.take(segment))
     }
 
+    /// Places for `shares` (`mps:` segments) all on one GPU: the first with room for them together.
+    fn take_together(&mut self, shares: &[SegmentKind]) -> Option<Vec<InstancePlace>> {
+        let percents = shares.iter().map(|kind| match kind {
+            SegmentKind::Mps { percent } => Some(u32::from(*percent)),
+            _ => None,
+        });
+        let total: u32 = percents.collect::<Option<Vec<u32>>>()?.iter().sum();
+        self.machines.iter_mut().find_map(|m| {
+            let gpu = m.gpus.iter_mut().find(|g| g.mps_percent >= total)?;
+            gpu.mps_percent -= total;
+            let place = InstancePlace {
+                node: m.node.clone(),
+                gpu: Some(gpu.index),
+                device: Some(gpu.uuid.clone()),
+                ..Default::default()
+            };
+            Some(vec![place; shares.len()])
+        })
+    }
+
     /// Where an unplanned instance runs: unpinned on the gateway's machine, or on the node with the most free
     /// cores.
     fn fallback_place(&self) -> Option<InstancePlace> {
@@ -734,7 +756,38 @@ pub fn problem(
     if !glue.is_empty() {
         source += &format!(", glue of {} charged to CPU rows", glue.len());
     }
-    Ok((Problem::new(&spec, &rows, &source)?, Refinements { latencies: refined, glue }))
+    let mut problem = Problem::new(&spec, &rows, &source)?;
+    if planner == Strategy::Gpulet {
+        problem.interference = gpulet_interference(bundle, &model_tasks)?.map(std::sync::Arc::new);
+        if problem.interference.is_some() {
+            problem.profile_source += "; interference fitted to util.csv and pairs.csv";
+        }
+    }
+    Ok((problem, Refinements { latencies: refined, glue }))
+}
+
+/// gpu-lets' interference between the model tasks' slots, fitted to the bundle's `util.csv` (`jig profile
+/// --counters`) and `pairs.csv` (`jig profile --pairs`); `None` when it has neither.
+fn gpulet_interference(
+    bundle: &Bundle,
+    model_tasks: &[(&str, &str)],
+) -> Result<Option<MeasuredInterference>, PlanningError> {
+    let (util, pairs) = (bundle.dir.join("util.csv"), bundle.dir.join("pairs.csv"));
+    match (util.is_file(), pairs.is_file()) {
+        (false, false) => Ok(None),
+        (true, true) => {
+            let slots: Vec<&str> = model_tasks.iter().map(|&(_, slot)| slot).collect();
+            Ok(Some(MeasuredInterference::read(&util, &pairs, &slots)?))
+        }
+        (has_util, _) => Err(PlanError::Input(format!(
+            "app `{}`: planner `gpulet` fits interference to util.csv and pairs.csv together, and the bundle has only \
+             {}; measure the other with `jig profile BUNDLE {}`, or remove it to plan without interference",
+            bundle.manifest.name,
+            if has_util { "util.csv" } else { "pairs.csv" },
+            if has_util { "--pairs --segment mps:0:50" } else { "--counters" },
+        ))
+        .into()),
+    }
 }
 
 /// Places from `free` for each `(kind, count)` of `wanted`, in its order (fewer than `count` where `free` runs
@@ -813,10 +866,36 @@ fn plan_with_profiles(
             entries.push((task, e, SegmentKind::parse(&e.segment).map_err(PlanError::from)?));
         }
     }
-    let wanted: Vec<(SegmentKind, u32)> = entries.iter().map(|&(_, e, kind)| (kind, e.instances)).collect();
+    // gpu-lets planned with interference: each split GPU's gpu-lets go onto one GPU, beside the neighbours whose
+    // slowdown the plan counted on.
+    let mut together: HashMap<(&str, &str, &str, u32), Vec<InstancePlace>> = HashMap::new();
+    for on_gpu in &plan.colocated {
+        let kinds = on_gpu.iter().map(|s| SegmentKind::parse(&s.segment)).collect::<Result<Vec<_>, _>>();
+        let places = free.take_together(&kinds.map_err(PlanError::from)?).ok_or_else(|| PlanningError::DoesNotFit {
+            segment: on_gpu.iter().map(|s| s.segment.as_str()).collect::<Vec<_>>().join(" + "),
+            needed: on_gpu.len() as u32,
+            placed: 0,
+            hint: "; gpu-lets planned these shares beside each other: they need one GPU with room for all of them"
+                .into(),
+        })?;
+        for (s, place) in on_gpu.iter().zip(places) {
+            together.entry((&s.task, &s.variant, &s.segment, s.batch)).or_default().push(place);
+        }
+    }
+    fn key<'a>(task: &'a TaskPlan, e: &'a PlanEntry) -> (&'a str, &'a str, &'a str, u32) {
+        (&task.task, &e.variant, &e.segment, e.batch)
+    }
+    let wanted: Vec<(SegmentKind, u32)> = entries
+        .iter()
+        .map(|&(task, e, kind)| {
+            (kind, e.instances.saturating_sub(together.get(&key(task, e)).map_or(0, Vec::len) as u32))
+        })
+        .collect();
     let taken = take_places(&mut free, &wanted);
     let mut instances = Vec::new();
-    for ((task, e, kind), places) in entries.into_iter().zip(taken) {
+    for ((task, e, kind), taken) in entries.into_iter().zip(taken) {
+        let mut places = together.remove(&key(task, e)).unwrap_or_default();
+        places.extend(taken);
         if places.len() < e.instances as usize {
             let hint = match kind {
                 SegmentKind::Mig { .. } => mig_layout_hint(&bundle.manifest.name, &plan, capacity),
@@ -1149,6 +1228,70 @@ mod tests {
         // On cores alone, gpu-lets has nothing to plan: the deploy says why and serves by default.
         let d = plan(&bundle, &[], &Capacity::cpu_only(8), &Observations::default());
         assert!(d.source.contains("planner `gpulet` plans MPS shares"), "{}", d.source);
+    }
+
+    #[test]
+    fn a_gpulet_app_with_measured_interference_keeps_each_split_gpu_together() {
+        // `detect → read`, each half a GPU's worth at 80 req/s: gpu-lets splits one GPU between them.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("jig.toml"),
+            "name = \"signs\"\nplanner = \"gpulet\"\n[slo]\nlatency_ms = 400\n[demand]\nrps = 80\n\
+             [[tasks]]\nname = \"detect\"\nglue = \"g.wasm\"\nslot = \"det\"\n\
+             [[tasks]]\nname = \"read\"\nglue = \"g.wasm\"\nslot = \"rec\"\n\
+             [[edges]]\nfrom = \"detect.out\"\nto = \"read\"\n\
+             [[variants]]\nslot = \"det\"\nname = \"det\"\nmodel = \"m.onnx\"\n\
+             [[variants]]\nslot = \"rec\"\nname = \"rec\"\nmodel = \"m.onnx\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("g.wasm"), b"").unwrap();
+        std::fs::write(dir.path().join("m.onnx"), b"").unwrap();
+        let mut csv = String::from("slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n");
+        for slot in ["det", "rec"] {
+            for (percent, ms) in [(25, 80.0), (50, 40.0), (100, 36.0)] {
+                csv += &format!("{slot},{slot},mps:0:{percent},4,{ms},{ms},{},test\n", 4000.0 / ms);
+            }
+        }
+        std::fs::write(dir.path().join("profiles.csv"), csv).unwrap();
+        let bundle = Bundle::open(dir.path()).unwrap();
+        // Two GPUs; another app holds 40% of GPU 0.
+        let two = Devices::from_nvidia_smi(
+            Vec::new(),
+            "0, NVIDIA H100 80GB HBM3, GPU-aaaa, 81559, Disabled\n1, NVIDIA H100 80GB HBM3, GPU-bbbb, 81559, Disabled\n",
+            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb)\n",
+        );
+        let mut capacity = Capacity::of(&two, 2, None);
+        capacity.machines[0].gpus[0].mps_percent = 60;
+        let gpus = |d: &Deployment| -> Vec<Option<u32>> {
+            places(d).iter().filter(|(segment, _)| segment.starts_with("mps:")).map(|(_, p)| p.gpu).collect()
+        };
+        // Without measured interference, shares go by size: the second half lands in GPU 0's 60%.
+        let d = plan(&bundle, &[], &capacity, &Observations::default());
+        assert!(d.source.starts_with("planned from profiles.csv by gpulet"), "{}", d.source);
+        assert_eq!(gpus(&d), [Some(0), Some(1)], "{d:?}");
+        // The tables `jig profile --counters` and `--pairs` write (the slots and two other models measured with
+        // them): planned with each other's slowdown, the split GPU is placed whole, on GPU 1.
+        let util = "model,batch,l2,dram\ndet,8,0.2,0.2\nrec,8,0.1,0.3\na,8,0.3,0.1\nb,8,0.4,0.4\n";
+        std::fs::write(dir.path().join("util.csv"), util).unwrap();
+        let mut pairs = String::from("model,neighbour,segment,batch,solo_ms,corun_ms,slowdown\n");
+        for (model, neighbour, slowdown) in [
+            ("det", "rec", 0.1),
+            ("rec", "det", 0.08),
+            ("a", "b", 0.05),
+            ("b", "det", 0.15),
+            ("rec", "a", 0.2),
+            ("a", "b", 0.12),
+        ] {
+            pairs += &format!("{model},{neighbour},mps:0:50,8,10,11,{slowdown}\n");
+        }
+        std::fs::write(dir.path().join("pairs.csv"), pairs).unwrap();
+        let d = plan(&bundle, &[], &capacity, &Observations::default());
+        assert!(d.source.starts_with("planned from profiles.csv by gpulet"), "{}", d.source);
+        assert_eq!(gpus(&d), [Some(1), Some(1)], "{d:?}");
+        // With one table of the two, the deploy says what is missing.
+        std::fs::remove_file(dir.path().join("pairs.csv")).unwrap();
+        let d = plan(&bundle, &[], &capacity, &Observations::default());
+        assert!(d.source.contains("the bundle has only util.csv") && d.source.contains("--pairs"), "{}", d.source);
     }
 
     #[test]

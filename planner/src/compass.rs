@@ -111,6 +111,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions, previous: &[Assignment])
         gpu_layouts: Vec::new(),
         classes: plans,
         pipelines: Vec::new(),
+        colocated: Vec::new(),
     })
 }
 

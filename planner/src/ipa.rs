@@ -307,5 +307,6 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
         instance_types_profiled: profiled,
         classes: Vec::new(),
         pipelines: Vec::new(),
+        colocated: Vec::new(),
     })
 }

@@ -99,6 +99,19 @@ pub fn plan_from(
         planner: problem.strategy,
         classes: solved.classes.iter().map(|c| ClassReport::of(problem, c)).collect(),
         pipelines: solved.pipelines.iter().map(|p| PipelineReport::of(problem, p)).collect(),
+        colocated: solved
+            .colocated
+            .iter()
+            .map(|on_gpu| {
+                let step = |&(t, v, s, batch): &(usize, usize, usize, u32)| RouteStep {
+                    task: problem.tasks[t].name.clone(),
+                    variant: problem.tasks[t].variants[v].name.clone(),
+                    segment: problem.segments[s].name.clone(),
+                    batch,
+                };
+                on_gpu.iter().map(step).collect()
+            })
+            .collect(),
         features: features.to_string(),
         demand_rps: problem.demand_rps,
         slo_latency_ms: problem.slo_latency_ms,
@@ -139,6 +152,9 @@ pub struct Plan {
     pub classes: Vec<ClassReport>,
     /// PPipe's pooled pipelines, which a deployment books batches along; empty for the other strategies.
     pub pipelines: Vec<PipelineReport>,
+    /// gpu-lets' split GPUs planned with interference: the instance types (one instance each) that must share one
+    /// GPU, slowed by each other as planned; empty otherwise.
+    pub colocated: Vec<Vec<RouteStep>>,
     /// R, the demand at the roots (req/s).
     pub demand_rps: f64,
     /// SLO_l: the latency bound on every path, ms.
@@ -195,7 +211,7 @@ pub struct RouteReport {
     pub steps: Vec<RouteStep>,
 }
 
-/// The instance type a route takes at one task.
+/// An instance type: the one a Compass route takes at a task, or a gpu-let of a split GPU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RouteStep {
     /// The task.
@@ -432,6 +448,11 @@ impl Plan {
                     r.accuracy
                 );
             }
+        }
+        for on_gpu in &self.colocated {
+            let shares: Vec<String> =
+                on_gpu.iter().map(|s| format!("{}/{} on {} batch {}", s.task, s.variant, s.segment, s.batch)).collect();
+            let _ = writeln!(s, "  one GPU, with their interference: {}", shares.join(" + "));
         }
         for p in &self.pipelines {
             let pools: Vec<String> =

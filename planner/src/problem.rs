@@ -54,6 +54,9 @@ pub struct Problem {
     pub demand_rps: f64,
     /// Where the profile table came from, for the plan's report.
     pub profile_source: String,
+    /// gpu-lets' measured interference between the tasks' models (in task order), which the `gpulet` strategy
+    /// plans with when it is given (a bundle's `util.csv` and `pairs.csv`); `None`: it plans without.
+    pub interference: Option<std::sync::Arc<crate::gpulet::MeasuredInterference>>,
     index: HashMap<(usize, usize, usize, u32), usize>,
 }
 
@@ -452,6 +455,7 @@ impl Problem {
             compass: spec.compass,
             demand_rps,
             profile_source: profile_source.to_string(),
+            interference: None,
             index,
         })
     }

@@ -14,9 +14,11 @@
 //!   shares profiled (a whole GPU split into a profiled size and its complement).
 //!
 //! Algorithm 1 then runs without temporal sharing (a jig instance holds its segment alone, so a gpu-let serves one
-//! task) and without interference: [`super::elastic_spatial`]. Deployments place shares by size (largest first),
-//! not beside the neighbours gpu-lets chose for them, so a plan that counted on its neighbours' slowdowns would not
-//! hold as placed; `gpulet+int` plans `[gpulet]` specs (`jig plan`, `jig simulate`). A profiled
+//! task): [`super::elastic_spatial`]. With the tasks' measured interference ([`Problem::interference`]: a bundle's
+//! `util.csv` and `pairs.csv`, from `jig profile --counters` and `--pairs`) it plans as `gpulet+int`, each gpu-let
+//! slowed by its neighbour's interference, and the plan names the gpu-lets of each split GPU
+//! ([`Solved::colocated`]), which a deployment places on one GPU so that the neighbours are those planned for;
+//! without it, as `gpulet`, and shares are placed by size (largest first). A profiled
 //! batch whose measured throughput H is below b / L(b) is read as taking b / H, so that what a gpu-let is
 //! planned to serve, its instance serves.
 
@@ -34,14 +36,20 @@ use super::{GpuletModel, GpuletProblem, elastic_spatial, no_interference};
 /// Plan `problem` with gpu-lets' Algorithm 1 (module docs).
 pub(crate) fn solve(problem: &Problem) -> Result<Solved, PlanError> {
     let started = Instant::now();
-    let gpulets = to_gpulets(problem)?;
+    let mut gpulets = to_gpulets(problem)?;
+    gpulets.problem.interference = problem.interference.as_deref().cloned();
     let (variants, shares) = (&gpulets.variants, &gpulets.shares);
-    let plan = elastic_spatial(&gpulets.problem, &no_interference).map_err(|e| match e {
+    let planned = match &problem.interference {
+        Some(i) => elastic_spatial(&gpulets.problem, &|m, _, neighbour| i.slowdown(m, neighbour)),
+        None => elastic_spatial(&gpulets.problem, &no_interference),
+    };
+    let plan = planned.map_err(|e| match e {
         PlanError::Infeasible(why) => PlanError::Infeasible(format!("app `{}`, planner `gpulet`: {why}", problem.app)),
         other => other,
     })?;
-    // One instance per gpu-let, grouped by instance type.
+    // One instance per gpu-let, grouped by instance type; and per GPU, the instance types it holds.
     let mut types: BTreeMap<(usize, usize, u32), Assignment> = BTreeMap::new();
+    let mut by_gpu: BTreeMap<u32, Vec<(usize, usize, usize, u32)>> = BTreeMap::new();
     for gpulet in &plan.gpulets {
         let segment = shares.iter().find(|&&(_, size)| size == gpulet.size).map(|&(s, _)| s).ok_or_else(|| {
             PlanError::Solver(format!("gpu-lets allocated a {}% share, which the profile lacks", gpulet.size))
@@ -57,8 +65,14 @@ pub(crate) fn solve(problem: &Problem) -> Result<Solved, PlanError> {
             });
             a.instances += 1;
             a.rate_rps += load.rate_rps;
+            by_gpu.entry(gpulet.gpu).or_default().push((load.model, variants[load.model], segment, load.batch));
         }
     }
+    // Planned beside each other's interference, a split GPU's gpu-lets hold only as placed together.
+    let colocated = match problem.interference {
+        Some(_) => by_gpu.into_values().filter(|on_gpu| on_gpu.len() > 1).collect(),
+        None => Vec::new(),
+    };
     Ok(Solved {
         instance_types: gpulets.problem.models.iter().map(|m| m.latency_ms.len()).sum(),
         instance_types_profiled: problem.configs.len(),
@@ -70,6 +84,7 @@ pub(crate) fn solve(problem: &Problem) -> Result<Solved, PlanError> {
         gpu_layouts: Vec::new(),
         classes: Vec::new(),
         pipelines: Vec::new(),
+        colocated,
     })
 }
 
@@ -267,6 +282,54 @@ mod tests {
         assert!(plan.slices_used <= 14, "{}", plan.to_text());
         // Each task's batch takes at most half of its part of the SLO, the parts summing to the SLO.
         assert!(plan.paths.iter().all(|path| path.latency_ms <= 100.0 + 1e-9), "{}", plan.to_text());
+    }
+
+    /// det and rec beside each other slow each other by 30%, by the interference model fitted to their measured
+    /// utilisations: (c1 … c5) = (0, 0, 0, 0, 0.3) for every pair.
+    fn interfering(p: &mut Problem) {
+        use super::super::{InterferenceModel, MeasuredInterference, Utilisation};
+        let utilisation = vec![Utilisation { l2: 0.2, dram: 0.2 }; p.tasks.len()];
+        let model = InterferenceModel { coefficients: [0.0, 0.0, 0.0, 0.0, 0.3] };
+        let measured = MeasuredInterference { model, utilisation, fit_error: 0.0, samples: 5 };
+        p.interference = Some(std::sync::Arc::new(measured));
+    }
+
+    #[test]
+    fn with_measured_interference_split_gpus_are_planned_slowed_and_placed_together() {
+        let options = SolveOptions::default();
+        let alone = plan(&problem(250.0, 2, &SHARES).unwrap(), Features::ALL, &options).unwrap();
+        assert!(alone.colocated.is_empty(), "without interference, shares are placed by size: {}", alone.to_text());
+        let mut p = problem(250.0, 2, &SHARES).unwrap();
+        interfering(&mut p);
+        let slowed = plan(&p, Features::ALL, &options).unwrap();
+        // Every split GPU of the plan is named with the gpu-lets it holds: one instance each, of a planned entry.
+        assert!(!slowed.colocated.is_empty(), "{}", slowed.to_text());
+        for on_gpu in &slowed.colocated {
+            let percent: u32 = on_gpu.iter().map(|s| s.segment["mps:".len()..].parse::<u32>().unwrap()).sum();
+            assert!(on_gpu.len() == 2 && percent <= 100, "{on_gpu:?}");
+            for step in on_gpu {
+                let task = slowed.tasks.iter().find(|t| t.task == step.task).unwrap();
+                assert!(
+                    task.entries.iter().any(|e| (e.segment.as_str(), e.batch) == (step.segment.as_str(), step.batch))
+                );
+            }
+        }
+        assert!(slowed.to_text().contains("one GPU, with their interference: "), "{}", slowed.to_text());
+        // A neighbour's 30% costs capacity: a slowed plan holds more of the GPUs, or smaller batches.
+        let share = |plan: &crate::Plan| -> u32 {
+            plan.tasks
+                .iter()
+                .flat_map(|t| &t.entries)
+                .map(|e| e.instances * e.segment[4..].parse::<u32>().unwrap())
+                .sum()
+        };
+        let batches = |plan: &crate::Plan| -> u32 { plan.tasks.iter().flat_map(|t| &t.entries).map(|e| e.batch).sum() };
+        assert!(
+            share(&slowed) > share(&alone) || batches(&slowed) < batches(&alone),
+            "{}\n{}",
+            alone.to_text(),
+            slowed.to_text()
+        );
     }
 
     #[test]

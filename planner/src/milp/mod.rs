@@ -92,6 +92,9 @@ pub struct Solved {
     pub classes: Vec<crate::compass::ClassPlan>,
     /// PPipe's pooled pipelines of an app; empty for the other strategies.
     pub pipelines: Vec<crate::ppipe::app::PipelinePlan>,
+    /// Instance types `(task, variant, segment, batch)`, one instance each, that must share one GPU: gpu-lets
+    /// planned them beside each other, slowed by each other's interference. Empty for the other strategies.
+    pub colocated: Vec<Vec<(usize, usize, usize, u32)>>,
 }
 
 /// An instance type that survives pruning, with its big-M bound U on M(t,v,s,b).
@@ -685,5 +688,6 @@ pub(crate) fn solve_relaxed(
         instance_types_profiled: profiled,
         classes: Vec::new(),
         pipelines: Vec::new(),
+        colocated: Vec::new(),
     })
 }

@@ -92,6 +92,7 @@ pub(crate) fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved,
         gpu_layouts: Vec::new(),
         classes: Vec::new(),
         pipelines: deployed,
+        colocated: Vec::new(),
     })
 }
 
