@@ -227,6 +227,25 @@ shapes = {{ {:?} = {middle:?} }}
     dir
 }
 
+/// `n` invocations of `split-rec` sent at once, each answered (200): their outputs.
+fn invoke_at_once(gateway: &Gateway, n: usize, request: &[u8]) -> Vec<Vec<f32>> {
+    let replies = std::thread::scope(|scope| {
+        let calls: Vec<_> =
+            (0..n).map(|_| scope.spawn(|| gateway.http("POST", "/v1/apps/split-rec/invoke", &[], request))).collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect::<Vec<_>>()
+    });
+    replies
+        .into_iter()
+        .map(|reply| {
+            assert_eq!(reply.status, 200, "{}", reply.text());
+            let answer = reply.json();
+            let bytes =
+                base64::engine::general_purpose::STANDARD.decode(answer["outputs"][0]["base64"].as_str().unwrap());
+            bytes.unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+        })
+        .collect()
+}
+
 /// The cut recognizer deployed with a profile table and `planner = "ppipe"`: PPipe's pooled pipelines put each
 /// slot onto a core of its own (two pools of one instance), and an invocation answers what the whole model
 /// computes.
@@ -286,16 +305,7 @@ fn a_model_cut_in_two_is_served_as_a_pipeline_of_two_pools() {
         assert_close(&got, &want, "the pipeline's answer");
     }
     // Requests at once are booked along the pipeline one after another, each answered as the whole model.
-    let replies = std::thread::scope(|scope| {
-        let calls: Vec<_> =
-            (0..4).map(|_| scope.spawn(|| gateway.http("POST", "/v1/apps/split-rec/invoke", &[], &request))).collect();
-        calls.into_iter().map(|c| c.join().unwrap()).collect::<Vec<_>>()
-    });
-    for reply in replies {
-        assert_eq!(reply.status, 200, "{}", reply.text());
-        let answer = reply.json();
-        let bytes = base64::engine::general_purpose::STANDARD.decode(answer["outputs"][0]["base64"].as_str().unwrap());
-        let got: Vec<f32> = bytes.unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    for got in invoke_at_once(&gateway, 4, &request) {
         assert_close(&got, &want, "a concurrent answer");
     }
 
@@ -349,16 +359,7 @@ fn requests_arriving_together_are_booked_as_batches_along_the_pipeline() {
     let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     let request = jig_sdk::Envelope { meta: serde_json::json!({"datatype": "FP32", "shape": shape}), body }.encode();
     // Eight at once: two booked batches of four (the deadline, 3 s off, leaves the head time to wait for them).
-    let replies = std::thread::scope(|scope| {
-        let calls: Vec<_> =
-            (0..8).map(|_| scope.spawn(|| gateway.http("POST", "/v1/apps/split-rec/invoke", &[], &request))).collect();
-        calls.into_iter().map(|c| c.join().unwrap()).collect::<Vec<_>>()
-    });
-    for reply in replies {
-        assert_eq!(reply.status, 200, "{}", reply.text());
-        let answer = reply.json();
-        let bytes = base64::engine::general_purpose::STANDARD.decode(answer["outputs"][0]["base64"].as_str().unwrap());
-        let got: Vec<f32> = bytes.unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    for got in invoke_at_once(&gateway, 8, &request) {
         assert_close(&got, &want, "a batched answer");
     }
     // Both slots ran the same batches: four rows each, two of them.
