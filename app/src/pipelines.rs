@@ -229,19 +229,13 @@ impl Pipelines {
         let deadline = members.iter().map(|w| w.deadline).max().unwrap_or_else(Instant::now);
         let (inputs, replies): (Vec<_>, Vec<_>) = members.into_iter().map(|w| (w.inputs, w.reply)).unzip();
         tokio::spawn(async move {
-            match booking.run(0, inputs, deadline).await {
-                Ok(outputs) => {
-                    for (member, (reply, outputs)) in replies.into_iter().zip(outputs).enumerate() {
-                        // A member whose caller is gone drops its seat here, and is waited for nowhere.
-                        let _ = reply.send(Ok((Seat { booking: booking.clone(), member, next: 1 }, outputs)));
-                    }
-                }
-                Err(e) => {
-                    for reply in replies {
-                        let _ = reply.send(Err(e.clone()));
-                    }
-                }
-            }
+            let ran = booking.run(0, inputs, deadline).await;
+            // A member whose caller is gone drops its seat when the reply fails, and is waited for nowhere.
+            let seated = ran.map(|outputs| {
+                let seat = |member| Seat { booking: booking.clone(), member, next: 1 };
+                outputs.into_iter().enumerate().map(|(member, outputs)| (seat(member), outputs)).collect()
+            });
+            reply_each(replies, seated);
         });
     }
 
@@ -306,6 +300,12 @@ impl Booking {
         result.map_err(infer_error)
     }
 
+    /// Run one member's `inputs` alone on the instance booked for `stage` (a call the batch did not wait for).
+    async fn run_alone(&self, stage: usize, inputs: Vec<Tensor>, deadline: Instant) -> Result<Vec<Tensor>, InferError> {
+        let instance = &self.pipelines.instances[self.path.hops[stage].instance];
+        instance.infer(inputs, deadline).await.map_err(infer_error)
+    }
+
     /// Start `stage`'s batch with the members there, unless it started.
     fn start(self: &Arc<Self>, stage: usize, gather: &mut Gather) {
         if gather.started || gather.here.is_empty() {
@@ -317,20 +317,7 @@ impl Booking {
         let (inputs, replies): (Vec<_>, Vec<_>) = here.into_iter().map(|a| (a.inputs, a.reply)).unzip();
         let booking = self.clone();
         // Spawned, so that a member whose request is cancelled does not take the others' batch with it.
-        tokio::spawn(async move {
-            match booking.run(stage, inputs, deadline).await {
-                Ok(outputs) => {
-                    for (reply, outputs) in replies.into_iter().zip(outputs) {
-                        let _ = reply.send(Ok(outputs));
-                    }
-                }
-                Err(e) => {
-                    for reply in replies {
-                        let _ = reply.send(Err(e.clone()));
-                    }
-                }
-            }
-        });
+        tokio::spawn(async move { reply_each(replies, booking.run(stage, inputs, deadline).await) });
     }
 
     /// A member will not come to `stage`: start it if everyone else is there.
@@ -358,8 +345,7 @@ impl Seat {
         let booking = self.booking.clone();
         if stage < self.next {
             // A second call to a slot it passed: not booked, so it runs on its own on the booked instance.
-            let instance = &booking.pipelines.instances[booking.path.hops[stage].instance];
-            return instance.infer(inputs, deadline).await.map_err(infer_error);
+            return booking.run_alone(stage, inputs, deadline).await;
         }
         // Having come here, it will not come to the stages it skipped.
         for skipped in self.next..stage {
@@ -386,10 +372,7 @@ impl Seat {
         };
         let give_up = match give_up {
             Ok(give_up) => give_up,
-            Err(inputs) => {
-                let instance = &booking.pipelines.instances[hop.instance];
-                return instance.infer(inputs, deadline).await.map_err(infer_error);
-            }
+            Err(inputs) => return booking.run_alone(stage, inputs, deadline).await,
         };
         let answer = tokio::select! {
             answer = &mut answer => answer,
@@ -411,6 +394,22 @@ impl Drop for Seat {
     fn drop(&mut self) {
         for stage in self.next..self.booking.gathers.len() {
             self.booking.leave(stage);
+        }
+    }
+}
+
+/// Answer each of a batch's members: its own outputs, or the batch's error.
+fn reply_each<T>(replies: Vec<oneshot::Sender<Result<T, InferError>>>, result: Result<Vec<T>, InferError>) {
+    match result {
+        Ok(outputs) => {
+            for (reply, outputs) in replies.into_iter().zip(outputs) {
+                let _ = reply.send(Ok(outputs));
+            }
+        }
+        Err(e) => {
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
+            }
         }
     }
 }

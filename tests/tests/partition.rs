@@ -227,6 +227,18 @@ shapes = {{ {:?} = {middle:?} }}
     dir
 }
 
+/// A recognizer input of values from `seed`: the values, what the whole model answers for them, and the
+/// invocation body (a jig envelope) that sends them.
+fn sample(seed: u64) -> (Vec<f32>, Vec<f32>, Vec<u8>) {
+    let shape = vec![1, 3, 48, 320];
+    let values = pseudo_random(3 * 48 * 320, seed);
+    let whole = load(&model("ppocr-rec"));
+    let want = f32s(&whole.run(&[Tensor::from_f32(shape.clone(), &values).unwrap()]).unwrap()[0]);
+    let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let request = jig_sdk::Envelope { meta: serde_json::json!({"datatype": "FP32", "shape": shape}), body }.encode();
+    (values, want, request)
+}
+
 /// `n` invocations of `split-rec` sent at once, each answered (200): their outputs.
 fn invoke_at_once(gateway: &Gateway, n: usize, request: &[u8]) -> Vec<Vec<f32>> {
     let replies = std::thread::scope(|scope| {
@@ -286,12 +298,7 @@ fn a_model_cut_in_two_is_served_as_a_pipeline_of_two_pools() {
         .collect();
     assert_eq!(pools, [("rec0", 1), ("rec1", 1)], "{status}");
 
-    let whole = load(&model("ppocr-rec"));
-    let shape = vec![1, 3, 48, 320];
-    let values = pseudo_random(3 * 48 * 320, 0x5eed);
-    let want = f32s(&whole.run(&[Tensor::from_f32(shape.clone(), &values).unwrap()]).unwrap()[0]);
-    let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let request = jig_sdk::Envelope { meta: serde_json::json!({"datatype": "FP32", "shape": shape}), body }.encode();
+    let (values, want, request) = sample(0x5eed);
     for _ in 0..3 {
         let reply = gateway.http("POST", "/v1/apps/split-rec/invoke", &[], &request);
         assert_eq!(reply.status, 200, "{}", reply.text());
@@ -352,12 +359,7 @@ fn requests_arriving_together_are_booked_as_batches_along_the_pipeline() {
     let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
     assert_eq!(status["deployment"]["pipelines"][0]["batch"], 4, "{status}");
 
-    let whole = load(&model("ppocr-rec"));
-    let shape = vec![1, 3, 48, 320];
-    let values = pseudo_random(3 * 48 * 320, 0xba7c);
-    let want = f32s(&whole.run(&[Tensor::from_f32(shape.clone(), &values).unwrap()]).unwrap()[0]);
-    let body: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let request = jig_sdk::Envelope { meta: serde_json::json!({"datatype": "FP32", "shape": shape}), body }.encode();
+    let (_, want, request) = sample(0xba7c);
     // Eight at once: two booked batches of four (the deadline, 3 s off, leaves the head time to wait for them).
     for got in invoke_at_once(&gateway, 8, &request) {
         assert_close(&got, &want, "a batched answer");
