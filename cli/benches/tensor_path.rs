@@ -1,11 +1,13 @@
 //! The tensor path against bare ONNX Runtime (issue 16): `cargo bench -p jig --bench tensor_path`.
 //!
-//! For each model and batch size, in one run on the same machine, the median time of one batch of `b` rows:
+//! For each model and batch size, in one run on the same machine, the median time of one batch of `b` rows,
+//! each path measured in turns with bare ONNX Runtime (see `measure`) and its ratio taken to that bare time:
 //!
 //! * **bare**: a `Session::run` on a ready ONNX Runtime tensor (created once, outside the timing), its outputs
 //!   allocated by ONNX Runtime, as a hand-written program would run it;
 //! * **in process**: `Instance::infer` of one request of `b` rows on a CPU segment, as a deployment serves it:
-//!   queue, batcher, ONNX Runtime, outputs back as `Tensor`s;
+//!   queue, batcher, ONNX Runtime, outputs back as `Tensor`s (a batch known to be short is run by the caller
+//!   itself: `jig_model_host::instance::CALLER_RUNS_BELOW`);
 //! * **stacked**: `b` requests of one row each, sent together to the same in-process instance, which stacks them
 //!   into one batch (the one copy of a batch of several requests) and splits the outputs back;
 //! * **worker**: `Worker::run` of the same batch in a `jig worker` process, as GPU segments are served (here on
@@ -54,14 +56,42 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times[times.len() / 2]
 }
 
-/// Time `run` (after three warm-up calls: a CUDA session tunes its kernels and grows its arena in its first
-/// runs) and return the median.
-fn measure(mut run: impl FnMut() -> Duration) -> Duration {
-    let last = (0..3).map(|_| run()).last().unwrap();
-    median((0..runs(last)).map(|_| run()).collect())
+/// One batch on one side, timed.
+type Side<'a> = Box<dyn FnMut() -> Duration + 'a>;
+
+/// Rounds each side's runs are spread over.
+const ROUNDS: usize = 10;
+
+/// The pause before a side's turn: after a run, ONNX Runtime's intra-op threads spin for about 40 ms (on the
+/// 2-vCPU machine of BENCHMARKS.md), taking a core from whichever side runs next.
+const QUIET: Duration = Duration::from_millis(60);
+
+/// Each side's median time, the sides taking turns: in each of [`ROUNDS`] rounds every side runs a tenth of
+/// its runs, so that a slow stretch of a shared machine falls on every side alike (measured one after the
+/// other, the same side's median differed by up to 2× from run to run on a 2-vCPU virtual machine). A side
+/// first runs three times (a CUDA session tunes its kernels and grows its arena in its first runs). Each turn
+/// starts [`QUIET`] after the last, with two untimed runs.
+fn measure(sides: &mut [&mut dyn FnMut() -> Duration]) -> Vec<Duration> {
+    let per_round: Vec<usize> = sides
+        .iter_mut()
+        .map(|run| {
+            let last = (0..3).map(|_| run()).last().unwrap();
+            runs(last).div_ceil(ROUNDS)
+        })
+        .collect();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); sides.len()];
+    for _ in 0..ROUNDS {
+        for ((run, &n), times) in sides.iter_mut().zip(&per_round).zip(&mut times) {
+            std::thread::sleep(QUIET);
+            run();
+            run();
+            times.extend((0..n).map(|_| run()));
+        }
+    }
+    times.into_iter().map(median).collect()
 }
 
-fn bare(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> Duration {
+fn bare(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> Side<'static> {
     let mut builder = ort::session::Session::builder(onnx::environment().unwrap())
         .unwrap()
         .with_intra_threads(threads)
@@ -74,7 +104,7 @@ fn bare(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> Duration {
     let mut session = builder.commit_from_file(model_path(name)).unwrap();
     let names: Vec<String> = session.inputs().iter().map(|i| i.name().to_string()).collect();
     let values: Vec<ort::value::DynValue> = inputs.iter().map(ort_value).collect();
-    measure(|| {
+    Box::new(move || {
         let feed: Vec<(&str, ort::session::SessionInputValue)> =
             names.iter().zip(&values).map(|(n, v)| (n.as_str(), v.view().into())).collect();
         let started = Instant::now();
@@ -148,7 +178,7 @@ fn launcher() -> Launcher {
     Launcher::new(Devices::discover(), Some(WorkerCommand { program: jig(), args: vec!["worker".into()] }))
 }
 
-fn in_process(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Duration {
+fn in_process(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Side<'static> {
     let config = InstanceConfig {
         policy: BatchPolicy { max_batch: b, ..BatchPolicy::default() },
         ..InstanceConfig::new(format!("{name}@{segment}"))
@@ -156,7 +186,8 @@ fn in_process(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Durat
     let placement = Placement::new(*segment);
     let instance = launcher().start_instance(config, name, &model_path(name), placement).unwrap();
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    measure(|| {
+    let inputs = inputs.to_vec();
+    Box::new(move || {
         let request = inputs.to_vec();
         let started = Instant::now();
         let outputs = tokio.block_on(instance.infer(request, Instant::now() + Duration::from_secs(600))).unwrap();
@@ -167,7 +198,7 @@ fn in_process(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Durat
 }
 
 /// `b` requests of one row each, sent at once: the batcher waits for all of them and stacks them into one batch.
-fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Duration {
+fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Side<'static> {
     let policy = BatchPolicy {
         max_batch: b,
         max_wait: Duration::from_secs(1),
@@ -190,7 +221,7 @@ fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Duration
         })
         .collect();
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    measure(|| {
+    Box::new(move || {
         let deadline = Instant::now() + Duration::from_secs(600);
         let started = Instant::now();
         let outputs = tokio.block_on(async {
@@ -207,8 +238,8 @@ fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Duration
     })
 }
 
-/// The worker's time with the batch in its shared memory, and with the batch copied in (on GPU 0 for `gpu`).
-fn worker(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> (Duration, Duration) {
+/// A worker (on GPU 0 for `gpu`) running the batch from its shared memory, and copying the batch in.
+fn worker(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> (Side<'static>, Side<'static>) {
     let options = SessionOptions { threads, cuda: gpu.then_some((0, None)) };
     let spec = WorkerSpec::new(jig(), format!("{name}@worker"), name, model_path(name), options);
     let worker = Worker::start(WorkerSpec { args: vec!["worker".into()], ..spec }).unwrap();
@@ -220,16 +251,18 @@ fn worker(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> (Duration
             Tensor::new(t.dtype(), t.shape().to_vec(), buffer.freeze()).unwrap()
         })
         .collect();
-    let time = |batch: &[Tensor]| {
-        measure(|| {
+    let worker = Arc::new(worker);
+    let time = |batch: Vec<Tensor>| -> Side<'static> {
+        let worker = worker.clone();
+        Box::new(move || {
             let started = Instant::now();
-            let outputs = worker.run(batch).unwrap();
+            let outputs = worker.run(&batch).unwrap();
             let elapsed = started.elapsed();
             drop(outputs);
             elapsed
         })
     };
-    (time(&shared), time(inputs))
+    (time(shared), time(inputs.to_vec()))
 }
 
 fn list(var: &str) -> Option<Vec<String>> {
@@ -249,7 +282,7 @@ fn main() {
     if let Ok(job) = std::env::var("BENCH_BARE") {
         let (name, b) = job.split_once(':').expect("BENCH_BARE=model:batch");
         let b = b.parse().expect("BENCH_BARE's batch");
-        println!("{}", bare(name, &inputs(name, b), threads, true).as_nanos());
+        println!("{}", measure(&mut [&mut *bare(name, &inputs(name, b), threads, true)])[0].as_nanos());
         return;
     }
     let segment: Segment = match std::env::var("BENCH_SEGMENT") {
@@ -288,22 +321,29 @@ fn main() {
         for &b in batches.as_deref().unwrap_or(default_batches) {
             let inputs = inputs(name, b);
             let mb = inputs.iter().map(|t| t.data().len()).sum::<usize>() as f64 / 1e6;
-            let reference = bare(name, &inputs, threads, gpu);
-            let local = in_process(name, &inputs, b, &segment);
-            let together = if b > 1 { stacked(name, &inputs, b, &segment) } else { local };
+            // Each path takes turns with bare ONNX Runtime alone, the other paths' sessions closed or idle.
+            let mut reference = bare(name, &inputs, threads, gpu);
+            let mut against = |mut path: Side<'_>| {
+                let times = measure(&mut [&mut *reference, &mut *path]);
+                (times[0], times[1])
+            };
+            let (bare_time, local) = against(in_process(name, &inputs, b, &segment));
             let (remote, copied) = worker(name, &inputs, threads, gpu);
+            let (remote, copied) = (against(remote), against(copied));
+            let together = if b > 1 { against(stacked(name, &inputs, b, &segment)) } else { (bare_time, local) };
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let ratio = |(bare, path): (Duration, Duration)| ms(bare) / ms(path);
             println!(
                 "{name:<10} {b:>5} {mb:>8.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
-                ms(reference),
+                ms(bare_time),
                 ms(local),
-                ms(together),
-                ms(remote),
-                ms(copied),
-                ms(reference) / ms(local),
-                ms(reference) / ms(together),
-                ms(reference) / ms(remote),
-                ms(reference) / ms(copied)
+                ms(together.1),
+                ms(remote.1),
+                ms(copied.1),
+                ratio((bare_time, local)),
+                ratio(together),
+                ratio(remote),
+                ratio(copied)
             );
             if segment.mps_percentage().is_some() {
                 let shared = bare_under_mps(name, b, threads, &segment);
@@ -311,7 +351,7 @@ fn main() {
                     "{name:<10} {b:>5} bare, MPS {:>9.2}: ratio to it in process {:.2}, stacked {:.2}",
                     ms(shared),
                     ms(shared) / ms(local),
-                    ms(shared) / ms(together)
+                    ms(shared) / ms(together.1)
                 );
             }
         }

@@ -5,10 +5,16 @@
 //! is [`jig_policy::queue`]'s to decide (JigsawServe §3.3), the same code `jig simulate` runs on simulated time.
 //! Requests share a batch only when their inputs agree in everything but the first dimension; the outputs
 //! are split back along it.
+//!
+//! A request that would run alone at once on an idle in-process instance, in a batch that took under
+//! [`CALLER_RUNS_BELOW`] last time, is run by the caller on its own thread: handing a short batch to the
+//! instance's thread and back costs up to a tenth of it. It is the batch the instance's thread would have run,
+//! at the same moment, and counts the same; the segment's ONNX Runtime threads do their share of it, and the
+//! caller's thread (not pinned to the segment's cores) the rest.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, mpsc};
+use std::time::{Duration, Instant};
 
 pub use jig_policy::{BatchPolicy, DropReason};
 use jig_policy::{Queue, Request};
@@ -40,6 +46,11 @@ pub trait Executor: Send + Sync {
     fn restarts(&self) -> Option<Arc<AtomicU64>> {
         None
     }
+    /// Whether a caller may run a short batch on its own thread (see [`CALLER_RUNS_BELOW`]): only an executor
+    /// whose batches wait on nothing but their own computation, never on another process or the network.
+    fn caller_may_run(&self) -> bool {
+        false
+    }
 }
 
 impl Executor for Model {
@@ -52,7 +63,17 @@ impl Executor for Model {
     fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
         Ok(self.run(inputs)?)
     }
+    fn caller_may_run(&self) -> bool {
+        true
+    }
 }
+
+/// A batch that took less than this at its size last time is run by its caller when the instance is idle and
+/// would start it at once. Handed to the instance's thread, such a batch cost 5–15% more on a 2-vCPU machine
+/// (two thread wake-ups, and ONNX Runtime's threads woken apart: BENCHMARKS.md, "The tensor path"); from about
+/// a millisecond the difference is lost in the noise. Longer batches go through the thread, which keeps the
+/// caller's (async) thread free while they run and runs them on the segment's own cores.
+pub const CALLER_RUNS_BELOW: Duration = Duration::from_millis(1);
 
 /// How an instance batches and drops.
 #[derive(Debug, Clone)]
@@ -175,6 +196,12 @@ impl Stats {
         recent.ms.push_back(latency.as_secs_f64() * 1e3);
     }
 
+    /// The latency of the last batch of `rows` rows that succeeded.
+    fn last(&self, rows: u64) -> Option<Duration> {
+        let latencies = self.latencies.lock().unwrap_or_else(|p| p.into_inner());
+        latencies.get(&rows).and_then(|r| r.ms.back()).map(|&ms| Duration::from_secs_f64(ms / 1e3))
+    }
+
     /// The latencies observed, per batch size.
     pub fn batch_latencies(&self) -> Vec<BatchLatency> {
         let latencies = self.latencies.lock().unwrap_or_else(|p| p.into_inner());
@@ -213,12 +240,58 @@ impl Request<Instant> for Job {
 
 /// A running instance. Dropping it stops its thread once the queue is empty.
 pub struct Instance {
-    config: Arc<InstanceConfig>,
+    /// Declared before `queue`, so that the instance's thread, which stops when `queue` drops, holds the last
+    /// reference and frees the executor there.
+    engine: Arc<Engine>,
     inputs: Vec<TensorSpec>,
     outputs: Vec<TensorSpec>,
     queue: mpsc::Sender<Job>,
-    stats: Arc<Stats>,
     restarts: Option<Arc<AtomicU64>>,
+}
+
+/// What runs an instance's batches, one at a time: its thread, or a caller running its own short batch.
+struct Engine {
+    config: Arc<InstanceConfig>,
+    /// The configured policy, at batch 1 for a model that cannot stack requests.
+    policy: BatchPolicy,
+    executor: Box<dyn Executor>,
+    stats: Arc<Stats>,
+    /// Held while a batch is formed and run.
+    running: Mutex<()>,
+    /// Memory for stacked batches the executor does not provide (in process), reused from batch to batch.
+    spare: Arc<jig_tensor::Spare>,
+}
+
+impl Engine {
+    /// Hold the engine for one batch (a batch that panicked leaves nothing to repair).
+    fn hold(&self) -> MutexGuard<'_, ()> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Run `requests` as one batch, with the engine held: stack, execute, split, count. One list of outputs
+    /// per request, or why the batch failed.
+    fn run(&self, requests: &[&[Tensor]]) -> Result<Vec<Vec<Tensor>>, String> {
+        let stats = &self.stats;
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        let rows: Vec<u64> = requests.iter().map(|r| batch::rows(r)).collect();
+        let total = rows.iter().sum();
+        stats.rows.fetch_add(total, Ordering::Relaxed);
+        let started = Instant::now();
+        let result = batch::stack(requests, |len| self.executor.buffer(len), &self.spare)
+            .map_err(|e: TensorError| e.to_string())
+            .and_then(|stacked| self.executor.execute(&stacked).map_err(|e| e.to_string()))
+            .and_then(|outputs| batch::split(outputs, &rows));
+        let elapsed = started.elapsed();
+        stats.busy_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        match &result {
+            Ok(_) => stats.record(total, elapsed),
+            Err(detail) => {
+                tracing::warn!(instance = %self.config.name, requests = requests.len(), "batch failed: {detail}");
+                stats.failed.fetch_add(requests.len() as u64, Ordering::Relaxed);
+            }
+        }
+        result
+    }
 }
 
 impl Instance {
@@ -230,13 +303,11 @@ impl Instance {
         F: FnOnce() -> Result<E, BoxError> + Send + 'static,
     {
         let config = Arc::new(config);
-        let stats = Arc::new(Stats::default());
         let (queue, jobs) = mpsc::channel::<Job>();
-        type Ready = (Vec<TensorSpec>, Vec<TensorSpec>, Option<Arc<AtomicU64>>);
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<Ready, String>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Arc<Engine>, String>>();
         let start_error = |detail: String| InstanceError::Start { instance: config.name.clone(), detail };
         {
-            let (config, stats) = (config.clone(), stats.clone());
+            let config = config.clone();
             std::thread::Builder::new()
                 .name(format!("jig-instance {}", config.name))
                 .spawn(move || {
@@ -253,35 +324,42 @@ impl Instance {
                             return;
                         }
                     };
-                    let _ = ready_tx.send(Ok((
-                        executor.inputs().to_vec(),
-                        executor.outputs().to_vec(),
-                        executor.restarts(),
-                    )));
                     // A model with an input that has no batch dimension (a Piper voice's `scales`) cannot stack
                     // requests: it runs them one at a time.
                     let batchable = executor.inputs().iter().all(TensorSpec::batchable);
                     let policy =
                         BatchPolicy { max_batch: if batchable { config.policy.max_batch } else { 1 }, ..config.policy };
-                    Batcher { config, stats, executor, jobs, queue: Queue::new(policy), spare: Arc::default() }.run();
+                    let engine = Arc::new(Engine {
+                        config,
+                        policy,
+                        executor: Box::new(executor),
+                        stats: Arc::default(),
+                        running: Mutex::new(()),
+                        spare: Arc::default(),
+                    });
+                    let _ = ready_tx.send(Ok(engine.clone()));
+                    Batcher { queue: Queue::new(engine.policy), engine, jobs }.run();
                     release_freed_memory();
                 })
                 .map_err(|e| start_error(e.to_string()))?;
         }
-        let specs = ready_rx.recv().map_err(|_| start_error("the instance thread died while loading".into()))?;
-        let (inputs, outputs, restarts) = specs.map_err(start_error)?;
-        Ok(Instance { inputs, outputs, config, queue, stats, restarts })
+        let engine = ready_rx.recv().map_err(|_| start_error("the instance thread died while loading".into()))?;
+        let engine = engine.map_err(start_error)?;
+        let executor = &engine.executor;
+        let (inputs, outputs, restarts) =
+            (executor.inputs().to_vec(), executor.outputs().to_vec(), executor.restarts());
+        Ok(Instance { engine, inputs, outputs, queue, restarts })
     }
 
     /// The instance's name, from its [`InstanceConfig`].
     pub fn name(&self) -> &str {
-        &self.config.name
+        &self.engine.config.name
     }
 
     /// The configuration it was started with (`cores` is `None` when [`crate::launch::Launcher`] started
     /// it, since the launcher pins the thread itself).
     pub fn config(&self) -> &InstanceConfig {
-        &self.config
+        &self.engine.config
     }
 
     /// The model's declared inputs.
@@ -296,7 +374,7 @@ impl Instance {
 
     /// Its counters, updated as it runs.
     pub fn stats(&self) -> &Stats {
-        &self.stats
+        &self.engine.stats
     }
 
     /// How many times its worker process was replaced after dying or misbehaving (0 in process).
@@ -304,9 +382,16 @@ impl Instance {
         self.restarts.as_ref().map_or(0, |r| r.load(Ordering::Relaxed))
     }
 
-    /// Queue `inputs` for the next batch and wait for this request's outputs.
+    /// Queue `inputs` for the next batch and wait for this request's outputs (or run it here: see the module
+    /// docs).
     pub async fn infer(&self, inputs: Vec<Tensor>, deadline: Instant) -> Result<Vec<Tensor>, InstanceError> {
-        let mut outputs = self.enqueue(vec![inputs], deadline).await?;
+        let requests = vec![inputs];
+        let now = Instant::now();
+        self.admit(&requests, now, deadline)?;
+        if let Some(outputs) = self.run_here(&requests) {
+            return Ok(outputs?.pop().unwrap_or_default());
+        }
+        let mut outputs = self.enqueue(requests, now, deadline).await?;
         Ok(outputs.pop().unwrap_or_default())
     }
 
@@ -319,6 +404,8 @@ impl Instance {
         requests: Vec<Vec<Tensor>>,
         deadline: Instant,
     ) -> Result<Vec<Vec<Tensor>>, InstanceError> {
+        let now = Instant::now();
+        self.admit(&requests, now, deadline)?;
         // Group by shape, keeping each request's place.
         let mut groups: Vec<(Vec<usize>, Vec<Vec<Tensor>>)> = Vec::new();
         for (k, inputs) in requests.into_iter().enumerate() {
@@ -334,7 +421,7 @@ impl Instance {
         }
         let n = groups.iter().map(|(places, _)| places.len()).sum();
         let (places, answers): (Vec<_>, Vec<_>) =
-            groups.into_iter().map(|(places, group)| (places, self.enqueue(group, deadline))).unzip();
+            groups.into_iter().map(|(places, group)| (places, self.enqueue(group, now, deadline))).unzip();
         // Every job was queued when `enqueue` was called: awaiting them in turn waits for none longer.
         let mut outputs = vec![Vec::new(); n];
         for (places, answer) in places.into_iter().zip(answers) {
@@ -345,39 +432,66 @@ impl Instance {
         Ok(outputs)
     }
 
-    /// Queue `requests` as one job: checked, refused when already late, else answered by the batcher.
+    /// Count `requests` and check them: inputs that fit the model (the batch dimension is free), a deadline
+    /// the policy does not refuse.
+    fn admit(&self, requests: &[Vec<Tensor>], now: Instant, deadline: Instant) -> Result<(), InstanceError> {
+        let (stats, instance) = (&self.engine.stats, || self.engine.config.name.clone());
+        stats.requests.fetch_add(requests.len() as u64, Ordering::Relaxed);
+        requests
+            .iter()
+            .try_for_each(|inputs| onnx::check_inputs(instance().as_str(), &self.inputs, inputs))
+            .map_err(|source| InstanceError::Input { instance: instance(), source })?;
+        if let Some(reason) = self.engine.config.policy.refuse(now, deadline) {
+            stats.dropped_late.fetch_add(requests.len() as u64, Ordering::Relaxed);
+            return Err(InstanceError::Dropped { instance: instance(), reason });
+        }
+        Ok(())
+    }
+
+    /// Run `requests` (one) on this thread when the instance's thread would run them alone at once and the
+    /// batch is short ([`CALLER_RUNS_BELOW`]); `None`: queue them.
+    fn run_here(&self, requests: &[Vec<Tensor>]) -> Option<Result<Vec<Vec<Tensor>>, InstanceError>> {
+        let engine = &self.engine;
+        let [inputs] = requests else { return None };
+        let rows = batch::rows(inputs);
+        let at_once = rows >= engine.policy.max_batch || engine.policy.max_wait.is_zero();
+        let short = || engine.stats.last(rows).is_some_and(|last| last < CALLER_RUNS_BELOW);
+        if !(at_once && engine.executor.caller_may_run() && short()) {
+            return None;
+        }
+        let _held = match engine.running.try_lock() {
+            Ok(held) => held,
+            Err(TryLockError::Poisoned(held)) => held.into_inner(),
+            Err(TryLockError::WouldBlock) => return None, // a batch is running
+        };
+        // Requests queued before this one, waiting for their batch to start, go first.
+        if engine.stats.queued.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let name = &engine.config.name;
+        Some(engine.run(&[inputs]).map_err(|detail| InstanceError::Failed { instance: name.clone(), detail }))
+    }
+
+    /// Queue `requests` as one job for the instance's thread and wait for its answer.
     fn enqueue(
         &self,
         requests: Vec<Vec<Tensor>>,
+        now: Instant,
         deadline: Instant,
     ) -> impl std::future::Future<Output = Result<Vec<Vec<Tensor>>, InstanceError>> + use<'_> {
-        let instance = || self.config.name.clone();
-        self.stats.requests.fetch_add(requests.len() as u64, Ordering::Relaxed);
-        // The batch dimension is free; everything else must match the model.
-        let checked = requests
-            .iter()
-            .try_for_each(|inputs| onnx::check_inputs(instance().as_str(), &self.inputs, inputs))
-            .map_err(|source| InstanceError::Input { instance: instance(), source });
-        let now = Instant::now();
-        let sent = checked.and_then(|()| {
-            if let Some(reason) = self.config.policy.refuse(now, deadline) {
-                self.stats.dropped_late.fetch_add(requests.len() as u64, Ordering::Relaxed);
-                return Err(InstanceError::Dropped { instance: instance(), reason });
-            }
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            let (count, rows) = (requests.len() as u64, requests.iter().map(|r| batch::rows(r)).sum());
-            let job = Job { requests, rows, deadline, enqueued: now, reply };
-            self.stats.queued.fetch_add(count, Ordering::Relaxed);
-            if self.queue.send(job).is_err() {
-                self.stats.queued.fetch_sub(count, Ordering::Relaxed);
-                return Err(InstanceError::Stopped { instance: instance() });
-            }
-            Ok(answer)
-        });
+        let (stats, instance) = (&self.engine.stats, || self.engine.config.name.clone());
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let (count, rows) = (requests.len() as u64, requests.iter().map(|r| batch::rows(r)).sum());
+        let job = Job { requests, rows, deadline, enqueued: now, reply };
+        stats.queued.fetch_add(count, Ordering::Relaxed);
+        let sent = self.queue.send(job);
+        if sent.is_err() {
+            stats.queued.fetch_sub(count, Ordering::Relaxed);
+        }
         async move {
             match sent {
-                Err(e) => Err(e),
-                Ok(answer) => answer.await.unwrap_or_else(|_| Err(InstanceError::Stopped { instance: instance() })),
+                Err(_) => Err(InstanceError::Stopped { instance: instance() }),
+                Ok(()) => answer.await.unwrap_or_else(|_| Err(InstanceError::Stopped { instance: instance() })),
             }
         }
     }
@@ -394,17 +508,13 @@ fn release_freed_memory() {
 }
 
 /// The instance thread's state.
-struct Batcher<E> {
-    config: Arc<InstanceConfig>,
-    stats: Arc<Stats>,
-    executor: E,
+struct Batcher {
+    engine: Arc<Engine>,
     jobs: mpsc::Receiver<Job>,
     queue: Queue<Job>,
-    /// Memory for stacked batches the executor does not provide (in process), reused from batch to batch.
-    spare: Arc<jig_tensor::Spare>,
 }
 
-impl<E: Executor> Batcher<E> {
+impl Batcher {
     fn run(mut self) {
         let mut after_batch = false;
         loop {
@@ -427,49 +537,44 @@ impl<E: Executor> Batcher<E> {
                     Err(_) => break, // time to start, or disconnected: run what there is
                 }
             }
+            // A caller may be running its own batch: the next one starts after it, with whoever came meanwhile.
+            let engine = self.engine.clone();
+            let held = engine.hold();
+            self.queue.extend(self.jobs.try_iter());
             self.drop_hopeless(Instant::now());
             let batch = self.queue.take_batch();
             after_batch = !batch.is_empty();
             if after_batch {
-                self.run_batch(batch);
+                self.run_batch(batch, held);
             }
         }
     }
 
     /// Answer requests that can no longer make their deadline, or waited too long, with a drop.
     fn drop_hopeless(&mut self, now: Instant) {
+        let stats = &self.engine.stats;
         for (job, reason) in self.queue.drop_hopeless(now) {
             let counter = match reason {
-                DropReason::Late { .. } => &self.stats.dropped_late,
-                DropReason::Stale { .. } => &self.stats.dropped_stale,
+                DropReason::Late { .. } => &stats.dropped_late,
+                DropReason::Stale { .. } => &stats.dropped_stale,
             };
             let requests = job.requests.len() as u64;
             counter.fetch_add(requests, Ordering::Relaxed);
-            self.stats.queued.fetch_sub(requests, Ordering::Relaxed);
-            let _ = job.reply.send(Err(InstanceError::Dropped { instance: self.config.name.clone(), reason }));
+            stats.queued.fetch_sub(requests, Ordering::Relaxed);
+            let _ = job.reply.send(Err(InstanceError::Dropped { instance: self.engine.config.name.clone(), reason }));
         }
     }
 
-    fn run_batch(&mut self, batch: Vec<Job>) {
-        let name = &self.config.name;
+    /// Run `batch` with the engine `held`, which is let go before the replies go out: a caller answered may
+    /// run its next batch itself at once.
+    fn run_batch(&mut self, batch: Vec<Job>, held: MutexGuard<'_, ()>) {
         let requests: u64 = batch.iter().map(|j| j.requests.len() as u64).sum();
-        self.stats.queued.fetch_sub(requests, Ordering::Relaxed);
-        self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        let rows: Vec<u64> = batch.iter().flat_map(|j| j.requests.iter().map(|r| batch::rows(r))).collect();
-        self.stats.rows.fetch_add(rows.iter().sum(), Ordering::Relaxed);
-        let started = Instant::now();
-        let result = {
-            let inputs: Vec<&[Tensor]> = batch.iter().flat_map(|j| j.requests.iter().map(Vec::as_slice)).collect();
-            batch::stack(&inputs, |len| self.executor.buffer(len), &self.spare)
-                .map_err(|e: TensorError| e.to_string())
-                .and_then(|stacked| self.executor.execute(&stacked).map_err(|e| e.to_string()))
-                .and_then(|outputs| batch::split(outputs, &rows))
-        };
-        let elapsed = started.elapsed();
-        self.stats.busy_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        self.engine.stats.queued.fetch_sub(requests, Ordering::Relaxed);
+        let inputs: Vec<&[Tensor]> = batch.iter().flat_map(|j| j.requests.iter().map(Vec::as_slice)).collect();
+        let result = self.engine.run(&inputs);
+        drop((inputs, held));
         match result {
             Ok(per_request) => {
-                self.stats.record(rows.iter().sum(), elapsed);
                 let mut per_request = per_request.into_iter();
                 for job in batch {
                     let outputs = per_request.by_ref().take(job.requests.len()).collect();
@@ -477,11 +582,11 @@ impl<E: Executor> Batcher<E> {
                 }
             }
             Err(detail) => {
-                tracing::warn!(instance = %name, requests, "batch failed: {detail}");
-                self.stats.failed.fetch_add(requests, Ordering::Relaxed);
+                let instance = &self.engine.config.name;
                 for job in batch {
-                    let _ =
-                        job.reply.send(Err(InstanceError::Failed { instance: name.clone(), detail: detail.clone() }));
+                    let _ = job
+                        .reply
+                        .send(Err(InstanceError::Failed { instance: instance.clone(), detail: detail.clone() }));
                 }
             }
         }

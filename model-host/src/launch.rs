@@ -162,6 +162,9 @@ impl Executor for Loaded {
     fn restarts(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicU64>> {
         self.executor.restarts()
     }
+    fn caller_may_run(&self) -> bool {
+        self.executor.caller_may_run()
+    }
 }
 
 impl Launcher {

@@ -188,6 +188,123 @@ async fn a_failed_batch_fails_its_requests_and_the_next_is_served() {
     assert_eq!(instance.stats().failed.load(Ordering::Relaxed), 1);
 }
 
+/// An executor a caller may run on its own thread (as a model in process): echoes its input after `delay`,
+/// noting which thread ran each batch, and fails a batch holding -1.
+struct Quick {
+    delay: Duration,
+    spec: Vec<TensorSpec>,
+    ran_on: Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+}
+
+impl Executor for Quick {
+    fn inputs(&self) -> &[TensorSpec] {
+        &self.spec
+    }
+    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
+        self.ran_on.lock().unwrap().push(std::thread::current().id());
+        let started = Instant::now();
+        while started.elapsed() < self.delay {}
+        if f32s(&inputs[0]).contains(&-1.0) {
+            return Err("scripted failure".into());
+        }
+        Ok(inputs.to_vec())
+    }
+    fn caller_may_run(&self) -> bool {
+        true
+    }
+}
+
+/// A [`Quick`] instance under `policy`, and the threads its batches ran on.
+fn quick(delay: Duration, policy: BatchPolicy) -> (Instance, Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>) {
+    let ran_on = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let spec = Sleepy::new(0).spec;
+    let executor = Quick { delay, spec, ran_on: ran_on.clone() };
+    let instance = Instance::start(InstanceConfig { policy, ..InstanceConfig::new("quick") }, move || Ok(executor));
+    (instance.unwrap(), ran_on)
+}
+
+fn rows(v: &[f32]) -> Vec<Tensor> {
+    vec![Tensor::from_f32(vec![v.len() as u64, 1], v).unwrap()]
+}
+
+#[tokio::test]
+async fn a_short_batch_on_an_idle_instance_runs_on_its_callers_thread_and_counts_alike() {
+    let (instance, ran_on) = quick(Duration::ZERO, BatchPolicy::default());
+    for k in 0..3 {
+        let out = instance.infer(one(k as f32), far()).await.unwrap();
+        assert_eq!(f32s(&out[0]), vec![k as f32]);
+    }
+    let here = std::thread::current().id();
+    let threads = ran_on.lock().unwrap().clone();
+    assert_ne!(threads[0], here, "the first batch of a size runs on the instance's thread: its time is unknown");
+    assert_eq!(threads[1..], [here, here], "later ones, known to be short, run on the caller's");
+    let stats = instance.stats();
+    assert_eq!((stats.batches.load(Ordering::Relaxed), stats.rows.load(Ordering::Relaxed)), (3, 3));
+    assert_eq!(stats.batch_latencies()[0].recent_ms.len(), 3, "every batch's latency is recorded");
+    assert_eq!(stats.queued.load(Ordering::Relaxed), 0);
+    // A batch that fails on the caller's thread fails its request, is counted, and the next is served.
+    let err = instance.infer(one(-1.0), far()).await.unwrap_err();
+    assert!(
+        matches!(&err, InstanceError::Failed { instance, detail } if instance == "quick"
+        && detail.contains("scripted failure")),
+        "{err}"
+    );
+    assert_eq!(stats.failed.load(Ordering::Relaxed), 1);
+    assert_eq!(f32s(&instance.infer(one(5.0), far()).await.unwrap()[0]), vec![5.0]);
+    assert_eq!(*ran_on.lock().unwrap().last().unwrap(), here);
+}
+
+#[tokio::test]
+async fn long_batches_batches_that_wait_for_company_and_other_executors_use_the_instance_thread() {
+    let here = std::thread::current().id();
+    // Longer than CALLER_RUNS_BELOW.
+    let (long, ran_on) = quick(Duration::from_millis(2), BatchPolicy::default());
+    // A lone request that waits for company (b = 2, L̂ = 5 ms) is the instance thread's to start.
+    let waits = BatchPolicy { max_batch: 2, max_wait: Duration::from_millis(5), ..BatchPolicy::default() };
+    let (waiting, waited_on) = quick(Duration::ZERO, waits);
+    for k in 0..3 {
+        long.infer(one(k as f32), far()).await.unwrap();
+        waiting.infer(one(k as f32), far()).await.unwrap();
+    }
+    assert!(!ran_on.lock().unwrap().contains(&here), "a 2 ms batch ran on the caller's thread");
+    assert!(!waited_on.lock().unwrap().contains(&here), "a batch that waits for company ran on the caller's thread");
+    // Worker processes and remote nodes do not opt in: their batches wait on another process.
+    let sleepy = sleepy(0, InstanceConfig::new("sleepy#9"));
+    for k in 0..3 {
+        sleepy.infer(one(k as f32), far()).await.unwrap();
+    }
+    assert_eq!(sleepy.stats().batches.load(Ordering::Relaxed), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_batch_behind_a_waiting_request_queues_behind_it() {
+    let policy = BatchPolicy { max_batch: 2, max_wait: Duration::from_millis(300), ..BatchPolicy::default() };
+    let (instance, ran_on) = quick(Duration::ZERO, policy);
+    let instance = Arc::new(instance);
+    // Two rows fill a batch: the first such batch teaches the instance it is short, the second runs here.
+    instance.infer(rows(&[1.0, 2.0]), far()).await.unwrap();
+    let here = std::thread::current().id();
+    let out = instance.infer(rows(&[3.0, 4.0]), far()).await.unwrap();
+    assert_eq!(f32s(&out[0]), vec![3.0, 4.0]);
+    assert_eq!(*ran_on.lock().unwrap().last().unwrap(), here);
+    // A lone row waits up to 300 ms for company; a full batch that comes meanwhile must not overtake it.
+    let lone = tokio::spawn({
+        let instance = instance.clone();
+        async move { instance.infer(one(5.0), far()).await.unwrap() }
+    });
+    while instance.stats().queued.load(Ordering::Relaxed) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let started = Instant::now();
+    let full = instance.infer(rows(&[6.0, 7.0]), far()).await.unwrap();
+    assert_eq!(f32s(&full[0]), vec![6.0, 7.0]);
+    assert_eq!(f32s(&lone.await.unwrap()[0]), vec![5.0]);
+    let threads = ran_on.lock().unwrap().clone();
+    assert_eq!(threads.len(), 4, "the lone row and the full batch ran as two batches");
+    assert!(threads[2..].iter().all(|&t| t != here), "both ran on the instance's thread, in order");
+    assert!(started.elapsed() < Duration::from_millis(300), "the full batch started the lone row's at once");
+}
+
 #[tokio::test]
 async fn mismatched_inputs_are_refused_before_they_queue() {
     let instance = onnx_instance("mixed", InstanceConfig::new("mixed#2"));
