@@ -70,7 +70,7 @@ const QUIET: Duration = Duration::from_millis(60);
 /// its runs, so that a slow stretch of a shared machine falls on every side alike (measured one after the
 /// other, the same side's median differed by up to 2× from run to run on a 2-vCPU virtual machine). A side
 /// first runs three times (a CUDA session tunes its kernels and grows its arena in its first runs). Each turn
-/// starts [`QUIET`] after the last, with two untimed runs.
+/// starts [`QUIET`] after the last, with an untimed run.
 fn measure(sides: &mut [&mut dyn FnMut() -> Duration]) -> Vec<Duration> {
     let per_round: Vec<usize> = sides
         .iter_mut()
@@ -83,7 +83,6 @@ fn measure(sides: &mut [&mut dyn FnMut() -> Duration]) -> Vec<Duration> {
     for _ in 0..ROUNDS {
         for ((run, &n), times) in sides.iter_mut().zip(&per_round).zip(&mut times) {
             std::thread::sleep(QUIET);
-            run();
             run();
             times.extend((0..n).map(|_| run()));
         }
