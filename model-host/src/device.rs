@@ -277,6 +277,12 @@ pub fn cpu_cores() -> Vec<usize> {
     (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
 }
 
+/// The core the calling thread runs on now (`None` where the OS cannot tell).
+pub fn current_core() -> Option<usize> {
+    // SAFETY: sched_getcpu only reads which CPU runs the calling thread.
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
 /// Restrict the calling thread to `cores`; threads it creates afterwards inherit the mask.
 pub fn pin_current_thread(cores: &[usize]) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for indices below CPU_SETSIZE, checked here.

@@ -7,10 +7,9 @@
 //! are split back along it.
 //!
 //! A request that would run alone at once on an idle in-process instance, in a batch that took under
-//! [`CALLER_RUNS_BELOW`] last time, is run by the caller on its own thread: handing a short batch to the
-//! instance's thread and back costs up to a tenth of it. It is the batch the instance's thread would have run,
-//! at the same moment, and counts the same; the segment's ONNX Runtime threads do their share of it, and the
-//! caller's thread (not pinned to the segment's cores) the rest.
+//! [`CALLER_RUNS_BELOW`] last time, is run by the caller on its own thread when that thread is on one of the
+//! instance's cores: handing a short batch to the instance's thread and back costs up to a tenth of it. It is
+//! the batch the instance's thread would have run, at the same moment, on the same cores, and counts the same.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, mpsc};
@@ -69,10 +68,10 @@ impl Executor for Model {
 }
 
 /// A batch that took less than this at its size last time is run by its caller when the instance is idle and
-/// would start it at once. Handed to the instance's thread, such a batch cost 5–15% more on a 2-vCPU machine
-/// (two thread wake-ups, and ONNX Runtime's threads woken apart: BENCHMARKS.md, "The tensor path"); from about
-/// a millisecond the difference is lost in the noise. Longer batches go through the thread, which keeps the
-/// caller's (async) thread free while they run and runs them on the segment's own cores.
+/// would start it at once, if the caller's thread is on one of the instance's cores. Handed to the instance's
+/// thread, such a batch cost 5–15% more on a 2-vCPU machine (two thread wake-ups, and ONNX Runtime's threads
+/// woken apart: BENCHMARKS.md, "The tensor path"); from about a millisecond the difference is lost in the
+/// noise. Longer batches go through the thread, which keeps the caller's (async) thread free while they run.
 pub const CALLER_RUNS_BELOW: Duration = Duration::from_millis(1);
 
 /// How an instance batches and drops.
@@ -356,8 +355,8 @@ impl Instance {
         &self.engine.config.name
     }
 
-    /// The configuration it was started with (`cores` is `None` when [`crate::launch::Launcher`] started
-    /// it, since the launcher pins the thread itself).
+    /// The configuration it was started with (`cores`: those of its placement when
+    /// [`crate::launch::Launcher`] started it).
     pub fn config(&self) -> &InstanceConfig {
         &self.engine.config
     }
@@ -448,15 +447,19 @@ impl Instance {
         Ok(())
     }
 
-    /// Run `requests` (one) on this thread when the instance's thread would run them alone at once and the
-    /// batch is short ([`CALLER_RUNS_BELOW`]); `None`: queue them.
+    /// Run `requests` (one) on this thread when the instance's thread would run them alone at once, the batch
+    /// is short ([`CALLER_RUNS_BELOW`]) and this thread is on the instance's cores; `None`: queue them.
     fn run_here(&self, requests: &[Vec<Tensor>]) -> Option<Result<Vec<Vec<Tensor>>, InstanceError>> {
         let engine = &self.engine;
         let [inputs] = requests else { return None };
         let rows = batch::rows(inputs);
         let at_once = rows >= engine.policy.max_batch || engine.policy.max_wait.is_zero();
         let short = || engine.stats.last(rows).is_some_and(|last| last < CALLER_RUNS_BELOW);
-        if !(at_once && engine.executor.caller_may_run() && short()) {
+        let on_its_cores = || {
+            let cores = engine.config.cores.as_ref();
+            cores.is_none_or(|cores| crate::device::current_core().is_some_and(|core| cores.contains(&core)))
+        };
+        if !(at_once && engine.executor.caller_may_run() && short() && on_its_cores()) {
             return None;
         }
         let _held = match engine.running.try_lock() {

@@ -276,6 +276,36 @@ async fn long_batches_batches_that_wait_for_company_and_other_executors_use_the_
     assert_eq!(sleepy.stats().batches.load(Ordering::Relaxed), 3);
 }
 
+#[test]
+fn a_caller_runs_a_short_batch_only_on_the_instances_cores() {
+    use jig_model_host::device::{cpu_cores, pin_current_thread};
+    let cores = cpu_cores();
+    let (ours, other) = (cores[0], *cores.last().unwrap());
+    let config = InstanceConfig { cores: Some(vec![ours]), ..InstanceConfig::new("quick@cpu") };
+    let ran_on = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let executor = Quick { delay: Duration::ZERO, spec: Sleepy::new(0).spec, ran_on: ran_on.clone() };
+    let instance = Arc::new(Instance::start(config, move || Ok(executor)).unwrap());
+    // Three requests from a thread pinned to `core`; whether any batch ran on that thread.
+    let ran_here = |core: usize| {
+        let (instance, ran_on) = (instance.clone(), ran_on.clone());
+        std::thread::spawn(move || {
+            pin_current_thread(&[core]).unwrap();
+            let tokio = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            for k in 0..3 {
+                tokio.block_on(instance.infer(one(k as f32), far())).unwrap();
+            }
+            ran_on.lock().unwrap().contains(&std::thread::current().id())
+        })
+        .join()
+        .unwrap()
+    };
+    assert!(ran_here(ours), "a caller on the instance's core ran no batch of its own");
+    if other != ours {
+        assert!(!ran_here(other), "a caller on another core ran a batch off the instance's cores");
+    }
+    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 6);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_batch_behind_a_waiting_request_queues_behind_it() {
     let policy = BatchPolicy { max_batch: 2, max_wait: Duration::from_millis(300), ..BatchPolicy::default() };
