@@ -6,28 +6,36 @@ use std::io::{self, BufReader};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
+use super::mailbox::{Mailbox, SPIN};
 use super::pin::HostPin;
-use super::protocol::{Region, Reply, Request, SPIN, Slot, read_frame, spin_until_readable, write_frame};
+use super::protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
 use super::shm::Shm;
 use crate::Tensor;
 use crate::onnx::{Model, TensorView, TensorViewMut};
 
 /// The worker's side: connect to the parent's socket at `socket`, load the model the first message names,
-/// and serve batches until the parent closes the socket (then return `Ok`). A model that fails to load is
-/// reported to the parent and ends the worker with `Ok`; a failed batch is answered with `Failed`. Malformed
-/// messages from the parent end the worker with an `InvalidData` error.
+/// open its mailbox, and serve batches from it until the parent closes the socket (then return `Ok`). A model
+/// that fails to load is reported to the parent and ends the worker with `Ok`; a failed batch is answered with
+/// `Failed`. Malformed messages from the parent end the worker with an `InvalidData` error.
 pub fn serve(socket: &Path) -> io::Result<()> {
     let stream = UnixStream::connect(socket)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {}: {e}", socket.display())))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut buf = Vec::new();
     let mut out = Vec::new();
-    let (model, pin) = match read_frame::<Request>(&mut reader, &mut buf) {
-        Ok(Some(Request::Load { model_name, model_path, options })) => {
-            match Model::load(&model_name, &model_path, &options) {
-                Ok(model) => (model, options.cuda.and_then(|(device, _)| HostPin::for_device(device))),
-                Err(e) => {
-                    let error = e.to_string();
+    let (model, pin, mut mailbox) = match read_frame::<Request>(&mut reader, &mut buf) {
+        Ok(Some(Request::Load { model_name, model_path, options, mailbox })) => {
+            let opened =
+                Mailbox::open(&mailbox).map_err(|e| format!("cannot open the mailbox {}: {e}", mailbox.display()));
+            let loaded = opened.and_then(|mailbox| {
+                let model = Model::load(&model_name, &model_path, &options).map_err(|e| e.to_string())?;
+                Ok((model, mailbox))
+            });
+            match loaded {
+                Ok((model, mailbox)) => {
+                    (model, options.cuda.and_then(|(device, _)| HostPin::for_device(device)), mailbox)
+                }
+                Err(error) => {
                     return write_frame(&stream, &mut out, &Reply::LoadFailed { error }).or_else(gone);
                 }
             }
@@ -42,8 +50,7 @@ pub fn serve(socket: &Path) -> io::Result<()> {
     // Outputs of a run answered `Sized`, until the parent places them.
     let mut unplaced: Option<(u64, Vec<Tensor>)> = None;
     loop {
-        spin_until_readable(&reader, SPIN);
-        let reply = match read_frame::<Request>(&mut reader, &mut buf) {
+        let reply = match mailbox.receive::<Request>(&mut reader, &mut buf, SPIN) {
             Ok(Some(Request::Run { id, open, close, inputs, outputs })) => {
                 unplaced = None;
                 let ran = regions.update(&open, &close).and_then(|()| regions.run(&model, &inputs, outputs.as_deref()));
@@ -72,7 +79,7 @@ pub fn serve(socket: &Path) -> io::Result<()> {
             Ok(None) => return Ok(()),
             Err(e) => return gone(e),
         };
-        write_frame(&stream, &mut out, &reply).or_else(gone)?;
+        mailbox.send(&reply, &stream).or_else(gone)?;
     }
 }
 

@@ -9,10 +9,11 @@
 //!
 //! **Protocol.** The parent binds a Unix socket in a private directory, spawns the worker with
 //! `--socket PATH`, and accepts the worker's connection (so the parent owns the rendezvous, and a worker that
-//! never connects is caught by the start timeout). Control messages are length-prefixed bincode frames
-//! ([`protocol`]): `Load` (model, session options, shared region) answered by `Loaded` with the model's
-//! declared inputs and outputs, or by `LoadFailed`; then `Run` answered by `Done` or `Failed`, one request in
-//! flight at a time, because the caller already serialises batches per instance.
+//! never connects is caught by the start timeout). Control messages are bincode frames ([`protocol`]): on
+//! the socket, `Load` (model, session options, the mailbox's region) answered by `Loaded` with the model's
+//! declared inputs and outputs, or by `LoadFailed`; then, in the [`mailbox`] (a region both map, one frame
+//! each way at a time, no system call while the waiting side polls), `Run` answered by `Done` or `Failed`, one
+//! request in flight at a time, because the caller already serialises batches per instance.
 //!
 //! **Shared memory.** Tensor bytes never cross the socket: they lie in regions ([`shm`]), tmpfs files the
 //! parent creates and lends, one tensor to a region, from a pool ([`regions`]); the worker maps each region
@@ -21,12 +22,13 @@
 //! lies; others are copied in once. ONNX Runtime writes the outputs into regions the parent lends for them
 //! (it learns their shapes from the first batch of each input shape, which takes one more round trip), and
 //! they come back as views of those regions, returned to the pool when dropped. So a warm batch costs two
-//! small frames and no copy. Each side polls briefly for the other's frame before it blocks
-//! ([`protocol::SPIN`]), and a worker on CUDA page-locks the regions it maps ([`pin`]) so that ONNX Runtime's
-//! copies to and from the device go by DMA.
+//! small frames and no copy. Each side polls for the other's frame before it sleeps on the socket (the parent
+//! through the time the last batch of the same shape took, up to a millisecond; [`Learnt::spin`]), and a
+//! worker on CUDA page-locks the regions it maps ([`pin`]) so that ONNX Runtime's copies to and from the device
+//! go by DMA.
 //!
 //! **Faults.** The socket is the liveness signal: the kernel closes it when the worker dies, however it dies,
-//! so a run in flight sees end-of-stream at once and fails with [`WorkerError::Died`] carrying the exit status
+//! so a run in flight sees end-of-stream (once its parent stops polling and sleeps on the socket) and fails with [`WorkerError::Died`] carrying the exit status
 //! or signal. The failed batch is not retried (it may be what killed the worker; the caller decides). The
 //! worker is respawned and reloaded in the background, and a `run` that arrives first does it itself; either
 //! way the next batch is served by a fresh process. Malformed frames from either side are errors, never
@@ -34,6 +36,7 @@
 //! worker is just a `Failed` answer.
 
 mod child;
+mod mailbox;
 mod pin;
 mod protocol;
 mod regions;
@@ -74,14 +77,34 @@ use std::time::{Duration, Instant};
 
 use crate::onnx::{self, ModelError, SessionOptions, TensorSpec};
 use crate::{DType, Tensor};
-use protocol::{Region, Reply, Request, SPIN, Slot, read_frame, spin_until_readable, write_frame};
+use mailbox::{Mailbox, SPIN};
+use protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
 use regions::Regions;
 
-/// Input shapes whose output shapes a worker remembers; past this many, it forgets them all.
+/// Input shapes whose batches a worker remembers; past this many, it forgets them all.
 const REMEMBERED_SHAPES: usize = 64;
 
-/// Output element types and shapes, by the input shapes of the batch that produced them.
-type OutputShapes = HashMap<Vec<Vec<u64>>, Vec<(DType, Vec<u64>)>>;
+/// The longest batch a parent polls for throughout; the answer to a longer one is slept for after [`SPIN`], and
+/// waking costs it under 2%.
+const LONGEST_SPIN: Duration = Duration::from_millis(1);
+
+/// What the batches of one input shape showed: their outputs' element types and shapes, and how long the last
+/// one took to be answered.
+#[derive(Debug)]
+struct Learnt {
+    outputs: Vec<(DType, Vec<u64>)>,
+    took: Duration,
+}
+
+impl Learnt {
+    /// How long to poll for the next answer before sleeping: through a quarter more than the last took, if
+    /// that is within [`LONGEST_SPIN`], so that an answer on time finds the parent awake (Add at b = 2, 130–150
+    /// µs, lost a tenth of its ratio to the wake-up after [`SPIN`]); else [`SPIN`].
+    fn spin(&self) -> Duration {
+        let expected = self.took * 5 / 4;
+        if expected <= LONGEST_SPIN { expected.max(SPIN) } else { SPIN }
+    }
+}
 
 /// How to start a worker and what it runs.
 #[derive(Debug, Clone)]
@@ -488,11 +511,13 @@ struct Process {
     stream: UnixStream,
     reader: BufReader<UnixStream>,
     buf: Vec<u8>,
+    /// Where requests and answers go once the model is loaded.
+    mailbox: Mailbox,
     next_id: u64,
     /// The regions this process maps.
     regions: Arc<Regions>,
-    /// Output types and shapes by input shapes, learnt from the batches run.
-    shapes: OutputShapes,
+    /// What the batches run taught, by input shapes.
+    learnt: HashMap<Vec<Vec<u64>>, Learnt>,
 }
 
 impl Process {
@@ -552,14 +577,23 @@ impl Process {
                 return Err(spawn_err(e.to_string()));
             }
         };
+        let mailbox = match Mailbox::create() {
+            Ok(mailbox) => mailbox,
+            Err(e) => {
+                kill(&mut child);
+                return Err(spawn_err(format!("cannot create its mailbox: {e}")));
+            }
+        };
+        let mailbox_path = mailbox.path().expect("a new mailbox has a name").to_path_buf();
         let mut process = Process {
             child,
             stream,
             reader,
             buf: Vec::new(),
+            mailbox,
             next_id: 0,
             regions: Arc::default(),
-            shapes: HashMap::new(),
+            learnt: HashMap::new(),
         };
         let load_err = |detail: String| WorkerError::Load {
             instance: spec.instance.clone(),
@@ -570,11 +604,13 @@ impl Process {
             model_name: spec.model_name.clone(),
             model_path: spec.model_path.clone(),
             options: spec.options.clone(),
+            mailbox: mailbox_path,
         };
         let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         let reply = write_frame(&process.stream, &mut process.buf, &load)
             .and_then(|()| process.stream.set_read_timeout(Some(remaining)))
             .and_then(|()| read_frame::<Reply>(&mut process.reader, &mut process.buf));
+        process.mailbox.unlink();
         match reply {
             Ok(Some(Reply::Loaded { inputs, outputs })) => {
                 process.stream.set_read_timeout(None).map_err(|e| spawn_err(e.to_string()))?;
@@ -626,25 +662,29 @@ impl Process {
             });
         }
         let key: Vec<Vec<u64>> = inputs.iter().map(|t| t.shape().to_vec()).collect();
-        let mut places = match self.shapes.get(&key) {
-            Some(shapes) => Some(self.places(shapes)?),
-            None => None,
+        let (mut places, spin) = match self.learnt.get(&key) {
+            Some(learnt) => (Some(self.places(&learnt.outputs)?), learnt.spin()),
+            None => (None, SPIN),
         };
         self.next_id += 1;
         let id = self.next_id;
         let (open, close) = self.regions.changes();
         let outputs = places.as_ref().map(|p| p.iter().map(|(slot, _)| slot.clone()).collect());
-        let mut reply = self.ask(&Request::Run { id, open, close, inputs: slots, outputs }, id)?;
+        let asked = Instant::now();
+        let mut reply = self.ask(&Request::Run { id, open, close, inputs: slots, outputs }, id, spin)?;
+        let took = asked.elapsed();
         if let Reply::Sized { outputs: shapes, .. } = reply {
-            if self.shapes.len() >= REMEMBERED_SHAPES {
-                self.shapes.clear();
+            if self.learnt.len() >= REMEMBERED_SHAPES {
+                self.learnt.clear();
             }
-            self.shapes.insert(key, shapes.clone());
             let placed = self.places(&shapes)?;
+            self.learnt.insert(key, Learnt { outputs: shapes, took });
             let (open, _) = self.regions.changes();
             let outputs = placed.iter().map(|(slot, _)| slot.clone()).collect();
             places = Some(placed);
-            reply = self.ask(&Request::Place { id, open, outputs }, id)?;
+            reply = self.ask(&Request::Place { id, open, outputs }, id, SPIN)?;
+        } else if let Some(learnt) = self.learnt.get_mut(&key) {
+            learnt.took = took;
         }
         drop(copied);
         match (reply, places) {
@@ -676,13 +716,11 @@ impl Process {
             .collect()
     }
 
-    /// Send `request` and read the answer to `id`; the regions it announced are unlinked once answered.
-    fn ask(&mut self, request: &Request, id: u64) -> Result<Reply, Fault> {
-        let sent = write_frame(&self.stream, &mut self.buf, request);
-        let answer = sent.and_then(|()| {
-            spin_until_readable(&self.reader, SPIN);
-            read_frame::<Reply>(&mut self.reader, &mut self.buf)
-        });
+    /// Send `request` and read the answer to `id`, polling for it for up to `spin`; the regions it announced are
+    /// unlinked once answered.
+    fn ask(&mut self, request: &Request, id: u64, spin: Duration) -> Result<Reply, Fault> {
+        let sent = self.mailbox.send(request, &self.stream);
+        let answer = sent.and_then(|()| self.mailbox.receive::<Reply>(&mut self.reader, &mut self.buf, spin));
         if let Request::Run { open, .. } | Request::Place { open, .. } = request {
             unlink(open);
         }

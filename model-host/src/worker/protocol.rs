@@ -1,13 +1,14 @@
 //! Control messages between a parent and its worker, and their framing on the socket.
 //!
-//! A frame is a little-endian `u32` body length followed by the bincode-2 (standard configuration) encoding of
-//! a [`Request`] or a [`Reply`]. Frames carry only descriptors: tensor bytes live in shared regions.
+//! A frame is the bincode-2 (standard configuration) encoding of a [`Request`] or a [`Reply`]; on the socket
+//! (`Load` and its answer) it follows its length as a little-endian `u32`, in the [`super::mailbox`] (everything
+//! after) its length is in the mailbox's header. Frames carry only descriptors: tensor bytes live in shared
+//! regions.
 
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,8 @@ pub enum Request {
         model_path: PathBuf,
         /// How to build the session.
         options: SessionOptions,
+        /// The region of the [`super::mailbox`] the rest of the conversation goes through.
+        mailbox: PathBuf,
     },
     /// Run one batch whose inputs lie in shared regions. Answered by `Done` when `outputs` gives where to
     /// write them, by `Sized` when it does not (or they did not fit), or by `Failed`.
@@ -143,7 +146,7 @@ pub fn write_frame<T: Serialize>(stream: &UnixStream, buf: &mut Vec<u8>, msg: &T
 
 /// `send` with `MSG_NOSIGNAL`: a dead peer must surface as `EPIPE`, not as a `SIGPIPE` that kills the sender
 /// (Rust binaries ignore it, but a host embedding this crate may not).
-fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
+pub fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         // SAFETY: the pointer and length describe a live slice; the descriptor is owned by `stream`.
         let n = unsafe { libc::send(stream.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL) };
@@ -157,27 +160,6 @@ fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
         bytes = &bytes[n as usize..];
     }
     Ok(())
-}
-
-/// How long a side of a worker's socket polls for the other's next frame before it blocks in `read`. Waking
-/// from a blocking read costs each side several microseconds on a VM (a round trip of a tiny batch took 36 µs
-/// blocking, 6 µs polling); a reply to a short batch, and the next batch of a busy instance, arrive within this.
-pub const SPIN: Duration = Duration::from_micros(100);
-
-/// Poll `reader` for up to `spin` so that the `read` that follows finds its frame there, yielding the core
-/// between polls to the threads that have work (the side being waited for may be running on it). Returns early
-/// when data is buffered or ready, or the socket reports anything else (a hang-up, an error) for the read to
-/// surface.
-pub fn spin_until_readable(reader: &io::BufReader<UnixStream>, spin: Duration) {
-    if !reader.buffer().is_empty() {
-        return;
-    }
-    let started = Instant::now();
-    let mut poll = libc::pollfd { fd: reader.get_ref().as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one pollfd for a descriptor `reader` owns; a zero timeout never sleeps.
-    while unsafe { libc::poll(&mut poll, 1, 0) } == 0 && started.elapsed() < spin {
-        std::thread::yield_now();
-    }
 }
 
 /// Read one frame. `Ok(None)` is a clean end of stream between frames; a stream cut inside a frame is
@@ -201,18 +183,23 @@ pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, buf: &mut Vec<u8>
     buf.clear();
     buf.resize(len, 0);
     reader.read_exact(buf)?;
+    decode(buf).map(Some)
+}
+
+/// Decode a frame's body, all of it.
+pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> io::Result<T> {
     // The limit bounds what a length inside the frame may claim: without it, a string or list that says it
     // holds petabytes is allocated before it is read, and the process aborts (found by `make fuzz`).
     let config = bincode::config::standard().with_limit::<MAX_FRAME>();
     let (msg, used) = bincode::serde::decode_from_slice(buf, config)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("malformed message: {e}")))?;
-    if used != len {
+    if used != buf.len() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{} trailing bytes after a message", len - used),
+            format!("{} trailing bytes after a message", buf.len() - used),
         ));
     }
-    Ok(Some(msg))
+    Ok(msg)
 }
 
 #[cfg(test)]

@@ -67,6 +67,11 @@ impl Shm {
         self.map.len()
     }
 
+    /// The mapping's address, for access that the two processes coordinate themselves (atomics, copies).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.map.as_ptr().cast_mut()
+    }
+
     pub fn bytes(&self) -> &[u8] {
         &self.map
     }
