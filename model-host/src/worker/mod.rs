@@ -27,13 +27,13 @@
 //! worker on CUDA page-locks the regions it maps ([`pin`]) so that ONNX Runtime's copies to and from the device
 //! go by DMA.
 //!
-//! **Faults.** The socket is the liveness signal: the kernel closes it when the worker dies, however it dies,
-//! so a run in flight sees end-of-stream (once its parent stops polling and sleeps on the socket) and fails with [`WorkerError::Died`] carrying the exit status
-//! or signal. The failed batch is not retried (it may be what killed the worker; the caller decides). The
-//! worker is respawned and reloaded in the background, and a `run` that arrives first does it itself; either
-//! way the next batch is served by a fresh process. Malformed frames from either side are errors, never
-//! panics; the parent treats a worker that sends one as broken and replaces it. A model error inside a healthy
-//! worker is just a `Failed` answer.
+//! **Faults.** The socket is the liveness signal: the kernel closes it when the worker dies, however it dies, so a run
+//! in flight sees end-of-stream (at most a millisecond later, once its parent stops polling and sleeps on the socket)
+//! and fails with [`WorkerError::Died`] carrying the exit status or signal. The failed batch is not retried (it may be
+//! what killed the worker; the caller decides). The worker is respawned and reloaded in the background, and a `run`
+//! that arrives first does it itself; either way the next batch is served by a fresh process. Malformed frames from
+//! either side are errors, never panics; the parent treats a worker that sends one as broken and replaces it. A model
+//! error inside a healthy worker is just a `Failed` answer.
 
 mod child;
 mod mailbox;
@@ -903,6 +903,15 @@ fn with_memory_hint(detail: String, options: &SessionOptions) -> String {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn a_parent_polls_through_a_short_batch_and_sleeps_through_a_long_one() {
+        let spin = |micros| Learnt { outputs: Vec::new(), took: Duration::from_micros(micros) }.spin();
+        assert_eq!(spin(20), SPIN, "a short batch is polled for at least SPIN");
+        assert_eq!(spin(400), Duration::from_micros(500), "a quarter more than the last took");
+        assert_eq!(spin(800), LONGEST_SPIN);
+        assert_eq!(spin(900), SPIN, "past LONGEST_SPIN the parent sleeps after SPIN");
+    }
 
     #[test]
     fn a_batch_that_runs_out_of_gpu_memory_says_how_much_it_had_and_what_to_do() {
