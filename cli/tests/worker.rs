@@ -75,6 +75,30 @@ fn runs_a_model_with_exact_results() {
     assert_eq!(worker.restarts(), 0);
 }
 
+/// Either side sleeps on the socket once it has polled long enough for the other's frame (`worker::mailbox`):
+/// the parent through an Add batch of 16 images (milliseconds, past the most it polls for), the worker through
+/// the pauses between batches; each is woken by the other's doorbell, and short batches between them are
+/// answered while the parent polls.
+#[test]
+fn answers_and_requests_that_come_after_a_side_sleeps_wake_it() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let worker = start("cpu-0/add", "add");
+        for (turn, rows) in [16u64, 1, 16, 2, 16].into_iter().enumerate() {
+            let n = rows as usize * 3 * 640 * 640;
+            let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 + turn as f32).collect();
+            let outputs = worker.run(&[Tensor::from_f32(vec![rows, 3, 640, 640], &x).unwrap()]).unwrap();
+            let want: Vec<f32> = x.iter().map(|x| x + 1.0).collect();
+            assert!(f32s(&outputs[0]) == want, "turn {turn}: Add of {rows} images answered wrong values");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        done.send(worker.restarts()).unwrap();
+    });
+    // A doorbell that went missing would leave a side asleep for good: fail instead of hanging.
+    let restarts = finished.recv_timeout(Duration::from_secs(60)).expect("a side slept through its doorbell");
+    assert_eq!(restarts, 0);
+}
+
 #[test]
 fn inputs_in_the_workers_memory_are_read_in_place_and_outputs_outlive_the_worker() {
     let worker = start("cpu-0/mixed", "mixed");
