@@ -267,6 +267,15 @@ impl Engine {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// [`Engine::hold`] if no batch is running, else `None`.
+    fn try_hold(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.running.try_lock() {
+            Ok(held) => Some(held),
+            Err(TryLockError::Poisoned(held)) => Some(held.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Run `requests` as one batch, with the engine held: stack, execute, split, count. One list of outputs
     /// per request, or why the batch failed.
     fn run(&self, requests: &[&[Tensor]]) -> Result<Vec<Vec<Tensor>>, String> {
@@ -462,11 +471,7 @@ impl Instance {
         if !(at_once && engine.executor.caller_may_run() && short() && on_its_cores()) {
             return None;
         }
-        let _held = match engine.running.try_lock() {
-            Ok(held) => held,
-            Err(TryLockError::Poisoned(held)) => held.into_inner(),
-            Err(TryLockError::WouldBlock) => return None, // a batch is running
-        };
+        let _held = engine.try_hold()?;
         // Requests queued before this one, waiting for their batch to start, go first.
         if engine.stats.queued.load(Ordering::Relaxed) > 0 {
             return None;
