@@ -187,7 +187,11 @@ impl Running {
             return Ok(daemon);
         }
         if pipe.exists() {
-            tracing::info!(device, pipe = %pipe.display(), "no MPS daemon answers there: clearing what one left");
+            tracing::warn!(
+                device,
+                pipe = %pipe.display(),
+                "no MPS daemon answers there (one died, or was stopped outside jig): clearing what it left"
+            );
             std::fs::remove_dir_all(&pipe).map_err(spawn_error)?;
         }
         std::fs::create_dir_all(&pipe).and_then(|()| std::fs::create_dir_all(&log)).map_err(spawn_error)?;
@@ -285,7 +289,11 @@ impl Drop for Running {
         // only once this one no longer answers.
         if !wait_until(|| !answers(&self.pipe)) {
             tracing::warn!(device = %self.device, "its MPS control daemon still answers 5 s after `quit`");
+            return;
         }
+        // The driver's daemon leaves its control socket and pipes behind; cleared here, what the next start
+        // finds left over is a daemon's that died.
+        let _ = std::fs::remove_dir_all(&self.pipe);
     }
 }
 
@@ -354,6 +362,7 @@ mod tests {
             [&format!("quit {}", pipe.display())]
         );
         assert!(!control.exists());
+        assert!(!pipe.exists(), "what the daemon left in its pipe directory goes with it");
         assert!(root.join("MIG-bbbb/pipe/control").exists());
 
         // A later user starts it afresh.
