@@ -206,6 +206,31 @@ fn a_worker_killed_between_batches_fails_the_next_and_serves_the_one_after() {
 }
 
 #[test]
+fn a_worker_that_stops_answering_is_killed_and_replaced() {
+    let mut hangs = spec("cpu-0/mixed", "mixed", model_path("mixed"));
+    hangs.batch_timeout = Duration::from_secs(1);
+    let worker = std::sync::Arc::new(Worker::start(hangs).unwrap());
+    let (inputs, want) = mixed_batch(8);
+    assert_eq!(f32s(&worker.run(&inputs).unwrap()[0]), want);
+    // Stopped, the process lives on and holds its socket open, as a worker stuck in a GPU call does.
+    let pid = worker.pid().unwrap();
+    // SAFETY: sending a signal has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0, "stop {pid}");
+    let (sent, answer) = std::sync::mpsc::channel();
+    let (waiting, batch) = (worker.clone(), inputs.clone());
+    std::thread::spawn(move || sent.send(waiting.run(&batch)));
+    let err = answer.recv_timeout(Duration::from_secs(20)).expect("the batch to a stopped worker never failed");
+    let err = err.unwrap_err();
+    assert!(matches!(err, WorkerError::Hung { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("cpu-0/mixed") && text.contains("did not answer the batch within 1s"), "{text}");
+    // SAFETY: as above; signal 0 only asks whether the process exists.
+    assert_ne!(unsafe { libc::kill(pid as i32, 0) }, 0, "the hung worker {pid} was not killed");
+    assert_eq!(f32s(&worker.run(&inputs).unwrap()[0]), want, "a fresh worker serves the next batch");
+    assert_eq!(worker.restarts(), 1);
+}
+
+#[test]
 fn a_worker_killed_mid_batch_fails_that_batch_and_restarts() {
     let worker = start("cpu-0/mlp", "mlp");
     // Large enough that the batch takes far longer than the delay before the kill.

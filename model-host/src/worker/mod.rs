@@ -32,8 +32,10 @@
 //! and fails with [`WorkerError::Died`] carrying the exit status or signal. The failed batch is not retried (it may be
 //! what killed the worker; the caller decides). The worker is respawned and reloaded in the background, and a `run`
 //! that arrives first does it itself; either way the next batch is served by a fresh process. Malformed frames from
-//! either side are errors, never panics; the parent treats a worker that sends one as broken and replaces it. A model
-//! error inside a healthy worker is just a `Failed` answer.
+//! either side are errors, never panics; the parent treats a worker that sends one as broken and replaces it. A worker
+//! that stays alive but stops answering (a stopped GPU, an MPS server that no longer serves its clients) is killed
+//! and replaced alike once a batch outlasts [`WorkerSpec::batch_timeout`] ([`WorkerError::Hung`]). A model error
+//! inside a healthy worker is just a `Failed` answer.
 
 mod child;
 mod mailbox;
@@ -126,6 +128,10 @@ pub struct WorkerSpec {
     pub instance: String,
     /// How long the worker may take to connect and load the model.
     pub load_timeout: Duration,
+    /// How long the worker may take to answer one batch. Past it the worker is taken for hung (a GPU that
+    /// stopped, an MPS server that no longer answers its clients): the batch fails, and the process is killed
+    /// and restarted. Far above any batch a plan would run, so that only a worker that stopped trips it.
+    pub batch_timeout: Duration,
     /// Run before every start of the process, the first and each restart: an `Err` fails that start with
     /// [`WorkerError::Device`] and spawns nothing. The launcher checks here that the device the worker is bound
     /// to is still on the machine, so that a worker is not restarted into CUDA's generic "no CUDA-capable
@@ -156,7 +162,7 @@ impl std::fmt::Debug for StartCheck {
 }
 
 impl WorkerSpec {
-    /// A spec with no extra arguments or environment and a 60 s load timeout.
+    /// A spec with no extra arguments or environment, a 60 s load timeout and a 60 s batch timeout.
     pub fn new(
         program: impl Into<PathBuf>,
         instance: impl Into<String>,
@@ -173,6 +179,7 @@ impl WorkerSpec {
             options,
             instance: instance.into(),
             load_timeout: Duration::from_secs(60),
+            batch_timeout: Duration::from_secs(60),
             check: None,
         }
     }
@@ -253,6 +260,20 @@ pub enum WorkerError {
         /// How it ended: its exit status or signal, as far as the parent could tell.
         detail: String,
     },
+    /// The worker did not answer a batch within [`WorkerSpec::batch_timeout`]; it was killed and is being
+    /// restarted.
+    #[error(
+        "instance `{instance}`: the worker for model `{model}` did not answer the batch within {after:?}, so it \
+         was taken for hung (a stopped GPU or MPS server), killed and is being restarted; the batch failed"
+    )]
+    Hung {
+        /// The instance the worker serves.
+        instance: String,
+        /// The model's name.
+        model: String,
+        /// The batch timeout.
+        after: Duration,
+    },
     /// The worker sent a malformed or unexpected message; it was killed and is being restarted.
     #[error(
         "instance `{instance}`: the worker for model `{model}` broke the protocol ({detail}); it was killed and \
@@ -306,6 +327,7 @@ impl WorkerError {
             | WorkerError::Timeout { model, .. }
             | WorkerError::Run { model, .. }
             | WorkerError::Died { model, .. }
+            | WorkerError::Hung { model, .. }
             | WorkerError::Protocol { model, .. }
             | WorkerError::Device { model, .. }
             | WorkerError::Memory { model, .. } => model,
@@ -416,7 +438,7 @@ impl Worker {
                 model: inner.spec.model_name.clone(),
                 detail: err.to_string(),
             }),
-            Err(fault @ (Fault::Died(_) | Fault::Protocol(_))) => {
+            Err(fault @ (Fault::Died(_) | Fault::Hung | Fault::Protocol(_))) => {
                 let process = slot.take().expect("a process was running");
                 inner.pid.store(0, Ordering::SeqCst);
                 let (instance, model) = (inner.spec.instance.clone(), inner.spec.model_name.clone());
@@ -425,6 +447,12 @@ impl Worker {
                         let detail = process.reap(io);
                         tracing::warn!(%instance, %model, %detail, "worker died during a batch; restarting it");
                         WorkerError::Died { instance, model, detail }
+                    }
+                    Fault::Hung => {
+                        drop(process);
+                        let after = inner.spec.batch_timeout;
+                        tracing::warn!(%instance, %model, ?after, "worker did not answer a batch; killed, restarting it");
+                        WorkerError::Hung { instance, model, after }
                     }
                     Fault::Protocol(detail) => {
                         drop(process);
@@ -500,6 +528,8 @@ enum Fault {
     Memory(io::Error),
     /// The socket broke: the worker is gone.
     Died(io::Error),
+    /// No answer within the batch timeout.
+    Hung,
     /// The worker said something it should not have.
     Protocol(String),
 }
@@ -613,7 +643,8 @@ impl Process {
         process.mailbox.unlink();
         match reply {
             Ok(Some(Reply::Loaded { inputs, outputs })) => {
-                process.stream.set_read_timeout(None).map_err(|e| spawn_err(e.to_string()))?;
+                // From here the parent reads the socket only while it sleeps for an answer (the mailbox's doorbell).
+                process.stream.set_read_timeout(Some(spec.batch_timeout)).map_err(|e| spawn_err(e.to_string()))?;
                 Ok((process, inputs, outputs))
             }
             Ok(Some(Reply::LoadFailed { error })) => Err(load_err(error)),
@@ -731,6 +762,7 @@ impl Process {
             Ok(Some(other)) => Err(Fault::Protocol(format!("it answered {} to request {id}", kind(&other)))),
             Ok(None) => Err(Fault::Died(io::ErrorKind::UnexpectedEof.into())),
             Err(e) if e.kind() == io::ErrorKind::InvalidData => Err(Fault::Protocol(e.to_string())),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Err(Fault::Hung),
             Err(e) => Err(Fault::Died(e)),
         }
     }
