@@ -38,8 +38,18 @@ fn cpu_ticks(pid: u32) -> u64 {
 }
 
 fn kill(pid: u32) {
+    signal(pid, libc::SIGKILL);
+}
+
+fn signal(pid: u32, signal: libc::c_int) {
     // SAFETY: sending a signal has no memory-safety preconditions.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0, "kill {pid}");
+    assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0, "signal {signal} to {pid}");
+}
+
+/// Whether process `pid` exists.
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
 }
 
 #[test]
@@ -214,8 +224,7 @@ fn a_worker_that_stops_answering_is_killed_and_replaced() {
     assert_eq!(f32s(&worker.run(&inputs).unwrap()[0]), want);
     // Stopped, the process lives on and holds its socket open, as a worker stuck in a GPU call does.
     let pid = worker.pid().unwrap();
-    // SAFETY: sending a signal has no memory-safety preconditions.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0, "stop {pid}");
+    signal(pid, libc::SIGSTOP);
     let (sent, answer) = std::sync::mpsc::channel();
     let (waiting, batch) = (worker.clone(), inputs.clone());
     std::thread::spawn(move || sent.send(waiting.run(&batch)));
@@ -224,8 +233,7 @@ fn a_worker_that_stops_answering_is_killed_and_replaced() {
     assert!(matches!(err, WorkerError::Hung { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("cpu-0/mixed") && text.contains("did not answer the batch within 1s"), "{text}");
-    // SAFETY: as above; signal 0 only asks whether the process exists.
-    assert_ne!(unsafe { libc::kill(pid as i32, 0) }, 0, "the hung worker {pid} was not killed");
+    assert!(!alive(pid), "the hung worker {pid} was not killed");
     assert_eq!(f32s(&worker.run(&inputs).unwrap()[0]), want, "a fresh worker serves the next batch");
     assert_eq!(worker.restarts(), 1);
 }
@@ -302,8 +310,7 @@ fn dropping_a_worker_ends_its_process() {
     let worker = start("cpu-0/mixed", "mixed");
     let pid = worker.pid().unwrap();
     drop(worker);
-    // SAFETY: signal 0 only checks that the process exists.
-    assert_ne!(unsafe { libc::kill(pid as i32, 0) }, 0, "worker {pid} outlived its Worker");
+    assert!(!alive(pid), "worker {pid} outlived its Worker");
 }
 
 /// IPC cost per batch: a tiny batch through a worker against the same model in-process.
