@@ -4,22 +4,24 @@
 //! socket (8.5 and 2.9 µs beside a thread that keeps a core busy), on the 2-vCPU machine of BENCHMARKS.md.
 //!
 //! The region has two halves, one per direction, each a [`Header`] (a sequence number the sender moves, the
-//! frame's length, and a flag the receiver raises before it sleeps) and a body holding the frame (the bincode
-//! encoding of [`super::protocol`], without the socket's length prefix). The two sides take turns — the parent
-//! sends a request only after the answer to the last one, and the worker answers only the request it has
-//! read — so a body is never written while its reader reads it.
+//! frame's length and when it was sent, and a flag the receiver raises before it sleeps) and a body holding the
+//! frame (the bincode encoding of [`super::protocol`], without the socket's length prefix). The two sides take
+//! turns — the parent sends a request only after the answer to the last one, and the worker answers only the
+//! request it has read — so a body is never written while its reader reads it.
 //!
 //! **Waiting.** The receiver polls its half's sequence number for a while (at least [`SPIN`]), yielding its
 //! core between polls to whichever thread has work (the sender may be running on it); then it raises its flag
 //! and blocks reading the socket. A sender that finds the flag raised writes one byte to the socket, the doorbell.
 //! Both sides use sequentially consistent operations on the flag and the sequence number, so either the sleeper
 //! sees the frame or the sender sees the flag. The socket stays the liveness signal: when a peer dies the
-//! kernel closes it, and a sleeping receiver reads the end of the stream.
+//! kernel closes it, and a sleeping receiver reads the end of the stream. A receiver that polled but found a frame
+//! only long after it was sent ([`STARVED`]), twice in a row, shares its core with a thread that does not yield,
+//! and sleeps at once for a while ([`STARVED_FOR`]) instead of polling.
 
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -31,6 +33,18 @@ use super::shm::Shm;
 /// How long a receiver polls for the next frame before it sleeps, at least: the next batch of a busy instance
 /// comes within this. Waking from sleep costs each side 10–20 µs on a VM.
 pub const SPIN: Duration = Duration::from_micros(100);
+
+/// A polling receiver that finds a frame this long after it was sent waited for its core behind a thread that
+/// does not yield (ONNX Runtime's intra-op threads spin for tens of milliseconds after a run): polling, it sees
+/// each frame only when the scheduler next takes that thread off the core (4 ms a batch in the worker bench,
+/// against 0.1 ms asleep, woken by the doorbell). Found polling otherwise, a frame is a few microseconds old.
+const STARVED: Duration = Duration::from_micros(250);
+
+/// Late frames in a row that show a receiver starved (one alone may be an interrupt, or the VM's host).
+const LATE_IN_A_ROW: u32 = 2;
+
+/// How long a starved receiver sleeps at once for each frame, before it polls again.
+const STARVED_FOR: Duration = Duration::from_secs(1);
 
 /// Each direction's share of the region.
 const HALF: usize = 1 << 18;
@@ -50,6 +64,8 @@ struct Header {
     len: AtomicU32,
     /// Raised by the receiver before it sleeps on the socket; taken down by whoever finds it raised.
     asleep: AtomicU32,
+    /// When the frame was sent: the system's monotonic clock, in nanoseconds.
+    sent: AtomicU64,
 }
 
 /// One side's end of a worker's channel.
@@ -62,19 +78,38 @@ pub struct Mailbox {
     incoming: usize,
     /// The incoming sequence number of the last frame read.
     seen: u32,
+    /// Frames in a row found polling [`STARVED`] after they were sent.
+    late: u32,
+    /// Until when this side sleeps for frames without polling first, after [`LATE_IN_A_ROW`] late ones.
+    sleep_until: Option<Instant>,
+}
+
+/// How polling for a frame ended.
+enum Polled {
+    /// The sequence number moved to `seq`; `late` when the frame had waited [`STARVED`] to be seen.
+    Moved { seq: u32, late: bool },
+    /// Nothing came within the time given.
+    Quiet,
 }
 
 impl Mailbox {
     /// The parent's end: a new region, whose path the worker is given to open.
     pub fn create() -> io::Result<Mailbox> {
-        Ok(Mailbox { shm: Shm::create(2 * HALF)?, outgoing: 0, incoming: HALF, seen: 0 })
+        Ok(Mailbox { shm: Shm::create(2 * HALF)?, outgoing: 0, incoming: HALF, seen: 0, late: 0, sleep_until: None })
     }
 
     /// The worker's end of the parent's region at `path`.
     pub fn open(path: &Path) -> io::Result<Mailbox> {
-        let mailbox = Mailbox { shm: Shm::open(path, 2 * HALF as u64)?, outgoing: HALF, incoming: 0, seen: 0 };
-        let seen = mailbox.header(mailbox.incoming).seq.load(Ordering::SeqCst);
-        Ok(Mailbox { seen, ..mailbox })
+        let mut mailbox = Mailbox {
+            shm: Shm::open(path, 2 * HALF as u64)?,
+            outgoing: HALF,
+            incoming: 0,
+            seen: 0,
+            late: 0,
+            sleep_until: None,
+        };
+        mailbox.seen = mailbox.header(mailbox.incoming).seq.load(Ordering::SeqCst);
+        Ok(mailbox)
     }
 
     /// The region's name, until [`Mailbox::unlink`].
@@ -89,7 +124,7 @@ impl Mailbox {
 
     fn header(&self, half: usize) -> &Header {
         // SAFETY: the region is 2 × HALF bytes, page-aligned, and mapped as long as `self` lives; a half starts
-        // with a `Header`, three `u32` atomics, which both processes only ever access atomically.
+        // with a `Header`, atomics that both processes only ever access atomically.
         unsafe { &*self.shm.as_ptr().add(half).cast::<Header>() }
     }
 
@@ -106,6 +141,7 @@ impl Mailbox {
         })?;
         let header = self.header(self.outgoing);
         header.len.store(len as u32, Ordering::Relaxed);
+        header.sent.store(monotonic_ns(), Ordering::Relaxed);
         header.seq.fetch_add(1, Ordering::SeqCst);
         if header.asleep.swap(0, Ordering::SeqCst) != 0 {
             send_all(socket, &[1])?;
@@ -140,19 +176,22 @@ impl Mailbox {
     }
 
     /// The incoming sequence number once it has moved past the last frame read, or `None` if the peer closed the
-    /// socket first. Polls for up to `spin`, then sleeps.
-    fn wait(&self, socket: &mut impl Read, spin: Duration) -> io::Result<Option<u32>> {
+    /// socket first. Polls for up to `spin` (unless starved lately), then sleeps.
+    fn wait(&mut self, socket: &mut impl Read, spin: Duration) -> io::Result<Option<u32>> {
+        let spin = match self.sleep_until {
+            Some(until) if Instant::now() < until => Duration::ZERO,
+            _ => spin,
+        };
+        if let Polled::Moved { seq, late } = self.poll(spin) {
+            self.late = if late { self.late + 1 } else { 0 };
+            if self.late == LATE_IN_A_ROW {
+                self.late = 0;
+                self.sleep_until = Some(Instant::now() + STARVED_FOR);
+            }
+            return Ok(Some(seq));
+        }
         let header = self.header(self.incoming);
         let moved = || Some(header.seq.load(Ordering::SeqCst)).filter(|&seq| seq != self.seen);
-        let started = Instant::now();
-        while started.elapsed() < spin {
-            if let Some(seq) = moved() {
-                return Ok(Some(seq));
-            }
-            // Each poll gives the core away: when the two sides share a core, the sender runs only then (polling
-            // in bursts of 64 between yields made each hand-over 1.5 µs slower in the worker bench).
-            std::thread::yield_now();
-        }
         header.asleep.store(1, Ordering::SeqCst);
         if let Some(seq) = moved() {
             // The frame came as the flag went up. If the sender took the flag down, its doorbell is on the way:
@@ -167,6 +206,37 @@ impl Mailbox {
         }
         moved().map(Some).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "a doorbell without a frame"))
     }
+
+    /// Poll the incoming sequence number for up to `spin`, giving the core away between polls: when the two sides
+    /// share a core, the sender runs only then (polling in bursts of 64 between yields made each hand-over 1.5 µs
+    /// slower in the worker bench).
+    fn poll(&self, spin: Duration) -> Polled {
+        let header = self.header(self.incoming);
+        let started = monotonic_ns();
+        let spin = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
+        let mut now = started;
+        loop {
+            let seq = header.seq.load(Ordering::SeqCst);
+            if seq != self.seen {
+                let waited = now.saturating_sub(header.sent.load(Ordering::Relaxed).max(started));
+                return Polled::Moved { seq, late: waited > STARVED.as_nanos() as u64 };
+            }
+            if now - started >= spin {
+                return Polled::Quiet;
+            }
+            std::thread::yield_now();
+            now = monotonic_ns();
+        }
+    }
+}
+
+/// The system's monotonic clock (`CLOCK_MONOTONIC`, which `Instant` reads too), in nanoseconds: comparable
+/// between processes, as `Instant`s are not.
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 /// Read one doorbell byte: `false` at the end of the stream.
@@ -242,6 +312,44 @@ mod tests {
             let mut rest = [0u8; 8];
             assert!(!matches!(socket.read(&mut rest), Ok(n) if n > 0), "no doorbell byte was left unread");
         }
+    }
+
+    /// A receiver on the core of a thread that never yields (as ONNX Runtime's spinning intra-op threads do) sees
+    /// each frame only when the scheduler takes that thread off the core; after two such late frames it stops
+    /// polling (here for 10 s) and sleeps until the doorbell.
+    #[test]
+    fn a_receiver_starved_by_a_thread_that_does_not_yield_sleeps_instead_of_polling() {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        let core = crate::device::cpu_cores()[0];
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                crate::device::pin_current_thread(&[core]).unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let (mut parent, ps, mut worker, mut ws) = pair();
+        let receiver = std::thread::spawn(move || {
+            crate::device::pin_current_thread(&[core]).unwrap();
+            let mut buf = Vec::new();
+            while worker.receive::<u32>(&mut ws, &mut buf, Duration::from_secs(10)).unwrap().is_some() {}
+        });
+        // A frame every 2 ms until the receiver is seen asleep (it polls for 10 s otherwise), then one to wake it.
+        let asleep = (0..1000u32).find(|&k| {
+            std::thread::sleep(Duration::from_millis(2));
+            let asleep = parent.header(parent.outgoing).asleep.load(Ordering::SeqCst) != 0;
+            parent.send(&k, &ps).unwrap();
+            asleep
+        });
+        drop((parent, ps));
+        receiver.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        assert!(asleep.is_some(), "the starved receiver kept polling through 1000 frames");
     }
 
     #[test]
