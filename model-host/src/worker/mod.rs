@@ -23,7 +23,8 @@
 //! (it learns their shapes from the first batch of each input shape, which takes one more round trip), and
 //! they come back as views of those regions, returned to the pool when dropped. So a warm batch costs two
 //! small frames and no copy. Each side polls for the other's frame before it sleeps on the socket (the parent
-//! through the time the last batch of the same shape took, up to a millisecond; [`Learnt::spin`]), and a
+//! through the time the last batch of the same shape took, up to a millisecond; [`Learnt::spin`]; a side whose
+//! polling finds frames late, behind a thread that never yields its core, sleeps at once for a while), and a
 //! worker on CUDA page-locks the regions it maps ([`pin`]) so that ONNX Runtime's copies to and from the device
 //! go by DMA.
 //!
