@@ -22,7 +22,7 @@ use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -80,8 +80,9 @@ pub struct Mailbox {
     seen: u32,
     /// Frames in a row found polling [`STARVED`] after they were sent.
     late: u32,
-    /// Until when this side sleeps for frames without polling first, after [`LATE_IN_A_ROW`] late ones.
-    sleep_until: Option<Instant>,
+    /// When this side may poll again (the monotonic clock, as [`monotonic_ns`]): until then it sleeps for frames
+    /// at once, after [`LATE_IN_A_ROW`] late ones.
+    poll_from: u64,
 }
 
 /// How polling for a frame ended.
@@ -95,7 +96,7 @@ enum Polled {
 impl Mailbox {
     /// The parent's end: a new region, whose path the worker is given to open.
     pub fn create() -> io::Result<Mailbox> {
-        Ok(Mailbox { shm: Shm::create(2 * HALF)?, outgoing: 0, incoming: HALF, seen: 0, late: 0, sleep_until: None })
+        Ok(Mailbox { shm: Shm::create(2 * HALF)?, outgoing: 0, incoming: HALF, seen: 0, late: 0, poll_from: 0 })
     }
 
     /// The worker's end of the parent's region at `path`.
@@ -106,7 +107,7 @@ impl Mailbox {
             incoming: 0,
             seen: 0,
             late: 0,
-            sleep_until: None,
+            poll_from: 0,
         };
         mailbox.seen = mailbox.header(mailbox.incoming).seq.load(Ordering::SeqCst);
         Ok(mailbox)
@@ -178,15 +179,12 @@ impl Mailbox {
     /// The incoming sequence number once it has moved past the last frame read, or `None` if the peer closed the
     /// socket first. Polls for up to `spin` (unless starved lately), then sleeps.
     fn wait(&mut self, socket: &mut impl Read, spin: Duration) -> io::Result<Option<u32>> {
-        let spin = match self.sleep_until {
-            Some(until) if Instant::now() < until => Duration::ZERO,
-            _ => spin,
-        };
+        let spin = if monotonic_ns() < self.poll_from { Duration::ZERO } else { spin };
         if let Polled::Moved { seq, late } = self.poll(spin) {
             self.late = if late { self.late + 1 } else { 0 };
             if self.late == LATE_IN_A_ROW {
                 self.late = 0;
-                self.sleep_until = Some(Instant::now() + STARVED_FOR);
+                self.poll_from = monotonic_ns() + STARVED_FOR.as_nanos() as u64;
             }
             return Ok(Some(seq));
         }
@@ -218,6 +216,7 @@ impl Mailbox {
         loop {
             let seq = header.seq.load(Ordering::SeqCst);
             if seq != self.seen {
+                // A frame sent before the wait began is not late: the receiver was busy, not starved.
                 let waited = now.saturating_sub(header.sent.load(Ordering::Relaxed).max(started));
                 return Polled::Moved { seq, late: waited > STARVED.as_nanos() as u64 };
             }
@@ -346,9 +345,10 @@ mod tests {
             asleep
         });
         drop((parent, ps));
-        receiver.join().unwrap();
+        let received = receiver.join();
         stop.store(true, Ordering::Relaxed);
         spinner.join().unwrap();
+        received.unwrap();
         assert!(asleep.is_some(), "the starved receiver kept polling through 1000 frames");
     }
 
