@@ -179,8 +179,9 @@ impl Mailbox {
     /// The incoming sequence number once it has moved past the last frame read, or `None` if the peer closed the
     /// socket first. Polls for up to `spin` (unless starved lately), then sleeps.
     fn wait(&mut self, socket: &mut impl Read, spin: Duration) -> io::Result<Option<u32>> {
-        let spin = if monotonic_ns() < self.poll_from { Duration::ZERO } else { spin };
-        if let Polled::Moved { seq, late } = self.poll(spin) {
+        let started = monotonic_ns();
+        let spin = if started < self.poll_from { Duration::ZERO } else { spin };
+        if let Polled::Moved { seq, late } = self.poll(started, spin) {
             self.late = if late { self.late + 1 } else { 0 };
             if self.late == LATE_IN_A_ROW {
                 self.late = 0;
@@ -205,12 +206,11 @@ impl Mailbox {
         moved().map(Some).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "a doorbell without a frame"))
     }
 
-    /// Poll the incoming sequence number for up to `spin`, giving the core away between polls: when the two sides
-    /// share a core, the sender runs only then (polling in bursts of 64 between yields made each hand-over 1.5 µs
-    /// slower in the worker bench).
-    fn poll(&self, spin: Duration) -> Polled {
+    /// Poll the incoming sequence number for up to `spin` from `started` (as [`monotonic_ns`]), giving the core
+    /// away between polls: when the two sides share a core, the sender runs only then (polling in bursts of 64
+    /// between yields made each hand-over 1.5 µs slower in the worker bench).
+    fn poll(&self, started: u64, spin: Duration) -> Polled {
         let header = self.header(self.incoming);
-        let started = monotonic_ns();
         let spin = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
         let mut now = started;
         loop {
