@@ -322,7 +322,14 @@ async fn a_full_batch_behind_a_waiting_request_queues_behind_it() {
         let instance = instance.clone();
         async move { instance.infer(one(5.0), far()).await.unwrap() }
     });
+    // Bounded, so that a lone row that never queues fails the test instead of hanging it (seen once, under load).
+    let waiting = Instant::now();
     while instance.stats().queued.load(Ordering::Relaxed) == 0 {
+        let finished = lone.is_finished();
+        assert!(
+            !finished && waiting.elapsed() < Duration::from_secs(10),
+            "the lone row never queued (done: {finished})"
+        );
         tokio::task::yield_now().await;
     }
     let started = Instant::now();
