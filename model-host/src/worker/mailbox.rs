@@ -16,7 +16,7 @@
 //! sees the frame or the sender sees the flag. The socket stays the liveness signal: when a peer dies the
 //! kernel closes it, and a sleeping receiver reads the end of the stream. A receiver that polled but found a frame
 //! only long after it was sent ([`STARVED`]), twice in a row, shares its core with a thread that does not yield,
-//! and sleeps at once for a while ([`STARVED_FOR`]) instead of polling.
+//! and sleeps at once for a while ([`STARVED_FOR`], longer each time it is found starved again) instead of polling.
 
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
@@ -43,8 +43,20 @@ const STARVED: Duration = Duration::from_micros(250);
 /// Late frames in a row that show a receiver starved (one alone may be an interrupt, or the VM's host).
 const LATE_IN_A_ROW: u32 = 2;
 
-/// How long a starved receiver sleeps at once for each frame, before it polls again.
-const STARVED_FOR: Duration = Duration::from_secs(1);
+/// How long a starved receiver first sleeps at once for each frame, before it polls again; each time it is found
+/// starved again on polling, twice as long, up to [`STARVED_FOR_AT_MOST`]. Starvation is mostly brief: on the
+/// 2-vCPU machine of BENCHMARKS.md the scheduler moved the polling parent onto the core of ONNX Runtime's
+/// spinning thread, and off again, about every 80 ms, and a parent that then slept for a whole second paid a
+/// doorbell's wake-up on every batch of it.
+const STARVED_FOR: Duration = Duration::from_millis(10);
+
+/// The longest a starved receiver sleeps before it polls again: a thread that stays beside a spinner re-polls
+/// (two frames a scheduler tick late) once a second.
+const STARVED_FOR_AT_MOST: Duration = Duration::from_secs(1);
+
+/// Frames in a row found polling in time after which a receiver is no longer taken to be starved: its next
+/// sleep, if any, starts at [`STARVED_FOR`] again.
+const FED_IN_A_ROW: u32 = 64;
 
 /// Each direction's share of the region.
 const HALF: usize = 1 << 18;
@@ -80,6 +92,10 @@ pub struct Mailbox {
     seen: u32,
     /// Frames in a row found polling [`STARVED`] after they were sent.
     late: u32,
+    /// Frames in a row found polling in time.
+    fed: u32,
+    /// How long this side sleeps at once when next found starved, in nanoseconds.
+    starved_for: u64,
     /// When this side may poll again (the monotonic clock, as [`monotonic_ns`]): until then it sleeps for frames
     /// at once, after [`LATE_IN_A_ROW`] late ones.
     poll_from: u64,
@@ -96,21 +112,19 @@ enum Polled {
 impl Mailbox {
     /// The parent's end: a new region, whose path the worker is given to open.
     pub fn create() -> io::Result<Mailbox> {
-        Ok(Mailbox { shm: Shm::create(2 * HALF)?, outgoing: 0, incoming: HALF, seen: 0, late: 0, poll_from: 0 })
+        Ok(Mailbox::new(Shm::create(2 * HALF)?, 0, HALF))
     }
 
     /// The worker's end of the parent's region at `path`.
     pub fn open(path: &Path) -> io::Result<Mailbox> {
-        let mut mailbox = Mailbox {
-            shm: Shm::open(path, 2 * HALF as u64)?,
-            outgoing: HALF,
-            incoming: 0,
-            seen: 0,
-            late: 0,
-            poll_from: 0,
-        };
+        let mut mailbox = Mailbox::new(Shm::open(path, 2 * HALF as u64)?, HALF, 0);
         mailbox.seen = mailbox.header(mailbox.incoming).seq.load(Ordering::SeqCst);
         Ok(mailbox)
+    }
+
+    fn new(shm: Shm, outgoing: usize, incoming: usize) -> Mailbox {
+        let starved_for = STARVED_FOR.as_nanos() as u64;
+        Mailbox { shm, outgoing, incoming, seen: 0, late: 0, fed: 0, starved_for, poll_from: 0 }
     }
 
     /// The region's name, until [`Mailbox::unlink`].
@@ -182,11 +196,7 @@ impl Mailbox {
         let started = monotonic_ns();
         let spin = if started < self.poll_from { Duration::ZERO } else { spin };
         if let Polled::Moved { seq, late } = self.poll(started, spin) {
-            self.late = if late { self.late + 1 } else { 0 };
-            if self.late == LATE_IN_A_ROW {
-                self.late = 0;
-                self.poll_from = monotonic_ns() + STARVED_FOR.as_nanos() as u64;
-            }
+            self.starving(late);
             return Ok(Some(seq));
         }
         let header = self.header(self.incoming);
@@ -204,6 +214,26 @@ impl Mailbox {
             return Ok(None);
         }
         moved().map(Some).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "a doorbell without a frame"))
+    }
+
+    /// Count a frame found polling, `late` or in time: [`LATE_IN_A_ROW`] late ones start a sleep at once of
+    /// `starved_for`, which doubles each time up to [`STARVED_FOR_AT_MOST`], until [`FED_IN_A_ROW`] frames in time.
+    fn starving(&mut self, late: bool) {
+        if !late {
+            self.late = 0;
+            self.fed += 1;
+            if self.fed == FED_IN_A_ROW {
+                self.starved_for = STARVED_FOR.as_nanos() as u64;
+            }
+            return;
+        }
+        self.fed = 0;
+        self.late += 1;
+        if self.late == LATE_IN_A_ROW {
+            self.late = 0;
+            self.poll_from = monotonic_ns() + self.starved_for;
+            self.starved_for = (self.starved_for * 2).min(STARVED_FOR_AT_MOST.as_nanos() as u64);
+        }
     }
 
     /// Poll the incoming sequence number for up to `spin` from `started` (as [`monotonic_ns`]), giving the core
@@ -350,6 +380,30 @@ mod tests {
         spinner.join().unwrap();
         received.unwrap();
         assert!(asleep.is_some(), "the starved receiver kept polling through 1000 frames");
+    }
+
+    /// Found starved again and again, a receiver sleeps twice as long each time, up to a second; once it has
+    /// found [`FED_IN_A_ROW`] frames in time, it sleeps [`STARVED_FOR`] again when next starved.
+    #[test]
+    fn a_receiver_starved_again_sleeps_longer_and_one_fed_again_starts_short() {
+        let (mut parent, ..) = pair();
+        let ms = |d: Duration| d.as_nanos() as u64 / 1_000_000;
+        let sleeps = |m: &mut Mailbox| {
+            let before = monotonic_ns();
+            (0..LATE_IN_A_ROW).for_each(|_| m.starving(true));
+            (m.poll_from - before) / 1_000_000
+        };
+        let first: Vec<u64> = (0..9).map(|_| sleeps(&mut parent)).collect();
+        assert_eq!(first, [10, 20, 40, 80, 160, 320, 640, 1000, 1000], "milliseconds asleep after each starvation");
+        (0..FED_IN_A_ROW - 1).for_each(|_| parent.starving(false));
+        assert_eq!(sleeps(&mut parent), ms(STARVED_FOR_AT_MOST), "one frame short of fed: still starved");
+        (0..FED_IN_A_ROW).for_each(|_| parent.starving(false));
+        assert_eq!(sleeps(&mut parent), ms(STARVED_FOR), "fed again");
+        parent.starving(true);
+        parent.starving(false);
+        let before = parent.poll_from;
+        parent.starving(true);
+        assert_eq!(parent.poll_from, before, "late frames count only in a row");
     }
 
     #[test]
