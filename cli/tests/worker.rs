@@ -130,6 +130,35 @@ fn inputs_in_the_workers_memory_are_read_in_place_and_outputs_outlive_the_worker
     assert_eq!(f32s(&second[0]), want, "outputs stay readable after the worker is gone");
 }
 
+/// A busy instance's batches lie in the few regions its worker maps, taken in turns and rewritten between
+/// batches; the worker runs again what it bound to the same regions. Each answer must be its own batch's.
+#[test]
+fn batches_rewritten_in_the_same_regions_are_each_answered_anew() {
+    let worker = start("cpu-0/mixed", "mixed");
+    let mut addresses = std::collections::HashSet::new();
+    for turn in 0..12usize {
+        let rows = 1000;
+        let x: Vec<f32> = (0..rows * 4).map(|i| (i + turn) as f32 * 0.5).collect();
+        let ids: Vec<i64> = (0..rows * 4).map(|i| ((i + turn) % 7) as i64 - 3).collect();
+        let want: Vec<f32> = x.iter().zip(&ids).map(|(x, id)| x * *id as f32).collect();
+        let inputs = [Tensor::from_f32(vec![rows as u64, 4], &x).unwrap(), i64s(vec![rows as u64, 4], &ids)];
+        let shared: Vec<Tensor> = inputs
+            .iter()
+            .map(|t| {
+                let mut buffer = worker.buffer(t.data().len()).unwrap();
+                buffer.as_mut_slice().copy_from_slice(t.data());
+                Tensor::new(t.dtype(), t.shape().to_vec(), buffer.freeze()).unwrap()
+            })
+            .collect();
+        addresses.extend(shared.iter().map(|t| t.data().as_ptr() as usize));
+        let out = worker.run(&shared).unwrap();
+        assert_eq!(f32s(&out[0]), want, "turn {turn}");
+        addresses.insert(out[0].data().as_ptr() as usize);
+    }
+    assert!(addresses.len() <= 4, "the batches took turns over a few regions, not {} of them", addresses.len());
+    assert_eq!(worker.restarts(), 0);
+}
+
 #[test]
 fn a_corrupt_model_is_a_load_error_naming_model_and_instance() {
     let dir = tempfile::tempdir().unwrap();

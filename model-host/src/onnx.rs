@@ -335,42 +335,129 @@ impl Model {
         inputs: &[TensorView<'_>],
         places: &mut [TensorViewMut<'_>],
     ) -> Result<Vec<Option<Tensor>>, ModelError> {
+        // SAFETY: the run is dropped before the borrows of `inputs` and `places` end.
+        let bound = unsafe { self.bind(inputs, places) }?;
+        self.run_bound(&bound)
+    }
+
+    /// [`Model::run_into`] prepared to run again: ONNX Runtime's values over `inputs` and `places` and the run
+    /// options that bind the outputs, made once for batches that keep their memory and shapes (a worker's, in
+    /// its shared regions), which [`Model::run_bound`] then runs over whatever that memory holds, with no value
+    /// to create (1.4 µs of a worker's batch before, on the machine of BENCHMARKS.md).
+    ///
+    /// # Safety
+    /// The bytes of `inputs` and `places` must stay mapped until the [`BoundRun`] is dropped, and nothing else may
+    /// write them, or read `places`, while it runs.
+    pub unsafe fn bind(
+        &self,
+        inputs: &[TensorView<'_>],
+        places: &mut [TensorViewMut<'_>],
+    ) -> Result<BoundRun, ModelError> {
         check_parts(&self.name, &self.inputs, inputs.iter().map(|v| (v.dtype, v.shape)))?;
         let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
         if places.len() != self.outputs.len() {
             return Err(failed(format!("{} places for {} outputs", places.len(), self.outputs.len())));
         }
-        let values = inputs
-            .iter()
-            .map(ort_input)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| failed(format!("cannot create an input tensor: {e}")))?;
+        let mut values = Vec::with_capacity(inputs.len());
+        let mut copies = Vec::new();
+        for view in inputs {
+            // SAFETY: the caller keeps the bytes mapped for as long as the run lives; the shape is read only while
+            // the value is created.
+            let (data, shape): (&'static [u8], &'static [u64]) = unsafe {
+                (
+                    std::slice::from_raw_parts(view.data.as_ptr(), view.data.len()),
+                    std::slice::from_raw_parts(view.shape.as_ptr(), view.shape.len()),
+                )
+            };
+            let input = TensorView { dtype: view.dtype, shape, data };
+            let cannot = |e: ort::Error| failed(format!("cannot create an input tensor: {e}"));
+            match ort_view(&input).map_err(cannot)? {
+                Some(value) => values.push(value),
+                None => {
+                    let copy = to_ort(&input).map_err(cannot)?.into_dyn();
+                    let to = tensor_data(&copy).unwrap_or(std::ptr::null()).cast_mut();
+                    copies.push(InputCopy { from: data.as_ptr(), to, len: data.len() });
+                    values.push(copy.into());
+                }
+            }
+        }
         let mut selector = ort::session::OutputSelector::default();
-        let mut addresses = Vec::with_capacity(places.len());
+        let mut places_at = Vec::with_capacity(places.len());
         for (spec, place) in self.outputs.iter().zip(places.iter_mut()) {
-            addresses.push(place.data.as_ptr());
+            places_at.push(place.data.as_ptr());
             if place.dtype == spec.dtype && !place.data.is_empty() {
-                // SAFETY: `place` borrows its bytes for longer than this call, and the value (with the run
-                // options and outputs that hold it) is dropped before the call returns.
+                // SAFETY: the caller keeps `place`'s bytes for the run, which holds the value, and writes or reads
+                // them only between runs.
                 let value = unsafe { value_over(place) }.map_err(|e| failed(format!("cannot bind an output: {e}")))?;
                 selector = selector.preallocate(spec.name.as_str(), value);
             }
         }
         let options =
             ort::session::RunOptions::new().map_err(|e| failed(format!("run options: {e}")))?.with_outputs(selector);
+        Ok(BoundRun { values, copies, options, places_at })
+    }
+
+    /// Run `bound` (see [`Model::bind`]) on what its inputs hold now; per output as [`Model::run_into`] answers.
+    pub fn run_bound(&self, bound: &BoundRun) -> Result<Vec<Option<Tensor>>, ModelError> {
+        let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
+        for copy in bound.copies.iter().filter(|c| c.len > 0 && !c.to.is_null()) {
+            // SAFETY: `from` is an input's bytes, kept by `bind`'s caller; `to` is the buffer of the value made to
+            // hold their copy, as long, owned by `bound`; the two cannot overlap.
+            unsafe { std::ptr::copy_nonoverlapping(copy.from, copy.to, copy.len) };
+        }
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         let outputs = session
-            .run_with_options(values.as_slice(), &options)
+            .run_with_options(bound.values.as_slice(), &bound.options)
             .map_err(|e| failed(explain_run_error(e.to_string(), self.gpu_memory)))?;
         outputs
             .into_iter()
-            .zip(&addresses)
-            .map(|((_, value), &address)| {
-                let tensor = from_ort(&self.name, value)?;
-                Ok((tensor.data().as_ptr() != address || tensor.is_empty()).then_some(tensor))
+            .zip(&bound.places_at)
+            .map(|((_, value), &place)| {
+                if tensor_data(&value) == Some(place) && !place.is_null() {
+                    Ok(None)
+                } else {
+                    from_ort(&self.name, value).map(Some)
+                }
             })
             .collect()
     }
+}
+
+/// A run bound to the memory of its inputs and outputs (see [`Model::bind`]).
+pub struct BoundRun {
+    values: Vec<ort::session::SessionInputValue<'static>>,
+    /// Inputs ONNX Runtime cannot read in place (unaligned, or `f16`), copied into their values before each run.
+    copies: Vec<InputCopy>,
+    options: ort::session::RunOptions<ort::session::HasSelectedOutputs>,
+    /// Where each output's place starts.
+    places_at: Vec<*const u8>,
+}
+
+impl std::fmt::Debug for BoundRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundRun").field("inputs", &self.values.len()).field("places_at", &self.places_at).finish()
+    }
+}
+
+/// An input's bytes and the buffer of the value that holds their copy.
+struct InputCopy {
+    from: *const u8,
+    to: *mut u8,
+    len: usize,
+}
+
+/// Where a tensor value's data starts, without asking for its type and shape (which allocates).
+fn tensor_data(value: &ort::value::DynValue) -> Option<*const u8> {
+    use ort::AsPointer;
+    let mut data = std::ptr::null_mut();
+    // SAFETY: `value` is a live value; for one that is not a tensor ONNX Runtime returns an error status.
+    let status = unsafe { (ort::api().GetTensorMutableData)(value.ptr().cast_mut(), &mut data) };
+    if !status.0.is_null() {
+        // SAFETY: a non-null status is an error ONNX Runtime allocated for the caller to release.
+        unsafe { (ort::api().ReleaseStatus)(status.0) };
+        return None;
+    }
+    Some(data.cast::<u8>().cast_const())
 }
 
 /// A failed run's message, with what to do when it ran out of the GPU memory its segment grants (`gpu_memory`,
@@ -530,6 +617,15 @@ fn element_of(dtype: DType) -> TensorElementType {
 /// `tensor` as an ONNX Runtime input: a view of its bytes, read in place, where its element type has a Rust
 /// equivalent and the bytes are aligned for it; else a copy.
 fn ort_input<'a>(tensor: &TensorView<'a>) -> ort::Result<ort::session::SessionInputValue<'a>> {
+    match ort_view(tensor)? {
+        Some(view) => Ok(view),
+        None => Ok(to_ort(tensor)?.into()),
+    }
+}
+
+/// A view of `tensor`'s bytes as an ONNX Runtime input, read in place; `None` where its element type has no Rust
+/// equivalent or the bytes are not aligned for it.
+fn ort_view<'a>(tensor: &TensorView<'a>) -> ort::Result<Option<ort::session::SessionInputValue<'a>>> {
     use ort::value::TensorRefMut;
 
     /// A view of `tensor`'s bytes as elements of `T`, or `None` when they are not aligned for `T`.
@@ -549,21 +645,17 @@ fn ort_input<'a>(tensor: &TensorView<'a>) -> ort::Result<ort::session::SessionIn
         Ok(Some(view.into()))
     }
 
-    let viewed = match tensor.dtype {
-        DType::F32 => view::<f32>(tensor)?,
-        DType::F64 => view::<f64>(tensor)?,
-        DType::U8 => view::<u8>(tensor)?,
-        DType::I8 => view::<i8>(tensor)?,
-        DType::U16 => view::<u16>(tensor)?,
-        DType::I16 => view::<i16>(tensor)?,
-        DType::I32 => view::<i32>(tensor)?,
-        DType::I64 => view::<i64>(tensor)?,
-        DType::Bool => view::<bool>(tensor)?,
-        DType::F16 => None,
-    };
-    match viewed {
-        Some(view) => Ok(view),
-        None => Ok(to_ort(tensor)?.into()),
+    match tensor.dtype {
+        DType::F32 => view::<f32>(tensor),
+        DType::F64 => view::<f64>(tensor),
+        DType::U8 => view::<u8>(tensor),
+        DType::I8 => view::<i8>(tensor),
+        DType::U16 => view::<u16>(tensor),
+        DType::I16 => view::<i16>(tensor),
+        DType::I32 => view::<i32>(tensor),
+        DType::I64 => view::<i64>(tensor),
+        DType::Bool => view::<bool>(tensor),
+        DType::F16 => Ok(None),
     }
 }
 

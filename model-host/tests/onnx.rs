@@ -45,6 +45,37 @@ fn outputs_are_written_into_their_places_and_a_wrong_place_is_refused() {
     assert_eq!(f32s(&model.run(&inputs).unwrap()[0]), want, "the model runs unplaced after");
 }
 
+/// A run bound once to its memory runs again over whatever that memory holds then, writing into the same place;
+/// here `x` lies one byte off its elements' alignment, so ONNX Runtime reads a copy, made again before each run.
+#[test]
+fn a_bound_run_reads_its_inputs_anew_each_time_it_runs() {
+    use jig_model_host::onnx::{TensorView, TensorViewMut};
+    let model = load("mixed");
+    let shape = [2u64, 4];
+    let mut unaligned = vec![0u8; 2 * 4 * 4 + 1];
+    let x = &mut unaligned[1..];
+    let mut ids = vec![0u8; 2 * 4 * 8];
+    let mut place = vec![0u8; 2 * 4 * 4];
+    let bound = {
+        let views =
+            [TensorView::new(DType::F32, &shape, &x).unwrap(), TensorView::new(DType::I64, &shape, &ids).unwrap()];
+        // SAFETY: x, ids and place outlive `bound`, and are written and read here only between its runs.
+        unsafe { model.bind(&views, &mut [TensorViewMut::new(DType::F32, &shape, &mut place).unwrap()]) }.unwrap()
+    };
+    for turn in 0..3 {
+        let (inputs, want) = mixed_two_rows();
+        let scaled: Vec<f32> = f32s(&inputs[0]).iter().map(|v| v * (turn + 1) as f32).collect();
+        for (to, from) in x.chunks_exact_mut(4).zip(&scaled) {
+            to.copy_from_slice(&from.to_le_bytes());
+        }
+        ids.copy_from_slice(inputs[1].data());
+        let written = model.run_bound(&bound).unwrap();
+        assert!(written[0].is_none(), "turn {turn}: written in place");
+        let got: Vec<f32> = place.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(got, want.iter().map(|v| v * (turn + 1) as f32).collect::<Vec<_>>(), "turn {turn}");
+    }
+}
+
 #[test]
 fn a_real_model_runs() {
     let model = load("ppocr-rec");

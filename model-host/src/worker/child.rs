@@ -11,7 +11,7 @@ use super::pin::HostPin;
 use super::protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
 use super::shm::Shm;
 use crate::Tensor;
-use crate::onnx::{Model, TensorView, TensorViewMut};
+use crate::onnx::{BoundRun, Model, ModelError, TensorView, TensorViewMut};
 
 /// The worker's side: connect to the parent's socket at `socket`, load the model the first message names,
 /// open its mailbox, and serve batches from it until the parent closes the socket (then return `Ok`). A model
@@ -85,6 +85,7 @@ pub fn serve(socket: &Path) -> io::Result<()> {
 
 impl Drop for Mapped {
     fn drop(&mut self) {
+        self.bound.clear();
         let ids: Vec<u64> = self.regions.keys().copied().collect();
         for id in ids {
             self.close(id);
@@ -100,8 +101,22 @@ fn gone(e: io::Error) -> io::Result<()> {
     }
 }
 
+/// Bound runs a worker keeps (see [`Mapped::bound`]).
+const BOUND_KEPT: usize = 4;
+
+/// A run bound to the slots of its inputs and outputs.
+struct Bound {
+    inputs: Vec<Slot>,
+    places: Vec<Slot>,
+    run: BoundRun,
+}
+
 /// The parent's regions as this process maps them.
 struct Mapped {
+    /// The last few batches' runs, bound to their input and output slots, the latest first: a batch over the
+    /// same slots as one of them (a busy instance's batches take turns over a few regions) runs it again.
+    /// Dropped whenever a region is mapped or unmapped, before the memory they read goes.
+    bound: Vec<Bound>,
     regions: HashMap<u64, Shm>,
     /// Whether ONNX Runtime writes outputs into their places; off once a run that places them failed where
     /// the same run unplaced succeeded (an execution provider that cannot, an output whose shape varies).
@@ -112,10 +127,13 @@ struct Mapped {
 
 impl Mapped {
     fn new(pin: Option<HostPin>) -> Mapped {
-        Mapped { regions: HashMap::new(), bind_outputs: true, pin: pin.map(|p| (p, HashSet::new())) }
+        Mapped { bound: Vec::new(), regions: HashMap::new(), bind_outputs: true, pin: pin.map(|p| (p, HashSet::new())) }
     }
 
     fn update(&mut self, open: &[Region], close: &[u64]) -> Result<(), String> {
+        if !open.is_empty() || !close.is_empty() {
+            self.bound.clear();
+        }
         for id in close {
             self.close(*id);
         }
@@ -160,26 +178,22 @@ impl Mapped {
         Ok(&mut shm.bytes_mut()[range] as *mut [u8])
     }
 
-    /// Run the model on the inputs where they lie. With `places`, it writes the outputs there and answers
-    /// `None`; else (or when they do not fit) it answers the outputs, to be placed.
-    fn run(&mut self, model: &Model, inputs: &[Slot], places: Option<&[Slot]>) -> Result<Option<Vec<Tensor>>, String> {
+    /// Put first in [`Mapped::bound`] the run of `inputs` into `places`, bound now unless it is there already.
+    /// A slot outside the mapped regions is an error (outer); ONNX Runtime refusing to bind them is another
+    /// (inner), after which the outputs go unplaced.
+    fn bind(&mut self, model: &Model, inputs: &[Slot], places: &[Slot]) -> Result<Result<(), ModelError>, String> {
+        if let Some(at) = self.bound.iter().position(|b| b.inputs == inputs && b.places == places) {
+            let hit = self.bound.remove(at);
+            self.bound.insert(0, hit);
+            return Ok(Ok(()));
+        }
         let input_bytes = inputs.iter().map(|s| self.bytes(s, "an input")).collect::<Result<Vec<_>, _>>()?;
-        let place_bytes =
-            places.unwrap_or(&[]).iter().map(|s| self.bytes(s, "an output")).collect::<Result<Vec<_>, _>>()?;
-        // SAFETY: each pointer is a range of a mapping that lives in `self.regions` for this whole call. The
-        // parent gives every output its own region, apart from the inputs', so the shared and the mutable
-        // borrows below do not overlap; and the parent touches none of them until this run is answered.
-        let views = inputs
-            .iter()
-            .zip(&input_bytes)
-            .map(|(slot, &bytes)| {
-                TensorView::new(slot.dtype, &slot.shape, unsafe { &*bytes })
-                    .ok_or_else(|| format!("input {slot:?} does not hold its shape's elements"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let Some(places) = places.filter(|_| self.bind_outputs) else {
-            return model.run_views(&views).map(Some).map_err(|e| e.to_string());
-        };
+        let place_bytes = places.iter().map(|s| self.bytes(s, "an output")).collect::<Result<Vec<_>, _>>()?;
+        // SAFETY: each pointer is a range of a mapping in `self.regions`, which keeps it until `update` or `drop`
+        // unmaps it, and both drop the bound runs first. The parent gives every output its own region, apart from
+        // the inputs', so the shared and the mutable borrows do not overlap; and it touches none of them while a
+        // run is in flight.
+        let views = views(inputs, &input_bytes, |bytes| unsafe { &*bytes })?;
         let mut targets = places
             .iter()
             .zip(&place_bytes)
@@ -188,12 +202,29 @@ impl Mapped {
                     .ok_or_else(|| format!("output place {slot:?} does not hold its shape's elements"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let written = match model.run_into(&views, &mut targets) {
+        // SAFETY: as above.
+        Ok(unsafe { model.bind(&views, &mut targets) }.map(|run| {
+            self.bound.truncate(BOUND_KEPT - 1);
+            self.bound.insert(0, Bound { inputs: inputs.to_vec(), places: places.to_vec(), run });
+        }))
+    }
+
+    /// Run the model on the inputs where they lie. With `places`, it writes the outputs there and answers
+    /// `None`; else (or when they do not fit) it answers the outputs, to be placed.
+    fn run(&mut self, model: &Model, inputs: &[Slot], places: Option<&[Slot]>) -> Result<Option<Vec<Tensor>>, String> {
+        let Some(places) = places.filter(|_| self.bind_outputs) else {
+            return self.run_unplaced(model, inputs).map(Some);
+        };
+        let written = match self.bind(model, inputs, places)? {
+            Ok(()) => model.run_bound(&self.bound[0].run),
+            Err(failed) => Err(failed),
+        };
+        let written = match written {
             Ok(written) => written,
-            Err(bound) => {
-                drop(targets);
-                let outputs = model.run_views(&views).map_err(|e| e.to_string())?;
-                eprintln!("jig worker: outputs go through a copy from now on: placing them failed ({bound})");
+            Err(failed) => {
+                self.bound.clear();
+                let outputs = self.run_unplaced(model, inputs)?;
+                eprintln!("jig worker: outputs go through a copy from now on: placing them failed ({failed})");
                 self.bind_outputs = false;
                 return Ok(Some(outputs));
             }
@@ -202,7 +233,8 @@ impl Mapped {
             return Ok(None);
         }
         // Some output came out another shape than the parent expected: every output goes back to be placed.
-        let outputs = written
+        let place_bytes = places.iter().map(|s| self.bytes(s, "an output")).collect::<Result<Vec<_>, _>>()?;
+        written
             .into_iter()
             .zip(places)
             .zip(&place_bytes)
@@ -213,8 +245,17 @@ impl Mapped {
                     Tensor::new(slot.dtype, slot.shape.clone(), unsafe { (*bytes).to_vec() }).map_err(|e| e.to_string())
                 }
             })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(outputs))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// Run the model on the inputs where they lie, its outputs where ONNX Runtime puts them.
+    fn run_unplaced(&mut self, model: &Model, inputs: &[Slot]) -> Result<Vec<Tensor>, String> {
+        let input_bytes = inputs.iter().map(|s| self.bytes(s, "an input")).collect::<Result<Vec<_>, _>>()?;
+        // SAFETY: each pointer is a range of a mapping that lives in `self.regions` for this whole call, which the
+        // parent does not touch until this run is answered.
+        let views = views(inputs, &input_bytes, |bytes| unsafe { &*bytes })?;
+        model.run_views(&views).map_err(|e| e.to_string())
     }
 
     /// Copy `outputs` to where the parent placed them.
@@ -233,4 +274,20 @@ impl Mapped {
         }
         Ok(())
     }
+}
+
+/// Views of `inputs` over their bytes.
+fn views<'a>(
+    inputs: &'a [Slot],
+    bytes: &[*mut [u8]],
+    borrow: impl Fn(*mut [u8]) -> &'a [u8],
+) -> Result<Vec<TensorView<'a>>, String> {
+    inputs
+        .iter()
+        .zip(bytes)
+        .map(|(slot, &bytes)| {
+            TensorView::new(slot.dtype, &slot.shape, borrow(bytes))
+                .ok_or_else(|| format!("input {slot:?} does not hold its shape's elements"))
+        })
+        .collect()
 }
