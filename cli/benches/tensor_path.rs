@@ -3,8 +3,10 @@
 //! For each model and batch size, in one run on the same machine, the median time of one batch of `b` rows,
 //! each path measured in turns with bare ONNX Runtime (see `measure`) and its ratio taken to that bare time:
 //!
-//! * **bare**: a `Session::run` on a ready ONNX Runtime tensor (created once, outside the timing), its outputs
-//!   allocated by ONNX Runtime, as a hand-written program would run it;
+//! * **bare**: a `Session::run` on ready ONNX Runtime tensors over the inputs' bytes (made outside the timing),
+//!   its outputs allocated by ONNX Runtime, as a hand-written program would run it. It reads the very bytes the
+//!   in-process paths read: over a private copy, Add b = 64 ran in 12.3 ms in some runs and 18.5 in others,
+//!   whichever memory the copy landed in, while the path read its own (BENCHMARKS.md, 2026-11-27);
 //! * **in process**: `Instance::infer` of one request of `b` rows on a CPU segment, as a deployment serves it:
 //!   queue, batcher, ONNX Runtime, outputs back as `Tensor`s (a batch known to be short is run by the caller
 //!   itself: `jig_model_host::instance::CALLER_RUNS_BELOW`);
@@ -102,10 +104,10 @@ fn bare(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> Side<'stati
     }
     let mut session = builder.commit_from_file(model_path(name)).unwrap();
     let names: Vec<String> = session.inputs().iter().map(|i| i.name().to_string()).collect();
-    let values: Vec<ort::value::DynValue> = inputs.iter().map(ort_value).collect();
+    let inputs = inputs.to_vec();
     Box::new(move || {
         let feed: Vec<(&str, ort::session::SessionInputValue)> =
-            names.iter().zip(&values).map(|(n, v)| (n.as_str(), v.view().into())).collect();
+            names.iter().zip(&inputs).map(|(n, t)| (n.as_str(), ort_view(t))).collect();
         let started = Instant::now();
         let outputs = session.run(feed).unwrap();
         let elapsed = started.elapsed();
@@ -114,19 +116,16 @@ fn bare(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> Side<'stati
     })
 }
 
-/// A ready ONNX Runtime copy of `tensor`.
-fn ort_value(tensor: &Tensor) -> ort::value::DynValue {
+/// An ONNX Runtime tensor over `tensor`'s bytes.
+fn ort_view(tensor: &Tensor) -> ort::session::SessionInputValue<'_> {
     let shape: Vec<i64> = tensor.shape().iter().map(|&d| d as i64).collect();
+    let data = tensor.data();
     match tensor.dtype() {
         DType::F32 => {
-            let data: Vec<f32> =
-                tensor.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-            ort::value::Tensor::from_array((shape, data)).unwrap().into_dyn()
+            ort::value::TensorRef::from_array_view((shape, bytemuck::cast_slice::<u8, f32>(data))).unwrap().into()
         }
         DType::I64 => {
-            let data: Vec<i64> =
-                tensor.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
-            ort::value::Tensor::from_array((shape, data)).unwrap().into_dyn()
+            ort::value::TensorRef::from_array_view((shape, bytemuck::cast_slice::<u8, i64>(data))).unwrap().into()
         }
         other => panic!("the bench feeds f32 and i64 inputs, not {other:?}"),
     }
