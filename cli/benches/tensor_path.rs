@@ -5,8 +5,9 @@
 //!
 //! * **bare**: a `Session::run` on ready ONNX Runtime tensors over the inputs' bytes (made outside the timing),
 //!   its outputs allocated by ONNX Runtime, as a hand-written program would run it. It reads the very bytes the
-//!   in-process paths read: over a private copy, Add b = 64 ran in 12.3 ms in some runs and 18.5 in others,
-//!   whichever memory the copy landed in, while the path read its own (BENCHMARKS.md, 2026-11-27);
+//!   in-process paths read, so that where a large input lies in memory (which moved Add b = 64 between 12 and
+//!   18 ms from run to run on the machine of BENCHMARKS.md) weighs on both sides alike; each side's outputs
+//!   still lie where its own session puts them;
 //! * **in process**: `Instance::infer` of one request of `b` rows on a CPU segment, as a deployment serves it:
 //!   queue, batcher, ONNX Runtime, outputs back as `Tensor`s (a batch known to be short is run by the caller
 //!   itself: `jig_model_host::instance::CALLER_RUNS_BELOW`);
