@@ -52,13 +52,14 @@ fn a_bound_run_reads_its_inputs_anew_each_time_it_runs() {
     use jig_model_host::onnx::{TensorView, TensorViewMut};
     let model = load("mixed");
     let shape = [2u64, 4];
-    let mut unaligned = vec![0u8; 2 * 4 * 4 + 1];
-    let x = &mut unaligned[1..];
+    // Bytes of u32 words, one byte in: `x` lies off the alignment of its f32 elements.
+    let mut words = [0u32; 2 * 4 + 1];
+    let x = &mut bytemuck::cast_slice_mut::<u32, u8>(&mut words)[1..2 * 4 * 4 + 1];
     let mut ids = vec![0u8; 2 * 4 * 8];
     let mut place = vec![0u8; 2 * 4 * 4];
     let bound = {
         let views =
-            [TensorView::new(DType::F32, &shape, &x).unwrap(), TensorView::new(DType::I64, &shape, &ids).unwrap()];
+            [TensorView::new(DType::F32, &shape, x).unwrap(), TensorView::new(DType::I64, &shape, &ids).unwrap()];
         // SAFETY: x, ids and place outlive `bound`, and are written and read here only between its runs.
         unsafe { model.bind(&views, &mut [TensorViewMut::new(DType::F32, &shape, &mut place).unwrap()]) }.unwrap()
     };
