@@ -29,6 +29,18 @@ fn mixed_batch(rows: usize) -> (Vec<Tensor>, Vec<f32>) {
     (inputs, want)
 }
 
+/// Copies of `inputs` in memory `worker` reads in place.
+fn in_shared_memory(worker: &Worker, inputs: &[Tensor]) -> Vec<Tensor> {
+    inputs
+        .iter()
+        .map(|t| {
+            let mut buffer = worker.buffer(t.data().len()).expect("a live worker lends memory");
+            buffer.as_mut_slice().copy_from_slice(t.data());
+            Tensor::new(t.dtype(), t.shape().to_vec(), buffer.freeze()).unwrap()
+        })
+        .collect()
+}
+
 /// User plus system CPU time of a process, in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -113,14 +125,7 @@ fn answers_and_requests_that_come_after_a_side_sleeps_wake_it() {
 fn inputs_in_the_workers_memory_are_read_in_place_and_outputs_outlive_the_worker() {
     let worker = start("cpu-0/mixed", "mixed");
     let (inputs, want) = mixed_batch(1000);
-    let shared: Vec<Tensor> = inputs
-        .iter()
-        .map(|t| {
-            let mut buffer = worker.buffer(t.data().len()).expect("a live worker lends memory");
-            buffer.as_mut_slice().copy_from_slice(t.data());
-            Tensor::new(t.dtype(), t.shape().to_vec(), buffer.freeze()).unwrap()
-        })
-        .collect();
+    let shared = in_shared_memory(&worker, &inputs);
     let first = worker.run(&shared).unwrap();
     let second = worker.run(&shared).unwrap();
     assert_eq!(f32s(&first[0]), want);
@@ -142,14 +147,7 @@ fn batches_rewritten_in_the_same_regions_are_each_answered_anew() {
         let ids: Vec<i64> = (0..rows * 4).map(|i| ((i + turn) % 7) as i64 - 3).collect();
         let want: Vec<f32> = x.iter().zip(&ids).map(|(x, id)| x * *id as f32).collect();
         let inputs = [Tensor::from_f32(vec![rows as u64, 4], &x).unwrap(), i64s(vec![rows as u64, 4], &ids)];
-        let shared: Vec<Tensor> = inputs
-            .iter()
-            .map(|t| {
-                let mut buffer = worker.buffer(t.data().len()).unwrap();
-                buffer.as_mut_slice().copy_from_slice(t.data());
-                Tensor::new(t.dtype(), t.shape().to_vec(), buffer.freeze()).unwrap()
-            })
-            .collect();
+        let shared = in_shared_memory(&worker, &inputs);
         addresses.extend(shared.iter().map(|t| t.data().as_ptr() as usize));
         let out = worker.run(&shared).unwrap();
         assert_eq!(f32s(&out[0]), want, "turn {turn}");
