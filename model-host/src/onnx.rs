@@ -374,10 +374,10 @@ impl Model {
             match ort_view(&input).map_err(cannot)? {
                 Some(value) => values.push(value),
                 None => {
-                    let copy = to_ort(&input).map_err(cannot)?.into_dyn();
-                    let to = tensor_data(&copy).unwrap_or(std::ptr::null()).cast_mut();
-                    copies.push(InputCopy { from: data.as_ptr(), to, len: data.len() });
-                    values.push(copy.into());
+                    // Filled by `run_bound` before each run.
+                    let mut copy = ort_tensor(&input).map_err(cannot)?;
+                    copies.push(InputCopy { from: data.as_ptr(), to: copy.data_ptr_mut().cast(), len: data.len() });
+                    values.push(copy.into_dyn().into());
                 }
             }
         }
@@ -400,9 +400,9 @@ impl Model {
     /// Run `bound` (see [`Model::bind`]) on what its inputs hold now; per output as [`Model::run_into`] answers.
     pub fn run_bound(&self, bound: &BoundRun) -> Result<Vec<Option<Tensor>>, ModelError> {
         let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
-        for copy in bound.copies.iter().filter(|c| c.len > 0 && !c.to.is_null()) {
-            // SAFETY: `from` is an input's bytes, kept by `bind`'s caller; `to` is the buffer of the value made to
-            // hold their copy, as long, owned by `bound`; the two cannot overlap.
+        for copy in bound.copies.iter().filter(|c| c.len > 0) {
+            // SAFETY: `from` is an input's bytes, kept by `bind`'s caller; `to` is the CPU buffer of the value made
+            // to hold their copy, as long (same element type and shape), owned by `bound`; the two cannot overlap.
             unsafe { std::ptr::copy_nonoverlapping(copy.from, copy.to, copy.len) };
         }
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
@@ -661,8 +661,7 @@ fn ort_view<'a>(tensor: &TensorView<'a>) -> ort::Result<Option<ort::session::Ses
 
 /// An ONNX Runtime tensor holding a copy of `tensor`.
 fn to_ort(tensor: &TensorView<'_>) -> ort::Result<DynTensor> {
-    let shape: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
-    let mut value = DynTensor::new(&ort::memory::Allocator::default(), element_of(tensor.dtype), shape)?;
+    let mut value = ort_tensor(tensor)?;
     let data = tensor.data;
     if !data.is_empty() {
         // SAFETY: the value was allocated on the CPU for exactly this dtype and shape, so it holds data.len()
@@ -670,6 +669,12 @@ fn to_ort(tensor: &TensorView<'_>) -> ort::Result<DynTensor> {
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), value.data_ptr_mut().cast::<u8>(), data.len()) };
     }
     Ok(value)
+}
+
+/// An ONNX Runtime tensor on the CPU of `tensor`'s element type and shape, its bytes not yet written.
+fn ort_tensor(tensor: &TensorView<'_>) -> ort::Result<DynTensor> {
+    let shape: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
+    DynTensor::new(&ort::memory::Allocator::default(), element_of(tensor.dtype), shape)
 }
 
 /// The bytes of an output ONNX Runtime allocated on the CPU, owned with the value that holds them.
