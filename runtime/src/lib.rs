@@ -186,7 +186,7 @@ impl Runtime {
         let engine = build_engine(&config)?;
         let mut linker = Linker::new(&engine);
         link_wasi(&mut linker)?;
-        host::Function::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)?;
+        host::link(&mut linker)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         {

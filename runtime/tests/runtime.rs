@@ -42,8 +42,9 @@ fn with_config(pairs: &[(&str, &str)]) -> FunctionOptions {
     FunctionOptions { config, ..FunctionOptions::default() }
 }
 
-/// Test models: `identity` returns its inputs; `slow` never answers; `voice` returns 100 samples per id,
-/// checking Piper's input signature. Counts calls in flight at once.
+/// Test models: `identity` returns its inputs; `halves` returns the second and first half of its one input,
+/// each a view of a buffer it keeps (as a batch's outputs are views of its output buffer); `slow` never answers;
+/// `voice` returns 100 samples per id, checking Piper's input signature. Counts calls in flight at once.
 #[derive(Default, Clone)]
 struct TestModels {
     in_flight: Arc<AtomicUsize>,
@@ -59,6 +60,16 @@ impl ModelHost for TestModels {
                 "identity" => {
                     tokio::task::yield_now().await;
                     Ok(request.inputs)
+                }
+                "halves" => {
+                    let input = &request.inputs[0];
+                    let kept = bytes::Bytes::copy_from_slice(input.data());
+                    let half = kept.len() / 2;
+                    let shape = vec![input.shape()[0] / 2];
+                    Ok(vec![
+                        Tensor::new(DType::F32, shape.clone(), kept.slice(half..)).unwrap(),
+                        Tensor::new(DType::F32, shape, kept.slice(..half)).unwrap(),
+                    ])
                 }
                 "slow" => {
                     tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -351,6 +362,20 @@ async fn a_malformed_output_is_an_error_not_a_crash() {
         let err = f.invoke(payload, None).await.unwrap_err();
         assert!(matches!(&err, InvokeError::MalformedOutput { function, .. } if function == "malformed"), "{err}");
     }
+}
+
+#[tokio::test]
+async fn tensors_cross_the_boundary_intact_both_ways_outputs_sharing_a_buffer_included() {
+    let rt = runtime();
+    let f = rt.load("probe", &wasm("jig_probe"), options(TestModels::default())).unwrap();
+    let values: Vec<f32> = (0..4096).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let call = |slot: &str| probe(json!({"op": "infer-f32", "slot": slot, "shape": [values.len()], "values": values}));
+    let out = f.invoke(&call("identity"), None).await.unwrap().output;
+    let out: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(out, json!([{"shape": [4096], "values": values}]));
+    let out = f.invoke(&call("halves"), None).await.unwrap().output;
+    let out: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(out, json!([{"shape": [2048], "values": values[2048..]}, {"shape": [2048], "values": values[..2048]}]));
 }
 
 #[tokio::test]

@@ -119,9 +119,8 @@ macro_rules! export {
 ///
 /// The call blocks this request only: the host serves many requests' calls together as one batch.
 pub fn infer(slot: &str, inputs: &[Tensor]) -> std::result::Result<Vec<Tensor>, InferError> {
-    // Tensors are moved across the boundary; cloning here keeps the caller's inputs usable.
-    let wire: Vec<bindings::jig::function::inference::Tensor> = inputs.iter().cloned().map(Into::into).collect();
-    host::infer(slot, &wire).map(|outputs| outputs.into_iter().map(Into::into).collect())
+    // The host reads the inputs where they lie: no copy on this side of the boundary.
+    host::infer(slot, Tensor::as_wire(inputs)).map(|outputs| outputs.into_iter().map(Into::into).collect())
 }
 
 /// Send `payload` to the tasks connected to this function's output `port`; each emitted payload becomes

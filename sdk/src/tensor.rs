@@ -36,11 +36,17 @@ macro_rules! element {
 element!(f32 => F32, f64 => F64, u8 => U8, i8 => I8, u16 => U16, i16 => I16, i32 => I32, i64 => I64);
 
 /// A dense, row-major tensor.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Tensor {
-    dtype: DType,
-    shape: Vec<u64>,
-    data: Vec<u8>,
+///
+/// The wire record itself, wrapped so that its bytes always match its shape: [`infer`](crate::infer) hands the
+/// caller's tensors to the host where they lie, with no copy.
+#[derive(Debug, Clone)]
+#[repr(transparent)]
+pub struct Tensor(wire::Tensor);
+
+impl PartialEq for Tensor {
+    fn eq(&self, other: &Self) -> bool {
+        (self.0.dtype, &self.0.shape, &self.0.data) == (other.0.dtype, &other.0.shape, &other.0.data)
+    }
 }
 
 impl Tensor {
@@ -55,7 +61,7 @@ impl Tensor {
                 data.len()
             )));
         }
-        Ok(Tensor { dtype, shape: shape.to_vec(), data })
+        Ok(Tensor(wire::Tensor { dtype, shape: shape.to_vec(), data }))
     }
 
     /// A tensor of `shape` holding `values`.
@@ -69,7 +75,7 @@ impl Tensor {
             "tensor shape {shape:?} does not match {} values",
             values.len()
         );
-        Tensor { dtype: T::DTYPE, shape: shape.to_vec(), data: bytemuck::cast_slice(values).to_vec() }
+        Tensor(wire::Tensor { dtype: T::DTYPE, shape: shape.to_vec(), data: bytemuck::cast_slice(values).to_vec() })
     }
 
     /// An `f32` tensor; see [`Tensor::from_slice`].
@@ -89,53 +95,53 @@ impl Tensor {
 
     /// The element type.
     pub fn dtype(&self) -> DType {
-        self.dtype
+        self.0.dtype
     }
 
     /// The dimensions, outermost first.
     pub fn shape(&self) -> &[u64] {
-        &self.shape
+        &self.0.shape
     }
 
     /// The raw little-endian bytes.
     pub fn bytes(&self) -> &[u8] {
-        &self.data
+        &self.0.data
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        self.data.len() / self.dtype.size()
+        self.0.data.len() / self.0.dtype.size()
     }
 
     /// Whether it has no elements.
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.0.data.is_empty()
     }
 
     /// A typed view of the elements; fails if the tensor's dtype is not `T`'s or its bytes do not match its shape
     /// (a tensor from the host is checked here, not trusted).
     pub fn view<T: Element>(&self) -> Result<TensorView<'_, T>> {
-        if self.dtype != T::DTYPE {
+        if self.0.dtype != T::DTYPE {
             return Err(Error::internal(format!(
                 "expected a tensor of dtype {:?}, got {:?} (shape {:?})",
                 T::DTYPE,
-                self.dtype,
-                self.shape
+                self.0.dtype,
+                self.0.shape
             )));
         }
-        if element_count(&self.shape).and_then(|n| n.checked_mul(self.dtype.size())) != Some(self.data.len()) {
+        if element_count(&self.0.shape).and_then(|n| n.checked_mul(self.0.dtype.size())) != Some(self.0.data.len()) {
             return Err(Error::internal(format!(
                 "tensor of shape {:?} carries {} bytes of {:?}",
-                self.shape,
-                self.data.len(),
-                self.dtype
+                self.0.shape,
+                self.0.data.len(),
+                self.0.dtype
             )));
         }
-        let values = match bytemuck::try_cast_slice(&self.data) {
+        let values = match bytemuck::try_cast_slice(&self.0.data) {
             Ok(aligned) => Cow::Borrowed(aligned),
-            Err(_) => Cow::Owned(bytemuck::pod_collect_to_vec(&self.data)),
+            Err(_) => Cow::Owned(bytemuck::pod_collect_to_vec(&self.0.data)),
         };
-        Ok(TensorView { shape: &self.shape, values })
+        Ok(TensorView { shape: &self.0.shape, values })
     }
 }
 
@@ -190,13 +196,21 @@ fn element_count(shape: &[u64]) -> Option<usize> {
 
 impl From<Tensor> for wire::Tensor {
     fn from(t: Tensor) -> Self {
-        wire::Tensor { dtype: t.dtype, shape: t.shape, data: t.data }
+        t.0
     }
 }
 
 impl From<wire::Tensor> for Tensor {
     fn from(t: wire::Tensor) -> Self {
-        Tensor { dtype: t.dtype, shape: t.shape, data: t.data }
+        Tensor(t)
+    }
+}
+
+impl Tensor {
+    /// The wire records of `tensors`, as they lie.
+    pub(crate) fn as_wire(tensors: &[Tensor]) -> &[wire::Tensor] {
+        // SAFETY: `Tensor` is `repr(transparent)` over `wire::Tensor`, so a slice of one is a slice of the other.
+        unsafe { &*(std::ptr::from_ref(tensors) as *const [wire::Tensor]) }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Conversions between the wire types of `jig:function` and the runtime's tensors and errors.
 
 use super::jig::function::types as wire;
-use crate::models::{DType, InferError, Tensor};
+use crate::models::{DType, InferError};
 
 impl From<wire::Dtype> for DType {
     fn from(d: wire::Dtype) -> Self {
@@ -34,14 +34,6 @@ impl From<DType> for wire::Dtype {
             DType::I64 => wire::Dtype::I64,
             DType::Bool => wire::Dtype::Bool,
         }
-    }
-}
-
-impl From<Tensor> for wire::Tensor {
-    fn from(t: Tensor) -> Self {
-        let (dtype, shape, data) = t.into_parts();
-        // Free when the bytes are a Vec nobody else holds; one copy when they are a model's output buffer.
-        wire::Tensor { dtype: dtype.into(), shape, data: Vec::from(data) }
     }
 }
 

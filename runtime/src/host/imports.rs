@@ -2,6 +2,9 @@
 
 use std::time::Instant;
 
+use bytes::Bytes;
+use wasmtime::component::{ComponentType, Linker, Lower};
+
 use super::jig::function::types as wire;
 use super::{HostLimitExceeded, InvocationState, jig};
 use crate::Emission;
@@ -12,8 +15,29 @@ const LOG_BUDGET_BYTES: usize = 256 * 1024;
 
 impl wire::Host for InvocationState {}
 
-impl jig::function::inference::Host for InvocationState {
-    async fn infer(&mut self, slot: String, inputs: Vec<wire::Tensor>) -> Result<Vec<wire::Tensor>, wire::InferError> {
+/// Link `jig:function/inference` by hand: the bindings would hand each output back as a `Vec<u8>`, into which
+/// the host would first copy the model's buffer (or its share of a batch's); an [`Output`]'s bytes are lowered
+/// into the guest's memory where they lie, the one copy out.
+pub(crate) fn link_inference(linker: &mut Linker<InvocationState>) -> wasmtime::Result<()> {
+    linker.instance("jig:function/inference@0.1.0")?.func_wrap_async(
+        "infer",
+        |mut store, (slot, inputs): (String, Vec<wire::Tensor>)| {
+            Box::new(async move { Ok((store.data_mut().infer(slot, inputs).await,)) })
+        },
+    )
+}
+
+/// `jig:function/types.tensor` as `infer` returns it.
+#[derive(ComponentType, Lower)]
+#[component(record)]
+struct Output {
+    dtype: wire::Dtype,
+    shape: Vec<u64>,
+    data: Bytes,
+}
+
+impl InvocationState {
+    async fn infer(&mut self, slot: String, inputs: Vec<wire::Tensor>) -> Result<Vec<Output>, wire::InferError> {
         let mut tensors = Vec::with_capacity(inputs.len());
         for (i, t) in inputs.into_iter().enumerate() {
             let tensor = Tensor::new(t.dtype.into(), t.shape, t.data).map_err(|e| {
@@ -26,7 +50,13 @@ impl jig::function::inference::Host for InvocationState {
         let result = self.models.infer(request).await;
         self.in_models += started.elapsed();
         match result {
-            Ok(outputs) => Ok(outputs.into_iter().map(Into::into).collect()),
+            Ok(outputs) => Ok(outputs
+                .into_iter()
+                .map(|t| {
+                    let (dtype, shape, data) = t.into_parts();
+                    Output { dtype: dtype.into(), shape, data }
+                })
+                .collect()),
             Err(e) => Err(e.into()),
         }
     }

@@ -26,6 +26,15 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
+/// Link the `jig:function` imports: `inference` by hand (see [`imports::link_inference`]), the rest through the
+/// bindings.
+pub(crate) fn link(linker: &mut wasmtime::component::Linker<InvocationState>) -> wasmtime::Result<()> {
+    use wasmtime::component::HasSelf;
+    jig::function::types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    jig::function::runtime::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+    imports::link_inference(linker)
+}
+
 /// How much of a guest's stdout and stderr the host keeps per invocation.
 const STDIO_CAPTURE_BYTES: usize = 64 * 1024;
 
