@@ -64,6 +64,12 @@ impl Tensor {
         Ok(Tensor(wire::Tensor { dtype, shape: shape.to_vec(), data }))
     }
 
+    /// A tensor over `data`, which the caller made to fit `shape`.
+    pub(crate) fn from_parts(dtype: DType, shape: &[u64], data: Vec<u8>) -> Self {
+        debug_assert_eq!(element_count(shape).map(|n| n * dtype.size()), Some(data.len()));
+        Tensor(wire::Tensor { dtype, shape: shape.to_vec(), data })
+    }
+
     /// A tensor of `shape` holding `values`.
     ///
     /// # Panics
