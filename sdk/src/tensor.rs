@@ -37,8 +37,9 @@ element!(f32 => F32, f64 => F64, u8 => U8, i8 => I8, u16 => U16, i16 => I16, i32
 
 /// A dense, row-major tensor.
 ///
-/// The wire record itself, wrapped so that its bytes always match its shape: [`infer`](crate::infer) hands the
-/// caller's tensors to the host where they lie, with no copy.
+/// The wire record itself, behind a wrapper that glue builds only with bytes matching the shape (one from the
+/// host is checked when viewed), so that [`infer`](crate::infer) hands the host the caller's tensors where they
+/// lie, with no copy.
 #[derive(Debug, Clone)]
 #[repr(transparent)]
 pub struct Tensor(wire::Tensor);
@@ -61,7 +62,7 @@ impl Tensor {
                 data.len()
             )));
         }
-        Ok(Tensor(wire::Tensor { dtype, shape: shape.to_vec(), data }))
+        Ok(Self::from_parts(dtype, shape, data))
     }
 
     /// A tensor over `data`, which the caller made to fit `shape`.
@@ -81,7 +82,7 @@ impl Tensor {
             "tensor shape {shape:?} does not match {} values",
             values.len()
         );
-        Tensor(wire::Tensor { dtype: T::DTYPE, shape: shape.to_vec(), data: bytemuck::cast_slice(values).to_vec() })
+        Self::from_parts(T::DTYPE, shape, bytemuck::cast_slice(values).to_vec())
     }
 
     /// An `f32` tensor; see [`Tensor::from_slice`].
