@@ -1,7 +1,8 @@
 //! Conversions between the wire types of `jig:function` and the runtime's tensors and errors.
 
+use super::imports::Output;
 use super::jig::function::types as wire;
-use crate::models::{DType, InferError};
+use crate::models::{DType, InferError, Tensor};
 
 impl From<wire::Dtype> for DType {
     fn from(d: wire::Dtype) -> Self {
@@ -34,6 +35,13 @@ impl From<DType> for wire::Dtype {
             DType::I64 => wire::Dtype::I64,
             DType::Bool => wire::Dtype::Bool,
         }
+    }
+}
+
+impl From<Tensor> for Output {
+    fn from(t: Tensor) -> Self {
+        let (dtype, shape, data) = t.into_parts();
+        Output { dtype: dtype.into(), shape, data }
     }
 }
 

@@ -30,10 +30,10 @@ pub(crate) fn link_inference(linker: &mut Linker<InvocationState>) -> wasmtime::
 /// `jig:function/types.tensor` as `infer` returns it.
 #[derive(ComponentType, Lower)]
 #[component(record)]
-struct Output {
-    dtype: wire::Dtype,
-    shape: Vec<u64>,
-    data: Bytes,
+pub(super) struct Output {
+    pub(super) dtype: wire::Dtype,
+    pub(super) shape: Vec<u64>,
+    pub(super) data: Bytes,
 }
 
 impl InvocationState {
@@ -50,13 +50,7 @@ impl InvocationState {
         let result = self.models.infer(request).await;
         self.in_models += started.elapsed();
         match result {
-            Ok(outputs) => Ok(outputs
-                .into_iter()
-                .map(|t| {
-                    let (dtype, shape, data) = t.into_parts();
-                    Output { dtype: dtype.into(), shape, data }
-                })
-                .collect()),
+            Ok(outputs) => Ok(outputs.into_iter().map(Into::into).collect()),
             Err(e) => Err(e.into()),
         }
     }
