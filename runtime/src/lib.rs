@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use jig_tensor::Spare;
 use tokio::sync::Semaphore;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
@@ -153,6 +154,8 @@ pub struct Runtime {
     /// One permit per pooling-allocator instance slot, held from instantiation until the store is dropped, so
     /// invocations beyond [`RuntimeConfig::max_invocations`] wait for a slot instead of failing.
     slots: Arc<Semaphore>,
+    /// Buffers that large tensors lifted out of guests' memory reuse (see [`host`]'s `infer`).
+    spare: Arc<Spare>,
 }
 
 /// WASI interfaces linked for the standard library (inert, see [`host`]); anything else a guest imports
@@ -199,7 +202,7 @@ impl Runtime {
             })?;
         }
         let slots = Arc::new(Semaphore::new(config.max_invocations as usize));
-        Ok(Runtime { engine, linker, config, ticker_stop, slots })
+        Ok(Runtime { engine, linker, config, ticker_stop, slots, spare: Arc::default() })
     }
 
     /// The wasmtime engine functions are compiled for.
@@ -256,6 +259,7 @@ impl Runtime {
                 config: Arc::new(options.config),
                 models: options.models,
                 slots: self.slots.clone(),
+                spare: self.spare.clone(),
             }),
         })
     }
@@ -363,6 +367,7 @@ struct FunctionInner {
     config: Arc<BTreeMap<String, String>>,
     models: Arc<dyn ModelHost>,
     slots: Arc<Semaphore>,
+    spare: Arc<Spare>,
 }
 
 impl Function {
@@ -378,6 +383,7 @@ impl Function {
                 config: f.config.clone(),
                 models,
                 slots: f.slots.clone(),
+                spare: f.spare.clone(),
             }),
         }
     }
@@ -409,7 +415,14 @@ impl Function {
             }
         };
         let running = Instant::now();
-        let state = InvocationState::new(f.name.clone(), deadline, f.models.clone(), f.config.clone(), f.limits);
+        let state = InvocationState::new(
+            f.name.clone(),
+            deadline,
+            f.models.clone(),
+            f.spare.clone(),
+            f.config.clone(),
+            f.limits,
+        );
         let mut store = Store::new(f.pre.engine(), state);
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
         store.set_epoch_deadline(1);

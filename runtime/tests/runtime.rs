@@ -364,18 +364,24 @@ async fn a_malformed_output_is_an_error_not_a_crash() {
     }
 }
 
+/// Small tensors and large ones (lifted into the runtime's reused memory, here twice with different values), in
+/// and out, outputs sharing a buffer included.
 #[tokio::test]
 async fn tensors_cross_the_boundary_intact_both_ways_outputs_sharing_a_buffer_included() {
     let rt = runtime();
     let f = rt.load("probe", &wasm("jig_probe"), options(TestModels::default())).unwrap();
-    let values: Vec<f32> = (0..4096).map(|i| i as f32 * 0.5 - 7.0).collect();
-    let call = |slot: &str| probe(json!({"op": "infer-f32", "slot": slot, "shape": [values.len()], "values": values}));
-    let out = f.invoke(&call("identity"), None).await.unwrap().output;
-    let out: Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(out, json!([{"shape": [4096], "values": values}]));
-    let out = f.invoke(&call("halves"), None).await.unwrap().output;
-    let out: Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(out, json!([{"shape": [2048], "values": values[2048..]}, {"shape": [2048], "values": values[..2048]}]));
+    for (n, offset) in [(4096, 7.0), (1 << 19, 7.0), (1 << 19, -3.0)] {
+        let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - offset).collect();
+        let call = |slot: &str| probe(json!({"op": "infer-f32", "slot": slot, "shape": [n], "values": values}));
+        let out = f.invoke(&call("identity"), None).await.unwrap().output;
+        let out: Value = serde_json::from_slice(&out).unwrap();
+        assert!(out == json!([{"shape": [n], "values": values}]), "{n} values through identity");
+        let out = f.invoke(&call("halves"), None).await.unwrap().output;
+        let out: Value = serde_json::from_slice(&out).unwrap();
+        let half = n / 2;
+        let want = json!([{"shape": [half], "values": values[half..]}, {"shape": [half], "values": values[..half]}]);
+        assert!(out == want, "{n} values through halves");
+    }
 }
 
 #[tokio::test]

@@ -1,9 +1,11 @@
 //! The `jig:function` imports a guest calls: `infer`, `emit`, the remaining time, configuration and logging.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use wasmtime::component::{ComponentType, Linker, Lower};
+use jig_tensor::Spare;
+use wasmtime::component::{ComponentType, Lift, Linker, Lower, WasmList};
 
 use super::jig::function::types as wire;
 use super::{HostLimitExceeded, InvocationState, jig};
@@ -17,14 +19,46 @@ impl wire::Host for InvocationState {}
 
 /// Link `jig:function/inference` by hand: the bindings would hand each output back as a `Vec<u8>`, into which
 /// the host would first copy the model's buffer (or its share of a batch's); an [`Output`]'s bytes are lowered
-/// into the guest's memory where they lie, the one copy out.
+/// into the guest's memory where they lie, the one copy out. The one copy in is into memory of the runtime's
+/// [`Spare`] for a large input (see [`lift`]).
 pub(crate) fn link_inference(linker: &mut Linker<InvocationState>) -> wasmtime::Result<()> {
     linker.instance("jig:function/inference@0.1.0")?.func_wrap_async(
         "infer",
-        |mut store, (slot, inputs): (String, Vec<wire::Tensor>)| {
+        |mut store, (slot, inputs): (String, Vec<Input>)| {
+            let spare = &store.data().spare;
+            let inputs: Vec<Lifted> =
+                inputs.into_iter().map(|i| (i.dtype, i.shape, lift(i.data.as_le_slice(&store), spare))).collect();
             Box::new(async move { Ok((store.data_mut().infer(slot, inputs).await,)) })
         },
     )
+}
+
+/// `jig:function/types.tensor` as `infer` takes it: its bytes left in the guest's memory until [`lift`]ed.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+struct Input {
+    dtype: wire::Dtype,
+    shape: Vec<u64>,
+    data: WasmList<u8>,
+}
+
+/// An input's element type, shape and bytes, out of the guest's memory.
+type Lifted = (wire::Dtype, Vec<u64>, Bytes);
+
+/// Inputs from this size on are lifted into memory of a [`Spare`], which they give back when the last tensor
+/// over them drops: a fresh buffer beyond the allocator's largest mapping threshold (32 MiB in glibc) is mapped
+/// and faulted in anew for every call (a 39 MB tensor's `infer` took 24–27 ms that way, 7.4–7.7 ms from reused
+/// memory, BENCHMARKS.md). Smaller ones come from the allocator, whose freed memory serves them as well.
+const LIFTED_INTO_SPARE_FROM: usize = 1 << 20;
+
+/// A copy of `bytes`, a tensor's in the guest's memory.
+fn lift(bytes: &[u8], spare: &Arc<Spare>) -> Bytes {
+    if bytes.len() < LIFTED_INTO_SPARE_FROM {
+        return Bytes::copy_from_slice(bytes);
+    }
+    let mut data = spare.take(bytes.len());
+    data.copy_from_slice(bytes);
+    spare.share(data)
 }
 
 /// `jig:function/types.tensor` as `infer` returns it.
@@ -37,10 +71,10 @@ pub(super) struct Output {
 }
 
 impl InvocationState {
-    async fn infer(&mut self, slot: String, inputs: Vec<wire::Tensor>) -> Result<Vec<Output>, wire::InferError> {
+    async fn infer(&mut self, slot: String, inputs: Vec<Lifted>) -> Result<Vec<Output>, wire::InferError> {
         let mut tensors = Vec::with_capacity(inputs.len());
-        for (i, t) in inputs.into_iter().enumerate() {
-            let tensor = Tensor::new(t.dtype.into(), t.shape, t.data).map_err(|e| {
+        for (i, (dtype, shape, data)) in inputs.into_iter().enumerate() {
+            let tensor = Tensor::new(dtype.into(), shape, data).map_err(|e| {
                 wire::InferError::InvalidInput(format!("function `{}`, slot `{slot}`, input {i}: {e}", self.function))
             })?;
             tensors.push(tensor);

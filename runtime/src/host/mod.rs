@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use jig_tensor::Spare;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -43,6 +44,8 @@ pub(crate) struct InvocationState {
     pub(crate) function: Arc<str>,
     pub(crate) deadline: Instant,
     models: Arc<dyn ModelHost>,
+    /// Buffers for the large tensors `infer` lifts, shared by the runtime's invocations.
+    spare: Arc<Spare>,
     config: Arc<BTreeMap<String, String>>,
     limits: FunctionLimits,
     pub(crate) emitted: Vec<Emission>,
@@ -63,6 +66,7 @@ impl InvocationState {
         function: Arc<str>,
         deadline: Instant,
         models: Arc<dyn ModelHost>,
+        spare: Arc<Spare>,
         config: Arc<BTreeMap<String, String>>,
         limits: FunctionLimits,
     ) -> Self {
@@ -87,6 +91,7 @@ impl InvocationState {
             function,
             deadline,
             models,
+            spare,
             config,
             limits,
             emitted: Vec::new(),
