@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use jig_model_host::instance::Instance;
 use jig_policy::reserve::{self, Decision, Path, Resource, Scheduler};
-use jig_runtime::models::{BoxFuture, InferError, InferRequest, ModelHost, Tensor};
+use jig_runtime::models::{BoxFuture, Bytes, InferError, InferRequest, ModelHost, Tensor};
 use tokio::sync::{oneshot, watch};
 
 use crate::slots::{ModelSlots, infer_error};
@@ -452,6 +452,14 @@ impl ModelHost for RequestHost {
                 None => self.slots.infer(request).await,
             }
         })
+    }
+
+    /// A slot of the pipelines' own goes where its booked seat runs it; others are placed as anywhere.
+    fn place(&self, slot: &str, inputs: &[&[u8]]) -> Option<Vec<Bytes>> {
+        if self.pipelines.stages.contains_key(slot) {
+            return None;
+        }
+        self.slots.place(slot, inputs)
     }
 }
 

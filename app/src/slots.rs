@@ -10,7 +10,7 @@ use std::sync::Arc;
 use jig_model_host::instance::InstanceError;
 use jig_model_host::pool::Pool;
 
-use jig_runtime::models::{BoxFuture, InferError, InferRequest, ModelHost, Tensor};
+use jig_runtime::models::{BoxFuture, Bytes, InferError, InferRequest, ModelHost, Tensor};
 
 /// Model slots by name.
 #[derive(Default, Clone)]
@@ -58,6 +58,10 @@ impl ModelHost for ModelSlots {
                 Some(result) => result.map_err(infer_error),
             }
         })
+    }
+
+    fn place(&self, slot: &str, inputs: &[&[u8]]) -> Option<Vec<Bytes>> {
+        self.slots.get(slot)?.place(inputs)
     }
 }
 

@@ -30,13 +30,15 @@
 //! share); worker is that process without the instance's queue, on the same device. On an `mps:` segment the
 //! run adds **bare, MPS**: the same bare session in a process of its own that is a client of the GPU's MPS
 //! daemon with the segment's share, the reference that charges MPS's own cost to neither side.
+//!
+//! With `add` among the models, a last table starts where a user's tensors start, in glue: see [`from_glue`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jig_model_host::device::Devices;
-use jig_model_host::instance::{BatchPolicy, InstanceConfig};
+use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
 use jig_model_host::launch::{Launcher, Placement, WorkerCommand};
 use jig_model_host::mps::MpsDaemon;
 use jig_model_host::onnx::{self, SessionOptions};
@@ -264,6 +266,65 @@ fn worker(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> (Side<'st
     (time(shared), time(inputs.to_vec()))
 }
 
+/// `infer` calls in one invocation of [`from_glue`].
+const GLUE_CALLS: u32 = 10;
+
+/// The glue's end of the path: `jig_probe` (the runtime's test guest) calling `infer` [`GLUE_CALLS`] times in
+/// one invocation with a b×3×640×640 f32 image (its output, as large, lowered back into the guest) on the `add`
+/// model, served as a GPU segment's slots are, by an instance whose batches run in a `jig worker` (on a CPU
+/// segment, a worker on the CPU). Its input is either **lifted** into the runtime's memory and copied into the
+/// worker's by the batch, or **placed** there straight from the guest's memory (`ModelHost::place`, as
+/// deployments serve it). Median time per call of each, measured in turns.
+fn from_glue(b: u64, segment: &Segment, threads: usize) -> (Duration, Duration) {
+    use jig_app::ModelSlots;
+    use jig_model_host::pool::Pool;
+    use jig_runtime::models::{BoxFuture, InferError, InferRequest, ModelHost};
+    use jig_runtime::{FunctionLimits, FunctionOptions, Runtime, RuntimeConfig};
+
+    /// The slots with nothing placed: the runtime lifts every input into memory of its own.
+    struct Lifted(Arc<ModelSlots>);
+    impl ModelHost for Lifted {
+        fn infer(&self, request: InferRequest) -> BoxFuture<'_, Result<Vec<Tensor>, InferError>> {
+            self.0.infer(request)
+        }
+    }
+
+    let config = InstanceConfig::new(format!("add@{segment} from glue"));
+    let instance = if segment.is_gpu() {
+        launcher().start_instance(config, "add", &model_path("add"), Placement::new(*segment)).unwrap()
+    } else {
+        let options = SessionOptions { threads, cuda: None };
+        let spec = WorkerSpec::new(jig(), config.name.clone(), "add", model_path("add"), options);
+        let spec = WorkerSpec { args: vec!["worker".into()], ..spec };
+        Instance::start(config, move || Worker::start(spec).map_err(Into::into)).unwrap()
+    };
+    let mut slots = ModelSlots::new();
+    slots.insert("model", Arc::new(Pool::new(vec![(Arc::new(instance), 1.0)])));
+    let slots = Arc::new(slots);
+    let runtime = Runtime::new(RuntimeConfig { max_invocations: 4, ..RuntimeConfig::default() }).unwrap();
+    let wasm = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/release/jig_probe.wasm");
+    let payload = serde_json::json!({"op": "infer", "slot": "model", "count": GLUE_CALLS, "shape": [b, 3, 640, 640]});
+    let payload = Arc::new(serde_json::to_vec(&payload).unwrap());
+    let tokio = Arc::new(tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap());
+    let side = |models: Arc<dyn ModelHost>| -> Side<'static> {
+        // The guest holds its input, an output and the SDK's copy of the payload at once.
+        let limits = FunctionLimits { memory: 512 << 20, ..FunctionLimits::default() };
+        let options = FunctionOptions { models, limits, ..FunctionOptions::default() };
+        let probe = runtime
+            .load_file("probe", &wasm, options)
+            .unwrap_or_else(|e| panic!("{e}; build the guests with `make functions`"));
+        let (tokio, payload) = (tokio.clone(), payload.clone());
+        Box::new(move || {
+            let started = Instant::now();
+            tokio.block_on(probe.invoke(&payload, None)).unwrap();
+            started.elapsed() / GLUE_CALLS
+        })
+    };
+    let (mut lifted, mut placed) = (side(Arc::new(Lifted(slots.clone()))), side(slots));
+    let times = measure(&mut [&mut *lifted, &mut *placed]);
+    (times[0], times[1])
+}
+
 fn list(var: &str) -> Option<Vec<String>> {
     std::env::var(var).ok().map(|v| v.split(',').map(str::to_owned).collect())
 }
@@ -353,6 +414,25 @@ fn main() {
                     ms(shared) / ms(together.1)
                 );
             }
+        }
+    }
+    if models.iter().any(|m| m == "add") {
+        println!(
+            "from glue: jig_probe's infer of a b×3×640×640 f32 image into a worker's instance on {segment}, median ms \
+             per call; ratio lifted/placed"
+        );
+        println!("{:<10} {:>5} {:>8} {:>9} {:>9} {:>8}", "model", "batch", "MB each", "lifted", "placed", "ratio");
+        for &b in batches.as_deref().unwrap_or(&[1, 8]).iter().filter(|&&b| b <= 8) {
+            let (lifted, placed) = from_glue(b, &segment, threads);
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let mb = (b * 3 * 640 * 640 * 4) as f64 / 1e6;
+            println!(
+                "{:<10} {b:>5} {mb:>8.1} {:>9.2} {:>9.2} {:>8.2}",
+                "add",
+                ms(lifted),
+                ms(placed),
+                ms(lifted) / ms(placed)
+            );
         }
     }
 }

@@ -403,3 +403,45 @@ async fn an_instance_batches_requests_into_a_worker() {
     }
     assert_eq!(instance.stats().batches.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
+
+/// A function's inputs placed by the pool go into free shared memory of the worker next in turn (none before its
+/// first batch: placing makes no region), and the request runs on that worker, even when the rotation has moved
+/// on meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_placed_in_a_workers_memory_runs_on_that_worker() {
+    use jig_model_host::instance::{Instance, InstanceConfig};
+    use jig_model_host::pool::Pool;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    let instance = |name: &str| {
+        let spec = spec(name, "mixed", model_path("mixed"));
+        Arc::new(Instance::start(InstanceConfig::new(name), move || Worker::start(spec).map_err(Into::into)).unwrap())
+    };
+    let instances = [instance("mixed@worker#0"), instance("mixed@worker#1")];
+    let pool = Pool::new(instances.iter().map(|i| (i.clone(), 1.0)).collect());
+    let batches = || instances.each_ref().map(|i| i.stats().batches.load(Ordering::Relaxed));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (inputs, _) = mixed_batch(1);
+    assert!(pool.place(&inputs.iter().map(Tensor::data).collect::<Vec<_>>()).is_none(), "a fresh worker has none free");
+    for instance in &instances {
+        instance.infer(inputs.clone(), deadline).await.unwrap(); // its regions come back free
+    }
+    for call in 0..5 {
+        let (inputs, want) = mixed_batch(1 + call);
+        let bytes: Vec<&[u8]> = inputs.iter().map(Tensor::data).collect();
+        let placed = pool.place(&bytes).expect("workers lend memory");
+        let holds = instances.each_ref().map(|i| placed.iter().all(|p| i.holds(p)));
+        let next = call % 2;
+        assert_eq!(holds, [next == 0, next == 1], "call {call}: placed with the instance next in turn");
+        if call == 4 {
+            pool.pick(); // another request took this turn meanwhile
+        }
+        let tensors = inputs.iter().zip(placed).map(|(t, data)| Tensor::new(t.dtype(), t.shape().to_vec(), data));
+        let before = batches();
+        let outputs = pool.infer(tensors.collect::<Result<_, _>>().unwrap(), deadline).await.unwrap().unwrap();
+        assert_eq!(f32s(&outputs[0]), want, "call {call}");
+        let mut ran = before;
+        ran[next] += 1;
+        assert_eq!(batches(), ran, "call {call} ran on the instance holding its inputs");
+    }
+}

@@ -41,6 +41,15 @@ pub trait Executor: Send + Sync {
     fn buffer(&self, _len: usize) -> Option<crate::worker::SharedBuffer> {
         None
     }
+    /// [`Executor::buffer`] from memory the executor has ready, without making more: for a request's inputs
+    /// placed ahead of its batch, which may wait in the queue and run with others (stacked anew) after all.
+    fn kept_buffer(&self, _len: usize) -> Option<crate::worker::SharedBuffer> {
+        None
+    }
+    /// Whether `bytes` lie in memory [`Executor::buffer`] lent (and the executor would read them in place).
+    fn holds(&self, _bytes: &[u8]) -> bool {
+        false
+    }
     /// How many times the executor's process was replaced after dying (a worker's); `None` in process.
     fn restarts(&self) -> Option<Arc<AtomicU64>> {
         None
@@ -368,6 +377,18 @@ impl Instance {
     /// [`crate::launch::Launcher`] started it).
     pub fn config(&self) -> &InstanceConfig {
         &self.engine.config
+    }
+
+    /// Memory for `len` bytes of an input that the instance reads where it lies (a worker's shared region), if
+    /// its executor has some free ([`Executor::kept_buffer`]): a batch of one request whose inputs all lie there
+    /// runs with no copy.
+    pub fn kept_buffer(&self, len: usize) -> Option<crate::worker::SharedBuffer> {
+        self.engine.executor.kept_buffer(len)
+    }
+
+    /// Whether `bytes` lie in memory [`Instance::buffer`] lent.
+    pub fn holds(&self, bytes: &[u8]) -> bool {
+        self.engine.executor.holds(bytes)
     }
 
     /// The model's declared inputs.

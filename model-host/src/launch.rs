@@ -159,6 +159,12 @@ impl Executor for Loaded {
     fn buffer(&self, len: usize) -> Option<crate::worker::SharedBuffer> {
         self.executor.buffer(len)
     }
+    fn kept_buffer(&self, len: usize) -> Option<crate::worker::SharedBuffer> {
+        self.executor.kept_buffer(len)
+    }
+    fn holds(&self, bytes: &[u8]) -> bool {
+        self.executor.holds(bytes)
+    }
     fn restarts(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicU64>> {
         self.executor.restarts()
     }

@@ -1,10 +1,15 @@
 //! The instances serving one model slot, with requests spread over them in proportion to their planned
 //! throughput by [`jig_policy::route`], the same routing `jig simulate` runs.
+//!
+//! A caller that holds a request's inputs in memory of its own (a function's, in its sandbox) can
+//! [`Pool::place`] them where the instance next in turn reads them in place (a worker's shared region, as GPU
+//! segments are served): the request then goes to that instance, and its one copy is the one into the region.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use jig_policy::WeightedRoundRobin;
+use jig_tensor::Bytes;
 
 use crate::Tensor;
 use crate::instance::{Instance, InstanceError};
@@ -29,12 +34,38 @@ impl Pool {
 
     /// The instance the next request goes to, or `None` for an empty pool.
     pub fn pick(&self) -> Option<&Arc<Instance>> {
-        let index = self.route.lock().unwrap_or_else(|p| p.into_inner()).pick()?;
+        let index = self.route().pick()?;
         Some(&self.instances[index])
     }
 
-    /// Run `inputs` on the next instance.
+    /// Copies of a request's input bytes in memory that the instance next in turn reads in place, or `None`
+    /// where it reads any memory alike (in process) or has none free now (see [`Instance::kept_buffer`]). The
+    /// rotation does not move until the request comes to [`Pool::infer`], which sends it to the instance that
+    /// holds its inputs.
+    pub fn place(&self, inputs: &[&[u8]]) -> Option<Vec<Bytes>> {
+        let instance = &self.instances[self.route().peek()?];
+        inputs
+            .iter()
+            .map(|bytes| {
+                let mut buffer = instance.kept_buffer(bytes.len())?;
+                crate::batch::gather(buffer.as_mut_slice(), &[bytes]);
+                Some(buffer.freeze())
+            })
+            .collect()
+    }
+
+    /// Run `inputs` on the next instance, or on the one whose memory they lie in (see [`Pool::place`]).
     pub async fn infer(&self, inputs: Vec<Tensor>, deadline: Instant) -> Option<Result<Vec<Tensor>, InstanceError>> {
-        Some(self.pick()?.infer(inputs, deadline).await)
+        let next = self.pick()?;
+        let placed = inputs.first().map(Tensor::data).filter(|bytes| !bytes.is_empty());
+        let instance = match placed {
+            Some(bytes) if !next.holds(bytes) => self.instances.iter().find(|i| i.holds(bytes)).unwrap_or(next),
+            _ => next,
+        };
+        Some(instance.infer(inputs, deadline).await)
+    }
+
+    fn route(&self) -> MutexGuard<'_, WeightedRoundRobin> {
+        self.route.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -449,3 +449,15 @@ fn the_pool_spreads_requests_by_weight() {
     assert_eq!(picks.iter().filter(|n| *n == "a").count(), 6, "{picks:?}");
     assert_ne!(picks[..4].iter().filter(|n| *n == "b").count(), 0, "b gets a turn within each cycle: {picks:?}");
 }
+
+#[test]
+fn in_process_instances_place_nothing_and_placing_leaves_the_rotation_alone() {
+    let pool = Pool::new(vec![(sleepy(1, InstanceConfig::new("a")), 1.0), (sleepy(1, InstanceConfig::new("b")), 1.0)]);
+    let picks: Vec<String> = (0..4)
+        .map(|_| {
+            assert!(pool.place(&[&[0u8; 16][..]]).is_none(), "an in-process instance reads any memory alike");
+            pool.pick().unwrap().name().to_string()
+        })
+        .collect();
+    assert_eq!(picks, ["a", "b", "a", "b"]);
+}

@@ -54,13 +54,10 @@ impl WeightedRoundRobin {
 
     /// The index of the instance the next request goes to; `None` when there are none.
     pub fn pick(&mut self) -> Option<usize> {
+        let best = self.next_group()?;
         for g in &mut self.groups {
             g.unpicked += g.weight;
         }
-        let best = (0..self.groups.len()).max_by(|&a, &b| {
-            let (ga, gb) = (&self.groups[a], &self.groups[b]);
-            ga.unpicked.total_cmp(&gb.unpicked).then(gb.members[gb.next].cmp(&ga.members[ga.next]))
-        })?;
         let g = &mut self.groups[best];
         let picked = g.members[g.next];
         g.next += 1;
@@ -70,6 +67,21 @@ impl WeightedRoundRobin {
             g.unpicked -= self.total;
         }
         Some(picked)
+    }
+
+    /// The index [`WeightedRoundRobin::pick`] would return next, leaving the rotation as it is.
+    pub fn peek(&self) -> Option<usize> {
+        self.next_group().map(|g| self.groups[g].members[self.groups[g].next])
+    }
+
+    /// The group the next pick takes from: the most credit once every group has gained its weight, the lowest
+    /// index on a tie.
+    fn next_group(&self) -> Option<usize> {
+        (0..self.groups.len()).max_by(|&a, &b| {
+            let (ga, gb) = (&self.groups[a], &self.groups[b]);
+            let credit = |g: &Group| g.unpicked + g.weight;
+            credit(ga).total_cmp(&credit(gb)).then(gb.members[gb.next].cmp(&ga.members[ga.next]))
+        })
     }
 }
 
@@ -89,6 +101,17 @@ mod tests {
             counts[wrr.pick().unwrap()] += 1;
         }
         assert_eq!(counts, [5000, 1000, 1000]);
+    }
+
+    #[test]
+    fn a_peek_names_the_next_pick_and_moves_nothing() {
+        let mut wrr = WeightedRoundRobin::new([3.0, 1.0, 1.0, 2.0]);
+        for _ in 0..50 {
+            let peeked = wrr.peek();
+            assert_eq!(wrr.peek(), peeked, "a second peek sees the same");
+            assert_eq!(wrr.pick(), peeked);
+        }
+        assert_eq!(WeightedRoundRobin::new([]).peek(), None);
     }
 
     /// The plain algorithm, one credit per instance, to check the grouped one against.

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use jig_tensor::{DType, Tensor, TensorError};
+pub use jig_tensor::{Bytes, DType, Tensor, TensorError};
 
 /// One `infer` call of a glue function.
 #[derive(Debug)]
@@ -55,6 +55,14 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait ModelHost: Send + Sync + 'static {
     /// Run `request.slot` on `request.inputs`; returns the model's outputs in order.
     fn infer(&self, request: InferRequest) -> BoxFuture<'_, Result<Vec<Tensor>, InferError>>;
+
+    /// Copies of the bytes of an `infer` call's inputs to `slot`, in memory that the call's model reads where
+    /// it lies (a worker's shared region, on a GPU segment), made before the call: the runtime copies the
+    /// inputs out of the sandbox into them, their one copy, instead of into memory of its own. `None` (the
+    /// default): any memory will do.
+    fn place(&self, _slot: &str, _inputs: &[&[u8]]) -> Option<Vec<Bytes>> {
+        None
+    }
 }
 
 /// A model host with no models: every call fails with [`InferError::UnknownSlot`]. For functions that run no

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jig_runtime::models::{BoxFuture, DType, Tensor};
+use jig_runtime::models::{BoxFuture, Bytes, DType, Tensor};
 use jig_runtime::{
     Function, FunctionError, FunctionLimits, FunctionOptions, InferError, InferRequest, InvokeError, LoadError,
     ModelHost, Runtime, RuntimeConfig,
@@ -381,6 +381,56 @@ async fn tensors_cross_the_boundary_intact_both_ways_outputs_sharing_a_buffer_in
         let half = n / 2;
         let want = json!([{"shape": [half], "values": values[half..]}, {"shape": [half], "values": values[..half]}]);
         assert!(out == want, "{n} values through halves");
+    }
+}
+
+/// Places the inputs of calls to `placed` in memory of its own (as a GPU worker's shared region) and answers
+/// them as `identity` does, but only if they arrive in that very memory; for `short` it places one input too
+/// few, which the runtime must not take; for other slots it places nothing.
+#[derive(Default)]
+struct Placing {
+    placed: Mutex<Vec<Bytes>>,
+}
+
+impl ModelHost for Placing {
+    fn infer(&self, request: InferRequest) -> BoxFuture<'_, Result<Vec<Tensor>, InferError>> {
+        Box::pin(async move {
+            let placed: Vec<*const u8> = self.placed.lock().unwrap().drain(..).map(|b| b.as_ptr()).collect();
+            let arrived: Vec<*const u8> = request.inputs.iter().map(|t| t.data().as_ptr()).collect();
+            match request.slot.as_str() {
+                "placed" if arrived != placed => {
+                    Err(InferError::Failed("the inputs are not where they were placed".into()))
+                }
+                _ => Ok(request.inputs),
+            }
+        })
+    }
+
+    fn place(&self, slot: &str, inputs: &[&[u8]]) -> Option<Vec<Bytes>> {
+        let copies: Vec<Bytes> = inputs.iter().map(|bytes| Bytes::copy_from_slice(bytes)).collect();
+        match slot {
+            "placed" => {
+                *self.placed.lock().unwrap() = copies.clone();
+                Some(copies)
+            }
+            "short" => Some(copies[1..].to_vec()),
+            _ => None,
+        }
+    }
+}
+
+#[tokio::test]
+async fn inputs_go_where_the_model_host_places_them_else_where_the_runtime_puts_them() {
+    let rt = runtime();
+    let f = rt.load("probe", &wasm("jig_probe"), options(Placing::default())).unwrap();
+    for n in [4096, 1 << 19] {
+        let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.25 - 9.0).collect();
+        for slot in ["placed", "short", "identity"] {
+            let call = probe(json!({"op": "infer-f32", "slot": slot, "shape": [n], "values": values}));
+            let out = f.invoke(&call, None).await.unwrap_or_else(|e| panic!("{n} values through {slot}: {e}")).output;
+            let out: Value = serde_json::from_slice(&out).unwrap();
+            assert!(out == json!([{"shape": [n], "values": values}]), "{n} values through {slot}");
+        }
     }
 }
 

@@ -18,8 +18,9 @@
 //! **Shared memory.** Tensor bytes never cross the socket: they lie in regions ([`shm`]), tmpfs files the
 //! parent creates and lends, one tensor to a region, from a pool ([`regions`]); the worker maps each region
 //! the first time a message names it, and the parent then unlinks it. A batch whose inputs already lie in
-//! regions ([`Worker::buffer`]: the batcher stacks requests straight into one) is read by ONNX Runtime where it
-//! lies; others are copied in once. ONNX Runtime writes the outputs into regions the parent lends for them
+//! regions ([`Worker::buffer`]: the batcher stacks requests straight into one; a function's `infer` places a
+//! request's inputs in free ones, [`Worker::kept_buffer`]) is read by ONNX Runtime where it lies; others are
+//! copied in once. ONNX Runtime writes the outputs into regions the parent lends for them
 //! (it learns their shapes from the first batch of each input shape, which takes one more round trip), and
 //! they come back as views of those regions, returned to the pool when dropped. So a warm batch costs two
 //! small frames and no copy. Each side polls for the other's frame before it sleeps on the socket (the parent
@@ -365,6 +366,8 @@ struct Inner {
     restarts: Arc<AtomicU64>,
     closed: AtomicBool,
     process: Mutex<Option<Process>>,
+    /// The current process's regions, outside the lock, so that memory can be lent while a batch is in flight.
+    regions: Mutex<Arc<Regions>>,
 }
 
 impl Worker {
@@ -379,6 +382,7 @@ impl Worker {
             outputs,
             restarts: Arc::default(),
             closed: AtomicBool::new(false),
+            regions: Mutex::new(process.regions.clone()),
             process: Mutex::new(Some(process)),
         };
         Ok(Worker { inner: Arc::new(inner) })
@@ -409,11 +413,21 @@ impl Worker {
         self.inner.restarts.load(Ordering::SeqCst)
     }
 
-    /// Memory for `len` bytes of a batch's input that the worker reads where it lies, with no copy (`None`
-    /// while the process is being replaced, or when no shared memory is left: any memory then does).
+    /// Memory for `len` bytes of a batch's input that the worker reads where it lies, with no copy (`None` when
+    /// no shared memory is left: any memory then does). It does not wait for a batch in flight.
     pub fn buffer(&self, len: usize) -> Option<SharedBuffer> {
-        let slot = self.inner.lock();
-        slot.as_ref()?.regions.take(len).ok()
+        self.inner.regions().take(len).ok()
+    }
+
+    /// [`Worker::buffer`] from memory the worker maps already, if enough is free; it creates no region (which
+    /// the worker would map, and on CUDA page-lock, anew).
+    pub fn kept_buffer(&self, len: usize) -> Option<SharedBuffer> {
+        self.inner.regions().take_kept(len)
+    }
+
+    /// Whether `bytes` lie in memory [`Worker::buffer`] lent to the current process, which reads them in place.
+    pub fn holds(&self, bytes: &[u8]) -> bool {
+        self.inner.regions().locate(bytes).is_some()
     }
 
     /// Run one batch (inputs in declared order) and return the outputs in declared order, as views of shared
@@ -482,6 +496,10 @@ impl Inner {
         self.process.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn regions(&self) -> Arc<Regions> {
+        self.regions.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     fn restart(&self, slot: &mut Option<Process>) -> Result<(), WorkerError> {
         let (process, inputs, outputs) = Process::spawn(&self.spec)?;
         if inputs != self.inputs || outputs != self.outputs {
@@ -495,6 +513,7 @@ impl Inner {
             });
         }
         self.pid.store(process.pid(), Ordering::SeqCst);
+        *self.regions.lock().unwrap_or_else(|p| p.into_inner()) = process.regions.clone();
         self.restarts.fetch_add(1, Ordering::SeqCst);
         tracing::info!(instance = %self.spec.instance, model = %self.spec.model_name, pid = process.pid(), "worker restarted");
         *slot = Some(process);
@@ -911,6 +930,12 @@ impl crate::instance::Executor for Worker {
     fn buffer(&self, len: usize) -> Option<SharedBuffer> {
         Worker::buffer(self, len)
     }
+    fn kept_buffer(&self, len: usize) -> Option<SharedBuffer> {
+        Worker::kept_buffer(self, len)
+    }
+    fn holds(&self, bytes: &[u8]) -> bool {
+        Worker::holds(self, bytes)
+    }
     fn restarts(&self) -> Option<Arc<AtomicU64>> {
         Some(self.inner.restarts.clone())
     }
@@ -987,6 +1012,7 @@ mod tests {
             restarts: Arc::default(),
             closed: AtomicBool::new(false),
             process: Mutex::new(None),
+            regions: Mutex::default(),
         };
         let worker = Worker { inner: Arc::new(inner) };
         let err = worker.run(&[]).unwrap_err();

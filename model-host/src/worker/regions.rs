@@ -53,25 +53,34 @@ impl Regions {
 
     /// A buffer of `len` bytes: the smallest free region that holds them, else a new one.
     pub fn take(self: &Arc<Self>, len: usize) -> io::Result<SharedBuffer> {
-        let reused = {
+        if let Some(kept) = self.take_kept(len) {
+            return Ok(kept);
+        }
+        let shm = Shm::create(rounded(len))?;
+        let mut state = self.state();
+        state.next_id += 1;
+        let id = state.next_id;
+        let path = shm.path().expect("a new region has a name").to_path_buf();
+        state.unannounced.push(Region { id, path, size: shm.len() as u64 });
+        drop(state);
+        Ok(self.lend(Owned { id, shm }, len))
+    }
+
+    /// A buffer of `len` bytes in the smallest free region that holds them, if one does: memory the worker
+    /// already maps (and, on CUDA, has page-locked), unlike a new region.
+    pub fn take_kept(self: &Arc<Self>, len: usize) -> Option<SharedBuffer> {
+        let region = {
             let mut state = self.state();
-            state.free.iter().position(|r| r.shm.len() >= len).map(|i| state.free.remove(i))
+            let at = state.free.iter().position(|r| r.shm.len() >= len)?;
+            state.free.remove(at)
         };
-        let region = match reused {
-            Some(region) => region,
-            None => {
-                let shm = Shm::create(rounded(len))?;
-                let mut state = self.state();
-                state.next_id += 1;
-                let id = state.next_id;
-                let path = shm.path().expect("a new region has a name").to_path_buf();
-                state.unannounced.push(Region { id, path, size: shm.len() as u64 });
-                Owned { id, shm }
-            }
-        };
+        Some(self.lend(region, len))
+    }
+
+    fn lend(self: &Arc<Self>, region: Owned, len: usize) -> SharedBuffer {
         let start = region.shm.bytes().as_ptr() as usize;
         self.state().lent.push((region.id, start, start + region.shm.len()));
-        Ok(SharedBuffer { region: Some(region), len, home: self.clone() })
+        SharedBuffer { region: Some(region), len, home: self.clone() }
     }
 
     /// The region and offset where `bytes` lie, if they lie in a lent region of this pool.

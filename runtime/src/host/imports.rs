@@ -19,15 +19,20 @@ impl wire::Host for InvocationState {}
 
 /// Link `jig:function/inference` by hand: the bindings would hand each output back as a `Vec<u8>`, into which
 /// the host would first copy the model's buffer (or its share of a batch's); an [`Output`]'s bytes are lowered
-/// into the guest's memory where they lie, the one copy out. The one copy in is into memory of the runtime's
-/// [`Spare`] for a large input (see [`lift`]).
+/// into the guest's memory where they lie, the one copy out. The one copy in goes where the model host
+/// places the inputs (a GPU worker's shared region: [`crate::models::ModelHost::place`]), else into memory of
+/// the runtime's own (see [`lift`]).
 pub(crate) fn link_inference(linker: &mut Linker<InvocationState>) -> wasmtime::Result<()> {
     linker.instance("jig:function/inference@0.1.0")?.func_wrap_async(
         "infer",
         |mut store, (slot, inputs): (String, Vec<Input>)| {
-            let spare = &store.data().spare;
-            let inputs: Vec<Lifted> =
-                inputs.into_iter().map(|i| (i.dtype, i.shape, lift(i.data.as_le_slice(&store), spare))).collect();
+            let state = store.data();
+            let bytes: Vec<&[u8]> = inputs.iter().map(|i| i.data.as_le_slice(&store)).collect();
+            let data = match state.models.place(&slot, &bytes) {
+                Some(placed) if placed.len() == bytes.len() => placed,
+                _ => bytes.iter().map(|b| lift(b, &state.spare)).collect(),
+            };
+            let inputs: Vec<Lifted> = inputs.into_iter().zip(data).map(|(i, data)| (i.dtype, i.shape, data)).collect();
             Box::new(async move { Ok((store.data_mut().infer(slot, inputs).await,)) })
         },
     )

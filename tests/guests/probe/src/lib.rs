@@ -16,8 +16,15 @@ enum Op {
     Spin,
     /// Allocate `bytes` in 1 MiB chunks and keep them.
     Grow { bytes: usize },
-    /// Call `infer` on `slot` `count` times with a u8 tensor of `bytes` bytes; return the total output bytes.
-    Infer { slot: String, count: usize, bytes: usize },
+    /// Call `infer` on `slot` `count` times with a u8 tensor of `bytes` bytes, or with `shape` an f32 tensor of
+    /// that shape (all 0.5); return the total output bytes.
+    Infer {
+        slot: String,
+        count: usize,
+        #[serde(default)]
+        bytes: usize,
+        shape: Option<Vec<u64>>,
+    },
     /// Call `infer` on `slot` with one f32 tensor; return the outputs as JSON `[{"shape": […], "values": […]}]`.
     InferF32 { slot: String, shape: Vec<u64>, values: Vec<f32> },
     /// Call `infer` with a tensor whose data does not match its shape, bypassing the SDK's checks.
@@ -53,8 +60,11 @@ impl Function for Probe {
                 }
                 Ok(format!("{}", kept.iter().map(Vec::len).sum::<usize>()).into_bytes())
             }
-            Op::Infer { slot, count, bytes } => {
-                let input = Tensor::from_u8(&[bytes as u64], &vec![7u8; bytes]);
+            Op::Infer { slot, count, bytes, shape } => {
+                let input = match shape {
+                    Some(shape) => Tensor::from_f32(&shape, &vec![0.5; shape.iter().product::<u64>() as usize]),
+                    None => Tensor::from_u8(&[bytes as u64], &vec![7u8; bytes]),
+                };
                 let mut total = 0;
                 for _ in 0..count {
                     let outputs = jig_sdk::infer(&slot, std::slice::from_ref(&input))?;
