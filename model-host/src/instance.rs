@@ -386,7 +386,7 @@ impl Instance {
         self.engine.executor.kept_buffer(len)
     }
 
-    /// Whether `bytes` lie in memory [`Instance::buffer`] lent.
+    /// Whether `bytes` lie in memory its executor lent ([`Instance::kept_buffer`], or its batcher's).
     pub fn holds(&self, bytes: &[u8]) -> bool {
         self.engine.executor.holds(bytes)
     }
