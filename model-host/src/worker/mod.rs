@@ -730,7 +730,7 @@ impl Process {
             }
             let placed = self.places(&shapes)?;
             self.learnt.insert(key, Learnt { outputs: shapes, took });
-            let (open, _) = self.regions.changes();
+            let open = self.regions.announcements();
             let outputs = placed.iter().map(|(slot, _)| slot.clone()).collect();
             places = Some(placed);
             reply = self.ask(&Request::Place { id, open, outputs }, id, SPIN)?;

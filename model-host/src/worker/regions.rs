@@ -96,6 +96,12 @@ impl Regions {
         (std::mem::take(&mut state.unannounced), std::mem::take(&mut state.retired))
     }
 
+    /// The regions to announce with a message that cannot say which to unmap (a `Place`): those wait for the
+    /// next [`Regions::changes`].
+    pub fn announcements(&self) -> Vec<Region> {
+        std::mem::take(&mut self.state().unannounced)
+    }
+
     fn give_back(&self, region: Owned) {
         let mut state = self.state();
         state.lent.retain(|&(id, ..)| id != region.id);
@@ -190,6 +196,20 @@ mod tests {
         let (open, close) = regions.changes();
         assert!(open.is_empty());
         assert_eq!(close.len(), 2, "two regions beyond the kept ones go");
+    }
+
+    #[test]
+    fn kept_memory_is_only_what_is_free_and_retirements_wait_for_a_message_that_carries_them() {
+        let regions = Arc::new(Regions::default());
+        assert!(regions.take_kept(10).is_none(), "nothing free: no region is made");
+        assert!(regions.changes().0.is_empty());
+        let held: Vec<SharedBuffer> = (0..KEPT + 1).map(|_| regions.take(10).unwrap()).collect();
+        assert_eq!(regions.announcements().len(), KEPT + 1);
+        drop(held);
+        let kept = regions.take_kept(10).expect("a freed region is lent again");
+        assert!(regions.announcements().is_empty(), "the worker maps it already");
+        assert_eq!(regions.changes().1.len(), 1, "the one retired is still to be unmapped");
+        drop(kept);
     }
 
     #[test]
