@@ -231,6 +231,8 @@ fn a_worker_killed_between_batches_fails_the_next_and_serves_the_one_after() {
     let worker = start("cpu-0/mixed", "mixed");
     let (inputs, want) = mixed_batch(8);
     worker.run(&inputs).unwrap();
+    let lent = worker.kept_buffer(16).expect("the batch's memory is free again").freeze();
+    assert!(worker.holds(&lent));
     let pid = worker.pid().unwrap();
     kill(pid);
     let err = worker.run(&inputs).unwrap_err();
@@ -240,6 +242,8 @@ fn a_worker_killed_between_batches_fails_the_next_and_serves_the_one_after() {
     assert_eq!(f32s(&worker.run(&inputs).unwrap()[0]), want);
     assert_eq!(worker.restarts(), 1);
     assert_ne!(worker.pid(), Some(pid));
+    assert!(!worker.holds(&lent), "memory lent for the dead process is not the new one's");
+    assert!(worker.kept_buffer(16).is_some(), "the new process's, free after its batch");
 }
 
 #[test]

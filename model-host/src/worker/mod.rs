@@ -366,8 +366,9 @@ struct Inner {
     restarts: Arc<AtomicU64>,
     closed: AtomicBool,
     process: Mutex<Option<Process>>,
-    /// The current process's regions, outside the lock, so that memory can be lent while a batch is in flight.
-    regions: Mutex<Arc<Regions>>,
+    /// The current process's regions, outside the lock, so that memory can be lent while a batch is in flight;
+    /// `None` between a death and the restart.
+    regions: Mutex<Option<Arc<Regions>>>,
 }
 
 impl Worker {
@@ -382,7 +383,7 @@ impl Worker {
             outputs,
             restarts: Arc::default(),
             closed: AtomicBool::new(false),
-            regions: Mutex::new(process.regions.clone()),
+            regions: Mutex::new(Some(process.regions.clone())),
             process: Mutex::new(Some(process)),
         };
         Ok(Worker { inner: Arc::new(inner) })
@@ -413,21 +414,22 @@ impl Worker {
         self.inner.restarts.load(Ordering::SeqCst)
     }
 
-    /// Memory for `len` bytes of a batch's input that the worker reads where it lies, with no copy (`None` when
-    /// no shared memory is left: any memory then does). It does not wait for a batch in flight.
+    /// Memory for `len` bytes of a batch's input that the worker reads where it lies, with no copy (`None`
+    /// while the process is being replaced, or when no shared memory is left: any memory then does). It does
+    /// not wait for a batch in flight.
     pub fn buffer(&self, len: usize) -> Option<SharedBuffer> {
-        self.inner.regions().take(len).ok()
+        self.inner.regions()?.take(len).ok()
     }
 
     /// [`Worker::buffer`] from memory the worker maps already, if enough is free; it creates no region (which
     /// the worker would map, and on CUDA page-lock, anew).
     pub fn kept_buffer(&self, len: usize) -> Option<SharedBuffer> {
-        self.inner.regions().take_kept(len)
+        self.inner.regions()?.take_kept(len)
     }
 
     /// Whether `bytes` lie in memory [`Worker::buffer`] lent to the current process, which reads them in place.
     pub fn holds(&self, bytes: &[u8]) -> bool {
-        self.inner.regions().locate(bytes).is_some()
+        self.inner.regions().is_some_and(|regions| regions.locate(bytes).is_some())
     }
 
     /// Run one batch (inputs in declared order) and return the outputs in declared order, as views of shared
@@ -456,6 +458,7 @@ impl Worker {
             Err(fault @ (Fault::Died(_) | Fault::Hung | Fault::Protocol(_))) => {
                 let process = slot.take().expect("a process was running");
                 inner.pid.store(0, Ordering::SeqCst);
+                inner.set_regions(None);
                 let (instance, model) = (inner.spec.instance.clone(), inner.spec.model_name.clone());
                 let err = match fault {
                     Fault::Died(io) => {
@@ -496,8 +499,12 @@ impl Inner {
         self.process.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn regions(&self) -> Arc<Regions> {
+    fn regions(&self) -> Option<Arc<Regions>> {
         self.regions.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_regions(&self, regions: Option<Arc<Regions>>) {
+        *self.regions.lock().unwrap_or_else(|p| p.into_inner()) = regions;
     }
 
     fn restart(&self, slot: &mut Option<Process>) -> Result<(), WorkerError> {
@@ -513,7 +520,7 @@ impl Inner {
             });
         }
         self.pid.store(process.pid(), Ordering::SeqCst);
-        *self.regions.lock().unwrap_or_else(|p| p.into_inner()) = process.regions.clone();
+        self.set_regions(Some(process.regions.clone()));
         self.restarts.fetch_add(1, Ordering::SeqCst);
         tracing::info!(instance = %self.spec.instance, model = %self.spec.model_name, pid = process.pid(), "worker restarted");
         *slot = Some(process);
