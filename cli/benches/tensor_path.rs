@@ -274,8 +274,9 @@ const GLUE_CALLS: u32 = 10;
 /// model, served as a GPU segment's slots are, by an instance whose batches run in a `jig worker` (on a CPU
 /// segment, a worker on the CPU). Its input is either **lifted** into the runtime's memory and copied into the
 /// worker's by the batch, or **placed** there straight from the guest's memory (`ModelHost::place`, as
-/// deployments serve it). Median time per call of each, measured in turns.
-fn from_glue(b: u64, segment: &Segment, threads: usize) -> (Duration, Duration) {
+/// deployments serve it). On a CPU segment a third side is the instance as a deployment serves that segment,
+/// **in process**. Median time per call of each, measured in turns.
+fn from_glue(b: u64, segment: &Segment, threads: usize) -> Vec<Duration> {
     use jig_app::ModelSlots;
     use jig_model_host::pool::Pool;
     use jig_runtime::models::{BoxFuture, InferError, InferRequest, ModelHost};
@@ -298,9 +299,12 @@ fn from_glue(b: u64, segment: &Segment, threads: usize) -> (Duration, Duration) 
         let spec = WorkerSpec { args: vec!["worker".into()], ..spec };
         Instance::start(config, move || Worker::start(spec).map_err(Into::into)).unwrap()
     };
-    let mut slots = ModelSlots::new();
-    slots.insert("model", Arc::new(Pool::new(vec![(Arc::new(instance), 1.0)])));
-    let slots = Arc::new(slots);
+    let slots_of = |instance: Instance| {
+        let mut slots = ModelSlots::new();
+        slots.insert("model", Arc::new(Pool::new(vec![(Arc::new(instance), 1.0)])));
+        Arc::new(slots)
+    };
+    let slots = slots_of(instance);
     let runtime = Runtime::new(RuntimeConfig { max_invocations: 4, ..RuntimeConfig::default() }).unwrap();
     let wasm = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/release/jig_probe.wasm");
     let payload = serde_json::json!({"op": "infer", "slot": "model", "count": GLUE_CALLS, "shape": [b, 3, 640, 640]});
@@ -320,9 +324,14 @@ fn from_glue(b: u64, segment: &Segment, threads: usize) -> (Duration, Duration) 
             started.elapsed() / GLUE_CALLS
         })
     };
-    let (mut lifted, mut placed) = (side(Arc::new(Lifted(slots.clone()))), side(slots));
-    let times = measure(&mut [&mut *lifted, &mut *placed]);
-    (times[0], times[1])
+    let mut sides = vec![side(Arc::new(Lifted(slots.clone()))), side(slots)];
+    if !segment.is_gpu() {
+        let config = InstanceConfig::new(format!("add@{segment} in process from glue"));
+        let placement = Placement::new(*segment);
+        sides.push(side(slots_of(launcher().start_instance(config, "add", &model_path("add"), placement).unwrap())));
+    }
+    let mut sides: Vec<&mut dyn FnMut() -> Duration> = sides.iter_mut().map(|s| &mut **s as _).collect();
+    measure(&mut sides)
 }
 
 fn list(var: &str) -> Option<Vec<String>> {
@@ -418,20 +427,24 @@ fn main() {
     }
     if models.iter().any(|m| m == "add") {
         println!(
-            "from glue: jig_probe's infer of a b×3×640×640 f32 image into a worker's instance on {segment}, median ms \
-             per call; ratio lifted/placed"
+            "from glue: jig_probe's infer of a b×3×640×640 f32 image into a worker's instance on {segment} (lifted, \
+             placed) and, on CPU, an instance in process; median ms per call; ratio lifted/placed"
         );
-        println!("{:<10} {:>5} {:>8} {:>9} {:>9} {:>8}", "model", "batch", "MB each", "lifted", "placed", "ratio");
+        println!(
+            "{:<10} {:>5} {:>8} {:>9} {:>9} {:>9} {:>8}",
+            "model", "batch", "MB each", "lifted", "placed", "in proc", "ratio"
+        );
         for &b in batches.as_deref().unwrap_or(&[1, 8]).iter().filter(|&&b| b <= 8) {
-            let (lifted, placed) = from_glue(b, &segment, threads);
+            let times = from_glue(b, &segment, threads);
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             let mb = (b * 3 * 640 * 640 * 4) as f64 / 1e6;
+            let local = times.get(2).map_or("–".to_string(), |&t| format!("{:.2}", ms(t)));
             println!(
-                "{:<10} {b:>5} {mb:>8.1} {:>9.2} {:>9.2} {:>8.2}",
+                "{:<10} {b:>5} {mb:>8.1} {:>9.2} {:>9.2} {local:>9} {:>8.2}",
                 "add",
-                ms(lifted),
-                ms(placed),
-                ms(lifted) / ms(placed)
+                ms(times[0]),
+                ms(times[1]),
+                ms(times[0]) / ms(times[1])
             );
         }
     }
