@@ -449,3 +449,51 @@ async fn a_request_placed_in_a_workers_memory_runs_on_that_worker() {
         assert_eq!(batches(), ran, "call {call} ran on the instance holding its inputs");
     }
 }
+
+/// Many requests placing and running at once on two workers, in two waves (the first finds little or no free
+/// memory, the second the first's, fewer regions than requests): each is placed or lifted as memory allows, and
+/// each answer is its own request's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_placed_or_not_are_each_answered_exactly() {
+    use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
+    use jig_model_host::pool::Pool;
+    use std::sync::Arc;
+    let instance = |name: &str| {
+        let spec = spec(name, "mixed", model_path("mixed"));
+        let policy = BatchPolicy { max_batch: 4, max_wait: Duration::from_millis(2), ..BatchPolicy::default() };
+        let config = InstanceConfig { policy, ..InstanceConfig::new(name) };
+        (Arc::new(Instance::start(config, move || Worker::start(spec).map_err(Into::into)).unwrap()), 1.0)
+    };
+    let pool = Arc::new(Pool::new(vec![instance("mixed@worker#0"), instance("mixed@worker#1")]));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut placed = Vec::new();
+    for wave in 0..2 {
+        let tasks: Vec<_> = (0..48)
+            .map(|k| {
+                let pool = pool.clone();
+                tokio::spawn(async move {
+                    let x: Vec<f32> = (0..4).map(|i| (wave * 1000 + k * 4 + i) as f32).collect();
+                    let inputs = vec![Tensor::from_f32(vec![1, 4], &x).unwrap(), i64s(vec![1, 4], &[1, -2, 3, -4])];
+                    let bytes: Vec<&[u8]> = inputs.iter().map(Tensor::data).collect();
+                    let (was_placed, inputs) = match pool.place(&bytes) {
+                        Some(data) => (true, {
+                            let tensors = inputs.iter().zip(data);
+                            tensors.map(|(t, data)| Tensor::new(t.dtype(), t.shape().to_vec(), data).unwrap()).collect()
+                        }),
+                        None => (false, inputs),
+                    };
+                    let outputs = pool.infer(inputs, deadline).await.unwrap().unwrap();
+                    let want: Vec<f32> = x.iter().zip([1.0, -2.0, 3.0, -4.0]).map(|(x, id)| x * id).collect();
+                    assert_eq!(f32s(&outputs[0]), want, "wave {wave}, request {k}");
+                    was_placed
+                })
+            })
+            .collect();
+        let mut count = 0;
+        for task in tasks {
+            count += task.await.unwrap() as usize;
+        }
+        placed.push(count);
+    }
+    assert!(placed[1] > 0, "the first wave's memory, free again, takes some of the second: {placed:?}");
+}
