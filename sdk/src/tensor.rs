@@ -65,6 +65,12 @@ impl Tensor {
         Ok(Self::from_parts(dtype, shape, data))
     }
 
+    /// The wire records of `tensors`, as they lie.
+    pub(crate) fn as_wire(tensors: &[Tensor]) -> &[wire::Tensor] {
+        // SAFETY: `Tensor` is `repr(transparent)` over `wire::Tensor`, so a slice of one is a slice of the other.
+        unsafe { &*(std::ptr::from_ref(tensors) as *const [wire::Tensor]) }
+    }
+
     /// A tensor over `data`, which the caller made to fit `shape`.
     pub(crate) fn from_parts(dtype: DType, shape: &[u64], data: Vec<u8>) -> Self {
         debug_assert_eq!(element_count(shape).map(|n| n * dtype.size()), Some(data.len()));
@@ -210,14 +216,6 @@ impl From<Tensor> for wire::Tensor {
 impl From<wire::Tensor> for Tensor {
     fn from(t: wire::Tensor) -> Self {
         Tensor(t)
-    }
-}
-
-impl Tensor {
-    /// The wire records of `tensors`, as they lie.
-    pub(crate) fn as_wire(tensors: &[Tensor]) -> &[wire::Tensor] {
-        // SAFETY: `Tensor` is `repr(transparent)` over `wire::Tensor`, so a slice of one is a slice of the other.
-        unsafe { &*(std::ptr::from_ref(tensors) as *const [wire::Tensor]) }
     }
 }
 

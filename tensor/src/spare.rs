@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex, Weak};
 use bytes::Bytes;
 
 /// Memory that tensors reuse: a buffer comes back here when the last tensor over it drops (an in-process
-/// instance's stacked batches, the outputs a remote node sends, the large inputs glue passes to `infer`). A fresh allocation of a large batch costs a
-/// page fault per 4 KiB, several times the copy that fills it (BENCHMARKS.md, "The tensor path"); a buffer
-/// written before costs only the copy.
+/// instance's stacked batches, the outputs a remote node sends, the large inputs glue passes to `infer`). A
+/// fresh allocation of a large batch costs a page fault per 4 KiB, several times the copy that fills it
+/// (BENCHMARKS.md, "The tensor path"); a buffer written before costs only the copy.
 #[derive(Debug, Default)]
 pub struct Spare {
     free: Mutex<Vec<Vec<u8>>>,
