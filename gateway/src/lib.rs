@@ -328,7 +328,8 @@ impl Gateway {
     }
 
     /// The gateway's cores and GPUs, or its nodes', less what every app but `except` holds: what app `except`
-    /// may plan within. Finds the nodes again first when the last look is older than [`NODES_FRESH`]: blocks.
+    /// may plan within. Lists this machine's GPUs again first (`nvidia-smi`), or finds the nodes again when the
+    /// last look is older than [`NODES_FRESH`]: blocks.
     fn free_capacity(&self, except: Option<&str>) -> Capacity {
         self.less_held(self.capacity(true), except)
     }
@@ -370,12 +371,14 @@ impl Gateway {
         }
     }
 
-    /// What the gateway may use in all: its own machine, or its nodes (as last found, or found again when
-    /// `refresh` and the last look is stale).
+    /// What the gateway may use in all: its own machine (as last listed, or listed again when `refresh`: MIG
+    /// instances come and go), or its nodes (as last found, or found again when `refresh` and the last look is
+    /// stale).
     fn capacity(&self, refresh: bool) -> Capacity {
         if !self.uses_nodes() {
-            let devices = self.hosts.launcher.devices();
-            return Capacity::of(devices, self.config.cores, self.config.gpus.as_deref());
+            let launcher = &self.hosts.launcher;
+            let devices = if refresh { launcher.relist() } else { launcher.devices() };
+            return Capacity::of(&devices, self.config.cores, self.config.gpus.as_deref());
         }
         let nodes = self.nodes(refresh);
         Capacity::of_nodes(nodes.iter().map(|n| (n.addr.as_str(), &n.devices)))
@@ -674,8 +677,9 @@ impl Gateway {
         reply
     }
 
-    /// The devices model instances may use, and what no app holds: the gateway's machine's, or, with nodes, the
-    /// nodes' as last found (this does not look again).
+    /// The devices model instances may use, and what no app holds: the gateway's machine's as last listed (at
+    /// start, and at each deploy and re-plan), or, with nodes, the nodes' as last found (this does not look
+    /// again).
     fn machine(&self) -> MachineStatus {
         let all = self.capacity(false);
         let free = self.less_held(all.clone(), None);
@@ -687,7 +691,7 @@ impl Gateway {
             MachineStatus { cores: Vec::new(), free_cores: Vec::new(), gpus: Vec::new(), nodes: Vec::new(), cluster };
         for (machine, free) in all.machines.iter().zip(&free.machines) {
             let devices = match &machine.node {
-                None => local,
+                None => &*local,
                 Some(addr) => match nodes.iter().find(|n| &n.addr == addr) {
                     Some(node) => &node.devices,
                     None => continue,

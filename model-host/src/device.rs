@@ -233,8 +233,8 @@ pub enum DeviceError {
     /// one has a new UUID), or the GPU left the machine.
     #[error(
         "segment {segment} was placed on {} {device}, which this machine no longer has (`nvidia-smi -L` does not \
-         list it); redeploy the app, or restart the gateway, so that its plan is placed again on the devices \
-         that exist (re-create the MIG instance first if the plan needs it: a new instance has a new UUID)",
+         list it); redeploy the app so that its plan is placed again on the devices that exist (each deploy \
+         lists them anew; re-create the MIG instance first if the plan needs it: a new instance has a new UUID)",
         device_kind(.device)
     )]
     Gone {

@@ -21,7 +21,7 @@
 //! share's percentage of its GPU's memory); a model whose weights alone exceed it is refused before loading.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use crate::Tensor;
 use crate::device::{Bound, DeviceError, Devices};
@@ -123,7 +123,9 @@ pub enum LaunchError {
 /// Starts models on this machine's segments.
 #[derive(Debug, Clone)]
 pub struct Launcher {
-    devices: Devices,
+    /// What the machine has, as last listed; shared by the launcher's clones, listed again by
+    /// [`Launcher::relist`].
+    devices: Arc<RwLock<Arc<Devices>>>,
     worker: Option<WorkerCommand>,
     relist: Relist,
 }
@@ -188,7 +190,7 @@ impl Launcher {
     }
 
     fn new_with(devices: Devices, worker: Option<WorkerCommand>, relist: Relist) -> Launcher {
-        Launcher { devices, worker, relist }
+        Launcher { devices: Arc::new(RwLock::new(Arc::new(devices))), worker, relist }
     }
 
     /// The same launcher, listing the machine's devices with `list` before each start of a worker (`None`:
@@ -197,16 +199,38 @@ impl Launcher {
         Launcher { relist: Relist(Arc::new(list)), ..self }
     }
 
-    /// What this machine has.
-    pub fn devices(&self) -> &Devices {
-        &self.devices
+    /// What this machine has, as last listed: at discovery, or at the last [`Launcher::relist`].
+    pub fn devices(&self) -> Arc<Devices> {
+        self.devices.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// List the machine's GPUs and MIG instances again (`nvidia-smi`), and keep that as what it has: how a deploy
+    /// plans on the MIG instances that exist now, not those of the gateway's start (an instance may have been
+    /// destroyed or created meanwhile). When the listing does not answer, what was known stays; the CPU cores
+    /// and each GPU's multiprocessor count (which only the CUDA driver tells) are kept from discovery. Blocks
+    /// while `nvidia-smi` runs.
+    pub fn relist(&self) -> Arc<Devices> {
+        let Some(listed) = (self.relist.0)() else { return self.devices() };
+        let mut devices = self.devices.write().unwrap_or_else(PoisonError::into_inner);
+        let gpus = listed
+            .gpus
+            .into_iter()
+            .map(|mut gpu| {
+                let known = devices.gpus.iter().find(|k| k.uuid == gpu.uuid);
+                gpu.sms = gpu.sms.or(known.and_then(|k| k.sms));
+                gpu
+            })
+            .collect();
+        *devices = Arc::new(Devices { cpu_cores: devices.cpu_cores.clone(), gpus });
+        devices.clone()
     }
 
     /// Check that this machine offers `placement` before anything is loaded.
     pub fn check(&self, placement: &Placement) -> Result<(), LaunchError> {
+        let available = self.devices().cpu_cores.len();
         match placement.segment {
-            Segment::Cpu { cores } if cores as usize > self.devices.cpu_cores.len() => {
-                Err(LaunchError::Cores { segment: placement.segment, available: self.devices.cpu_cores.len() })
+            Segment::Cpu { cores } if cores as usize > available => {
+                Err(LaunchError::Cores { segment: placement.segment, available })
             }
             Segment::Cpu { .. } => Ok(()),
             _ => self.bind(placement).map(drop).map_err(LaunchError::from),
@@ -216,11 +240,12 @@ impl Launcher {
     /// The binding of a GPU placement on this machine's devices: the device it was placed on (or, unplaced,
     /// the segment's [first](Devices::first_device)) and the memory it grants.
     pub fn bind(&self, placement: &Placement) -> Result<Bound, DeviceError> {
+        let devices = self.devices();
         let device = match &placement.device {
             Some(device) => device.clone(),
-            None => self.devices.first_device(&placement.segment)?,
+            None => devices.first_device(&placement.segment)?,
         };
-        self.devices.bind(&placement.segment, &device)
+        devices.bind(&placement.segment, &device)
     }
 
     /// The device an instance on `placement` runs on, as the profile table names it: the CPU's model name,
@@ -229,7 +254,8 @@ impl Launcher {
         let Ok(bound) = self.bind(placement) else {
             return crate::device::cpu_name();
         };
-        let gpu = self.devices.gpus.iter().find(|g| Some(g.index) == placement.segment.gpu());
+        let devices = self.devices();
+        let gpu = devices.gpus.iter().find(|g| Some(g.index) == placement.segment.gpu());
         gpu.map_or_else(|| bound.device.clone(), |g| format!("{} ({})", g.name, bound.device))
     }
 
@@ -237,7 +263,7 @@ impl Launcher {
     /// segment's processes, and each restart of one, are bound to the same device.
     fn placed(&self, mut placement: Placement) -> Result<Placement, DeviceError> {
         if placement.segment.is_gpu() && placement.device.is_none() {
-            placement.device = Some(self.devices.first_device(&placement.segment)?);
+            placement.device = Some(self.devices().first_device(&placement.segment)?);
         }
         Ok(placement)
     }
@@ -492,5 +518,29 @@ GPU 1: NVIDIA H200 (UUID: GPU-h201)
         assert!(matches!(&err, LaunchError::Bind { source: DeviceError::Gone { .. }, .. }), "{err:?}");
         let text = err.to_string();
         assert!(text.contains("demo/detect/yolo@mig:0:3g.40gb:1#0") && text.contains("MIG-old"), "{text}");
+    }
+
+    /// Listing again replaces the GPUs and MIG instances every clone of the launcher sees, keeps the cores and
+    /// the multiprocessor counts only discovery knows, and keeps everything when `nvidia-smi` does not answer.
+    #[test]
+    fn a_relisting_is_what_every_clone_binds_on_and_a_silent_one_changes_nothing() {
+        let mut discovered = Devices::from_nvidia_smi(vec![0, 1], H200_QUERY, H200_LIST);
+        discovered.gpus[0].sms = Some(132);
+        let now = "GPU 0: NVIDIA H200 (UUID: GPU-h200)\n  MIG 3g.71gb Device 1: (UUID: MIG-second)\n  \
+                   MIG 3g.71gb Device 2: (UUID: MIG-third)\nGPU 1: NVIDIA H200 (UUID: GPU-h201)\n";
+        let listed = Devices::from_nvidia_smi(vec![7], H200_QUERY, now);
+        let launcher = Launcher::new(discovered, None).with_relist(move || Some(listed.clone()));
+        let clone = launcher.clone();
+        assert!(clone.bind(&placed("mig:0:3g.40gb:1", "MIG-first")).is_ok());
+
+        let devices = launcher.relist();
+        let uuids: Vec<&str> = devices.gpus[0].mig_instances.iter().map(|m| m.uuid.as_str()).collect();
+        assert_eq!(uuids, ["MIG-second", "MIG-third"]);
+        assert_eq!((devices.cpu_cores.as_slice(), devices.gpus[0].sms), ([0, 1].as_slice(), Some(132)));
+        assert!(matches!(clone.bind(&placed("mig:0:3g.40gb:1", "MIG-first")), Err(DeviceError::Gone { .. })));
+        assert!(clone.bind(&placed("mig:0:3g.40gb:1", "MIG-third")).is_ok());
+
+        let silent = launcher.with_relist(|| None);
+        assert_eq!(silent.relist(), devices);
     }
 }

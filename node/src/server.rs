@@ -155,7 +155,7 @@ impl Node {
             Some(_) => return Err(io::Error::new(io::ErrorKind::InvalidData, "the first frame was not Hello")),
         }
         stream.set_read_timeout(None)?; // an instance's connection idles between batches
-        write_frame(&mut writer, &Reply::Welcome { node: name.clone(), devices: self.launcher.devices().clone() })?;
+        write_frame(&mut writer, &Reply::Welcome { node: name.clone(), devices: (*self.launcher.relist()).clone() })?;
         writer.flush()?;
 
         let Some(Request::Load { instance, model_name, model_sha256, model_len, segment, device, cores }) =
@@ -252,7 +252,8 @@ impl Node {
         if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!("node `{node}`, instance `{instance}`: `{sha256}` is not a SHA-256"));
         }
-        let offered = &self.launcher.devices().cpu_cores;
+        let devices = self.launcher.devices();
+        let offered = &devices.cpu_cores;
         if let Some(core) = cores.iter().find(|c| !offered.contains(c)) {
             return Err(format!(
                 "node `{node}` has no core {core} for instance `{instance}` (it offers cores {offered:?}): re-plan \

@@ -19,13 +19,15 @@ const GPU: &str = "NVIDIA H100 80GB HBM3";
 const UUID: &str = "GPU-7e57f00d-0000-4000-8000-000000000016";
 
 /// A directory of stand-ins for the NVIDIA tools, to put first on `PATH`: an H100 with MIG mode `mig`
-/// (`Enabled` or `Disabled`) and no MIG instances.
+/// (`Enabled` or `Disabled`) and the MIG instances `nvidia-smi -L` lists, read from [`MIG_INSTANCES`] in that
+/// directory at each call (none without it), so that a test can create and destroy them.
 fn nvidia_tools(dir: &Path, mig: &str) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let smi = format!(
         "#!/bin/sh\ncase \"$*\" in\n  *--query-gpu*) echo '0, {GPU}, {UUID}, 81559, {mig}' ;;\n  \
-         -L) echo 'GPU 0: {GPU} (UUID: {UUID})' ;;\n  *) exit 1 ;;\nesac\n"
+         -L) echo 'GPU 0: {GPU} (UUID: {UUID})'; cat \"$(dirname \"$0\")/{MIG_INSTANCES}\" 2>/dev/null ;;\n  \
+         *) exit 1 ;;\nesac\n"
     );
     // As the driver's MPS control: `-d` starts a daemon that listens on its control socket (in Python); `quit`
     // on stdin tells it to stop, and it removes the socket.
@@ -41,6 +43,15 @@ fn nvidia_tools(dir: &Path, mig: &str) -> PathBuf {
         std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     bin
+}
+
+/// The file beside the stand-in `nvidia-smi` whose lines it lists as GPU 0's MIG instances.
+const MIG_INSTANCES: &str = "mig-instances";
+
+/// `nvidia-smi -L`'s lines for 2g.20gb instances with these UUIDs, in this order.
+fn mig_instances(uuids: &[&str]) -> String {
+    let lines = uuids.iter().enumerate().map(|(i, uuid)| format!("  MIG 2g.20gb     Device  {i}: (UUID: {uuid})\n"));
+    lines.collect()
 }
 
 /// A `PATH` that finds the stand-ins first.
@@ -150,6 +161,45 @@ fn a_bundle_needing_mig_instances_that_do_not_exist_is_refused_and_plan_writes_t
     assert!(planned.status.success(), "{}", text(&planned));
     let yaml = std::fs::read_to_string(&config).unwrap();
     assert!(yaml.contains("\"jig-on-mig\"") && yaml.contains("\"2g.20gb\": 2"), "{yaml}");
+}
+
+/// The machine's MIG instances are listed again at each deploy: a plan is placed on the instances that exist
+/// then, never on one destroyed since the gateway started, and `/v1/devices`, `/metrics` and `jig status` show
+/// what that look found.
+#[test]
+fn each_deploy_places_its_plan_on_the_mig_instances_that_exist_then() {
+    let scratch = tempfile::tempdir().unwrap();
+    let path = path_with_a_gpu(scratch.path(), "Enabled");
+    let listed = scratch.path().join("bin").join(MIG_INSTANCES);
+    let (first, second, created) = ("MIG-7e57f00d-aaaa", "MIG-7e57f00d-bbbb", "MIG-7e57f00d-cccc");
+    std::fs::write(&listed, mig_instances(&[first, second])).unwrap();
+    let dir = scratch.path().join("mig-app");
+    let rows = format!(
+        "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nclassifier,fast,mig:0:2g.20gb:1,4,30,40,20,{GPU}\n"
+    );
+    app(&dir, "on-mig", &rows);
+    let env: [(&str, &std::ffi::OsStr); 1] = [("PATH", &path)];
+    let gateway = Gateway::start_with_env(&scratch.path().join("state"), &["--cores", "2"], &env);
+
+    // One instance is planned, on the first free 2g.20gb; its worker cannot load CUDA here, which names it.
+    let said = text(&deploy(&gateway, &dir));
+    assert!(said.contains("on-mig") && said.contains(first) && said.contains("onnxruntime-gpu"), "{said}");
+
+    // The first instance is destroyed and another created: the next deploy plans on what exists now.
+    std::fs::write(&listed, mig_instances(&[second, created])).unwrap();
+    let said = text(&deploy(&gateway, &dir));
+    assert!(said.contains(second) && !said.contains(first), "placed on a listed instance: {said}");
+    assert!(said.contains("onnxruntime-gpu"), "{said}");
+
+    let machine = gateway.http("GET", "/v1/devices", &[], b"").json();
+    let free: Vec<&str> =
+        machine["gpus"][0]["free_mig_instances"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(free, [format!("2g.20gb ({second})"), format!("2g.20gb ({created})")], "{machine}");
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    assert!(metrics.contains("jig_gpu_mig_instances{gpu=\"0\",state=\"free\"} 2\n"), "{metrics}");
+    let shown = text(&gateway.jig("status").output().unwrap());
+    let mig = format!("MIG      2g.20gb 2g.20gb; free: 2g.20gb ({second}) 2g.20gb ({created})");
+    assert!(shown.contains(&mig), "{shown}");
 }
 
 /// `jig profile --counters` on a machine with a GPU (the stand-ins, and a stand-in `ncu` that checks how it was
