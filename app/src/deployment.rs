@@ -270,6 +270,8 @@ pub struct GpuCapacity {
     pub uuid: String,
     /// Percent of its SMs free for `mps:` shares; 0 on a GPU in MIG mode, whose MIG instances serve instead.
     pub mps_percent: u32,
+    /// Whether the GPU is in MIG mode (then only its MIG instances serve).
+    pub mig_mode: bool,
     /// Its existing MIG instances that no app holds, in `nvidia-smi -L`'s order: the profile and the
     /// instance's `MIG-…` UUID, which an instance placed on it is bound to.
     pub mig: Vec<(MigProfile, String)>,
@@ -293,6 +295,7 @@ impl Machine {
                     name: g.name.clone(),
                     uuid: g.uuid.clone(),
                     mps_percent: if g.mig_enabled { 0 } else { 100 },
+                    mig_mode: g.mig_enabled,
                     mig,
                     any_layout: false,
                 }
@@ -467,6 +470,8 @@ impl std::fmt::Display for Machine {
             write!(f, ", GPU {}: ", g.index)?;
             if g.any_layout {
                 write!(f, "any MIG layout")?;
+            } else if g.mig_mode && g.mig.is_empty() {
+                write!(f, "MIG mode, no free MIG instance")?;
             } else if g.mig.is_empty() {
                 write!(f, "{}% for MPS shares", g.mps_percent)?;
             } else {
@@ -517,7 +522,15 @@ pub fn plan_for_deploy(
     match plan_with_profiles(bundle, &profiles, demand_windows, capacity, observed) {
         Ok(deployment) => Ok(deployment),
         Err(reason @ PlanningError::NoSegments { .. }) if reason.needs_gpu_segments() => {
-            Err(Refused { app: bundle.manifest.name.clone(), reason })
+            let mig_config = match &reason {
+                PlanningError::NoSegments { measured, .. }
+                    if measured.iter().any(|kind| matches!(kind, SegmentKind::Mig { .. })) =>
+                {
+                    mig_instances_to_create(bundle, &profiles, demand_windows, capacity, observed)
+                }
+                _ => None,
+            };
+            Err(Refused { app: bundle.manifest.name.clone(), reason, mig_config: mig_config.unwrap_or_default() })
         }
         Err(e) => {
             tracing::warn!(app = %bundle.manifest.name, "planning failed: {e}");
@@ -539,18 +552,22 @@ impl PlanningError {
 }
 
 /// A deploy refused by [`plan_for_deploy`]: the bundle's profile table measures only GPU segments this machine
-/// does not offer. The message names the app, the segments measured, what the machine has free and what to do.
+/// does not offer. The message names the app, its slots and the segments each is measured on, what the machine
+/// has free and what to do: for MIG instances, which ones and the `nvidia-mig-parted` config that creates them.
 #[derive(Debug, thiserror::Error)]
 #[error(
     "app `{app}` cannot be deployed on this machine: {reason}. To serve it here, profile it on this machine's \
      CPU cores (`jig profile BUNDLE` measures cpu:1, cpu:2, … up to its cores) and deploy it again; or deploy it \
-     on a machine with the GPU segments it measures"
+     on a machine with the GPU segments it measures{mig_config}"
 )]
 pub struct Refused {
     /// The app.
     pub app: String,
     /// Why: [`PlanningError::NoSegments`].
     pub reason: PlanningError,
+    /// For a bundle measured on MIG instances the machine lacks, the instances its plan would need here and the
+    /// config that creates them (see [`mig_instances_to_create`]); empty otherwise.
+    pub mig_config: String,
 }
 
 /// A refused deploy is the bundle's fault on this machine: the gateway answers 400 (`invalid_bundle`) with the
@@ -687,20 +704,34 @@ pub fn problem(
         measured.dedup();
         let mig = measured.iter().any(|kind| matches!(kind, SegmentKind::Mig { .. }));
         let gpu_only = measured.iter().all(|kind| !matches!(kind, SegmentKind::Cpu { .. }));
-        let mut names: Vec<String> = measured.iter().map(SegmentKind::name).collect();
-        names.dedup();
-        let names = names.join(", ");
+        // Each slot with the segments it is measured on: `slot `detect` on mig:2g.20gb:1, mps:50`.
+        let names = model_tasks
+            .iter()
+            .map(|&(_, slot)| {
+                let mut kinds: Vec<String> = rows
+                    .iter()
+                    .filter(|r| r.slot == slot)
+                    .filter_map(|r| SegmentKind::parse(&r.segment).ok())
+                    .map(|kind| kind.name())
+                    .collect();
+                kinds.sort();
+                kinds.dedup();
+                let kinds = if kinds.is_empty() { "no segment".to_string() } else { kinds.join(", ") };
+                format!("slot `{slot}` on {kinds}")
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
         let hint = if measured.is_empty() {
             "profile one with `jig profile --segment`".to_string()
+        } else if gpu_only && capacity.gpus().next().is_none() {
+            format!(
+                "it measures {names}; the gateway has no GPU (none on this machine, or none given to `jig up --gpus`)"
+            )
         } else if mig {
             let create = unknown_mig_gpu(capacity).unwrap_or_else(|| {
                 "create them with nvidia-mig-parted (`jig plan BUNDLE --mig-config FILE` writes a layout)".into()
             });
             format!("it measures {names}; MIG instances must exist before they serve: {create}")
-        } else if gpu_only && capacity.gpus().next().is_none() {
-            format!(
-                "it measures {names}; the gateway has no GPU (none on this machine, or none given to `jig up --gpus`)"
-            )
         } else {
             format!("it measures {names}; give the gateway those devices (`jig up --cores`, `--gpus`) or free them")
         };
@@ -1076,6 +1107,35 @@ fn missing_mig(plan: &jig_planner::Plan, capacity: &Capacity) -> Vec<String> {
     missing_instances(&plan.placement, &present, model).iter().map(|m| m.to_string()).collect()
 }
 
+/// For a bundle refused for want of MIG instances: the instances its plan would place, were any layout of this
+/// machine's GPUs allowed (as `jig plan BUNDLE --mig-config FILE` plans), and the `nvidia-mig-parted` config
+/// that creates them, with how to apply it. `None` when no GPU here takes a layout jig knows, or no such plan
+/// is found.
+fn mig_instances_to_create(
+    bundle: &Bundle,
+    profiles: &Path,
+    demand_windows: &[f64],
+    capacity: &Capacity,
+    observed: &Observations,
+) -> Option<String> {
+    if unknown_mig_gpu(capacity).is_some() {
+        return None;
+    }
+    let any = capacity.clone().with_any_mig_layout();
+    let (problem, _) = problem(bundle, profiles, demand_windows, &any, observed).ok()?;
+    let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, mip_rel_gap: PLAN_GAP, ..SolveOptions::default() };
+    let plan = jig_planner::plan(&problem, Features::ALL, &options).ok()?;
+    let missing = missing_mig(&plan, capacity);
+    let model = capacity.gpus().next().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
+    let name = config_name(&bundle.manifest.name);
+    let yaml = mig_parted_config(&plan.placement, &name, model).ok()?;
+    Some(format!(
+        "; or create the MIG instances it would be planned on here ({}) with this nvidia-mig-parted config, \
+         which `jig plan BUNDLE --mig-config FILE` also writes:\n{yaml}",
+        missing.join("; ")
+    ))
+}
+
 /// Which MIG instances `plan` needs that the machine lacks, and the `nvidia-mig-parted` config that would
 /// provide them (the plan's GPUs numbered from 0, as the machine's).
 fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
@@ -1385,13 +1445,13 @@ mod tests {
                 .unwrap_err();
         assert!(matches!(&error, PlanningError::NoSegments { measured, .. } if measured.len() == 1), "{error:?}");
         assert!(error.to_string().contains("measures no segment this machine offers (free: 4 cores)"), "{error}");
-        assert!(error.to_string().contains("it measures mps:50; the gateway has no GPU"), "{error}");
+        assert!(error.to_string().contains("it measures slot `det` on mps:50; the gateway has no GPU"), "{error}");
 
         // A deploy is refused, naming the app, the segment, what the machine offers and what to do.
         let refused = plan_for_deploy(&bundle, &[], &Capacity::cpu_only(4), &Observations::default()).unwrap_err();
         let text = refused.to_string();
         assert!(text.starts_with("app `signs` cannot be deployed on this machine: profiles.csv"), "{text}");
-        assert!(text.contains("it measures mps:50;") && text.contains("(free: 4 cores)"), "{text}");
+        assert!(text.contains("it measures slot `det` on mps:50;") && text.contains("(free: 4 cores)"), "{text}");
         assert!(text.contains("`jig profile BUNDLE`") && text.contains("on a machine with the GPU"), "{text}");
         let start = crate::StartError::from(refused);
         assert!(start.is_bundle_fault(), "a 400 that keeps the previous deployment serving");
@@ -1406,15 +1466,26 @@ mod tests {
         let mut held = Capacity::of(&machine(), 8, Some(&[1]));
         held.machines[0].gpus[0].mps_percent = 40;
         let text = plan_for_deploy(&bundle, &[], &held, &Observations::default()).unwrap_err().to_string();
-        assert!(text.contains("GPU 1: 40% for MPS shares); it measures mps:50; give the gateway"), "{text}");
+        assert!(text.contains("GPU 1: 40% for MPS shares); it measures slot `det` on mps:50; give the"), "{text}");
 
-        let mig = self::bundle(dir.path(), &[("mig:0:3g.40gb:2", 4, 40.0, 100.0)]);
+        // MIG instances on a machine without a GPU: there is none to make them on.
+        let mig = self::bundle(dir.path(), &[("mig:0:2g.20gb:1", 4, 40.0, 100.0)]);
         let error = problem(&mig, &mig.profiles_path().unwrap(), &[], &Capacity::cpu_only(4), &Observations::default())
             .unwrap_err();
-        assert!(error.to_string().contains("it measures mig:3g.40gb:2; MIG instances must exist"), "{error}");
+        assert!(error.to_string().contains("on mig:2g.20gb:1; the gateway has no GPU"), "{error}");
         let text =
             plan_for_deploy(&mig, &[], &Capacity::cpu_only(4), &Observations::default()).unwrap_err().to_string();
-        assert!(text.contains("mig:3g.40gb:2") && text.contains("`jig plan BUNDLE --mig-config FILE`"), "{text}");
+        assert!(!text.contains("nvidia-mig-parted config"), "{text}");
+        // On a GPU in MIG mode without that profile's instances: which to make, and the config that makes them.
+        let gpu0 = Capacity::of(&machine(), 8, Some(&[0]));
+        let text = plan_for_deploy(&mig, &[], &gpu0, &Observations::default()).unwrap_err().to_string();
+        for says in [
+            "GPU 0: MIG 3g.40gb 3g.40gb 1g.10gb); it measures slot `det` on mig:2g.20gb:1; MIG instances must exist",
+            "2g.20gb on GPU 0; this machine has none) with this nvidia-mig-parted config",
+            "mig-enabled: true",
+        ] {
+            assert!(text.contains(says), "{says}: {text}");
+        }
     }
 
     #[test]
@@ -1425,7 +1496,7 @@ mod tests {
         let bundle = bundle(dir.path(), &[("cpu:8", 1, 50.0, 10.0), ("mps:0:50", 4, 40.0, 100.0)]);
         let d = plan_for_deploy(&bundle, &[], &cpu, &Observations::default()).expect("not refused");
         assert!(d.source.starts_with("default: the planner found no plan") && d.demand_rps.is_none(), "{d:?}");
-        assert!(d.source.contains("it measures cpu:8, mps:50; give the gateway"), "{}", d.source);
+        assert!(d.source.contains("it measures slot `det` on cpu:8, mps:50; give the gateway"), "{}", d.source);
         // No profile table at all: the default deployment.
         std::fs::remove_file(dir.path().join("profiles.csv")).unwrap();
         let bundle = Bundle::open(dir.path()).unwrap();

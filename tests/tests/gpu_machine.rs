@@ -152,7 +152,19 @@ fn a_bundle_needing_mig_instances_that_do_not_exist_is_refused_and_plan_writes_t
     let refused = deploy(&gateway, &dir);
     let said = text(&refused);
     assert!(!refused.status.success(), "{said}");
-    assert!(said.contains("mig:2g.20gb:1") && said.contains("jig plan BUNDLE --mig-config FILE"), "{said}");
+    // It names the slot and the segment it is measured on, what GPU 0 has, and prints the config that makes
+    // the two instances its plan needs here.
+    for says in [
+        "app `on-mig`",
+        "slot `classifier` on mig:2g.20gb:1",
+        "GPU 0: MIG mode, no free MIG instance",
+        "the plan needs 2× 2g.20gb on GPU 0; this machine has none",
+        "sudo nvidia-mig-parted apply -f THIS_FILE -c jig-on-mig",
+        "jig plan BUNDLE --mig-config FILE",
+        "\"2g.20gb\": 2",
+    ] {
+        assert!(said.contains(says), "{says}: {said}");
+    }
 
     // The command the refusal names works on this machine: it plans as if GPU 0 could take any layout.
     let config = scratch.path().join("mig.yaml");

@@ -59,7 +59,7 @@ fn a_bundle_profiled_only_on_a_gpu_is_refused_on_a_machine_without_one_and_the_g
     let before = apps(&gateway);
     assert_eq!(before.len(), 1, "{before:?}");
 
-    // A new app profiled only on mps:0:50 is refused: a 400 naming the app, the segment, what the machine
+    // A new app profiled only on mps:0:50 is refused: a 400 naming the app, its slot and segment, what the machine
     // offers and what to do.
     let gpu_only = scratch.path().join("gpu-only");
     app(&gpu_only, "gpu-only", 0.9, Some(ON_A_GPU));
@@ -68,7 +68,7 @@ fn a_bundle_profiled_only_on_a_gpu_is_refused_on_a_machine_without_one_and_the_g
     assert_eq!(refused.status.code(), Some(1), "{text}");
     for named in [
         "app `gpu-only` cannot be deployed on this machine",
-        "it measures mps:50",
+        "it measures slot `classifier` on mps:50",
         "(free: ",
         "the gateway has no GPU",
         "jig profile BUNDLE",
