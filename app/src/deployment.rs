@@ -530,7 +530,8 @@ pub fn plan_for_deploy(
                 }
                 _ => None,
             };
-            Err(Refused { app: bundle.manifest.name.clone(), reason, mig_config: mig_config.unwrap_or_default() })
+            let (app, reason) = (bundle.manifest.name.clone(), Box::new(reason));
+            Err(Refused { app, reason, mig_config: mig_config.unwrap_or_default() })
         }
         Err(e) => {
             tracing::warn!(app = %bundle.manifest.name, "planning failed: {e}");
@@ -563,8 +564,8 @@ impl PlanningError {
 pub struct Refused {
     /// The app.
     pub app: String,
-    /// Why: [`PlanningError::NoSegments`].
-    pub reason: PlanningError,
+    /// Why: [`PlanningError::NoSegments`] (boxed: an error that stays small to pass around).
+    pub reason: Box<PlanningError>,
     /// For a bundle measured on MIG instances the machine lacks, the instances its plan would need here and the
     /// config that creates them (see [`mig_instances_to_create`]); empty otherwise.
     pub mig_config: String,
