@@ -160,6 +160,21 @@ fn load_peak_predictor(configured: Option<&Path>) -> anyhow::Result<Option<predi
 
 /// The status of `machine`'s GPUs (all it may use), with what `free` (the same machine less what apps hold)
 /// leaves of each; `devices` is the machine's own listing.
+/// `gpus` names GPUs of this machine by index: one it lacks is a mistake to report, not a GPU to ignore.
+fn check_gpus(wanted: &[u32], devices: &Devices) -> anyhow::Result<()> {
+    let Some(missing) = wanted.iter().find(|&&i| !devices.gpus.iter().any(|g| g.index == i)) else {
+        return Ok(());
+    };
+    let has = match devices.gpus.iter().map(|g| g.index.to_string()).collect::<Vec<_>>() {
+        none if none.is_empty() => "no GPU (neither `nvidia-smi` nor the CUDA driver finds one)".to_string(),
+        indices => format!("GPU {}", indices.join(", ")),
+    };
+    anyhow::bail!(
+        "`gpus` names GPU {missing}, but this machine has {has}: give `jig up --gpus` the indices `nvidia-smi -L` \
+         lists, or `none`"
+    )
+}
+
 fn gpu_status(devices: &Devices, machine: &Machine, free: &Machine) -> Vec<GpuStatus> {
     machine
         .gpus
@@ -268,11 +283,16 @@ impl Gateway {
                 Some(jig_node::Access { token: token.trim().to_string(), timeout: NODE_TIMEOUT })
             }
         };
+        let launcher = Launcher::discover();
+        let local = config.nodes.is_empty() && !(cluster.is_some() && node_access.is_some());
+        if local && let Some(gpus) = &config.gpus {
+            check_gpus(gpus, &launcher.devices())?;
+        }
         let gateway = Arc::new(Gateway {
             metrics: Metrics::new(apps.clone()),
             config,
             runtime,
-            hosts: ModelHosts { launcher: Launcher::discover(), nodes: node_access },
+            hosts: ModelHosts { launcher, nodes: node_access },
             nodes: Default::default(),
             registered: Default::default(),
             cluster,

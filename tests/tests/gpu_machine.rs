@@ -98,6 +98,24 @@ fn a_gpu_is_offered_as_mps_shares_in_devices_status_and_metrics() {
     assert!(shown.contains("MPS      100% free"), "{shown}");
 }
 
+/// `--gpus` naming a GPU the machine lacks stops `jig up` with what the machine has, rather than serving
+/// without it.
+#[test]
+fn a_gateway_given_a_gpu_the_machine_lacks_says_which_it_has() {
+    let scratch = tempfile::tempdir().unwrap();
+    let path = path_with_a_gpu(scratch.path(), "Disabled");
+    let state = scratch.path().join("state");
+    let up = jig_tests::jig()
+        .args(["up", "--listen", "127.0.0.1:0", "--gpus", "0,3", "--state-dir"])
+        .arg(&state)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let said = text(&up);
+    assert!(!up.status.success(), "{said}");
+    assert!(said.contains("`gpus` names GPU 3, but this machine has GPU 0"), "{said}");
+}
+
 #[test]
 fn a_plan_on_a_gpu_share_without_onnx_runtimes_cuda_build_names_what_to_install_and_others_keep_serving() {
     let scratch = tempfile::tempdir().unwrap();
