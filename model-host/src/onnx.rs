@@ -131,9 +131,10 @@ pub fn cuda_library_path() -> Option<std::ffi::OsString> {
 /// library; the CUDA build lacks a CUDA or cuDNN library when ONNX Runtime's error names one.
 fn cuda_unavailable(error: &str) -> String {
     let install = format!(
-        "install the CUDA build with `python3 -m pip install --target .jig/python onnxruntime-gpu=={ORT_VERSION}` \
-         (its CUDA 12/13 and cuDNN 9 libraries come with `onnxruntime-gpu[cuda,cudnn]`, or from the system's CUDA \
-         toolkit on LD_LIBRARY_PATH), or point JIG_ORT_LIB at a CUDA build's libonnxruntime.so"
+        "install ONNX Runtime's CUDA build with the CUDA and cuDNN libraries it loads: `python3 -m pip install \
+         --target .jig/python 'onnxruntime-gpu[cuda,cudnn]=={ORT_VERSION}'` (in a jig checkout, `JIG_ORT_GPU=1 make \
+         setup`); or point JIG_ORT_LIB at a CUDA build's libonnxruntime.so, with the system's CUDA 13 and cuDNN 9 \
+         libraries on LD_LIBRARY_PATH"
     );
     let library = library_path().map(|p| p.display().to_string()).unwrap_or_else(|_| "?".into());
     let provider = Path::new(&library).with_file_name("libonnxruntime_providers_cuda.so");
@@ -736,7 +737,10 @@ mod tests {
     fn a_missing_cuda_provider_says_what_to_install() {
         // The CPU wheel `make setup` installs has no CUDA provider library beside it.
         let detail = cuda_unavailable("Failed to load libonnxruntime_providers_cuda.so");
-        assert!(detail.contains("is a CPU build") && detail.contains("onnxruntime-gpu==1.31.1"), "{detail}");
+        assert!(
+            detail.contains("is a CPU build") && detail.contains("'onnxruntime-gpu[cuda,cudnn]==1.31.1'"),
+            "{detail}"
+        );
         let loader = "Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.13: \
                       cannot open shared object file: No such file or directory";
         assert_eq!(missing_library(loader), Some("libcublasLt.so.13"));
