@@ -268,13 +268,16 @@ impl Model {
                 .with_execution_providers([cuda.build().error_on_failure()])
                 .map_err(|e| ModelError::Run { model: name.into(), detail: cuda_unavailable(&e.to_string()) })?;
         }
-        let session = builder.commit_from_memory(bytes).map_err(|e| invalid(e.to_string()))?;
+        let gpu_memory = options.cuda.and_then(|(_, limit)| limit);
+        let session = builder.commit_from_memory(bytes).map_err(|e| match explain_load_error(&e, gpu_memory) {
+            Some(detail) => ModelError::Run { model: name.into(), detail },
+            None => invalid(e.to_string()),
+        })?;
         let specs = |io: &'static str, outlets: &[ort::value::Outlet]| -> Result<Vec<TensorSpec>, ModelError> {
             outlets.iter().map(|o| tensor_spec(name, io, o.name(), o.dtype())).collect()
         };
         let inputs = specs("input", session.inputs())?;
         let outputs = specs("output", session.outputs())?;
-        let gpu_memory = options.cuda.and_then(|(_, limit)| limit);
         Ok(Model { name: name.into(), session: Mutex::new(session), gpu_memory, inputs, outputs })
     }
 
@@ -464,17 +467,40 @@ fn tensor_data(value: &ort::value::DynValue) -> Option<*const u8> {
 /// A failed run's message, with what to do when it ran out of the GPU memory its segment grants (`gpu_memory`,
 /// the CUDA arena's limit; `None` on the CPU).
 fn explain_run_error(detail: String, gpu_memory: Option<usize>) -> String {
-    let exhausted = ["BFCArena", "Available memory of", "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation"]
-        .iter()
-        .any(|sign| detail.contains(sign));
     match gpu_memory {
-        Some(limit) if exhausted => format!(
+        Some(limit) if gpu_memory_exhausted(&detail) => format!(
             "GPU memory exhausted: this segment grants {} MiB to ONNX Runtime, and this batch needs more; plan \
              smaller batches or give the model a larger segment ({detail})",
             limit >> 20
         ),
         _ => detail,
     }
+}
+
+/// A failed load's message when it ran out of the GPU memory its segment grants (`gpu_memory`): not the model's
+/// fault, as other load errors are.
+fn explain_load_error(error: &impl std::fmt::Display, gpu_memory: Option<usize>) -> Option<String> {
+    let detail = error.to_string();
+    let limit = gpu_memory.filter(|_| gpu_memory_exhausted(&detail))?;
+    Some(format!(
+        "GPU memory exhausted while loading: this segment grants {} MiB to ONNX Runtime, and the model needs more; \
+         give it a larger segment ({detail})",
+        limit >> 20
+    ))
+}
+
+/// Whether an error of ONNX Runtime (its CUDA arena), CUDA or cuDNN says the GPU's memory ran out.
+pub(crate) fn gpu_memory_exhausted(detail: &str) -> bool {
+    let signs = [
+        "bfcarena",
+        "available memory of",
+        "out of memory",
+        "failed to allocate memory",
+        "cudaerrormemoryallocation",
+        "alloc_failed",
+    ];
+    let lower = detail.to_lowercase();
+    signs.iter().any(|sign| lower.contains(sign))
 }
 
 /// An ONNX Runtime tensor over `place`'s bytes, which a run writes in place.
@@ -731,6 +757,14 @@ mod tests {
         assert!(explained.starts_with("GPU memory exhausted: this segment grants 815 MiB"), "{explained}");
         assert!(explained.ends_with(&format!("({said})")), "{explained}");
         assert_eq!(explain_run_error("shape mismatch".into(), Some(815 << 20)), "shape mismatch");
+        let loading = explain_load_error(&"CUDA failure 2: out of memory", Some(815 << 20)).unwrap();
+        assert!(loading.starts_with("GPU memory exhausted while loading: this segment grants 815 MiB"), "{loading}");
+        assert_eq!(explain_load_error(&"Protobuf parsing failed", Some(815 << 20)), None, "the model's fault");
+        assert_eq!(explain_load_error(&"CUDA failure 2: out of memory", None), None, "a CPU session");
+        // CUDA's and cuDNN's own words for it.
+        for said in ["CUDA failure 2: out of memory", "CUDNN failure 4: CUDNN_STATUS_ALLOC_FAILED"] {
+            assert!(explain_run_error(said.into(), Some(1 << 30)).starts_with("GPU memory exhausted"), "{said}");
+        }
     }
 
     #[test]

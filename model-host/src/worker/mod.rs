@@ -949,13 +949,15 @@ impl crate::instance::Executor for Worker {
 }
 
 /// `detail`, a failed batch's error, with what to do when it says the GPU's memory ran out: ONNX Runtime's CUDA
-/// arena (`Failed to allocate memory`), CUDA or cuDNN.
+/// arena (`Failed to allocate memory`), CUDA or cuDNN. The worker's model explains its own runs' (then this
+/// adds only that the worker serves on).
 fn with_memory_hint(detail: String, options: &SessionOptions) -> String {
     let Some((_, limit)) = options.cuda else { return detail };
-    let signs = ["out of memory", "failed to allocate memory", "cudaerrormemoryallocation", "alloc_failed"];
-    let lower = detail.to_lowercase();
-    if !signs.iter().any(|sign| lower.contains(sign)) {
+    if !crate::onnx::gpu_memory_exhausted(&detail) {
         return detail;
+    }
+    if detail.contains("GPU memory exhausted") {
+        return format!("{detail}; the worker serves the next batch");
     }
     let share = limit.map_or("the GPU's".into(), |bytes| format!("{:.1} GB,", bytes as f64 / 1e9));
     format!(
@@ -990,6 +992,11 @@ mod tests {
         // Another failure, or a CPU session, is left as it is.
         assert_eq!(with_memory_hint("shape mismatch".into(), &cuda), "shape mismatch");
         assert_eq!(with_memory_hint(arena.clone(), &SessionOptions::default()), arena);
+        // What the worker's model already explained is not explained twice.
+        let explained = "GPU memory exhausted: this segment grants 815 MiB to ONNX Runtime (BFCArena …)";
+        let said = with_memory_hint(explained.into(), &cuda);
+        assert_eq!(said.matches("GPU memory exhausted").count(), 1, "{said}");
+        assert!(said.ends_with("the worker serves the next batch"), "{said}");
     }
 
     /// A refused start check spawns nothing, at the first start and at every restart, and its reason reaches
