@@ -420,11 +420,12 @@ impl Capacity {
         Some(counts)
     }
 
-    /// GPU slices free in all: an MPS share's part of seven, rounded down, and the slices of free MIG
-    /// instances.
+    /// GPU slices free in all: an MPS share's part of seven, rounded up as a share's cost is (the half of a GPU
+    /// another app left takes an `mps:50`, which costs 4), and the slices of free MIG instances. Placing the
+    /// plan checks the percentages themselves.
     fn gpu_slices(&self) -> u32 {
         let mig = |g: &GpuCapacity| g.mig.iter().map(|(p, _)| p.effective_slices()).sum::<u32>();
-        self.gpus().map(|g| if g.any_layout { 7 } else { g.mps_percent * 7 / 100 + mig(g) }).sum()
+        self.gpus().map(|g| if g.any_layout { 7 } else { (g.mps_percent * 7).div_ceil(100) + mig(g) }).sum()
     }
 
     /// Hold room for one instance of `segment` on the first machine that has it.
@@ -1757,5 +1758,26 @@ model = "m.onnx"
         let left = free.without(&second);
         let held = |c: &Capacity| c.cores() as usize + c.machines[0].gpus[0].mig.len();
         assert!(held(&left) < held(&all));
+    }
+
+    #[test]
+    fn mps_shares_of_a_gpu_are_never_handed_out_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = bundle(dir.path(), &[("mps:0:50", 4, 40.0, 100.0)]);
+        let share = |d: &Deployment| -> u32 {
+            assert!(d.instances.iter().all(|i| i.segment == "mps:50" || i.segment == "mps:0:50"), "{d:?}");
+            d.instances.iter().map(|i| i.places.iter().filter(|p| p.gpu == Some(1)).count() as u32 * 50).sum()
+        };
+        let gpu = |c: &Capacity| c.machines[0].gpus[0].mps_percent;
+        let all = Capacity::of(&machine(), 8, Some(&[1]));
+        let first = plan_for_deploy(&bundle, &[], &all, &Observations::default()).unwrap();
+        let free = all.clone().without(&first);
+        assert_eq!((share(&first), gpu(&free)), (50, 50), "{first:?}");
+        let second = plan_for_deploy(&bundle, &[], &free, &Observations::default()).unwrap();
+        let left = free.without(&second);
+        assert_eq!((share(&second), gpu(&left)), (50, 0), "{second:?}");
+        // A third finds none of the GPU left, and is refused rather than given a share twice.
+        let third = plan_for_deploy(&bundle, &[], &left, &Observations::default()).unwrap_err().to_string();
+        assert!(third.contains("GPU 1: 0% for MPS shares") && third.contains("or free them"), "{third}");
     }
 }
