@@ -7,7 +7,8 @@
 //! placement names, never "the nth instance of a profile", so a worker restarts on the very instance it was
 //! placed on or not at all. The binding also fixes the GPU memory the instance may use ([`Bound::memory`]).
 
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::segment::{MigProfile, Segment};
 
@@ -319,8 +320,43 @@ pub fn cpu_name() -> String {
 }
 
 fn nvidia_smi(args: &[&str]) -> Option<String> {
-    let out = Command::new("nvidia-smi").args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    let mut command = Command::new("nvidia-smi");
+    command.args(args);
+    let out = output_within(command, NVIDIA_SMI_TIMEOUT);
+    if out.is_none() {
+        tracing::debug!(
+            "`nvidia-smi {}` did not answer (missing, failed, or over {NVIDIA_SMI_TIMEOUT:?})",
+            args.join(" ")
+        );
+    }
+    out
+}
+
+/// How long `nvidia-smi` may take: deploys list the GPUs with it, and a wedged GPU can hang it.
+const NVIDIA_SMI_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `command`'s standard output when it succeeds within `timeout`; `None` when it cannot start, fails, or takes
+/// longer (it is then killed).
+fn output_within(mut command: Command, timeout: Duration) -> Option<String> {
+    use std::io::Read;
+    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        stdout.read_to_end(&mut text).map(|_| String::from_utf8_lossy(&text).into_owned())
+    });
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return reader.join().ok()?.ok().filter(|_| status.success()),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
 }
 
 /// The GPUs `nvidia-smi`'s query lists (see [`Devices::from_nvidia_smi`]), without their MIG instances; `None`
@@ -492,6 +528,21 @@ pub fn parse_mig_list(text: &str) -> Vec<(u32, MigInstance)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A listing tool that hangs is given up on (and killed) rather than hanging the deploy that asked.
+    #[test]
+    fn a_tool_that_does_not_answer_in_time_is_given_up_on() {
+        let run = |script: &str, timeout| {
+            let mut command = Command::new("sh");
+            command.args(["-c", script]);
+            output_within(command, timeout)
+        };
+        assert_eq!(run("echo listed", Duration::from_secs(10)).as_deref(), Some("listed\n"));
+        assert_eq!(run("echo listed; exit 3", Duration::from_secs(10)), None, "a failure lists nothing");
+        let started = Instant::now();
+        assert_eq!(run("sleep 30", Duration::from_millis(200)), None);
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    }
 
     #[test]
     fn parses_nvidia_smi_output() {
