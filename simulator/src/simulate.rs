@@ -1587,6 +1587,32 @@ mod tests {
         );
     }
 
+    /// A `mig:…:K` instance is K processes serving together, as the profiler measures it and the app runs it:
+    /// at a rate two processes keep up with, read as one process its queue would grow.
+    #[test]
+    fn a_mig_instance_of_k_processes_serves_as_k_servers() {
+        let spec = jig_planner::PlanSpec::from_toml(
+            "[app]\nname = \"k\"\nslo_latency_ms = 100\nslo_accuracy = 0.5\n\
+             [[app.tasks]]\nname = \"t\"\nvariants = [{ name = \"v\", accuracy = 1 }]\n\
+             [[segments]]\nname = \"mig:1g.10gb:2\"\n\
+             [resources]\nslices = 7\n[demand]\nwindows = [150]\n",
+        )
+        .unwrap();
+        // Each process takes 10 ms a request: the instance, two of them, serves 200 req/s.
+        let rows =
+            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nt,v,mig:1g.10gb:2,1,10,10,200,test\n";
+        let problem = jig_planner::Problem::new(&spec, &jig_planner::profile::from_csv(rows).unwrap(), "test").unwrap();
+        let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 1, rate_rps: 150.0 }];
+        let violated = |problem: &jig_planner::Problem| {
+            let run = run_bin(problem, &plan, (150.0, 20.0), &Outside::default(), 7);
+            run.violations / run.units
+        };
+        assert!(violated(&problem) < 0.01, "two processes keep up with 150 req/s: {}", violated(&problem));
+        let mut alone = problem.clone();
+        alone.segments[0].kind = SegmentKind::parse("mig:1g.10gb:1").unwrap();
+        assert!(violated(&alone) > 0.2, "one process cannot: {}", violated(&alone));
+    }
+
     #[test]
     fn a_plan_at_its_demand_serves_within_the_slo_and_overload_violates() {
         let problem = PaperApp::TrafficAnalysis.problem(28, 200.0).unwrap();
