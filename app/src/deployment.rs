@@ -498,7 +498,7 @@ impl std::fmt::Display for Capacity {
 /// what the running app `observed`; without a profile table, or when the planner finds no plan, each slot's
 /// [`fallback`]. Re-plans use it: a running app is never refused. A deploy uses [`plan_for_deploy`].
 pub fn plan(bundle: &Bundle, demand_windows: &[f64], capacity: &Capacity, observed: &Observations) -> Deployment {
-    plan_for_deploy(bundle, demand_windows, capacity, observed).unwrap_or_else(|refused| {
+    planned_or_refused(bundle, demand_windows, capacity, observed).unwrap_or_else(|refused| {
         tracing::warn!(app = %bundle.manifest.name, "planning failed: {}", refused.reason);
         fallback(bundle, capacity, &format!("default: the planner found no plan: {}", refused.reason))
     })
@@ -507,8 +507,27 @@ pub fn plan(bundle: &Bundle, demand_windows: &[f64], capacity: &Capacity, observ
 /// [`plan`] for a deploy (or a gateway's restart), which refuses a bundle this machine cannot serve as
 /// profiled: one whose profile table measures GPU segments only (`mps:`, `mig:`), none of which the machine
 /// offers (no GPU, not the MIG instances, or none free). The default deployment would run it unplanned on
-/// cores it was never measured on. A bundle without a profile table still gets the default deployment.
+/// cores it was never measured on. A bundle without a profile table still gets the default deployment. A bundle
+/// measured on MIG instances the machine lacks is told which its plan would use, and the config that makes them.
 pub fn plan_for_deploy(
+    bundle: &Bundle,
+    demand_windows: &[f64],
+    capacity: &Capacity,
+    observed: &Observations,
+) -> Result<Deployment, Refused> {
+    planned_or_refused(bundle, demand_windows, capacity, observed).map_err(|mut refused| {
+        let mig = matches!(&*refused.reason, PlanningError::NoSegments { measured, .. }
+            if measured.iter().any(|kind| matches!(kind, SegmentKind::Mig { .. })));
+        if let (true, Some(profiles)) = (mig, bundle.profiles_path()) {
+            let config = mig_instances_to_create(bundle, &profiles, demand_windows, capacity, observed);
+            refused.mig_config = config.unwrap_or_default();
+        }
+        refused
+    })
+}
+
+/// [`plan_for_deploy`] without the MIG config of a refusal, which a re-plan would throw away.
+fn planned_or_refused(
     bundle: &Bundle,
     demand_windows: &[f64],
     capacity: &Capacity,
@@ -523,16 +542,8 @@ pub fn plan_for_deploy(
     match plan_with_profiles(bundle, &profiles, demand_windows, capacity, observed) {
         Ok(deployment) => Ok(deployment),
         Err(reason @ PlanningError::NoSegments { .. }) if reason.needs_gpu_segments() => {
-            let mig_config = match &reason {
-                PlanningError::NoSegments { measured, .. }
-                    if measured.iter().any(|kind| matches!(kind, SegmentKind::Mig { .. })) =>
-                {
-                    mig_instances_to_create(bundle, &profiles, demand_windows, capacity, observed)
-                }
-                _ => None,
-            };
             let (app, reason) = (bundle.manifest.name.clone(), Box::new(reason));
-            Err(Refused { app, reason, mig_config: mig_config.unwrap_or_default() })
+            Err(Refused { app, reason, mig_config: String::new() })
         }
         Err(e) => {
             tracing::warn!(app = %bundle.manifest.name, "planning failed: {e}");
@@ -1088,9 +1099,8 @@ fn mig_shortfall(
     options: &SolveOptions,
 ) -> Option<String> {
     capacity.mig_instances().filter(|existing| !existing.is_empty())?;
-    let (problem, _) =
-        problem(bundle, profiles, demand_windows, &capacity.clone().with_any_mig_layout(), observed).ok()?;
-    let missing = missing_mig(&jig_planner::plan(&problem, Features::ALL, options).ok()?, capacity);
+    let plan = any_layout_plan(bundle, profiles, demand_windows, capacity, observed, options)?;
+    let missing = missing_mig(&plan, capacity);
     (!missing.is_empty()).then(|| {
         format!(
             "; with more MIG instances it would serve it: {} (`jig plan BUNDLE --mig-config FILE` writes the \
@@ -1100,19 +1110,54 @@ fn mig_shortfall(
     })
 }
 
-/// The MIG instances `plan`'s placement needs beyond the free ones of `capacity`, each said in the machine's
-/// own names (an H200's 3g.71gb for jig's 3g.40gb; a machine of mixed models in its first GPU's).
+/// The plan of `bundle` were any MIG layout of `capacity`'s GPUs allowed, as `jig plan BUNDLE --mig-config FILE`
+/// plans, with its GPUs numbered as the machine's ([`on_these_gpus`]); `None` when none is found.
+fn any_layout_plan(
+    bundle: &Bundle,
+    profiles: &Path,
+    demand_windows: &[f64],
+    capacity: &Capacity,
+    observed: &Observations,
+    options: &SolveOptions,
+) -> Option<jig_planner::Plan> {
+    let any = capacity.clone().with_any_mig_layout();
+    let (problem, _) = problem(bundle, profiles, demand_windows, &any, observed).ok()?;
+    let mut plan = jig_planner::plan(&problem, Features::ALL, options).ok()?;
+    on_these_gpus(&mut plan.placement, capacity);
+    Some(plan)
+}
+
+/// Number `placement`'s GPUs as the machine does: the packing's GPU k (from 0, in the order it opened them) is
+/// the k-th GPU `capacity` offers, which is GPU 1 on a gateway given `--gpus 1`.
+fn on_these_gpus(placement: &mut jig_planner::placement::Placement, capacity: &Capacity) {
+    use jig_planner::placement::Device;
+    let indices: Vec<u32> = capacity.gpus().map(|g| g.index).collect();
+    for placed in &mut placement.instances {
+        if let Device::Gpu { gpu, .. } | Device::GpuShare { gpu, .. } = &mut placed.device
+            && let Some(&index) = indices.get(*gpu as usize)
+        {
+            *gpu = index;
+        }
+    }
+}
+
+/// The GPU model MIG profiles are named after: `capacity`'s first GPU's (a machine of mixed models is said in
+/// its first GPU's names), or the 80 GB H100's.
+fn gpu_model(capacity: &Capacity) -> &'static GpuModel {
+    capacity.gpus().next().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB)
+}
+
+/// The MIG instances `plan`'s placement (its GPUs numbered as the machine's) needs beyond the free ones of
+/// `capacity`, each said in the machine's own names (an H200's 3g.71gb for jig's 3g.40gb).
 fn missing_mig(plan: &jig_planner::Plan, capacity: &Capacity) -> Vec<String> {
     let present: Vec<(u32, String)> =
         capacity.gpus().flat_map(|g| g.mig.iter().map(move |(p, _)| (g.index, p.to_string()))).collect();
-    let model = capacity.gpus().next().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
-    missing_instances(&plan.placement, &present, model).iter().map(|m| m.to_string()).collect()
+    missing_instances(&plan.placement, &present, gpu_model(capacity)).iter().map(|m| m.to_string()).collect()
 }
 
-/// For a bundle refused for want of MIG instances: the instances its plan would place, were any layout of this
-/// machine's GPUs allowed (as `jig plan BUNDLE --mig-config FILE` plans), and the `nvidia-mig-parted` config
-/// that creates them, with how to apply it. `None` when no GPU here takes a layout jig knows, or no such plan
-/// is found.
+/// For a bundle refused for want of MIG instances: the instances its plan would place here, were any layout of
+/// the machine's GPUs allowed, and the `nvidia-mig-parted` config that creates them (its header says how to
+/// apply it). `None` when no GPU here takes a layout jig knows, or no such plan needs a new instance.
 fn mig_instances_to_create(
     bundle: &Bundle,
     profiles: &Path,
@@ -1123,30 +1168,29 @@ fn mig_instances_to_create(
     if unknown_mig_gpu(capacity).is_some() {
         return None;
     }
-    let any = capacity.clone().with_any_mig_layout();
-    let (problem, _) = problem(bundle, profiles, demand_windows, &any, observed).ok()?;
     let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, mip_rel_gap: PLAN_GAP, ..SolveOptions::default() };
-    let plan = jig_planner::plan(&problem, Features::ALL, &options).ok()?;
+    let plan = any_layout_plan(bundle, profiles, demand_windows, capacity, observed, &options)?;
     let missing = missing_mig(&plan, capacity);
-    let model = capacity.gpus().next().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
-    let name = config_name(&bundle.manifest.name);
-    let yaml = mig_parted_config(&plan.placement, &name, model).ok()?;
+    if missing.is_empty() {
+        return None;
+    }
+    let yaml = mig_parted_config(&plan.placement, &config_name(&bundle.manifest.name), gpu_model(capacity)).ok()?;
     Some(format!(
-        "; or create the MIG instances it would be planned on here ({}) with this nvidia-mig-parted config, \
-         which `jig plan BUNDLE --mig-config FILE` also writes:\n{yaml}",
+        "; or create the MIG instances it would be planned on here ({}) with this nvidia-mig-parted config:\n{yaml}",
         missing.join("; ")
     ))
 }
 
 /// Which MIG instances `plan` needs that the machine lacks, and the `nvidia-mig-parted` config that would
-/// provide them (the plan's GPUs numbered from 0, as the machine's).
+/// provide them (the plan's GPUs numbered as the machine's).
 fn mig_layout_hint(app: &str, plan: &jig_planner::Plan, capacity: &Capacity) -> String {
-    let missing = missing_mig(plan, capacity);
-    let model = capacity.gpus().next().and_then(|g| GpuModel::of(&g.name)).unwrap_or(&GPU_80GB);
+    let mut plan = plan.clone();
+    on_these_gpus(&mut plan.placement, capacity);
+    let missing = missing_mig(&plan, capacity);
     if let Some(unknown) = unknown_mig_gpu(capacity) {
         return format!("; {}. {unknown}", missing.join("; "));
     }
-    match mig_parted_config(&plan.placement, &config_name(app), model) {
+    match mig_parted_config(&plan.placement, &config_name(app), gpu_model(capacity)) {
         Ok(yaml) => format!(
             "; {}. This nvidia-mig-parted config provides the layout (`jig plan --mig-config` writes it):\n{yaml}",
             missing.join("; ")
@@ -1488,6 +1532,14 @@ mod tests {
         ] {
             assert!(text.contains(says), "{says}: {text}");
         }
+        // A gateway given GPU 1 alone: the instances and the config are for GPU 1, as nvidia-smi numbers it.
+        let gpu1 = Capacity::of(&machine(), 8, Some(&[1]));
+        let text = plan_for_deploy(&mig, &[], &gpu1, &Observations::default()).unwrap_err().to_string();
+        assert!(text.contains("GPU 1: 100% for MPS shares"), "{text}");
+        assert!(text.contains("2g.20gb on GPU 1; this machine has none") && text.contains("devices: [1]"), "{text}");
+        assert!(!text.contains("GPU 0"), "{text}");
+        // A re-plan falls back without planning the config it would not show.
+        assert!(!plan(&mig, &[], &gpu1, &Observations::default()).source.contains("mig-configs:"));
     }
 
     #[test]

@@ -153,19 +153,24 @@ fn a_warm_worker_runs_each_batch_in_memory_it_already_has() {
     let input = [Tensor::from_f32(vec![8, 3, 640, 640], &x).unwrap()];
     let pages = (x.len() * 4 / 4096) as u64;
     for placed in [true, false] {
-        let mut faults = 0;
+        let mut faults = Vec::new();
         for turn in 0..13 {
             let inputs = if placed { in_shared_memory(&worker, &input) } else { input.to_vec() };
             let before = minor_faults(pid);
             let out = worker.run(&inputs).unwrap();
             // Three turns to warm up.
             if turn >= 3 {
-                faults += minor_faults(pid) - before;
+                faults.push(minor_faults(pid).saturating_sub(before));
             }
             let y = out[0].data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap()));
             assert!(y.zip(&x).all(|(y, x)| y == x + 1.0), "turn {turn}");
         }
-        assert!(faults < pages / 10, "placed {placed}: {faults} page faults in 10 warm batches, {pages} pages each");
+        // The median batch: the system may unmap a page now and then (NUMA balancing, reclaim).
+        faults.sort();
+        assert!(
+            faults[5] < pages / 100,
+            "placed {placed}: page faults of 10 warm batches {faults:?}, {pages} pages each"
+        );
     }
     assert_eq!(worker.restarts(), 0);
 }

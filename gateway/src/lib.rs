@@ -158,8 +158,6 @@ fn load_peak_predictor(configured: Option<&Path>) -> anyhow::Result<Option<predi
     }
 }
 
-/// The status of `machine`'s GPUs (all it may use), with what `free` (the same machine less what apps hold)
-/// leaves of each; `devices` is the machine's own listing.
 /// `gpus` names GPUs of this machine by index: one it lacks is a mistake to report, not a GPU to ignore.
 fn check_gpus(wanted: &[u32], devices: &Devices) -> anyhow::Result<()> {
     let Some(missing) = wanted.iter().find(|&&i| !devices.gpus.iter().any(|g| g.index == i)) else {
@@ -175,6 +173,8 @@ fn check_gpus(wanted: &[u32], devices: &Devices) -> anyhow::Result<()> {
     )
 }
 
+/// The status of `machine`'s GPUs (all it may use), with what `free` (the same machine less what apps hold)
+/// leaves of each; `devices` is the machine's own listing.
 fn gpu_status(devices: &Devices, machine: &Machine, free: &Machine) -> Vec<GpuStatus> {
     machine
         .gpus
@@ -283,16 +283,11 @@ impl Gateway {
                 Some(jig_node::Access { token: token.trim().to_string(), timeout: NODE_TIMEOUT })
             }
         };
-        let launcher = Launcher::discover();
-        let local = config.nodes.is_empty() && !(cluster.is_some() && node_access.is_some());
-        if local && let Some(gpus) = &config.gpus {
-            check_gpus(gpus, &launcher.devices())?;
-        }
         let gateway = Arc::new(Gateway {
             metrics: Metrics::new(apps.clone()),
             config,
             runtime,
-            hosts: ModelHosts { launcher, nodes: node_access },
+            hosts: ModelHosts { launcher: Launcher::discover(), nodes: node_access },
             nodes: Default::default(),
             registered: Default::default(),
             cluster,
@@ -303,6 +298,11 @@ impl Gateway {
             demand: Default::default(),
             peaks,
         });
+        if !gateway.uses_nodes()
+            && let Some(gpus) = &gateway.config.gpus
+        {
+            check_gpus(gpus, &gateway.hosts.launcher.devices())?;
+        }
         if let Some(cluster) = &gateway.cluster {
             tokio::spawn(gateway.clone().track_registrations());
             let (apps, revision) = cluster.apps().await?;

@@ -332,11 +332,12 @@ fn nvidia_smi(args: &[&str]) -> Option<String> {
     out
 }
 
-/// How long `nvidia-smi` may take: deploys list the GPUs with it, and a wedged GPU can hang it.
-const NVIDIA_SMI_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one `nvidia-smi` call may take: deploys list the GPUs with it (a query, then `-L` on a machine in MIG
+/// mode: 10 s at most in all), and a wedged GPU can hang it.
+const NVIDIA_SMI_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `command`'s standard output when it succeeds within `timeout`; `None` when it cannot start, fails, or takes
-/// longer (it is then killed).
+/// longer (it is then killed, and reaped on a thread of its own: a process stuck in the kernel may not die).
 fn output_within(mut command: Command, timeout: Duration) -> Option<String> {
     use std::io::Read;
     let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
@@ -352,7 +353,7 @@ fn output_within(mut command: Command, timeout: Duration) -> Option<String> {
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
             _ => {
                 let _ = child.kill();
-                let _ = child.wait();
+                std::thread::spawn(move || child.wait());
                 return None;
             }
         }

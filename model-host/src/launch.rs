@@ -126,12 +126,15 @@ pub struct Launcher {
     /// What the machine has, as last listed; shared by the launcher's clones, listed again by
     /// [`Launcher::relist`].
     devices: Arc<RwLock<Arc<Devices>>>,
+    /// Held while [`Launcher::relist`] lists, so that two listings at once cannot keep the older one.
+    listing: Arc<Mutex<()>>,
     worker: Option<WorkerCommand>,
-    relist: Relist,
+    list_devices: Relist,
 }
 
-/// How the launcher lists the machine's devices again before a worker (re)starts: `None` when it cannot tell
-/// (`nvidia-smi` did not answer), and the worker is then started unchecked.
+/// How the launcher lists the machine's devices again, for a plan ([`Launcher::relist`]) and before a worker
+/// (re)starts: `None` when it cannot tell (`nvidia-smi` did not answer); what was known then stays, and the
+/// worker is started unchecked.
 #[derive(Clone)]
 struct Relist(Arc<dyn Fn() -> Option<Devices> + Send + Sync>);
 
@@ -189,14 +192,16 @@ impl Launcher {
         Launcher::new_with(Devices::discover(), WorkerCommand::current_exe().ok(), Relist(Arc::new(Devices::list_now)))
     }
 
-    fn new_with(devices: Devices, worker: Option<WorkerCommand>, relist: Relist) -> Launcher {
-        Launcher { devices: Arc::new(RwLock::new(Arc::new(devices))), worker, relist }
+    fn new_with(devices: Devices, worker: Option<WorkerCommand>, list_devices: Relist) -> Launcher {
+        let (devices, listing) = (Arc::new(RwLock::new(Arc::new(devices))), Arc::default());
+        Launcher { devices, listing, worker, list_devices }
     }
 
-    /// The same launcher, listing the machine's devices with `list` before each start of a worker (`None`:
-    /// cannot tell, start unchecked): how a test replays a machine whose MIG instance disappeared.
+    /// The same launcher, listing the machine's devices with `list` for [`Launcher::relist`] and before each
+    /// start of a worker (`None`: cannot tell; keep what was known, start unchecked): how a test replays a
+    /// machine whose MIG instances change.
     pub fn with_relist(self, list: impl Fn() -> Option<Devices> + Send + Sync + 'static) -> Launcher {
-        Launcher { relist: Relist(Arc::new(list)), ..self }
+        Launcher { list_devices: Relist(Arc::new(list)), ..self }
     }
 
     /// What this machine has, as last listed: at discovery, or at the last [`Launcher::relist`].
@@ -210,7 +215,8 @@ impl Launcher {
     /// and each GPU's multiprocessor count (which only the CUDA driver tells) are kept from discovery. Blocks
     /// while `nvidia-smi` runs.
     pub fn relist(&self) -> Arc<Devices> {
-        let Some(listed) = (self.relist.0)() else { return self.devices() };
+        let _listing = self.listing.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(listed) = (self.list_devices.0)() else { return self.devices() };
         let mut devices = self.devices.write().unwrap_or_else(PoisonError::into_inner);
         let gpus = listed
             .gpus
@@ -408,7 +414,7 @@ impl Launcher {
     /// (re)start, never per batch; a refusal is kept, since a UUID that left never comes back (a re-created
     /// MIG instance has a new one), so a worker that keeps failing to restart does not call it again.
     fn start_check(&self, bound: &Bound) -> StartCheck {
-        let (relist, segment, device) = (self.relist.clone(), bound.segment, bound.device.clone());
+        let (relist, segment, device) = (self.list_devices.clone(), bound.segment, bound.device.clone());
         let refused: Arc<OnceLock<String>> = Arc::default();
         StartCheck::new(move || {
             if let Some(why) = refused.get() {

@@ -469,7 +469,7 @@ fn tensor_data(value: &ort::value::DynValue) -> Option<*const u8> {
 fn explain_run_error(detail: String, gpu_memory: Option<usize>) -> String {
     match gpu_memory {
         Some(limit) if gpu_memory_exhausted(&detail) => format!(
-            "GPU memory exhausted: this segment grants {} MiB to ONNX Runtime, and this batch needs more; plan \
+            "{GPU_MEMORY_EXHAUSTED}: this segment grants {} MiB to ONNX Runtime, and this batch needs more; plan \
              smaller batches or give the model a larger segment ({detail})",
             limit >> 20
         ),
@@ -483,11 +483,14 @@ fn explain_load_error(error: &impl std::fmt::Display, gpu_memory: Option<usize>)
     let detail = error.to_string();
     let limit = gpu_memory.filter(|_| gpu_memory_exhausted(&detail))?;
     Some(format!(
-        "GPU memory exhausted while loading: this segment grants {} MiB to ONNX Runtime, and the model needs more; \
+        "{GPU_MEMORY_EXHAUSTED} while loading: this segment grants {} MiB to ONNX Runtime, and the model needs more; \
          give it a larger segment ({detail})",
         limit >> 20
     ))
 }
+
+/// How jig's explanations of an error that ran out of GPU memory begin.
+pub(crate) const GPU_MEMORY_EXHAUSTED: &str = "GPU memory exhausted";
 
 /// Whether an error of ONNX Runtime (its CUDA arena), CUDA or cuDNN says the GPU's memory ran out.
 pub(crate) fn gpu_memory_exhausted(detail: &str) -> bool {

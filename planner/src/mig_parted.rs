@@ -113,8 +113,13 @@ pub fn mig_parted_config(placement: &Placement, name: &str, model: &GpuModel) ->
         return Err(MigConfigError::BadName(name.to_string()));
     }
     let layout = gpu_layout(placement);
-    let Some(&last) = layout.keys().next_back() else {
+    if layout.is_empty() {
         return Err(MigConfigError::NoGpu);
+    }
+    let used: Vec<String> = layout.keys().map(u32::to_string).collect();
+    let gpus = match used.as_slice() {
+        [one] => format!("GPU {one}"),
+        many => format!("GPUs {}", many.join(", ")),
     };
     // GPUs with the same layout share one entry, in the order of their first GPU.
     let mut groups: Vec<(GpuUse, Vec<u32>)> = Vec::new();
@@ -125,10 +130,6 @@ pub fn mig_parted_config(placement: &Placement, name: &str, model: &GpuModel) ->
         }
     }
 
-    let gpus = match last {
-        0 => "GPU 0".to_string(),
-        n => format!("GPUs 0-{n}"),
-    };
     let shared = groups.iter().any(|(u, _)| *u == GpuUse::Shared);
     let mut out = format!(
         "\
@@ -296,7 +297,7 @@ mod tests {
         let yaml = mig_parted_config(&p, "jig-traffic", &GPU_80GB).unwrap();
         assert!(yaml.contains("sudo nvidia-mig-parted apply -f THIS_FILE -c jig-traffic"), "{yaml}");
         assert!(yaml.contains("nvidia.com/mig.config=jig-traffic"), "{yaml}");
-        assert!(yaml.contains("for GPUs 0-2,") && !yaml.contains("through MPS"), "{yaml}");
+        assert!(yaml.contains("for GPUs 0, 1, 2,") && !yaml.contains("through MPS"), "{yaml}");
         let entries = parse(&yaml, "jig-traffic");
         assert_eq!(entries.len(), 2, "{yaml}");
         assert_eq!(entries[0].devices, Devices::List(vec![0, 1]));

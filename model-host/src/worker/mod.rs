@@ -79,7 +79,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::onnx::{self, ModelError, SessionOptions, TensorSpec};
+use crate::onnx::{self, GPU_MEMORY_EXHAUSTED, ModelError, SessionOptions, TensorSpec};
 use crate::{DType, Tensor};
 use mailbox::{Mailbox, SPIN};
 use protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
@@ -953,15 +953,15 @@ impl crate::instance::Executor for Worker {
 /// adds only that the worker serves on).
 fn with_memory_hint(detail: String, options: &SessionOptions) -> String {
     let Some((_, limit)) = options.cuda else { return detail };
-    if !crate::onnx::gpu_memory_exhausted(&detail) {
+    if !onnx::gpu_memory_exhausted(&detail) {
         return detail;
     }
-    if detail.contains("GPU memory exhausted") {
+    if detail.contains(GPU_MEMORY_EXHAUSTED) {
         return format!("{detail}; the worker serves the next batch");
     }
-    let share = limit.map_or("the GPU's".into(), |bytes| format!("{:.1} GB,", bytes as f64 / 1e9));
+    let share = limit.map_or("the GPU's".into(), |bytes| format!("{} MiB,", bytes >> 20));
     format!(
-        "{detail} (GPU memory exhausted: this instance may use {share} its segment's share; give it a larger \
+        "{detail} ({GPU_MEMORY_EXHAUSTED}: this instance may use {share} its segment's share; give it a larger \
          segment or a smaller maximum batch; the worker serves the next batch)"
     )
 }
@@ -985,7 +985,7 @@ mod tests {
         let cuda = SessionOptions { threads: 1, cuda: Some((0, Some(10_000_000_000))) };
         let arena = "Failed to allocate memory for requested buffer of size 4194304000".to_string();
         let said = with_memory_hint(arena.clone(), &cuda);
-        assert!(said.starts_with(&arena) && said.contains("may use 10.0 GB, its segment's share"), "{said}");
+        assert!(said.starts_with(&arena) && said.contains("may use 9536 MiB, its segment's share"), "{said}");
         assert!(said.contains("smaller maximum batch"), "{said}");
         let cudnn = with_memory_hint("CUDNN failure 4: CUDNN_STATUS_ALLOC_FAILED".into(), &cuda);
         assert!(cudnn.contains("GPU memory exhausted"), "{cudnn}");
