@@ -278,6 +278,9 @@ pub struct GpuCapacity {
     /// Whether a plan may give it any MIG layout (its seven slices, whatever instances exist now): what
     /// `jig plan BUNDLE --mig-config FILE` plans with, to write the layout that would serve the plan.
     pub any_layout: bool,
+    /// Whether an app holds part of it (an MPS share or a MIG instance): its layout is not for a new plan to
+    /// change.
+    pub held: bool,
 }
 
 impl Machine {
@@ -298,6 +301,7 @@ impl Machine {
                     mig_mode: g.mig_enabled,
                     mig,
                     any_layout: false,
+                    held: false,
                 }
             })
             .collect();
@@ -349,12 +353,12 @@ impl Capacity {
         Capacity { machines }
     }
 
-    /// This capacity with each GPU of a model whose MIG layouts jig knows free to take any of them, as if
-    /// MIG instances could be created at will: for a plan whose layout is to be written (`--mig-config`),
-    /// not for a deployment, which serves only on instances that exist.
+    /// This capacity with each GPU of a model whose MIG layouts jig knows, and of which no app holds part,
+    /// free to take any of them, as if MIG instances could be created at will: for a plan whose layout is to be
+    /// written (`--mig-config`), not for a deployment, which serves only on instances that exist.
     pub fn with_any_mig_layout(mut self) -> Capacity {
         let gpus = self.machines.iter_mut().flat_map(|m| &mut m.gpus);
-        for gpu in gpus.filter(|g| jig_policy::mig::has_layouts(&g.name)) {
+        for gpu in gpus.filter(|g| !g.held && jig_policy::mig::has_layouts(&g.name)) {
             gpu.any_layout = true;
         }
         self
@@ -388,6 +392,7 @@ impl Capacity {
                 let Some(machine) = self.machines.iter_mut().find(|m| m.node == place.node) else { continue };
                 machine.cores.retain(|c| !place.cores.contains(c));
                 let Some(gpu) = machine.gpus.iter_mut().find(|g| Some(g.index) == place.gpu) else { continue };
+                gpu.held = true;
                 match kind {
                     Some(SegmentKind::Mps { percent }) => {
                         gpu.mps_percent = gpu.mps_percent.saturating_sub(percent.into());
@@ -1123,15 +1128,17 @@ fn any_layout_plan(
     let any = capacity.clone().with_any_mig_layout();
     let (problem, _) = problem(bundle, profiles, demand_windows, &any, observed).ok()?;
     let mut plan = jig_planner::plan(&problem, Features::ALL, options).ok()?;
-    on_these_gpus(&mut plan.placement, capacity);
+    on_these_gpus(&mut plan.placement, &any);
     Some(plan)
 }
 
 /// Number `placement`'s GPUs as the machine does: the packing's GPU k (from 0, in the order it opened them) is
-/// the k-th GPU `capacity` offers, which is GPU 1 on a gateway given `--gpus 1`.
+/// the k-th GPU `capacity` offers (GPU 1 on a gateway given `--gpus 1`), those free to take any layout first,
+/// so that a layout to create lands on a GPU no app holds part of.
 fn on_these_gpus(placement: &mut jig_planner::placement::Placement, capacity: &Capacity) {
     use jig_planner::placement::Device;
-    let indices: Vec<u32> = capacity.gpus().map(|g| g.index).collect();
+    let (free, rest): (Vec<&GpuCapacity>, Vec<&GpuCapacity>) = capacity.gpus().partition(|g| g.any_layout);
+    let indices: Vec<u32> = free.iter().chain(&rest).map(|g| g.index).collect();
     for placed in &mut placement.instances {
         if let Device::Gpu { gpu, .. } | Device::GpuShare { gpu, .. } = &mut placed.device
             && let Some(&index) = indices.get(*gpu as usize)
@@ -1810,6 +1817,25 @@ model = "m.onnx"
         let left = free.without(&second);
         let held = |c: &Capacity| c.cores() as usize + c.machines[0].gpus[0].mig.len();
         assert!(held(&left) < held(&all));
+    }
+
+    #[test]
+    fn a_printed_mig_layout_never_relays_a_gpu_another_app_holds_part_of() {
+        let (first_dir, second_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let on_mps = bundle(first_dir.path(), &[("mps:0:50", 4, 40.0, 100.0)]);
+        let all = Capacity::of(&machine(), 8, None);
+        let first = plan_for_deploy(&on_mps, &[], &all, &Observations::default()).unwrap();
+        let free = all.clone().without(&first);
+        assert!(free.machines[0].gpus[1].held && !free.machines[0].gpus[0].held, "{free:?}");
+        // GPU 0 (in MIG mode, without 2g.20gb instances) is the one to lay out; GPU 1 serves the first app.
+        let on_mig = bundle(second_dir.path(), &[("mig:0:2g.20gb:1", 4, 40.0, 100.0)]);
+        let text = plan_for_deploy(&on_mig, &[], &free, &Observations::default()).unwrap_err().to_string();
+        assert!(text.contains("on GPU 0; this machine has none") && text.contains("devices: [0]"), "{text}");
+        assert!(!text.contains("devices: [1]") && !text.contains("[0, 1]"), "{text}");
+        // Given GPU 1 alone, there is no GPU to lay out: no config.
+        let gpu1 = Capacity::of(&machine(), 8, Some(&[1])).without(&first);
+        let text = plan_for_deploy(&on_mig, &[], &gpu1, &Observations::default()).unwrap_err().to_string();
+        assert!(!text.contains("mig-configs:"), "{text}");
     }
 
     #[test]
