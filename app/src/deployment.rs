@@ -51,6 +51,11 @@ const PLAN_TIME_LIMIT_S: f64 = 10.0;
 /// on 28 slices and a few of 840.
 const PLAN_GAP: f64 = 0.01;
 
+/// How deploys and re-plans solve: within [`PLAN_TIME_LIMIT_S`] and [`PLAN_GAP`].
+fn plan_options() -> SolveOptions {
+    SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, mip_rel_gap: PLAN_GAP, ..SolveOptions::default() }
+}
+
 /// Invocations of an edge's upstream task before its observed factor replaces the manifest's.
 pub const MIN_FACTOR_SAMPLES: u64 = 20;
 
@@ -889,7 +894,7 @@ fn plan_with_profiles(
 ) -> Result<Deployment, PlanningError> {
     let (problem, refined) = problem(bundle, profiles, demand_windows, capacity, observed)?;
     let model_tasks = model_tasks(bundle);
-    let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, mip_rel_gap: PLAN_GAP, ..SolveOptions::default() };
+    let options = plan_options();
     let previous = observed.current.as_ref().map(|d| assignments(&problem, &model_tasks, d)).unwrap_or_default();
     // When nothing serves the demand, serve the most the machine can, as the paper's baselines (§5) and
     // `jig simulate` do, and say so.
@@ -986,7 +991,7 @@ fn plan_with_profiles(
                  {wanted:.1} req/s predicted ({why}){}",
                 plan.planner,
                 plan.demand_rps,
-                mig_shortfall(bundle, profiles, demand_windows, capacity, observed, &options).unwrap_or_default()
+                mig_shortfall(bundle, profiles, demand_windows, capacity, observed).unwrap_or_default()
             ),
         },
         demand_rps: Some(plan.demand_rps),
@@ -1101,10 +1106,9 @@ fn mig_shortfall(
     demand_windows: &[f64],
     capacity: &Capacity,
     observed: &Observations,
-    options: &SolveOptions,
 ) -> Option<String> {
     capacity.mig_instances().filter(|existing| !existing.is_empty())?;
-    let plan = any_layout_plan(bundle, profiles, demand_windows, capacity, observed, options)?;
+    let plan = any_layout_plan(bundle, profiles, demand_windows, capacity, observed)?;
     let missing = missing_mig(&plan, capacity);
     (!missing.is_empty()).then(|| {
         format!(
@@ -1123,11 +1127,10 @@ fn any_layout_plan(
     demand_windows: &[f64],
     capacity: &Capacity,
     observed: &Observations,
-    options: &SolveOptions,
 ) -> Option<jig_planner::Plan> {
     let any = capacity.clone().with_any_mig_layout();
     let (problem, _) = problem(bundle, profiles, demand_windows, &any, observed).ok()?;
-    let mut plan = jig_planner::plan(&problem, Features::ALL, options).ok()?;
+    let mut plan = jig_planner::plan(&problem, Features::ALL, &plan_options()).ok()?;
     on_these_gpus(&mut plan.placement, &any);
     Some(plan)
 }
@@ -1175,8 +1178,7 @@ fn mig_instances_to_create(
     if unknown_mig_gpu(capacity).is_some() {
         return None;
     }
-    let options = SolveOptions { time_limit_s: PLAN_TIME_LIMIT_S, mip_rel_gap: PLAN_GAP, ..SolveOptions::default() };
-    let plan = any_layout_plan(bundle, profiles, demand_windows, capacity, observed, &options)?;
+    let plan = any_layout_plan(bundle, profiles, demand_windows, capacity, observed)?;
     let missing = missing_mig(&plan, capacity);
     if missing.is_empty() {
         return None;

@@ -3,7 +3,7 @@
 
 #[path = "../../model-host/tests/common/mod.rs"]
 mod common;
-use common::{f32s, i64s, mixed_two_rows, model_path};
+use common::{cpu_ticks, f32s, i64s, minor_faults, mixed_two_rows, model_path};
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -39,21 +39,6 @@ fn in_shared_memory(worker: &Worker, inputs: &[Tensor]) -> Vec<Tensor> {
             Tensor::new(t.dtype(), t.shape().to_vec(), buffer.freeze()).unwrap()
         })
         .collect()
-}
-
-/// User plus system CPU time of a process, in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the 14th and 15th of the line.
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    rest.split_whitespace().skip(11).take(2).filter_map(|f| f.parse::<u64>().ok()).sum()
-}
-
-/// Minor page faults of a process so far (`/proc/PID/stat`'s 10th field): what touching fresh memory costs.
-fn minor_faults(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    rest.split_whitespace().nth(7).and_then(|f| f.parse().ok()).unwrap_or(0)
 }
 
 fn kill(pid: u32) {

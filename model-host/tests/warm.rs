@@ -2,7 +2,7 @@
 //! faults, which other tests running beside it would add to.
 
 mod common;
-use common::model_path;
+use common::{minor_faults, model_path};
 
 use std::time::{Duration, Instant};
 
@@ -10,13 +10,6 @@ use jig_model_host::Tensor;
 use jig_model_host::instance::{BatchPolicy, InstanceConfig};
 use jig_model_host::launch::{Launcher, Placement};
 use jig_model_host::segment::Segment;
-
-/// Minor page faults of this process so far (`/proc/self/stat`'s 10th field): what touching fresh memory costs.
-fn minor_faults() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    rest.split_whitespace().nth(7).and_then(|f| f.parse().ok()).unwrap()
-}
 
 /// Once warm, a batch touches no fresh memory in process: ONNX Runtime reads the request's bytes in place and
 /// writes outputs into memory its arena reuses, and a batch of several requests is stacked into memory the
@@ -38,7 +31,7 @@ async fn a_warm_batch_touches_no_fresh_memory_in_process() {
     for stacked in [false, true] {
         let mut faults = Vec::new();
         for turn in 0..13 {
-            let before = minor_faults();
+            let before = minor_faults(std::process::id());
             let outputs = if stacked {
                 let answers = instance.infer_together(rows.clone(), deadline).await.unwrap();
                 answers.into_iter().flatten().collect()
@@ -47,7 +40,7 @@ async fn a_warm_batch_touches_no_fresh_memory_in_process() {
             };
             // Three turns to warm up.
             if turn >= 3 {
-                faults.push(minor_faults().saturating_sub(before));
+                faults.push(minor_faults(std::process::id()).saturating_sub(before));
             }
             let y = outputs
                 .iter()
