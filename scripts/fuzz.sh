@@ -14,7 +14,7 @@ if ! command -v cargo-afl >/dev/null; then
 fi
 (cd fuzz && cargo afl build --release --quiet)
 seconds=${FUZZ_SECONDS:-60}
-targets=${TARGETS:-manifest bundle envelope worker_protocol oip}
+targets=${TARGETS:-manifest bundle envelope worker_protocol node_protocol oip}
 # No core-dump handler or CPU governor to tune on a shared machine; no screen to draw on.
 export AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1
 mkdir -p .jig/fuzz

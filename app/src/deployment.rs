@@ -976,10 +976,11 @@ fn plan_with_profiles(
             places,
         });
     }
-    // Slots no task names are served as by default.
-    let planned: Vec<&str> = model_tasks.iter().map(|&(_, slot)| slot).collect();
+    // Slots no planned instance serves are served as by default: no task names them, or no demand reaches their
+    // task (an observed factor of 0, an idle app), and glue may still call them.
+    let served: Vec<String> = instances.iter().map(|i: &PlannedInstances| i.slot.clone()).collect();
     let rest = fallback(bundle, &free, "");
-    instances.extend(rest.instances.into_iter().filter(|i| !planned.contains(&i.slot.as_str())));
+    instances.extend(rest.instances.into_iter().filter(|i| !served.contains(&i.slot)));
     Ok(Deployment {
         source: match short {
             None => format!(
@@ -1795,6 +1796,43 @@ model = "m.onnx"
         assert_eq!(factor(&[]), 2.0, "declared: through the glue-only crop task");
         assert_eq!(factor(&seen(MIN_FACTOR_SAMPLES - 1)), 2.0, "too few invocations");
         assert_eq!(factor(&seen(MIN_FACTOR_SAMPLES)), 3.5);
+    }
+
+    #[test]
+    fn a_slot_no_demand_reaches_keeps_an_instance_for_the_glue_that_may_still_call_it() {
+        // Found in a re-plan: recognitions that found no text gave rec → speak an observed factor of 0, the plan
+        // gave speak no instance, and the swapped-in copy answered "no model slot voice" to the next line read.
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = "name = \"signs\"\n[slo]\nlatency_ms = 400\n[demand]\nrps = 30\n\
+            [[tasks]]\nname = \"det\"\nglue = \"g.wasm\"\nslot = \"det\"\n\
+            [[tasks]]\nname = \"rec\"\nglue = \"g.wasm\"\nslot = \"rec\"\n\
+            [[edges]]\nfrom = \"det.boxes\"\nto = \"rec\"\n\
+            [[variants]]\nslot = \"det\"\nname = \"det\"\nmodel = \"m.onnx\"\n\
+            [[variants]]\nslot = \"rec\"\nname = \"rec\"\nmodel = \"m.onnx\"\n";
+        std::fs::write(dir.path().join("jig.toml"), manifest).unwrap();
+        std::fs::write(dir.path().join("g.wasm"), b"").unwrap();
+        std::fs::write(dir.path().join("m.onnx"), b"").unwrap();
+        std::fs::write(
+            dir.path().join("profiles.csv"),
+            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
+             det,det,cpu:1,1,20,20,50,test
+rec,rec,cpu:1,1,20,20,50,test
+",
+        )
+        .unwrap();
+        let bundle = Bundle::open(dir.path()).unwrap();
+        let none_reach = ObservedFactor { from: "det".into(), to: "rec".into(), factor: Some(0.0), samples: 100 };
+        let observed = Observations { factors: vec![none_reach], ..Observations::default() };
+        let d = plan(&bundle, &[30.0], &Capacity::cpu_only(8), &observed);
+        assert!(d.source.starts_with("planned"), "{}", d.source);
+        for slot in ["det", "rec"] {
+            assert!(d.instances.iter().any(|i| i.slot == slot && i.count > 0), "{slot}: {:?}", d.instances);
+        }
+        // An idle app (demand 0) likewise keeps every slot served.
+        let idle = plan(&bundle, &[0.0], &Capacity::cpu_only(8), &Observations::default());
+        for slot in ["det", "rec"] {
+            assert!(idle.instances.iter().any(|i| i.slot == slot && i.count > 0), "{slot}: {:?}", idle.instances);
+        }
     }
 
     #[test]

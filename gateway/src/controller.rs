@@ -16,7 +16,9 @@
 //! `replan_threshold` from the one planned with, or when a planned group's observed batch latency (over at
 //! least [`MIN_LATENCY_SAMPLES`](jig_app::deployment::MIN_LATENCY_SAMPLES) batches of one size) refines its
 //! profile rows by more than `replan_threshold` beyond the last plan's refinement; a re-plan plans with the
-//! observed factors and the refined rows (`jig_app::deployment::refine`). A new
+//! observed factors and the refined rows (`jig_app::deployment::refine`). A surge does not wait for the window:
+//! each second, an app whose load over the last [`SURGE_S`] seconds exceeds what it was planned for by more
+//! than `replan_threshold` is re-planned for that load at once. A new
 //! deployment different from the running one is applied by starting a new copy of the app (glue loaded,
 //! instances started) and swapping it in: requests running on the old copy finish there, so none is lost.
 //! Apps without a profile table have nothing to re-plan.
@@ -65,7 +67,14 @@ pub struct DemandWindows {
     second: u64,
     /// When an app with an adaptation interval of its own was last decided on.
     adapted: Option<std::time::Instant>,
+    /// The load of the last surge re-planned for, until the window closes: a surge beyond what the machine
+    /// serves is re-planned for once, not every second.
+    surged_to: Option<f64>,
 }
+
+/// Whole seconds a surge's load is measured over: short, so that a burst is re-planned within seconds rather
+/// than a demand window (five minutes by default); long enough that one busy second is not a surge.
+pub const SURGE_S: usize = 3;
 
 /// Seconds since the gateway started counting: the clock of per-second arrivals.
 fn now_s() -> u64 {
@@ -80,6 +89,7 @@ impl DemandWindows {
         self.planned_factors = None;
         self.planned_refined = None;
         self.kept = None;
+        self.surged_to = None;
     }
 
     /// Start from stored rates (after a restart).
@@ -132,6 +142,18 @@ impl DemandWindows {
         (n > 0 && whole >= n).then(|| self.seconds.iter().take(whole).skip(whole - n).sum::<u64>() as f64 / n as f64)
     }
 
+    /// The load of the last [`SURGE_S`] whole seconds before second `now`, when it exceeds by more than
+    /// `threshold` both what the deployment was planned for and the last surge re-planned for: a burst to
+    /// re-plan for at once, without waiting for the window to close.
+    fn surge(&mut self, now: u64, planned_for: f64, threshold: f64) -> Option<f64> {
+        let load = self.recent(now, SURGE_S)?;
+        let known = planned_for.max(self.surged_to.unwrap_or(0.0)).max(0.1);
+        (load > (1.0 + threshold) * known).then(|| {
+            self.surged_to = Some(load);
+            load
+        })
+    }
+
     /// Count a request that missed its SLO (dropped, late, refused).
     pub fn violated(&mut self) {
         self.violations += 1;
@@ -146,6 +168,7 @@ impl DemandWindows {
         self.violation_share = if self.arrivals == 0 { 0.0 } else { self.violations as f64 / self.arrivals as f64 };
         self.arrivals = 0;
         self.violations = 0;
+        self.surged_to = None;
     }
 
     pub fn rates(&self) -> Vec<f64> {
@@ -240,7 +263,8 @@ impl Gateway {
         }
     }
 
-    /// Decide on the apps with an adaptation interval of their own (IPA's), each every interval, forever.
+    /// Each second, decide on the apps with an adaptation interval of their own (IPA's), each every interval, and
+    /// re-plan the others at once for a surge ([`SURGE_S`]), forever.
     pub(super) async fn adapt(self: Arc<Self>) {
         let mut ticks = tokio::time::interval(Duration::from_secs(1));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -254,8 +278,10 @@ impl Gateway {
                 let mut demand = self.demand.lock().unwrap_or_else(|p| p.into_inner());
                 apps.iter()
                     .filter_map(|app| {
-                        let every = app.adaptation_interval?;
                         let windows = demand.entry(app.name.clone()).or_default();
+                        let Some(every) = app.adaptation_interval else {
+                            return self.surge_due(app, windows);
+                        };
                         if windows.adapted.is_some_and(|at| at.elapsed() < every) {
                             return None;
                         }
@@ -274,6 +300,15 @@ impl Gateway {
             };
             self.replan_all(due).await;
         }
+    }
+
+    /// `app`, with the load of a surge to re-plan for now ([`DemandWindows::surge`]), when its deployment is
+    /// planned (an unplanned one has nothing to re-plan with).
+    fn surge_due(&self, app: &Arc<App>, windows: &mut DemandWindows) -> Option<(Arc<App>, Vec<f64>)> {
+        let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
+        let load = windows.surge(now_s(), planned_for, self.config.replan_threshold)?;
+        tracing::info!(app = %app.name, load_rps = load, planned_rps = planned_for, "a surge: re-planning now");
+        Some((app.clone(), vec![load]))
     }
 
     /// Re-plan at once every app with an instance on a node that stopped answering: its instances are placed
@@ -447,6 +482,31 @@ mod tests {
         assert_eq!(w.recent(22, 2), Some(6.0));
         assert_eq!(w.recent(22, 3), None, "two whole seconds counted");
         assert_eq!(w.recent(23, 3), Some(4.0), "second 22 was quiet");
+    }
+
+    #[test]
+    fn a_burst_of_ten_times_the_planned_demand_is_a_surge_within_seconds_and_once_per_level() {
+        let mut w = DemandWindows::default();
+        // 2 req/s as planned for ten seconds: no surge.
+        for second in 0..10 {
+            (0..2).for_each(|_| w.arrived_at(second));
+            assert_eq!(w.surge(second + 1, 2.0, 0.2), None, "second {second}");
+        }
+        // Then 20 req/s: a surge within the burst's first seconds, for the load the last 3 s saw.
+        (0..20).for_each(|_| w.arrived_at(10));
+        let first = w.surge(11, 2.0, 0.2).expect("one second of 10x is already a surge over 3 s");
+        assert!((first - 8.0).abs() < 1e-9, "(2 + 2 + 20) / 3: {first}");
+        (0..20).for_each(|_| w.arrived_at(11));
+        let second = w.surge(12, 2.0, 0.2).expect("the load grew past the last surge");
+        assert!((second - 14.0).abs() < 1e-9, "{second}");
+        (0..20).for_each(|_| w.arrived_at(12));
+        let third = w.surge(13, 2.0, 0.2).expect("20 > 1.2 x 14");
+        (0..20).for_each(|_| w.arrived_at(13));
+        assert_eq!(w.surge(14, 2.0, 0.2), None, "20 req/s was re-planned for already: {third}");
+        // A closed window forgets it: the next surge over the plan counts again.
+        w.close(Duration::from_secs(14));
+        (0..20).for_each(|_| w.arrived_at(14));
+        assert!(w.surge(15, 2.0, 0.2).is_some());
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub struct GatewayConfig {
     /// Seconds a client has to send a request's headers, and the longest a kept-alive connection may sit idle
     /// between requests; then the gateway closes it.
     pub header_timeout_s: f64,
+    /// Seconds a client has to send an invocation's body once its headers arrived (or less: its deadline); it is
+    /// admitted, and counts against the app's capacity, only once the body is whole.
+    pub body_timeout_s: f64,
     /// Connections open at once; further clients wait in the listen backlog until one closes.
     pub max_connections: u32,
     /// IPA's load predictor (`make setup` writes `.jig/models/ipa-lstm.onnx`), for apps with `planner = "ipa"`;
@@ -128,6 +131,7 @@ impl Default for GatewayConfig {
             demand_window_s: 300.0,
             replan_threshold: 0.2,
             header_timeout_s: 10.0,
+            body_timeout_s: 10.0,
             max_connections: 1024,
             ipa_predictor: None,
             nodes: Vec::new(),
@@ -254,6 +258,9 @@ impl Gateway {
     pub async fn start(config: GatewayConfig) -> anyhow::Result<Arc<Gateway>> {
         if !(config.demand_window_s.is_finite() && config.demand_window_s > 0.0 && config.demand_window_s <= 86_400.0) {
             anyhow::bail!("`demand_window_s` must be a number of seconds in (0, 86400]");
+        }
+        if !(config.body_timeout_s.is_finite() && config.body_timeout_s > 0.0 && config.body_timeout_s <= 3600.0) {
+            anyhow::bail!("`body_timeout_s` must be a number of seconds in (0, 3600]");
         }
         if config.max_request_mib > 1 << 20 || config.max_bundle_mib > 1 << 20 {
             anyhow::bail!("`max_request_mib` and `max_bundle_mib` must be at most 1048576 (1 TiB)");
@@ -639,21 +646,17 @@ impl Gateway {
             Ok(timeout) => timeout,
             Err(bad) => return self.answered(name, arrived, error(ErrorKind::InvalidRequest, bad), false),
         };
-        let class = request_class(&request);
+        let class = request_class(&request).map(str::to_owned);
+        let class = class.as_deref();
         let deadline = app.deadline(arrived, timeout, class);
+        let payload = match self.whole_body(request, "invocation body", deadline).await {
+            Ok(payload) => payload,
+            Err(reply) => return self.answered(name, arrived, reply, false),
+        };
+        // Admitted only once its body is here: a client that sends headers and no body holds no place.
         let admitted = match app.admit(class) {
             Ok(permit) => permit,
             Err(e) => return self.answered(name, arrived, error(classify(&e, deadline), e.to_string()), false),
-        };
-        // A body still arriving at the deadline is a request that missed it.
-        let body = read_body(request, self.config.max_request_mib << 20, "invocation body");
-        let payload = match tokio::time::timeout_at(deadline.into(), body).await {
-            Ok(Ok(payload)) => payload,
-            Ok(Err(reply)) => return self.answered(name, arrived, reply, false),
-            Err(_) => {
-                let late = error(ErrorKind::Deadline, "the request's body did not arrive before its deadline");
-                return self.answered(name, arrived, late, false);
-            }
         };
         let result = app.invoke(&admitted, Vec::from(payload), deadline, &self.metrics).await;
         match &result {
@@ -677,6 +680,21 @@ impl Gateway {
             }
         };
         self.answered(name, arrived, reply, early_drop)
+    }
+
+    /// A request's whole body ([`read_body`]), which must arrive within `body_timeout_s` and before the
+    /// request's `deadline`: a body still arriving then is a request that missed it.
+    async fn whole_body(&self, request: Request<Incoming>, what: &str, deadline: Instant) -> Result<Bytes, Reply> {
+        let limit = Duration::from_secs_f64(self.config.body_timeout_s);
+        let by = deadline.min(Instant::now() + limit);
+        match tokio::time::timeout_at(by.into(), read_body(request, self.config.max_request_mib << 20, what)).await {
+            Ok(body) => body,
+            Err(_) if by < deadline => Err(error(
+                ErrorKind::InvalidRequest,
+                format!("the {what} did not arrive within {} s (the gateway's `body_timeout_s`)", limit.as_secs_f64()),
+            )),
+            Err(_) => Err(error(ErrorKind::Deadline, format!("the {what} did not arrive before the request's deadline"))),
+        }
     }
 
     /// Count an answered invocation and add the timing header.

@@ -30,7 +30,7 @@ use jig_model_host::pool::Pool;
 use jig_sdk::Envelope;
 use jig_sdk::envelope::{TRAILER_RESERVE, TensorMeta};
 
-use crate::{Gateway, Reply, classify, error, json, read_body, refuse_unauthorized, request_class, request_timeout};
+use crate::{Gateway, Reply, classify, error, json, refuse_unauthorized, request_class, request_timeout};
 
 impl Gateway {
     /// `GET /v2`.
@@ -152,23 +152,21 @@ impl Gateway {
             Ok(timeout) => timeout,
             Err(bad) => return (error(ErrorKind::InvalidRequest, bad), false),
         };
-        let class = request_class(&request);
+        let class = request_class(&request).map(str::to_owned);
+        let class = class.as_deref();
         let deadline = app.deadline(arrived, timeout, class);
-        let admitted = match app.admit(class) {
-            Ok(admitted) => admitted,
-            Err(e) => return (error(classify(&e, deadline), e.to_string()), false),
-        };
         let json_length = match json_length(&request) {
             Ok(length) => length,
             Err(bad) => return (error(ErrorKind::InvalidRequest, bad), false),
         };
-        let body = read_body(request, self.config.max_request_mib << 20, "inference request");
-        let body = match tokio::time::timeout_at(deadline.into(), body).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(reply)) => return (reply, false),
-            Err(_) => {
-                return (error(ErrorKind::Deadline, "the request's body did not arrive before its deadline"), false);
-            }
+        let body = match self.whole_body(request, "inference request", deadline).await {
+            Ok(body) => body,
+            Err(reply) => return (reply, false),
+        };
+        // Admitted only once its body is here: a client that sends headers and no body holds no place.
+        let admitted = match app.admit(class) {
+            Ok(admitted) => admitted,
+            Err(e) => return (error(classify(&e, deadline), e.to_string()), false),
         };
         let Some(instance) = pool.instances().next() else { return (not_ready(model), false) };
         let (request, inputs) = match decode_request(model, &declared(instance.inputs()), &body, json_length) {
@@ -208,21 +206,21 @@ impl Gateway {
             Ok(timeout) => timeout,
             Err(bad) => return error(ErrorKind::InvalidRequest, bad),
         };
-        let class = request_class(&request);
+        let class = request_class(&request).map(str::to_owned);
+        let class = class.as_deref();
         let deadline = app.deadline(arrived, timeout, class);
-        let admitted = match app.admit(class) {
-            Ok(admitted) => admitted,
-            Err(e) => return error(classify(&e, deadline), e.to_string()),
-        };
         let json_length = match json_length(&request) {
             Ok(length) => length,
             Err(bad) => return error(ErrorKind::InvalidRequest, bad),
         };
-        let body = read_body(request, self.config.max_request_mib << 20, "inference request");
-        let body = match tokio::time::timeout_at(deadline.into(), body).await {
-            Ok(Ok(body)) => body,
-            Ok(Err(reply)) => return reply,
-            Err(_) => return error(ErrorKind::Deadline, "the request's body did not arrive before its deadline"),
+        let body = match self.whole_body(request, "inference request", deadline).await {
+            Ok(body) => body,
+            Err(reply) => return reply,
+        };
+        // Admitted only once its body is here: a client that sends headers and no body holds no place.
+        let admitted = match app.admit(class) {
+            Ok(admitted) => admitted,
+            Err(e) => return error(classify(&e, deadline), e.to_string()),
         };
         let (input, output) = (declared_tensor(&tensors.input), declared_tensor(&tensors.output));
         let (request, inputs) = match decode_request(model, &[input], &body, json_length) {

@@ -540,7 +540,7 @@ fn release_freed_memory() {
 struct Batcher {
     engine: Arc<Engine>,
     jobs: mpsc::Receiver<Job>,
-    queue: Queue<Job>,
+    queue: Queue<Job, Instant>,
 }
 
 impl Batcher {

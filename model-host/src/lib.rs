@@ -13,6 +13,7 @@
 //!   an executor; [`pool`] spreads a slot's requests over its instances by planned throughput.
 //! * [`launch`]: the one way to start a model on a segment, in this process on pinned cores or in a worker
 //!   bound to a GPU device and MPS share, for serving and for profiling alike.
+//! * [`frame`]: the length-prefixed, bounded bincode frames of the worker socket and the node protocol.
 //! * [`worker`]: a model in a child process (one per GPU segment), fed through shared memory, restarted if it dies.
 //!
 //! CPU segments run in this process: a pinned thread per instance, whose ONNX Runtime threads inherit the
@@ -24,6 +25,7 @@
 
 mod batch;
 pub mod device;
+pub mod frame;
 pub mod instance;
 pub mod launch;
 pub mod mps;

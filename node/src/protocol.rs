@@ -1,7 +1,7 @@
 //! Frames between a gateway and a `jig node` on TCP.
 //!
-//! A frame is a little-endian `u32` body length and the bincode-2 (standard configuration) encoding of a
-//! [`Request`] or a [`Reply`]. Tensor bytes follow the frame that describes them ([`Head`]s), raw and in order,
+//! A frame ([`jig_model_host::frame`]) is a little-endian `u32` body length and the bincode-2 (standard
+//! configuration) encoding of a [`Request`] or a [`Reply`]. Tensor bytes follow the frame that describes them ([`Head`]s), raw and in order,
 //! each as long as its element type and shape say: they are written from the tensors' memory and read into
 //! their buffers with no encoding. A model's bytes follow the same way, when the node asks for them.
 //!
@@ -13,6 +13,7 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use jig_model_host::device::Devices;
+use jig_model_host::frame;
 use jig_model_host::onnx::TensorSpec;
 use jig_tensor::{DType, Spare, Tensor};
 use serde::de::DeserializeOwned;
@@ -123,38 +124,41 @@ pub enum Reply {
     },
 }
 
-/// Write `msg` as one frame.
+/// Write `msg` as one frame ([`frame::encode`]).
 pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
-    let body = bincode::serde::encode_to_vec(msg, bincode::config::standard()).map_err(io::Error::other)?;
-    if body.len() > MAX_FRAME {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("a {} B frame exceeds {MAX_FRAME} B", body.len()),
-        ));
-    }
-    w.write_all(&(body.len() as u32).to_le_bytes())?;
-    w.write_all(&body)
+    let mut buf = Vec::new();
+    frame::encode::<T, MAX_FRAME>(&mut buf, msg)?;
+    w.write_all(&buf)
 }
 
-/// Read one frame; `Ok(None)` when the stream ends before it starts.
+/// Read one frame; `Ok(None)` when the stream ends before it starts ([`frame::read`]: bounded before it is
+/// trusted, so the first frame of an unauthenticated peer cannot make either side allocate what it claims).
 pub fn read_frame<R: Read, T: DeserializeOwned>(r: &mut R, buf: &mut Vec<u8>) -> io::Result<Option<T>> {
-    let mut len = [0u8; 4];
-    match r.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
+    frame::read::<T, MAX_FRAME>(r, buf)
+}
+
+/// Read `bytes` as a stream of frames, once as a node reads a gateway's and once as a gateway reads a node's,
+/// sizing the tensors each describes, until the stream ends or a frame is refused; the frames read. For `fuzz/`,
+/// which feeds it arbitrary bytes: a malformed frame must be an error, never a panic or an abort.
+#[doc(hidden)]
+pub fn read_frames(bytes: &[u8]) -> usize {
+    let mut buf = Vec::new();
+    let mut frames = 0;
+    let mut requests = bytes;
+    while let Ok(Some(request)) = read_frame::<_, Request>(&mut requests, &mut buf) {
+        if let Request::Run { inputs } = request {
+            let _ = total_len(&inputs, u64::MAX);
+        }
+        frames += 1;
     }
-    let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(invalid(format!(
-            "a frame of {len} B exceeds {MAX_FRAME} B: the peer does not speak jig's node protocol"
-        )));
+    let mut replies = bytes;
+    while let Ok(Some(reply)) = read_frame::<_, Reply>(&mut replies, &mut buf) {
+        if let Reply::Done { outputs } = reply {
+            let _ = total_len(&outputs, u64::MAX);
+        }
+        frames += 1;
     }
-    buf.resize(len, 0);
-    r.read_exact(buf)?;
-    let (msg, _) = bincode::serde::decode_from_slice(buf, bincode::config::standard())
-        .map_err(|e| invalid(format!("malformed frame: {e}")))?;
-    Ok(Some(msg))
+    frames
 }
 
 /// Write the bytes of `tensors`, in order, after the frame that names their heads.

@@ -7,7 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jig_model_host::instance::Executor;
 use jig_model_host::launch::{Launcher, Placement};
@@ -55,7 +55,10 @@ impl NodeConfig {
 pub struct Node {
     config: NodeConfig,
     launcher: Launcher,
+    /// Connections authenticated and served, at most `max_connections`.
     connections: AtomicUsize,
+    /// Connections still saying hello, at most `max_connections` apart from those served.
+    greeting: AtomicUsize,
     /// The instances loaded, by what they are: every connection that names the same one (several gateways, a
     /// redeploy starting beside the deployment it replaces) shares its session, one batch at a time.
     loaded: Mutex<HashMap<Key, Weak<Loaded>>>,
@@ -83,7 +86,14 @@ struct Loaded {
 impl Node {
     /// A node over `launcher`'s devices.
     pub fn new(config: NodeConfig, launcher: Launcher) -> Node {
-        Node { config, launcher, connections: AtomicUsize::new(0), loaded: Mutex::default(), loading: Mutex::default() }
+        Node {
+            config,
+            launcher,
+            connections: AtomicUsize::new(0),
+            greeting: AtomicUsize::new(0),
+            loaded: Mutex::default(),
+            loading: Mutex::default(),
+        }
     }
 
     /// Instances loaded now (shared by all the connections that name each).
@@ -104,23 +114,20 @@ impl Node {
                 }
                 Err(e) => return Err(e),
             };
+            // Peers still saying hello are bounded apart from the instances served, so unauthenticated ones
+            // (each closed at its hello deadline) never hold what a gateway's instances need.
+            if self.greeting.fetch_add(1, Ordering::SeqCst) >= self.config.max_connections {
+                self.greeting.fetch_sub(1, Ordering::SeqCst);
+                continue; // dropped: closed without a word
+            }
             let node = self.clone();
-            let count = node.connections.fetch_add(1, Ordering::SeqCst) + 1;
             let spawned = std::thread::Builder::new().name(format!("jig-node {peer}")).spawn(move || {
-                if count > node.config.max_connections {
-                    let reason = format!(
-                        "node `{}` serves at most {} connections (instances) at once: add nodes, or raise its \
-                         --max-connections",
-                        node.config.name, node.config.max_connections
-                    );
-                    let _ = write_frame(&mut &stream, &Reply::Refused { reason });
-                } else if let Err(e) = node.connection(&stream) {
+                if let Err(e) = node.connection(&stream) {
                     tracing::warn!(%peer, "node connection ended: {e}");
                 }
-                node.connections.fetch_sub(1, Ordering::SeqCst);
             });
             if spawned.is_err() {
-                self.connections.fetch_sub(1, Ordering::SeqCst);
+                self.greeting.fetch_sub(1, Ordering::SeqCst);
             }
         }
     }
@@ -128,33 +135,19 @@ impl Node {
     /// One connection: its hello, its model, then its batches until it closes.
     fn connection(&self, stream: &TcpStream) -> io::Result<()> {
         stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(self.config.hello_timeout))?;
-        let mut reader = BufReader::with_capacity(1 << 16, stream);
+        // The hello's deadline is absolute: a peer that trickles a byte at a time is closed at it all the same.
+        let deadline = Instant::now() + self.config.hello_timeout;
+        let mut reader = BufReader::with_capacity(1 << 16, Until { stream, deadline: Some(deadline) });
         let mut writer = BufWriter::with_capacity(1 << 16, stream);
         let mut buf = Vec::new();
         let name = &self.config.name;
-        match read_frame(&mut reader, &mut buf)? {
-            Some(Request::Hello { version, token }) => {
-                let refused = if version != VERSION {
-                    Some(format!(
-                        "node `{name}` speaks protocol version {VERSION}, the gateway {version}: run the same jig \
-                         release on gateways and nodes"
-                    ))
-                } else if !same_token(&token, &self.config.token) {
-                    Some(format!("node `{name}` refused the token: give gateways and nodes the same --token-file"))
-                } else {
-                    None
-                };
-                if let Some(reason) = refused {
-                    write_frame(&mut writer, &Reply::Refused { reason: reason.clone() })?;
-                    writer.flush()?;
-                    return Err(io::Error::new(io::ErrorKind::PermissionDenied, reason));
-                }
-            }
-            None => return Ok(()),
-            Some(_) => return Err(io::Error::new(io::ErrorKind::InvalidData, "the first frame was not Hello")),
-        }
-        stream.set_read_timeout(None)?; // an instance's connection idles between batches
+        let greeting = Counted(&self.greeting); // taken when `serve` accepted the connection
+        let Some(_served) = self.hello(&mut reader, &mut writer, &mut buf)? else {
+            return Ok(());
+        };
+        drop(greeting);
+        reader.get_mut().deadline = None; // an instance's connection idles between batches
+        stream.set_read_timeout(None)?;
         write_frame(&mut writer, &Reply::Welcome { node: name.clone(), devices: (*self.launcher.relist()).clone() })?;
         writer.flush()?;
 
@@ -205,6 +198,42 @@ impl Node {
             }
         }
         Ok(())
+    }
+
+    /// The connection's hello: its version and token checked, then a place among the connections served (a
+    /// guard that gives it back); `None` when the peer closed first.
+    fn hello(
+        &self,
+        reader: &mut impl Read,
+        writer: &mut impl Write,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<Option<Counted<'_>>> {
+        let name = &self.config.name;
+        let (version, token) = match read_frame(reader, buf)? {
+            Some(Request::Hello { version, token }) => (version, token),
+            None => return Ok(None),
+            Some(_) => return Err(io::Error::new(io::ErrorKind::InvalidData, "the first frame was not Hello")),
+        };
+        let reason = if version != VERSION {
+            format!(
+                "node `{name}` speaks protocol version {VERSION}, the gateway {version}: run the same jig release on \
+                 gateways and nodes"
+            )
+        } else if !same_token(&token, &self.config.token) {
+            format!("node `{name}` refused the token: give gateways and nodes the same --token-file")
+        } else if self.connections.fetch_add(1, Ordering::SeqCst) < self.config.max_connections {
+            return Ok(Some(Counted(&self.connections)));
+        } else {
+            self.connections.fetch_sub(1, Ordering::SeqCst);
+            format!(
+                "node `{name}` serves at most {} connections (instances) at once: add nodes, or raise its \
+                 --max-connections",
+                self.config.max_connections
+            )
+        };
+        write_frame(writer, &Reply::Refused { reason: reason.clone() })?;
+        writer.flush()?;
+        Err(io::Error::new(io::ErrorKind::PermissionDenied, reason))
     }
 
     /// The instance `key` names, as loaded for another connection, or loaded now; either way this thread, which
@@ -277,6 +306,35 @@ impl Node {
         self.launcher
             .load_here(instance, model_name, &path, placement)
             .map_err(|e| format!("node `{node}`, instance `{instance}` on {segment}: {e}"))
+    }
+}
+
+/// A count taken, given back when dropped.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A connection's reads, each given what is left of `deadline` (none: no limit).
+struct Until<'a> {
+    stream: &'a TcpStream,
+    deadline: Option<Instant>,
+}
+
+impl Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "the peer did not say hello in time"));
+            }
+            self.stream.set_read_timeout(Some(left))?;
+        }
+        let mut stream = self.stream;
+        stream.read(buf)
     }
 }
 

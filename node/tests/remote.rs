@@ -207,3 +207,77 @@ fn connections_that_name_one_instance_share_its_session() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A frame within the node's 1 MiB limit whose first string field, after `fields` (bincode's encoding of what
+/// precedes it), claims `claimed` bytes.
+fn claiming(fields: &[u8], claimed: u64) -> Vec<u8> {
+    let mut body = fields.to_vec();
+    body.push(0xfd); // a varint's u64 follows
+    body.extend_from_slice(&claimed.to_le_bytes());
+    body.resize(64 << 10, b'x');
+    let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+#[test]
+fn a_hello_whose_token_claims_terabytes_is_refused_and_the_node_serves_on() {
+    let (addr, _cache) = node(1);
+    for claimed in [1u64 << 40, 1 << 62] {
+        let mut peer = TcpStream::connect(&addr).unwrap();
+        // `Hello` (variant 0), version 1, then the token.
+        let _ = std::io::Write::write_all(&mut peer, &claiming(&[0, 1], claimed));
+        peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut rest = Vec::new();
+        let _ = peer.read_to_end(&mut rest);
+        // The node closed the connection without welcoming it, and is alive to serve the next.
+        assert!(rest.is_empty(), "{claimed}: the node answered {} bytes", rest.len());
+    }
+    assert!(Remote::connect(spec(&addr, "mixed", "cpu:1")).unwrap().execute(&mixed_inputs(1)).is_ok());
+}
+
+#[test]
+fn a_node_answering_with_a_welcome_that_claims_terabytes_is_an_error_not_an_abort() {
+    for claimed in [1u64 << 40, 1 << 62] {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let (mut gateway, _) = listener.accept().unwrap();
+            // `Welcome` (variant 0), then the node's name.
+            let _ = std::io::Write::write_all(&mut gateway, &claiming(&[0], claimed));
+            std::thread::sleep(Duration::from_secs(2));
+        });
+        let err = Remote::connect(spec(&addr, "mixed", "cpu:1")).err().expect("a malformed welcome is refused");
+        assert!(err.to_string().contains("malformed"), "{claimed}: {err}");
+    }
+}
+
+#[test]
+fn a_peer_trickling_its_hello_is_closed_at_the_deadline_and_holds_no_connection() {
+    // max_connections 1: were the trickler counted among the connections served, the gateway would be refused.
+    let cache = tempfile::tempdir().unwrap();
+    let config = NodeConfig {
+        hello_timeout: Duration::from_millis(500),
+        max_connections: 1,
+        ..NodeConfig::new("test-node", TOKEN, cache.path())
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let node = Arc::new(Node::new(config, Launcher::new(Devices::discover(), None)));
+    std::thread::spawn(move || node.serve(listener));
+
+    let mut trickler = TcpStream::connect(&addr).unwrap();
+    let started = Instant::now();
+    let frame = claiming(&[0, 1], 8);
+    let mut sent = 0;
+    // A byte every 100 ms: each read finds a byte well within the timeout, but the hello's deadline is absolute.
+    while sent < frame.len() && std::io::Write::write_all(&mut trickler, &frame[sent..sent + 1]).is_ok() {
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(100));
+        if started.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(3), "the trickler was kept for {:?}", started.elapsed());
+    assert!(Remote::connect(spec(&addr, "mixed", "cpu:1")).is_ok());
+}

@@ -2,7 +2,8 @@
 //!
 //! * a batch starts as soon as `max_batch` rows wait;
 //! * when the previous batch finishes and requests wait, the next starts at once with what is there;
-//! * otherwise (the instance was idle) the first request of a new batch waits at most `max_wait` for company.
+//! * otherwise (the instance was idle) the first request of a new batch waits for the company that the recent
+//!   arrival rate brings to fill the batch, at most `max_wait`, and not at all when none is expected within it.
 //!
 //! Requests are dropped early rather than served late: on arrival and again before each batch, a request is
 //! dropped if even `min_service` (the instance's own fastest run plus the fastest downstream path) no longer
@@ -114,17 +115,21 @@ impl BatchPolicy {
     }
 }
 
-/// The requests waiting at one instance, in arrival order.
+/// The requests waiting at one instance, in arrival order, and how often they arrive.
 #[derive(Debug)]
-pub struct Queue<J> {
+pub struct Queue<J, T> {
     policy: BatchPolicy,
     pending: VecDeque<J>,
+    /// When the last request arrived.
+    last_arrival: Option<T>,
+    /// The mean gap between arrivals, recent ones weighing most; `None` before the second.
+    gap: Option<Duration>,
 }
 
-impl<J> Queue<J> {
+impl<J: Request<T>, T: Time> Queue<J, T> {
     /// An empty queue under `policy`.
     pub fn new(policy: BatchPolicy) -> Self {
-        Queue { policy, pending: VecDeque::new() }
+        Queue { policy, pending: VecDeque::new(), last_arrival: None, gap: None }
     }
 
     /// How it batches and drops.
@@ -144,43 +149,44 @@ impl<J> Queue<J> {
 
     /// Queue `job` behind the others.
     pub fn push(&mut self, job: J) {
+        let at = job.enqueued();
+        if let Some(last) = self.last_arrival {
+            let gap = at.since(last);
+            // An exponentially weighted mean: the last few arrivals say whether company is coming.
+            self.gap = Some(self.gap.map_or(gap, |mean| mean.mul_f64(0.75) + gap.mul_f64(0.25)));
+        }
+        self.last_arrival = Some(self.last_arrival.map_or(at, |last| last.max(at)));
         self.pending.push_back(job);
     }
-}
 
-impl<J> Extend<J> for Queue<J> {
-    fn extend<I: IntoIterator<Item = J>>(&mut self, jobs: I) {
-        self.pending.extend(jobs);
-    }
-}
-
-impl<J> Queue<J> {
     /// Rows waiting.
-    pub fn rows<T: Time>(&self) -> u64
-    where
-        J: Request<T>,
-    {
+    pub fn rows(&self) -> u64 {
         self.pending.iter().map(Request::rows).sum()
     }
 
     /// When the next batch should start, `None` when nothing waits: at once after a batch (`after_batch`) or
-    /// when the batch is full, else when the oldest request has waited `max_wait`.
-    pub fn start_at<T: Time>(&self, now: T, after_batch: bool) -> Option<T>
-    where
-        J: Request<T>,
-    {
+    /// when the batch is full, else when the oldest request has waited for the company that arrivals at their
+    /// recent rate would bring to fill the batch, at most `max_wait` (L̂); at once when not even one more
+    /// request is expected within `max_wait`: an idle instance does not hold a request for company that is not
+    /// coming (at the planned demand, arrivals fill batches and L̂ bounds the wait as the paper's does).
+    pub fn start_at(&self, now: T, after_batch: bool) -> Option<T> {
         let first = self.pending.front()?;
-        if after_batch || self.rows() >= self.policy.max_batch {
+        let rows = self.rows();
+        if after_batch || rows >= self.policy.max_batch {
             return Some(now);
         }
-        Some(first.enqueued().after(self.policy.max_wait).max(now))
+        let wait = match self.gap {
+            Some(gap) if gap <= self.policy.max_wait => {
+                let missing = u32::try_from(self.policy.max_batch - rows).unwrap_or(u32::MAX);
+                gap.saturating_mul(missing).min(self.policy.max_wait)
+            }
+            _ => Duration::ZERO,
+        };
+        Some(first.enqueued().after(wait).max(now))
     }
 
     /// Remove the requests that can no longer make their deadline or waited too long, with the reason.
-    pub fn drop_hopeless<T: Time>(&mut self, now: T) -> Vec<(J, DropReason)>
-    where
-        J: Request<T>,
-    {
+    pub fn drop_hopeless(&mut self, now: T) -> Vec<(J, DropReason)> {
         let stale_after = self.policy.max_wait + self.policy.staleness;
         let mut dropped = Vec::new();
         let mut kept = VecDeque::with_capacity(self.pending.len());
@@ -202,10 +208,7 @@ impl<J> Queue<J> {
 
     /// The oldest request and the following ones that can share its batch, up to `max_batch` rows; empty when
     /// nothing waits.
-    pub fn take_batch<T: Time>(&mut self) -> Vec<J>
-    where
-        J: Request<T>,
-    {
+    pub fn take_batch(&mut self) -> Vec<J> {
         let Some(first) = self.pending.pop_front() else { return Vec::new() };
         let mut rows = first.rows();
         let mut batch = vec![first];
@@ -221,6 +224,12 @@ impl<J> Queue<J> {
             }
         }
         batch
+    }
+}
+
+impl<J: Request<T>, T: Time> Extend<J> for Queue<J, T> {
+    fn extend<I: IntoIterator<Item = J>>(&mut self, jobs: I) {
+        jobs.into_iter().for_each(|job| self.push(job));
     }
 }
 
@@ -265,14 +274,29 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_instance_waits_for_company_but_not_past_max_wait_or_a_full_batch() {
+    fn an_idle_instance_waits_for_the_company_its_arrivals_bring_but_not_past_max_wait_or_a_full_batch() {
         let mut q = Queue::new(policy());
         assert_eq!(q.start_at(ms(0), false), None);
         q.push(job(1, 1, 0, 0));
-        assert_eq!(q.start_at(ms(1), false), Some(ms(5)));
+        assert_eq!(q.start_at(ms(0), false), Some(ms(0)), "no arrival rate yet: at once");
+        q.take_batch();
+        // Arrivals 1 ms apart: three more rows fill the batch in 3 ms, within max_wait.
+        q.push(job(2, 1, 1, 0));
+        assert_eq!(q.start_at(ms(1), false), Some(ms(4)));
         assert_eq!(q.start_at(ms(1), true), Some(ms(1)), "after a batch it starts at once");
-        q.push(job(2, 3, 2, 0));
+        q.push(job(3, 3, 2, 0));
         assert_eq!(q.start_at(ms(2), false), Some(ms(2)), "full");
+        q.take_batch();
+        // Arrivals 2 ms apart on average: three rows would take longer than max_wait, so it waits max_wait.
+        q.push(job(4, 1, 6, 0));
+        assert!(q.gap.is_some_and(|g| g > ms(1) && g < ms(2)), "{:?}", q.gap);
+        q.take_batch();
+        q.push(job(5, 1, 11, 0));
+        assert_eq!(q.start_at(ms(11), false), Some(ms(16)), "bounded by max_wait");
+        q.take_batch();
+        // A lull: no company expected within max_wait, so the lone request starts at once.
+        q.push(job(6, 1, 200, 0));
+        assert_eq!(q.start_at(ms(200), false), Some(ms(200)));
     }
 
     #[test]
@@ -281,9 +305,9 @@ mod tests {
         for j in [job(1, 2, 0, 0), job(2, 1, 0, 1), job(3, 3, 0, 0), job(4, 2, 0, 0), job(5, 1, 0, 0)] {
             q.push(j);
         }
-        let ids: Vec<u32> = q.take_batch::<Duration>().iter().map(|j| j.id).collect();
+        let ids: Vec<u32> = q.take_batch().iter().map(|j| j.id).collect();
         assert_eq!(ids, vec![1, 4], "2 skips the other shape, 3 does not fit, 4 fills the batch");
-        let ids: Vec<u32> = q.take_batch::<Duration>().iter().map(|j| j.id).collect();
+        let ids: Vec<u32> = q.take_batch().iter().map(|j| j.id).collect();
         assert_eq!(ids, vec![2]);
         assert_eq!(q.len(), 2);
     }
@@ -305,7 +329,7 @@ mod tests {
                 (3, DropReason::Stale { waited: ms(185) }),
             ]
         );
-        assert_eq!(q.take_batch::<Duration>().iter().map(|j| j.id).collect::<Vec<_>>(), vec![4]);
+        assert_eq!(q.take_batch().iter().map(|j| j.id).collect::<Vec<_>>(), vec![4]);
         assert!(policy().refuse(ms(0), ms(9)).is_some());
         assert!(policy().refuse(ms(0), ms(10)).is_none());
     }

@@ -794,7 +794,7 @@ struct Instance {
     /// Time outside the models that found no free core and runs on this instance's: its next batch takes it.
     debt_ms: f64,
     busy: usize,
-    queue: Queue<Job>,
+    queue: Queue<Job, Duration>,
     /// The pending wake-up for a batch that waits for company.
     timer: Option<Duration>,
     /// Batches booked on it by the pipelines' head, each run alone, in order, before anything queued.

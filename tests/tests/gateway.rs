@@ -823,6 +823,47 @@ classifier,accurate,cpu:1,1,400,450,2,test
 }
 
 #[test]
+fn clients_that_send_headers_and_no_body_hold_no_admission_place_and_are_cut_off() {
+    use std::io::{Read, Write};
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    named_planned_bundle(dir.path(), "small", 1000);
+    // As above: the app admits 2 requests at once.
+    let slow = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
+classifier,fast,cpu:1,1,400,450,2,test
+classifier,accurate,cpu:1,1,400,450,2,test
+";
+    std::fs::write(dir.path().join("profiles.csv"), slow).unwrap();
+    let config = state.path().join("gateway.toml");
+    std::fs::write(&config, "body_timeout_s = 1.5\n").unwrap();
+    let gateway = Gateway::start(&state.path().join("state"), &["--cores", "1", "--config", config.to_str().unwrap()]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+
+    // Four clients announce a body, with a long timeout, and send none: before its body was read, each took an
+    // admission place, and these four locked the app out.
+    let stalled: Vec<std::net::TcpStream> = (0..4)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&gateway.addr).unwrap();
+            let head = "POST /v1/apps/small/invoke HTTP/1.1\r\nhost: x\r\njig-timeout-ms: 600000\r\n\
+                        content-length: 100\r\n\r\n";
+            c.write_all(head.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let echo = gateway.http("POST", "/v1/apps/small/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
+    assert_eq!(echo.status, 200, "a whole request is served beside bodies that never come: {}", echo.text());
+
+    // Each stalled client is answered 400 at the body timeout, naming it.
+    for mut c in stalled {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut answer = vec![0u8; 4096];
+        let n = c.read(&mut answer).unwrap_or(0);
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("body_timeout_s"), "{answer}");
+    }
+}
+
+#[test]
 fn the_factor_between_model_tasks_is_observed_and_exported() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let manifest = r#"

@@ -1,8 +1,8 @@
 //! Control messages between a parent and its worker, and their framing on the socket.
 //!
 //! A frame is the bincode-2 (standard configuration) encoding of a [`Request`] or a [`Reply`]; on the socket
-//! (`Load` and its answer) it follows its length as a little-endian `u32`, in the [`super::mailbox`] (everything
-//! after) its length is in the mailbox's header. Frames carry only descriptors: tensor bytes live in shared
+//! (`Load` and its answer) it is a [`crate::frame`], in the [`super::mailbox`] (everything after) its length is
+//! in the mailbox's header. Frames carry only descriptors: tensor bytes live in shared
 //! regions.
 
 use std::io::{self, Read};
@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::DType;
+use crate::frame;
 use crate::onnx::{SessionOptions, TensorSpec};
 
 /// The largest frame either side accepts. Descriptors are small; a larger length prefix means the peer is not
@@ -132,15 +133,7 @@ impl Slot {
 
 /// Encode `msg` into `buf` and send it in one write, so a frame costs one system call.
 pub fn write_frame<T: Serialize>(stream: &UnixStream, buf: &mut Vec<u8>, msg: &T) -> io::Result<()> {
-    buf.clear();
-    buf.extend_from_slice(&[0; 4]);
-    bincode::serde::encode_into_std_write(msg, buf, bincode::config::standard())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("cannot encode a message: {e}")))?;
-    let len = u32::try_from(buf.len() - 4)
-        .ok()
-        .filter(|&n| n as usize <= MAX_FRAME)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "message too large"))?;
-    buf[..4].copy_from_slice(&len.to_le_bytes());
+    frame::encode::<T, MAX_FRAME>(buf, msg)?;
     send_all(stream, buf)
 }
 
@@ -162,44 +155,14 @@ pub fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Read one frame. `Ok(None)` is a clean end of stream between frames; a stream cut inside a frame is
-/// `UnexpectedEof`, and a body that does not decode is `InvalidData`.
+/// Read one frame ([`frame::read`]).
 pub fn read_frame<T: DeserializeOwned>(reader: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<Option<T>> {
-    let mut prefix = [0u8; 4];
-    let mut got = 0;
-    while got < 4 {
-        match reader.read(&mut prefix[got..]) {
-            Ok(0) if got == 0 => return Ok(None),
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let len = u32::from_le_bytes(prefix) as usize;
-    if len > MAX_FRAME {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("frame of {len} bytes exceeds {MAX_FRAME}")));
-    }
-    buf.clear();
-    buf.resize(len, 0);
-    reader.read_exact(buf)?;
-    decode(buf).map(Some)
+    frame::read::<T, MAX_FRAME>(reader, buf)
 }
 
-/// Decode a frame's body, all of it.
+/// Decode a frame's body, all of it ([`frame::decode`]).
 pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> io::Result<T> {
-    // The limit bounds what a length inside the frame may claim: without it, a string or list that says it
-    // holds petabytes is allocated before it is read, and the process aborts (found by `make fuzz`).
-    let config = bincode::config::standard().with_limit::<MAX_FRAME>();
-    let (msg, used) = bincode::serde::decode_from_slice(buf, config)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("malformed message: {e}")))?;
-    if used != buf.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{} trailing bytes after a message", buf.len() - used),
-        ));
-    }
-    Ok(msg)
+    frame::decode::<T, MAX_FRAME>(buf)
 }
 
 #[cfg(test)]
