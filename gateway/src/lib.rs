@@ -693,7 +693,9 @@ impl Gateway {
                 ErrorKind::InvalidRequest,
                 format!("the {what} did not arrive within {} s (the gateway's `body_timeout_s`)", limit.as_secs_f64()),
             )),
-            Err(_) => Err(error(ErrorKind::Deadline, format!("the {what} did not arrive before the request's deadline"))),
+            Err(_) => {
+                Err(error(ErrorKind::Deadline, format!("the {what} did not arrive before the request's deadline")))
+            }
         }
     }
 

@@ -102,11 +102,22 @@ mod tests {
         assert!(read::<(String, u32), MAX>(&mut r, &mut Vec::new()).unwrap().is_none());
 
         let over = ((MAX + 1) as u32).to_le_bytes();
-        assert_eq!(read::<String, MAX>(&mut over.as_slice(), &mut Vec::new()).unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(
+            read::<String, MAX>(&mut over.as_slice(), &mut Vec::new()).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
         let cut = [100u8, 0, 0, 0, 1, 2];
-        assert_eq!(read::<String, MAX>(&mut cut.as_slice(), &mut Vec::new()).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(
+            read::<String, MAX>(&mut cut.as_slice(), &mut Vec::new()).unwrap_err().kind(),
+            io::ErrorKind::UnexpectedEof
+        );
         let trailing = [2u8, 0, 0, 0, 0, 0];
-        assert!(read::<String, MAX>(&mut trailing.as_slice(), &mut Vec::new()).unwrap_err().to_string().contains("trailing"));
+        assert!(
+            read::<String, MAX>(&mut trailing.as_slice(), &mut Vec::new())
+                .unwrap_err()
+                .to_string()
+                .contains("trailing")
+        );
         assert!(encode::<_, 4>(&mut wire, &"longer than four bytes").is_err());
     }
 }

@@ -784,17 +784,21 @@ fn a_client_that_never_finishes_its_headers_is_cut_off_and_frees_its_connection(
     assert!(read.is_ok(), "the slow client's connection should be closed, not left open: {read:?}");
 }
 
-#[test]
-fn a_planned_app_admits_what_its_capacity_serves_within_the_slo_refuses_the_rest_at_once_and_learns_from_misses() {
-    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    named_planned_bundle(dir.path(), "small", 1000);
-    // Every variant serves 2 req/s: one instance serves the 1 req/s planned for, and holds 2 requests
-    // (2 req/s × 1 s) in progress.
+/// The planned app `small`, every variant of which serves 2 req/s: one instance serves the 1 req/s planned
+/// for, and the app admits 2 requests (2 req/s × its 1 s SLO) at once.
+fn two_at_once_app(dir: &Path) {
+    named_planned_bundle(dir, "small", 1000);
     let slow = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
 classifier,fast,cpu:1,1,400,450,2,test
 classifier,accurate,cpu:1,1,400,450,2,test
 ";
-    std::fs::write(dir.path().join("profiles.csv"), slow).unwrap();
+    std::fs::write(dir.join("profiles.csv"), slow).unwrap();
+}
+
+#[test]
+fn a_planned_app_admits_what_its_capacity_serves_within_the_slo_refuses_the_rest_at_once_and_learns_from_misses() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    two_at_once_app(dir.path());
     let gateway = Gateway::start(state.path(), &["--cores", "1"]);
     assert_ok(&deploy(&gateway, dir.path(), &[]));
     let status = gateway.http("GET", "/v1/apps/small", &[], b"").json();
@@ -826,13 +830,7 @@ classifier,accurate,cpu:1,1,400,450,2,test
 fn clients_that_send_headers_and_no_body_hold_no_admission_place_and_are_cut_off() {
     use std::io::{Read, Write};
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    named_planned_bundle(dir.path(), "small", 1000);
-    // As above: the app admits 2 requests at once.
-    let slow = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
-classifier,fast,cpu:1,1,400,450,2,test
-classifier,accurate,cpu:1,1,400,450,2,test
-";
-    std::fs::write(dir.path().join("profiles.csv"), slow).unwrap();
+    two_at_once_app(dir.path());
     let config = state.path().join("gateway.toml");
     std::fs::write(&config, "body_timeout_s = 1.5\n").unwrap();
     let gateway = Gateway::start(&state.path().join("state"), &["--cores", "1", "--config", config.to_str().unwrap()]);
