@@ -1814,10 +1814,8 @@ model = "m.onnx"
         std::fs::write(dir.path().join("m.onnx"), b"").unwrap();
         std::fs::write(
             dir.path().join("profiles.csv"),
-            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
-             det,det,cpu:1,1,20,20,50,test
-rec,rec,cpu:1,1,20,20,50,test
-",
+            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n\
+             det,det,cpu:1,1,20,20,50,test\nrec,rec,cpu:1,1,20,20,50,test\n",
         )
         .unwrap();
         let bundle = Bundle::open(dir.path()).unwrap();

@@ -134,6 +134,7 @@ impl Node {
 
     /// One connection: its hello, its model, then its batches until it closes.
     fn connection(&self, stream: &TcpStream) -> io::Result<()> {
+        let greeting = Counted(&self.greeting); // taken when `serve` accepted the connection
         stream.set_nodelay(true)?;
         // The hello's deadline is absolute: a peer that trickles a byte at a time is closed at it all the same.
         let deadline = Instant::now() + self.config.hello_timeout;
@@ -141,7 +142,6 @@ impl Node {
         let mut writer = BufWriter::with_capacity(1 << 16, stream);
         let mut buf = Vec::new();
         let name = &self.config.name;
-        let greeting = Counted(&self.greeting); // taken when `serve` accepted the connection
         let Some(_served) = self.hello(&mut reader, &mut writer, &mut buf)? else {
             return Ok(());
         };
