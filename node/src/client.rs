@@ -15,7 +15,10 @@ use jig_model_host::segment::Segment;
 use jig_tensor::{Spare, Tensor};
 use sha2::{Digest, Sha256};
 
-use crate::protocol::{Head, Reply, Request, VERSION, read_frame, read_tensors, total_len, write_frame, write_tensors};
+use crate::protocol::{
+    Head, Reply, Request, Side, VERSION, nonce, proof, proves, read_frame, read_tensors, total_len, write_frame,
+    write_tensors,
+};
 
 /// The largest output a node may send for one batch.
 const MAX_OUTPUT_BYTES: u64 = 16 << 30;
@@ -296,14 +299,35 @@ fn handshake(
         what: "broke the connection while saying hello",
         source,
     };
-    write_frame(&mut c.writer, &Request::Hello { version: VERSION, token: token.to_string() })
+    let gateway = nonce().map_err(broken)?;
+    write_frame(&mut c.writer, &Request::Hello { version: VERSION, nonce: gateway })
+        .and_then(|()| c.writer.flush())
+        .map_err(broken)?;
+    let refused = |reason| RemoteError::Refused { instance: instance.to_string(), node: node.to_string(), reason };
+    let (node_nonce, node_proof) = match c.reply().map_err(broken)? {
+        Reply::Challenge { nonce, proof } => (nonce, proof),
+        Reply::Refused { reason } => return Err(refused(reason)),
+        other => return Err(broken(unexpected(&other))),
+    };
+    // The node proves the token first: one that cannot is told nothing, and the gateway's proof goes to no one
+    // else.
+    if !proves(&node_proof, token, Side::Node, &gateway, &node_nonce) {
+        return Err(RemoteError::Broken {
+            instance: instance.to_string(),
+            node: node.to_string(),
+            what: "did not prove the cluster's token",
+            source: io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "it is not a node of this cluster, or its --token-file differs from the gateway's node_token_file",
+            ),
+        });
+    }
+    write_frame(&mut c.writer, &Request::Prove { proof: proof(token, Side::Gateway, &gateway, &node_nonce) })
         .and_then(|()| c.writer.flush())
         .map_err(broken)?;
     match c.reply().map_err(broken)? {
         Reply::Welcome { node: name, devices } => Ok((c, (name, devices))),
-        Reply::Refused { reason } => {
-            Err(RemoteError::Refused { instance: instance.to_string(), node: node.to_string(), reason })
-        }
+        Reply::Refused { reason } => Err(refused(reason)),
         other => Err(broken(unexpected(&other))),
     }
 }

@@ -18,9 +18,12 @@
 //! * [`protocol`]: the frames. Tensor bytes cross the network once, raw, after the frame that describes them:
 //!   written from the tensors' own memory and read into reused buffers ([`jig_tensor::Spare`]).
 //!
-//! **Security.** The token authenticates gateways to nodes; it is compared in constant time and never logged.
-//! Frames travel in clear: run nodes on a private network (a Kubernetes cluster's pod network), or under a
-//! mesh that encrypts it.
+//! **Security.** Gateway and node prove the cluster's shared token to each other, the node first, with
+//! HMAC-SHA256 over fresh nonces of both ([`protocol::proof`]): the token itself never crosses the wire, a
+//! recorded handshake proves nothing later, and a gateway tells an impostor at a node's address nothing. Every
+//! frame is bounded before it is decoded ([`jig_model_host::frame`]), and a peer has `hello_timeout` from its
+//! connect to prove itself, however slowly it sends. Frames after the handshake travel in clear: run nodes on a
+//! private network (a Kubernetes cluster's pod network), or under a mesh that encrypts it.
 
 #![deny(missing_docs)]
 

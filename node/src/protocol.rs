@@ -5,9 +5,14 @@
 //! each as long as its element type and shape say: they are written from the tensors' memory and read into
 //! their buffers with no encoding. A model's bytes follow the same way, when the node asks for them.
 //!
-//! A connection: `Hello` → `Welcome` (or `Refused`, and the node closes); `Load` → `SendModel` (then the model's
-//! bytes) → `Loaded` or `LoadFailed`; then `Run` → `Done` or `Failed`, one batch at a time, until the gateway
-//! closes.
+//! A connection: `Hello` → `Challenge` → `Prove` → `Welcome` (or `Refused` at any step, and the node closes);
+//! `Load` → `SendModel` (then the model's bytes) → `Loaded` or `LoadFailed`; then `Run` → `Done` or `Failed`, one
+//! batch at a time, until the gateway closes.
+//!
+//! The handshake proves the cluster's token both ways without sending it: each side sends a fresh random nonce,
+//! and each proves the token with an HMAC-SHA256 over both nonces under a label of its own ([`proof`]); the node
+//! proves itself first, so a gateway never tells an impostor anything it could replay, and a recorded handshake
+//! proves nothing on the next connection.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -20,7 +25,50 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// The protocol's version: gateway and node must speak the same one (they are the same `jig` release).
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+
+/// A handshake nonce, or a proof (an HMAC-SHA256).
+pub type Nonce = [u8; 32];
+
+/// Who proves the token: each side's proof is labelled, so one side's proof is never the other's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The node, answering a gateway's hello.
+    Node,
+    /// The gateway, answering the node's challenge.
+    Gateway,
+}
+
+/// `side`'s proof of `token` for the handshake of `gateway`'s and `node`'s nonces.
+pub fn proof(token: &str, side: Side, gateway: &Nonce, node: &Nonce) -> Nonce {
+    use hmac::Mac;
+    mac(token, side, gateway, node).finalize().into_bytes().into()
+}
+
+/// Whether `given` is `side`'s proof of `token` for the nonces, compared in constant time.
+pub fn proves(given: &Nonce, token: &str, side: Side, gateway: &Nonce, node: &Nonce) -> bool {
+    use hmac::Mac;
+    mac(token, side, gateway, node).verify_slice(given).is_ok()
+}
+
+fn mac(token: &str, side: Side, gateway: &Nonce, node: &Nonce) -> hmac::Hmac<sha2::Sha256> {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(token.as_bytes()).expect("HMAC takes keys of any length");
+    mac.update(match side {
+        Side::Node => b"jig node protocol 2: node",
+        Side::Gateway => b"jig node protocol 2: gate",
+    });
+    mac.update(gateway);
+    mac.update(node);
+    mac
+}
+
+/// A fresh random nonce, from the operating system.
+pub fn nonce() -> std::io::Result<Nonce> {
+    let mut nonce = [0u8; 32];
+    getrandom::getrandom(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(nonce)
+}
 
 /// The largest frame either side accepts. Frames are descriptors; a larger length prefix means the peer is not
 /// speaking this protocol, and refusing it keeps a corrupt prefix from allocating gigabytes.
@@ -50,12 +98,13 @@ impl Head {
 /// Gateway to node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Request {
-    /// The first frame. Answered by `Welcome`, or `Refused` and the node closes.
+    /// The first frame (first of its enum in every version, as `Refused` is second of the replies, so that a node
+    /// can tell a gateway of another version which it speaks). Answered by `Challenge`, or `Refused` and the node closes.
     Hello {
         /// [`VERSION`].
         version: u32,
-        /// The cluster's shared token.
-        token: String,
+        /// The gateway's fresh nonce.
+        nonce: Nonce,
     },
     /// Load a model for this connection. Answered by `SendModel` when the node's cache lacks the model (the
     /// gateway then sends its bytes), then `Loaded` or `LoadFailed`.
@@ -81,6 +130,12 @@ pub enum Request {
         /// The inputs, in the model's declared order.
         inputs: Vec<Head>,
     },
+    /// The gateway's proof of the token ([`Side::Gateway`]), once the node proved it. Answered by `Welcome`, or
+    /// `Refused` and the node closes.
+    Prove {
+        /// [`proof`] over the two nonces.
+        proof: Nonce,
+    },
 }
 
 /// Node to gateway.
@@ -97,6 +152,13 @@ pub enum Reply {
     Refused {
         /// Why, and what to do.
         reason: String,
+    },
+    /// The node's nonce and its proof of the token ([`Side::Node`]) over both nonces.
+    Challenge {
+        /// The node's fresh nonce.
+        nonce: Nonce,
+        /// [`proof`] over the two nonces.
+        proof: Nonce,
     },
     /// Send the model's bytes: the node's cache lacks them.
     SendModel,
@@ -213,6 +275,17 @@ mod tests {
         assert_eq!(back[0].data(), t.data());
         assert_eq!(back[0].shape(), t.shape());
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn a_proof_holds_for_its_token_side_and_nonces_only() {
+        let (g, n) = (nonce().unwrap(), nonce().unwrap());
+        assert_ne!(g, n, "fresh nonces");
+        let p = proof("token", Side::Node, &g, &n);
+        assert!(proves(&p, "token", Side::Node, &g, &n));
+        assert!(!proves(&p, "token2", Side::Node, &g, &n), "another token");
+        assert!(!proves(&p, "token", Side::Gateway, &g, &n), "the other side's proof: not a reflection");
+        assert!(!proves(&p, "token", Side::Node, &n, &g), "other nonces");
     }
 
     #[test]

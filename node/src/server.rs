@@ -15,7 +15,10 @@ use jig_model_host::segment::Segment;
 use jig_tensor::Spare;
 use sha2::{Digest, Sha256};
 
-use crate::protocol::{Head, Reply, Request, VERSION, read_frame, read_tensors, total_len, write_frame, write_tensors};
+use crate::protocol::{
+    Head, Reply, Request, Side, VERSION, nonce, proof, proves, read_frame, read_tensors, total_len, write_frame,
+    write_tensors,
+};
 
 /// What a node serves with.
 #[derive(Debug, Clone)]
@@ -200,8 +203,8 @@ impl Node {
         Ok(())
     }
 
-    /// The connection's hello: its version and token checked, then a place among the connections served (a
-    /// guard that gives it back); `None` when the peer closed first.
+    /// The connection's handshake ([`crate::protocol`]): its version checked, the token proved both ways, then a
+    /// place among the connections served (a guard that gives it back); `None` when the peer closed first.
     fn hello(
         &self,
         reader: &mut impl Read,
@@ -209,31 +212,52 @@ impl Node {
         buf: &mut Vec<u8>,
     ) -> io::Result<Option<Counted<'_>>> {
         let name = &self.config.name;
-        let (version, token) = match read_frame(reader, buf)? {
-            Some(Request::Hello { version, token }) => (version, token),
-            None => return Ok(None),
-            Some(_) => return Err(io::Error::new(io::ErrorKind::InvalidData, "the first frame was not Hello")),
+        let (version, gateway) = match read_frame(reader, buf) {
+            Ok(Some(Request::Hello { version, nonce })) => (version, nonce),
+            Ok(None) => return Ok(None),
+            Ok(Some(_)) => return Err(io::Error::new(io::ErrorKind::InvalidData, "the first frame was not Hello")),
+            // Another version's hello, which need not decode as this one's: its version is its second byte.
+            Err(e) => match buf.as_slice() {
+                [0, version, ..] if *version < 251 && u32::from(*version) != VERSION => (u32::from(*version), [0; 32]),
+                _ => return Err(e),
+            },
         };
-        let reason = if version != VERSION {
-            format!(
-                "node `{name}` speaks protocol version {VERSION}, the gateway {version}: run the same jig release on \
+        if version != VERSION {
+            return refuse(
+                writer,
+                format!(
+                    "node `{name}` speaks protocol version {VERSION}, the gateway {version}: run the same jig release on \
                  gateways and nodes"
-            )
-        } else if !same_token(&token, &self.config.token) {
-            format!("node `{name}` refused the token: give gateways and nodes the same --token-file")
-        } else if self.connections.fetch_add(1, Ordering::SeqCst) < self.config.max_connections {
-            return Ok(Some(Counted(&self.connections)));
-        } else {
-            self.connections.fetch_sub(1, Ordering::SeqCst);
-            format!(
-                "node `{name}` serves at most {} connections (instances) at once: add nodes, or raise its \
-                 --max-connections",
-                self.config.max_connections
-            )
-        };
-        write_frame(writer, &Reply::Refused { reason: reason.clone() })?;
+                ),
+            );
+        }
+        let node = nonce()?;
+        let token = &self.config.token;
+        write_frame(writer, &Reply::Challenge { nonce: node, proof: proof(token, Side::Node, &gateway, &node) })?;
         writer.flush()?;
-        Err(io::Error::new(io::ErrorKind::PermissionDenied, reason))
+        let given = match read_frame(reader, buf)? {
+            Some(Request::Prove { proof }) => proof,
+            None => return Ok(None), // the gateway did not take this node's proof
+            Some(_) => return Err(io::Error::new(io::ErrorKind::InvalidData, "expected the gateway's proof")),
+        };
+        if !proves(&given, token, Side::Gateway, &gateway, &node) {
+            return refuse(
+                writer,
+                format!("node `{name}` refused the token: give gateways and nodes the same --token-file"),
+            );
+        }
+        if self.connections.fetch_add(1, Ordering::SeqCst) >= self.config.max_connections {
+            self.connections.fetch_sub(1, Ordering::SeqCst);
+            return refuse(
+                writer,
+                format!(
+                    "node `{name}` serves at most {} connections (instances) at once: add nodes, or raise its \
+                 --max-connections",
+                    self.config.max_connections
+                ),
+            );
+        }
+        Ok(Some(Counted(&self.connections)))
     }
 
     /// The instance `key` names, as loaded for another connection, or loaded now; either way this thread, which
@@ -309,6 +333,13 @@ impl Node {
     }
 }
 
+/// Tell the peer why it is refused, and end its connection with that reason.
+fn refuse<T>(writer: &mut impl Write, reason: String) -> io::Result<T> {
+    write_frame(writer, &Reply::Refused { reason: reason.clone() })?;
+    writer.flush()?;
+    Err(io::Error::new(io::ErrorKind::PermissionDenied, reason))
+}
+
 /// A count taken, given back when dropped.
 struct Counted<'a>(&'a AtomicUsize);
 
@@ -363,22 +394,9 @@ fn receive_model(reader: &mut impl Read, path: &Path, sha256: &str, len: u64) ->
     Ok(())
 }
 
-/// Whether two tokens are equal, in time that depends on their lengths only.
-fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(same_token("secret", "secret"));
-        assert!(!same_token("secret", "secreT"));
-        assert!(!same_token("secret", "secret2"));
-        assert!(!same_token("", "x"));
-    }
 
     #[test]
     fn a_model_with_the_wrong_hash_is_not_kept() {

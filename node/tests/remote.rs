@@ -13,7 +13,8 @@ use jig_model_host::launch::Launcher;
 use jig_model_host::onnx::{Model, SessionOptions};
 use jig_model_host::segment::Segment;
 use jig_model_host::{DType, Tensor};
-use jig_node::{Node, NodeConfig, Remote, RemoteError, RemoteSpec, discover};
+use jig_node::protocol::{self, Reply, Request, Side};
+use jig_node::{Node, NodeConfig, Remote, RemoteSpec, discover};
 
 const TOKEN: &str = "s3cret-token";
 
@@ -122,12 +123,51 @@ fn an_instance_batches_on_the_gateway_and_runs_on_the_node() {
 }
 
 #[test]
-fn a_wrong_token_is_refused_by_name() {
+fn a_wrong_token_is_refused_by_name_and_never_crosses_the_wire() {
     let (addr, _cache) = node(1);
+    // The node proves the token first: a gateway with another token finds it unproven and goes no further.
     let err = Remote::connect(RemoteSpec { token: "guess".into(), ..spec(&addr, "mixed", "cpu:1") }).err().unwrap();
-    assert!(matches!(err, RemoteError::Refused { .. }), "{err}");
     let message = err.to_string();
-    assert!(message.contains("test-node") && message.contains("token") && message.contains("test/mixed"), "{message}");
+    assert!(message.contains(&addr) && message.contains("token") && message.contains("test/mixed"), "{message}");
+
+    // A peer that proves nothing and answers the challenge with a guess is refused by the node, by name.
+    let mut peer = TcpStream::connect(&addr).unwrap();
+    let gateway = protocol::nonce().unwrap();
+    protocol::write_frame(&mut peer, &Request::Hello { version: protocol::VERSION, nonce: gateway }).unwrap();
+    let mut buf = Vec::new();
+    let Some(Reply::Challenge { nonce, proof }) = protocol::read_frame(&mut peer, &mut buf).unwrap() else {
+        panic!("no challenge")
+    };
+    assert!(protocol::proves(&proof, TOKEN, Side::Node, &gateway, &nonce), "the node proves the cluster's token");
+    protocol::write_frame(&mut peer, &Request::Prove { proof: [7; 32] }).unwrap();
+    let Some(Reply::Refused { reason }) = protocol::read_frame(&mut peer, &mut buf).unwrap() else {
+        panic!("not refused")
+    };
+    assert!(reason.contains("test-node") && reason.contains("token"), "{reason}");
+}
+
+#[test]
+fn an_impostor_at_a_node_address_learns_nothing_of_the_token() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let heard = std::thread::spawn(move || {
+        let (mut gateway, _) = listener.accept().unwrap();
+        let mut buf = Vec::new();
+        let Some(Request::Hello { .. }) = protocol::read_frame(&mut gateway, &mut buf).unwrap() else {
+            panic!("no hello")
+        };
+        // A challenge with a proof made without the token.
+        let nonce = protocol::nonce().unwrap();
+        protocol::write_frame(&mut gateway, &Reply::Challenge { nonce, proof: [0; 32] }).unwrap();
+        let mut rest = Vec::new();
+        gateway.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = gateway.read_to_end(&mut rest);
+        rest
+    });
+    let err = Remote::connect(spec(&addr, "mixed", "cpu:1")).err().expect("an impostor is not a node");
+    assert!(err.to_string().contains("did not prove the cluster's token"), "{err}");
+    let rest = heard.join().unwrap();
+    assert!(rest.is_empty(), "the gateway sent {} bytes after the impostor's challenge", rest.len());
 }
 
 #[test]
@@ -179,8 +219,8 @@ fn discovery_lists_what_each_node_offers_and_names_the_missing() {
     assert_eq!(found[1].as_ref().unwrap().addr, b);
     let err = found[2].as_ref().unwrap_err().to_string();
     assert!(err.starts_with("cannot reach node") && err.contains(&gone), "{err}");
-    let refused = discover(&[a], "wrong", Duration::from_secs(5)).remove(0).unwrap_err().to_string();
-    assert!(refused.contains("refused the token"), "{refused}");
+    let unproven = discover(&[a], "wrong", Duration::from_secs(5)).remove(0).unwrap_err().to_string();
+    assert!(unproven.contains("did not prove the cluster's token"), "{unproven}");
 }
 
 #[test]
@@ -221,33 +261,33 @@ fn claiming(fields: &[u8], claimed: u64) -> Vec<u8> {
 }
 
 #[test]
-fn a_hello_whose_token_claims_terabytes_is_refused_and_the_node_serves_on() {
+fn a_first_frame_whose_string_claims_terabytes_is_refused_and_the_node_serves_on() {
     let (addr, _cache) = node(1);
     for claimed in [1u64 << 40, 1 << 62] {
         let mut peer = TcpStream::connect(&addr).unwrap();
-        // `Hello` (variant 0), version 1, then the token.
-        let _ = std::io::Write::write_all(&mut peer, &claiming(&[0, 1], claimed));
+        // `Load` (variant 2), before any hello: its first field, the instance's name, claims `claimed` bytes.
+        let _ = std::io::Write::write_all(&mut peer, &claiming(&[2], claimed));
         peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut rest = Vec::new();
         let _ = peer.read_to_end(&mut rest);
-        // The node closed the connection without welcoming it, and is alive to serve the next.
+        // The node closed the connection without answering it, and is alive to serve the next.
         assert!(rest.is_empty(), "{claimed}: the node answered {} bytes", rest.len());
     }
     assert!(Remote::connect(spec(&addr, "mixed", "cpu:1")).unwrap().execute(&mixed_inputs(1)).is_ok());
 }
 
 #[test]
-fn a_node_answering_with_a_welcome_that_claims_terabytes_is_an_error_not_an_abort() {
+fn a_node_answering_with_a_refusal_that_claims_terabytes_is_an_error_not_an_abort() {
     for claimed in [1u64 << 40, 1 << 62] {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         std::thread::spawn(move || {
             let (mut gateway, _) = listener.accept().unwrap();
-            // `Welcome` (variant 0), then the node's name.
-            let _ = std::io::Write::write_all(&mut gateway, &claiming(&[0], claimed));
+            // `Refused` (variant 1), then its reason.
+            let _ = std::io::Write::write_all(&mut gateway, &claiming(&[1], claimed));
             std::thread::sleep(Duration::from_secs(2));
         });
-        let err = Remote::connect(spec(&addr, "mixed", "cpu:1")).err().expect("a malformed welcome is refused");
+        let err = Remote::connect(spec(&addr, "mixed", "cpu:1")).err().expect("a malformed answer is refused");
         assert!(err.to_string().contains("malformed"), "{claimed}: {err}");
     }
 }
