@@ -16,6 +16,11 @@
 //! and their directory synced. A bundle directory appears only once fully unpacked and synced, and an app
 //! record only names a bundle already in place, so a crash (even `kill -9`) at any point leaves either the old
 //! state or the new one.
+//!
+//! The state repairs itself. A deploy of bytes already stored unpacks them again and compares the stored
+//! directory with them: one damaged since (a file truncated, changed, missing or added) is replaced by the
+//! upload, so redeploying the bundle repairs it. A single gateway, on start, removes the bundles no app record
+//! names: those of a deploy killed between unpacking and recording.
 
 use std::path::{Path, PathBuf};
 
@@ -56,8 +61,16 @@ impl Store {
         std::fs::create_dir_all(root)
             .map_err(|e| anyhow::anyhow!("cannot create the state directory {}: {e}", root.display()))?;
         let store =
-            Store { root: root.to_path_buf(), lock: Some(std::sync::Arc::new(lock(root)?)), tmp: root.join("tmp") };
-        store.prepare()
+            Store { root: root.to_path_buf(), lock: Some(std::sync::Arc::new(lock(root)?)), tmp: root.join("tmp") }
+                .prepare()?;
+        // A deploy killed after unpacking its bundle and before recording its app left the bundle unnamed: remove
+        // it now, while nothing runs (apps are restored from their records after this). Only here, holding the
+        // lock, where the records in `apps/` are the whole truth; a shared directory ([`Store::open_shared`])
+        // is never swept, as another replica may be deploying (or reusing) any bundle in it at this moment.
+        if let Err(e) = store.collect_garbage(&Default::default()) {
+            tracing::warn!("keeping every stored bundle: {e}");
+        }
+        Ok(store)
     }
 
     /// Open the bundles of the directory gateway replicas share, as replica `id` (see the module docs).
@@ -91,16 +104,45 @@ impl Store {
         self.tmp.clone()
     }
 
-    /// Store a packed bundle (unless the same bytes are stored already) and open it. Returns its hash.
+    /// Store a packed bundle and open it. Returns its hash. When the same bytes are stored already, the stored
+    /// directory is kept if it holds exactly what they unpack to, and replaced by them if it was damaged since.
     pub fn put_bundle(&self, archive: &[u8], max_bytes: u64) -> Result<(String, Bundle), PutError> {
         let hash = hex::encode(Sha256::digest(archive));
         let dir = self.bundles().join(&hash);
-        if dir.is_dir() {
-            return Ok((hash, Bundle::open(&dir)?));
-        }
         let scratch = tempfile::Builder::new().prefix("upload-").tempdir_in(self.tmp()).map_err(PutError::Io)?;
         let unpacked = scratch.path().join("bundle");
         let mut bundle = bundle::unpack(archive, &unpacked, max_bytes)?;
+        // The hash covers the archive, not the files unpacked from it, so a stored directory is checked against
+        // a fresh unpacking (memory stays one archive; a redeploy costs what the first deploy did).
+        // `symlink_metadata`: whatever is at that path, even a file or a link, is compared (and replaced).
+        let mut aside = None;
+        if dir.symlink_metadata().is_ok() {
+            let Some(damage) = difference(&dir, &unpacked) else {
+                bundle.dir = dir;
+                return Ok((hash, bundle));
+            };
+            let app = &bundle.manifest.name;
+            tracing::warn!(%app, "the stored bundle {} was damaged ({damage}); replacing it with the upload", dir.display());
+            // Moved aside into tmp/ (removed once the upload is in place, or on the next start): never
+            // half-deleted in place.
+            let damaged = tempfile::Builder::new().prefix("damaged-").tempdir_in(self.tmp()).map_err(PutError::Io)?;
+            match std::fs::rename(&dir, damaged.path().join("bundle")) {
+                Ok(()) => {}
+                // Another replica moved it first.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(PutError::Io(std::io::Error::new(
+                        e.kind(),
+                        format!(
+                            "app `{app}`: the stored bundle {} is damaged ({damage}) and cannot be moved aside: {e}; \
+                             remove that directory and deploy again",
+                            dir.display()
+                        ),
+                    )));
+                }
+            }
+            aside = Some(damaged);
+        }
         sync_tree(&unpacked).map_err(PutError::Io)?;
         match std::fs::rename(&unpacked, &dir) {
             Ok(()) => {}
@@ -109,6 +151,7 @@ impl Store {
             Err(e) => return Err(PutError::Io(e)),
         }
         sync_dir(&self.bundles()).map_err(PutError::Io)?;
+        drop(aside);
         // Checked as it was unpacked; the same bytes, now in place.
         bundle.dir = dir;
         Ok((hash, bundle))
@@ -183,6 +226,7 @@ impl Store {
             let doomed = tempfile::Builder::new().prefix("unused-").tempdir_in(self.tmp())?.keep();
             std::fs::rename(entry.path(), doomed.join("bundle"))?;
             std::fs::remove_dir_all(&doomed)?;
+            tracing::info!("removed the bundle {}, which no app uses", entry.path().display());
         }
         Ok(())
     }
@@ -254,6 +298,69 @@ fn lock(root: &Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
+/// How the tree at `stored` differs from the tree at `fresh` (entries, their kinds, files' bytes), if it does.
+/// Anything that cannot be read counts as a difference.
+fn difference(stored: &Path, fresh: &Path) -> Option<String> {
+    use std::io::Read;
+    let shown = stored.display();
+    let (kind, want) = match (stored.symlink_metadata(), fresh.symlink_metadata()) {
+        (Ok(kind), Ok(want)) => (kind, want),
+        (Err(e), _) => return Some(format!("{shown}: {e}")),
+        (_, Err(e)) => return Some(format!("{}: {e}", fresh.display())),
+    };
+    if want.is_dir() {
+        if !kind.is_dir() {
+            return Some(format!("{shown} is not a directory"));
+        }
+        let names = |dir: &Path| -> std::io::Result<std::collections::BTreeSet<std::ffi::OsString>> {
+            std::fs::read_dir(dir)?.map(|e| e.map(|e| e.file_name())).collect()
+        };
+        let (have, need) = match (names(stored), names(fresh)) {
+            (Ok(have), Ok(need)) => (have, need),
+            (Err(e), _) => return Some(format!("{shown}: {e}")),
+            (_, Err(e)) => return Some(format!("{}: {e}", fresh.display())),
+        };
+        if let Some(name) = need.difference(&have).next() {
+            return Some(format!("{} is missing", stored.join(name).display()));
+        }
+        if let Some(name) = have.difference(&need).next() {
+            return Some(format!("{} is not in the bundle", stored.join(name).display()));
+        }
+        return need.iter().find_map(|name| difference(&stored.join(name), &fresh.join(name)));
+    }
+    if !kind.is_file() {
+        return Some(format!("{shown} is not a plain file"));
+    }
+    if kind.len() != want.len() {
+        return Some(format!("{shown} holds {} bytes, not {}", kind.len(), want.len()));
+    }
+    let (mut a, mut b) = match (std::fs::File::open(stored), std::fs::File::open(fresh)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) => return Some(format!("{shown}: {e}")),
+        (_, Err(e)) => return Some(format!("{}: {e}", fresh.display())),
+    };
+    let (mut x, mut y) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let n = match b.read(&mut y) {
+            Ok(n) => n,
+            Err(e) => return Some(format!("{}: {e}", fresh.display())),
+        };
+        if let Err(e) = a.read_exact(&mut x[..n]) {
+            return Some(format!("{shown}: {e}"));
+        }
+        if x[..n] != y[..n] {
+            return Some(format!("{shown} has other bytes"));
+        }
+        if n == 0 {
+            return match a.read(&mut x[..1]) {
+                Ok(0) => None,
+                Ok(_) => Some(format!("{shown} holds more bytes than the bundle")),
+                Err(e) => Some(format!("{shown}: {e}")),
+            };
+        }
+    }
+}
+
 /// Sync a directory and every directory below it (the files in it are synced as they are written).
 fn sync_tree(dir: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
@@ -281,5 +388,77 @@ mod tests {
         assert!(error.contains("another --state-dir"), "{error}");
         drop(held);
         Store::open(dir.path()).expect("free once the last clone is dropped");
+    }
+
+    /// A packed bundle `name` with one task, whose glue holds `glue`.
+    fn packed(name: &str, glue: &[u8]) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = format!("name = \"{name}\"\n[[tasks]]\nname = \"t\"\nglue = \"glue/t.wasm\"\n");
+        std::fs::create_dir(dir.path().join("glue")).unwrap();
+        std::fs::write(dir.path().join("jig.toml"), manifest).unwrap();
+        std::fs::write(dir.path().join("glue/t.wasm"), glue).unwrap();
+        bundle::pack(dir.path()).unwrap()
+    }
+
+    #[test]
+    fn a_redeploy_keeps_an_intact_bundle_and_replaces_a_damaged_one() {
+        use std::os::unix::fs::MetadataExt;
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::open(state.path()).unwrap();
+        let archive = packed("x", &[7; 100_000]);
+        let (hash, bundle) = store.put_bundle(&archive, 1 << 20).unwrap();
+        let glue = bundle.dir.join("glue/t.wasm");
+        let inode = std::fs::metadata(&bundle.dir).unwrap().ino();
+        assert_eq!(store.put_bundle(&archive, 1 << 20).unwrap().0, hash);
+        assert_eq!(std::fs::metadata(&bundle.dir).unwrap().ino(), inode, "intact: kept as it is");
+
+        type Damage = (&'static str, fn(&Path));
+        let damages: [Damage; 5] = [
+            ("truncated", |dir| std::fs::write(dir.join("glue/t.wasm"), [7; 10]).unwrap()),
+            ("changed", |dir| std::fs::write(dir.join("glue/t.wasm"), [8; 100_000]).unwrap()),
+            ("missing", |dir| std::fs::remove_file(dir.join("glue/t.wasm")).unwrap()),
+            ("added", |dir| std::fs::write(dir.join("glue/extra"), b"x").unwrap()),
+            ("not a directory", |dir| {
+                std::fs::remove_dir_all(dir).unwrap();
+                std::fs::write(dir, b"x").unwrap()
+            }),
+        ];
+        for (what, damage) in damages {
+            damage(&bundle.dir);
+            assert!(difference(&bundle.dir, &bundle.dir).is_none(), "{what}: a tree equals itself");
+            let (again, repaired) = store.put_bundle(&archive, 1 << 20).unwrap();
+            assert_eq!((again, &repaired.dir), (hash.clone(), &bundle.dir), "{what}");
+            assert_eq!(std::fs::read(&glue).unwrap(), [7; 100_000], "{what}: repaired");
+            assert!(!bundle.dir.join("glue/extra").exists(), "{what}");
+        }
+        assert_eq!(std::fs::read_dir(store.tmp()).unwrap().count(), 0, "nothing left in tmp/");
+    }
+
+    #[test]
+    fn a_single_gateway_removes_unnamed_bundles_on_start_and_a_shared_directory_keeps_them() {
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::open(state.path()).unwrap();
+        let (named, _) = store.put_bundle(&packed("x", b"x"), 1 << 20).unwrap();
+        let (orphan, _) = store.put_bundle(&packed("y", b"y"), 1 << 20).unwrap();
+        store
+            .put_app(&AppRecord { name: "x".into(), bundle: named.clone(), deployed_at: 0, demand_windows: vec![] })
+            .unwrap();
+        drop(store);
+
+        let shared = Store::open_shared(state.path(), "replica").unwrap();
+        assert!(shared.bundles().join(&orphan).is_dir(), "a shared directory is never swept");
+        drop(shared);
+        let store = Store::open(state.path()).unwrap();
+        assert!(store.bundles().join(&named).is_dir(), "a bundle an app names stays");
+        assert!(!store.bundles().join(&orphan).exists(), "an unnamed bundle is removed");
+        drop(store);
+
+        // An unreadable record might name any bundle: then every bundle stays, and the gateway still starts.
+        let store = Store::open(state.path()).unwrap();
+        let (orphan, _) = store.put_bundle(&packed("y", b"y"), 1 << 20).unwrap();
+        std::fs::write(store.apps().join("broken.json"), b"{").unwrap();
+        drop(store);
+        let store = Store::open(state.path()).unwrap();
+        assert!(store.bundles().join(&orphan).is_dir() && store.bundles().join(&named).is_dir());
     }
 }

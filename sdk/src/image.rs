@@ -129,12 +129,22 @@ pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32)> {
         .map_err(|e| Error::invalid_input(format!("cannot read the image: {e}")))?;
     // Reading the header allocates nothing; the decoder's memory limit would refuse a huge image unnamed.
     reader.no_limits();
-    Ok(reader.into_dimensions()?)
+    reader.into_dimensions().map_err(from_memory)
 }
 
-/// Decode a PNG or JPEG (detected from its bytes) into RGB.
+/// Decode a PNG or JPEG (detected from its bytes) into RGB: an RGB image in place, others converted.
 pub fn decode(bytes: &[u8]) -> Result<RgbImage> {
-    Ok(::image::load_from_memory(bytes)?.to_rgb8())
+    Ok(::image::load_from_memory(bytes).map_err(from_memory)?.into_rgb8())
+}
+
+/// An error decoding bytes in memory: an I/O error there is the bytes ending early, the caller's image.
+fn from_memory(e: ::image::ImageError) -> Error {
+    match e {
+        ::image::ImageError::IoError(e) => {
+            Error::invalid_input(format!("image: {e}: the image is truncated or corrupt; send the whole file"))
+        }
+        e => e.into(),
+    }
 }
 
 /// The image a request carries: PNG or JPEG bytes, or an [envelope](crate::envelope) (as `crop`,
@@ -323,6 +333,17 @@ mod header_tests {
         let huge: Vec<u8> =
             (0..HUGE_PNG.len()).step_by(2).map(|i| u8::from_str_radix(&HUGE_PNG[i..i + 2], 16).unwrap()).collect();
         assert_eq!(super::dimensions(&huge).unwrap(), (30_000, 30_000));
+    }
+
+    #[test]
+    fn a_truncated_image_is_the_callers_error() {
+        let picture = super::RgbImage::from_fn(64, 64, |x, y| ::image::Rgb([x as u8, y as u8, (x * y) as u8]));
+        let png = super::encode_png(&picture).unwrap();
+        assert_eq!(super::decode(&png).unwrap(), picture);
+        for cut in [png.len() / 2, 20] {
+            let err = super::decode(&png[..cut]).unwrap_err();
+            assert!(matches!(err, super::Error::InvalidInput(_)), "cut at {cut}: {err}");
+        }
     }
 }
 

@@ -565,24 +565,55 @@ fn the_controller_replans_as_demand_grows_without_losing_a_request() {
     assert_eq!(deployed_variants(&status), ["accurate"], "1 req/s expected: {status}");
 
     // About 100 req/s: more than `accurate` can serve on two cores, so the controller moves to `fast`.
-    let (codes, status) = drive(&gateway, "planned", |status| status["replans"].as_u64() >= Some(1));
+    let fast = Duration::from_millis(5);
+    let (codes, status) = drive(&gateway, "planned", fast, 300, |status| status["replans"].as_u64() >= Some(1));
     assert_eq!(deployed_variants(&status), ["fast"], "{status}");
     assert!(status["predicted_rps"].as_f64().unwrap() > 20.0, "{status}");
     assert!(codes.iter().all(|&c| c == 200), "{:?}", codes.iter().filter(|&&c| c != 200).collect::<Vec<_>>());
 }
 
-/// Invoke `app` about 100 times a second (one at a time) for at least 300 requests, until `done` holds of
-/// its status (checked every 20 requests) or 20 s pass; the answers' status codes, and the last status.
-fn drive(gateway: &Gateway, app: &str, done: impl Fn(&serde_json::Value) -> bool) -> (Vec<u16>, serde_json::Value) {
+#[test]
+fn three_re_plans_of_a_loaded_app_swap_deployments_without_failing_a_request() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    planned_bundle(dir.path(), 1000);
+    let gateway = start_with_config(state.path(), "demand_window_s = 0.5\ncores = 2\n");
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    // Load that swings between about 100 req/s (`fast` serves it) and about 5 (`accurate` does), never stopping:
+    // each swing is a re-plan whose new copy of the app is swapped in under load.
+    let (mut codes, mut replans) = (Vec::new(), 0);
+    for (pause, variant) in [(5, "fast"), (200, "accurate"), (5, "fast")] {
+        let swapped = |status: &serde_json::Value| deployed_variants(status) == [variant];
+        let (answered, status) = drive(&gateway, "planned", Duration::from_millis(pause), 20, swapped);
+        assert!(swapped(&status), "a request every {pause} ms was not re-planned onto `{variant}`: {status}");
+        codes.extend(answered);
+        replans = status["replans"].as_u64().unwrap();
+    }
+    assert!(replans >= 3, "{replans} re-plans");
+    let failed: Vec<&u16> = codes.iter().filter(|&&c| c != 200).collect();
+    assert!(failed.is_empty(), "{} of {} requests failed across three swaps: {failed:?}", failed.len(), codes.len());
+}
+
+/// Invoke `app` one request at a time, `pause` apart, for at least `least` requests, until `done` holds of its
+/// status (checked every 20 requests, or every second when slower) or 20 s pass; the answers' status codes, and
+/// the last status.
+fn drive(
+    gateway: &Gateway,
+    app: &str,
+    pause: Duration,
+    least: usize,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> (Vec<u16>, serde_json::Value) {
     let started = Instant::now();
     let (mut codes, mut status) = (Vec::new(), serde_json::Value::Null);
+    let mut looked = Instant::now();
     while started.elapsed() < Duration::from_secs(20) {
         let reply = gateway.http("POST", &format!("/v1/apps/{app}/invoke"), &[], br#"{"op": "echo", "text": "1"}"#);
         codes.push(reply.status);
-        std::thread::sleep(Duration::from_millis(5));
-        if codes.len() % 20 == 0 {
+        std::thread::sleep(pause);
+        if codes.len() % 20 == 0 || looked.elapsed() > Duration::from_secs(1) {
+            looked = Instant::now();
             status = gateway.http("GET", &format!("/v1/apps/{app}"), &[], b"").json();
-            if done(&status) && codes.len() > 300 {
+            if done(&status) && codes.len() >= least {
                 break;
             }
         }
@@ -976,4 +1007,60 @@ fn triton_and_kserve_clients_run_a_model_slot_over_the_open_inference_protocol()
     }
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains(r#"jig_requests_total{app="shop",code="200"}"#), "{metrics}");
+}
+
+/// A model file damaged in the state directory (a disk fault, a stray edit) is repaired by redeploying the same
+/// bundle: the stored copy is checked against the upload and replaced, rather than the upload blamed for it.
+#[test]
+fn a_redeploy_of_the_same_bundle_repairs_its_damaged_stored_copy() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    probe_bundle(dir.path(), "repaired");
+    let gateway = Gateway::start(state.path(), &[]);
+    let deployed = deploy(&gateway, dir.path(), &["--json"]);
+    assert_ok(&deployed);
+    let status: serde_json::Value = serde_json::from_slice(&deployed.stdout).unwrap();
+    let stored = state.path().join("bundles").join(status["bundle"].as_str().unwrap()).join("models/mlp.onnx");
+    gateway.kill();
+    let model = std::fs::read(&stored).unwrap();
+    std::fs::write(&stored, &model[..model.len() / 2]).unwrap();
+
+    let payload =
+        serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [2, 64], "values": vec![0.25; 128]});
+    let gateway = Gateway::start(state.path(), &[]);
+    let redeployed = deploy(&gateway, dir.path(), &["--json"]);
+    assert_ok(&redeployed);
+    let again: serde_json::Value = serde_json::from_slice(&redeployed.stdout).unwrap();
+    assert_eq!(again["bundle"], status["bundle"], "the same bytes, stored again");
+    assert_eq!(std::fs::read(&stored).unwrap(), model, "the stored model is whole again");
+    let reply = gateway.http("POST", "/v1/apps/repaired/invoke", &[], payload.to_string().as_bytes());
+    assert_eq!(reply.status, 200, "{}", reply.text());
+
+    // And a restart restores the app from the repaired copy.
+    gateway.kill();
+    let gateway = Gateway::start(state.path(), &[]);
+    let reply = gateway.http("POST", "/v1/apps/repaired/invoke", &[], payload.to_string().as_bytes());
+    assert_eq!(reply.status, 200, "{}", reply.text());
+}
+
+/// A deploy killed between unpacking its bundle and recording its app leaves the bundle in `bundles/` with no
+/// app naming it: the gateway removes it when it starts, and keeps the bundles its apps use.
+#[test]
+fn bundles_no_app_names_are_removed_when_the_gateway_starts() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    crops_bundle(dir.path());
+    let gateway = Gateway::start(state.path(), &[]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    gateway.kill();
+    let bundles = state.path().join("bundles");
+    let used: Vec<_> = std::fs::read_dir(&bundles).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(used.len(), 1, "{used:?}");
+    let orphan = bundles.join("0".repeat(64));
+    std::fs::create_dir_all(orphan.join("glue")).unwrap();
+    std::fs::write(orphan.join("jig.toml"), CROPS.replace("name = \"crops\"", "name = \"killed\"")).unwrap();
+    std::fs::copy(component("echo"), orphan.join("glue/echo.wasm")).unwrap();
+
+    let gateway = Gateway::start(state.path(), &[]);
+    assert!(!orphan.exists(), "the bundle no app names is removed on start");
+    assert!(used[0].join("jig.toml").is_file(), "the bundle of `crops` stays");
+    assert_eq!(gateway.http("POST", "/v1/apps/crops/invoke", &[], &crop_request()).status, 200);
 }
