@@ -4,14 +4,15 @@
 //!
 //! The planner sees the app's graph through its model tasks: every task that names a `slot` in the manifest
 //! is a planner task with that slot's variants, and an edge joins two model tasks when glue-only tasks (crop,
-//! select) lead from one to the other. Segments are the profiled ones this machine offers: `cpu:N` up to its
-//! free cores, `mps:PERCENT` shares of GPUs without MIG, `mig:PROFILE:K` where a free MIG instance of the
-//! profile exists (jig never creates MIG instances). Cores and GPU slices are budgeted separately, and the
-//! planner's cost counts a core like a GPU slice. Each planned instance is then given its own cores, GPU
-//! share or MIG instance, so that no two apps hold the same. Without a profile table, or when the planner
-//! finds no plan, each slot gets one unpinned instance of its most accurate variant, and the deployment says
-//! why. A deploy of a bundle whose profile table measures only GPU segments this machine does not offer is
-//! refused instead, naming them ([`plan_for_deploy`]).
+//! select) lead from one to the other; a slot no task names (glue calls it) gets a default instance on a core of
+//! its own, taken out of the capacity before the tasks are planned on the rest. Segments are the profiled ones
+//! this machine offers: `cpu:N` up to its free cores, `mps:PERCENT` shares of GPUs without MIG, `mig:PROFILE:K`
+//! where a free MIG instance of the profile exists (jig never creates MIG instances). Cores and GPU slices are
+//! budgeted separately, and the planner's cost counts a core like a GPU slice. Each planned instance is then
+//! given its own cores, GPU share or MIG instance, so that no two apps hold the same. Without a profile table,
+//! or when the planner finds no plan, each slot gets one unpinned instance of its most accurate variant, and the
+//! deployment says why. A deploy of a bundle whose profile table measures only GPU segments this machine does
+//! not offer is refused instead, naming them ([`plan_for_deploy`]).
 //!
 //! A running app's observations refine what the next plan assumes (JigsawServe §3.1): the multiplicative
 //! factor of each edge once its upstream task ran [`MIN_FACTOR_SAMPLES`] times, each planned group's batch
@@ -463,6 +464,11 @@ impl Capacity {
         })
     }
 
+    /// Hold one core on the machine with the most free cores, as [`Capacity::fallback_place`] chooses it.
+    fn take_core(&mut self) -> Option<InstancePlace> {
+        self.machines.iter_mut().max_by_key(|m| m.cores.len())?.take(&SegmentKind::Cpu { cores: 1 })
+    }
+
     /// Where an unplanned instance runs: unpinned on the gateway's machine, or on the node with the most free
     /// cores.
     fn fallback_place(&self) -> Option<InstancePlace> {
@@ -885,12 +891,101 @@ pub struct Refinements {
     pub glue: Vec<ObservedGlue>,
 }
 
+/// The plan of `bundle`'s model tasks, with a default instance for each slot no task names (the planner does not
+/// see them; glue calls them). Each such instance first takes a core of its own out of `capacity`, pinned there
+/// on `cpu:1`, and the tasks are planned on the rest ([`pin_untasked_slots`]), so that the deployment holds no
+/// more cores than `capacity` has and the plan's demand and capacity are what its own cores serve. When no plan
+/// is found on the rest (two cores for three model slots), or no core is left for it, a default instance runs
+/// unpinned beside the planned ones, holding none, as [`fallback`]'s do, and the deployment says so.
 fn plan_with_profiles(
     bundle: &Bundle,
     profiles: &Path,
     demand_windows: &[f64],
     capacity: &Capacity,
     observed: &Observations,
+) -> Result<Deployment, PlanningError> {
+    let untasked = untasked_slots(bundle);
+    let (rest, pinned) = pin_untasked_slots(bundle, capacity);
+    let held = pinned.len();
+    if held > 0 {
+        match plan_within(bundle, profiles, demand_windows, &rest, observed, pinned) {
+            Ok(mut deployment) => {
+                if held < untasked.len() {
+                    deployment.source += &unpinned_note(&untasked[held..], "no core is left for it");
+                }
+                return Ok(deployment);
+            }
+            Err(e) => tracing::info!(
+                app = %bundle.manifest.name,
+                "no plan with a core held for each slot no task names ({e}); planning on all {} cores",
+                capacity.cores()
+            ),
+        }
+    }
+    let mut deployment = plan_within(bundle, profiles, demand_windows, capacity, observed, Vec::new())?;
+    if !untasked.is_empty() {
+        let why = if held > 0 {
+            format!("no plan of the tasks leaves it a core of the {} this app may use", capacity.cores())
+        } else {
+            "no core is left for it".to_string()
+        };
+        deployment.source += &unpinned_note(&untasked, &why);
+    }
+    Ok(deployment)
+}
+
+/// The slots of `bundle`'s variants that no task names, in the order they are declared.
+fn untasked_slots(bundle: &Bundle) -> Vec<&str> {
+    let tasked: Vec<&str> = model_tasks(bundle).into_iter().map(|(_, slot)| slot).collect();
+    let mut slots: Vec<&str> = Vec::new();
+    for v in &bundle.manifest.variants {
+        if !tasked.contains(&v.slot.as_str()) && !slots.contains(&v.slot.as_str()) {
+            slots.push(&v.slot);
+        }
+    }
+    slots
+}
+
+/// The default instance ([`fallback`]'s variant) of each slot no task names, in [`untasked_slots`]' order, pinned
+/// to a core of its own on `cpu:1`, and what `capacity` has left once they hold them; as many as `capacity` has
+/// cores for. Slots whose task the plan gives no instance (no demand reaches it) are not among them: the plan
+/// may give their task instances, and a core held for each up front would be taken from the tasks the demand
+/// does reach; their default instances hold none and serve only glue's stray calls.
+fn pin_untasked_slots(bundle: &Bundle, capacity: &Capacity) -> (Capacity, Vec<PlannedInstances>) {
+    let untasked = untasked_slots(bundle);
+    let mut rest = capacity.clone();
+    let mut pinned = Vec::new();
+    // `fallback` keeps the variants' order of slots, as `untasked_slots` does.
+    for mut instance in fallback(bundle, capacity, "").instances.into_iter().filter(|i| untasked.contains(&&*i.slot)) {
+        let Some(place) = rest.take_core() else { break };
+        instance.segment = "cpu:1".into();
+        instance.places = vec![place];
+        pinned.push(instance);
+    }
+    (rest, pinned)
+}
+
+/// What a deployment says of the slots no task names whose default instances run unpinned, holding no core.
+fn unpinned_note(slots: &[&str], why: &str) -> String {
+    let named: Vec<String> = slots.iter().map(|s| format!("`{s}`")).collect();
+    let (slot, runs) = if slots.len() == 1 { ("slot", "runs") } else { ("slots", "run") };
+    format!(
+        "; {slot} {}, which no task names, {runs} unpinned on the planned instances' cores ({why}), and the \
+         planned demand and capacity do not count {}",
+        named.join(", "),
+        if slots.len() == 1 { "its load" } else { "their load" }
+    )
+}
+
+/// [`plan_with_profiles`] within `capacity`, which `pinned` (default instances of slots no task names) are
+/// served beside.
+fn plan_within(
+    bundle: &Bundle,
+    profiles: &Path,
+    demand_windows: &[f64],
+    capacity: &Capacity,
+    observed: &Observations,
+    pinned: Vec<PlannedInstances>,
 ) -> Result<Deployment, PlanningError> {
     let (problem, refined) = problem(bundle, profiles, demand_windows, capacity, observed)?;
     let model_tasks = model_tasks(bundle);
@@ -976,11 +1071,17 @@ fn plan_with_profiles(
             places,
         });
     }
-    // Slots no planned instance serves are served as by default: no task names them, or no demand reaches their
-    // task (an observed factor of 0, an idle app), and glue may still call them.
+    // Slots no planned instance serves are served as by default: no task names them (on the core `pinned` holds
+    // for each, where there was one), or no demand reaches their task (an observed factor of 0, an idle app),
+    // and glue may still call them.
     let served: Vec<String> = instances.iter().map(|i: &PlannedInstances| i.slot.clone()).collect();
     let rest = fallback(bundle, &free, "");
-    instances.extend(rest.instances.into_iter().filter(|i| !served.contains(&i.slot)));
+    instances.extend(rest.instances.into_iter().filter(|i| !served.contains(&i.slot)).map(|i| {
+        match pinned.iter().find(|p| p.slot == i.slot) {
+            Some(p) => p.clone(),
+            None => i,
+        }
+    }));
     Ok(Deployment {
         source: match short {
             None => format!(
@@ -1831,6 +1932,120 @@ model = "m.onnx"
         for slot in ["det", "rec"] {
             assert!(idle.instances.iter().any(|i| i.slot == slot && i.count > 0), "{slot}: {:?}", idle.instances);
         }
+    }
+
+    /// Tasks `det` → `rec` → `speak`, where `speak`'s glue calls slot `voice`, which no task names; `det` and
+    /// `rec` profiled on `cpu:1` (50 req/s) and `cpu:2` (80 req/s), the demand `rps`.
+    fn untasked_voice(dir: &Path, rps: f64) -> Bundle {
+        let manifest = format!(
+            "name = \"signs\"\n[slo]\nlatency_ms = 400\n[demand]\nrps = {rps}\n\
+             [[tasks]]\nname = \"det\"\nglue = \"g.wasm\"\nslot = \"det\"\n\
+             [[tasks]]\nname = \"rec\"\nglue = \"g.wasm\"\nslot = \"rec\"\n\
+             [[tasks]]\nname = \"speak\"\nglue = \"g.wasm\"\n\
+             [[edges]]\nfrom = \"det.boxes\"\nto = \"rec\"\n\
+             [[edges]]\nfrom = \"rec.speech\"\nto = \"speak\"\n\
+             [[variants]]\nslot = \"det\"\nname = \"det\"\nmodel = \"m.onnx\"\n\
+             [[variants]]\nslot = \"rec\"\nname = \"rec\"\nmodel = \"m.onnx\"\n\
+             [[variants]]\nslot = \"voice\"\nname = \"voice-int8\"\nmodel = \"m.onnx\"\naccuracy = 0.9\n\
+             [[variants]]\nslot = \"voice\"\nname = \"voice\"\nmodel = \"m.onnx\"\naccuracy = 0.95\n"
+        );
+        std::fs::write(dir.join("jig.toml"), manifest).unwrap();
+        std::fs::write(dir.join("g.wasm"), b"").unwrap();
+        std::fs::write(dir.join("m.onnx"), b"").unwrap();
+        let mut csv = String::from("slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n");
+        for slot in ["det", "rec", "voice"] {
+            csv += &format!("{slot},{slot},cpu:1,1,20,20,50,test\n{slot},{slot},cpu:2,1,12,12,80,test\n");
+        }
+        std::fs::write(dir.join("profiles.csv"), csv).unwrap();
+        Bundle::open(dir).unwrap()
+    }
+
+    /// The cores each slot's instances hold.
+    fn cores_of(d: &Deployment, slot: &str) -> Vec<u32> {
+        d.instances
+            .iter()
+            .filter(|i| i.slot == slot)
+            .flat_map(|i| i.places.iter().flat_map(|p| p.cores.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_slot_no_task_names_holds_a_core_of_its_own_taken_before_planning() {
+        // Found serving the sign reader: the voice ran unpinned on the two cores det and rec were planned on,
+        // and `jig deploy` promised 26.7 req/s where 12.1 were served.
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = untasked_voice(dir.path(), 30.0);
+        let d = plan_for_deploy(&bundle, &[], &Capacity::cpu_only(3), &Observations::default()).unwrap();
+        assert!(d.source.starts_with("planned") && !d.source.contains("unpinned"), "{}", d.source);
+        let voice: Vec<&PlannedInstances> = d.instances.iter().filter(|i| i.slot == "voice").collect();
+        assert_eq!(voice.len(), 1, "{:?}", d.instances);
+        assert_eq!((voice[0].variant.as_str(), voice[0].segment.as_str(), voice[0].count), ("voice", "cpu:1", 1));
+        let held = cores_of(&d, "voice");
+        assert_eq!(held.len(), 1, "pinned to one core: {voice:?}");
+        let planned: Vec<u32> = ["det", "rec"].iter().flat_map(|slot| cores_of(&d, slot)).collect();
+        assert!(!planned.is_empty() && !planned.contains(&held[0]), "{:?}", d.instances);
+        assert!(planned.len() + held.len() <= 3, "more cores than the gateway has: {:?}", d.instances);
+        // Another app finds the voice's core held.
+        assert_eq!(Capacity::cpu_only(3).without(&d).cores(), 3 - planned.len() as u32 - 1);
+    }
+
+    #[test]
+    fn a_demand_beyond_the_cores_left_by_a_slot_no_task_names_is_planned_at_what_they_serve() {
+        // 120 req/s is more than det and rec serve on the 3 cores the voice leaves (50 req/s at most: one of them
+        // on cpu:1); on all 4 they would be planned for 100.
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = untasked_voice(dir.path(), 120.0);
+        let d = plan(&bundle, &[], &Capacity::cpu_only(4), &Observations::default());
+        assert!(d.source.contains("the most this machine serves"), "{}", d.source);
+        let voice = cores_of(&d, "voice");
+        let planned: Vec<u32> = ["det", "rec"].iter().flat_map(|slot| cores_of(&d, slot)).collect();
+        assert_eq!(voice.len(), 1, "{:?}", d.instances);
+        assert!(planned.len() <= 3 && !planned.contains(&voice[0]), "{:?}", d.instances);
+        // What the deployment says it serves is what det and rec serve on their three cores: no more than one
+        // of them on cpu:2 and the other on cpu:1.
+        let (demand, capacity) = (d.demand_rps.unwrap(), d.capacity_rps.unwrap());
+        assert!(demand < 120.0 && capacity <= 50.0 + 1e-6 && demand <= capacity + 1e-6, "{demand} {capacity}");
+    }
+
+    #[test]
+    fn without_a_core_to_spare_a_slot_no_task_names_runs_unpinned_and_the_deployment_says_so() {
+        // Two cores for three model slots: det and rec cannot be planned on one, so they keep both and the voice
+        // runs beside them, holding none.
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = untasked_voice(dir.path(), 30.0);
+        let d = plan_for_deploy(&bundle, &[], &Capacity::cpu_only(2), &Observations::default()).unwrap();
+        assert!(d.source.starts_with("planned"), "{}", d.source);
+        assert!(
+            d.source.contains("slot `voice`, which no task names, runs unpinned on the planned instances' cores"),
+            "{}",
+            d.source
+        );
+        let held: Vec<u32> = ["det", "rec", "voice"].iter().flat_map(|slot| cores_of(&d, slot)).collect();
+        assert!(held.len() <= 2, "more cores than the gateway has: {:?}", d.instances);
+        assert!(cores_of(&d, "voice").is_empty() && d.instances.iter().any(|i| i.slot == "voice"), "{d:?}");
+        // One core: det alone, and the voice beside it.
+        let one = tempfile::tempdir().unwrap();
+        std::fs::write(
+            one.path().join("jig.toml"),
+            "name = \"signs\"\n[slo]\nlatency_ms = 400\n[demand]\nrps = 10\n\
+             [[tasks]]\nname = \"det\"\nglue = \"g.wasm\"\nslot = \"det\"\n\
+             [[variants]]\nslot = \"det\"\nname = \"det\"\nmodel = \"m.onnx\"\n\
+             [[variants]]\nslot = \"voice\"\nname = \"voice\"\nmodel = \"m.onnx\"\n",
+        )
+        .unwrap();
+        for file in ["g.wasm", "m.onnx"] {
+            std::fs::write(one.path().join(file), b"").unwrap();
+        }
+        std::fs::write(
+            one.path().join("profiles.csv"),
+            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\ndet,det,cpu:1,1,20,20,50,test\n",
+        )
+        .unwrap();
+        let d =
+            plan_for_deploy(&Bundle::open(one.path()).unwrap(), &[], &Capacity::cpu_only(1), &Observations::default())
+                .unwrap();
+        assert!(d.source.starts_with("planned") && d.source.contains("`voice`"), "{}", d.source);
+        assert_eq!((cores_of(&d, "det"), cores_of(&d, "voice")), (vec![0], vec![]), "{d:?}");
     }
 
     #[test]

@@ -132,6 +132,22 @@ pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32)> {
     reader.into_dimensions().map_err(from_memory)
 }
 
+/// The bytes [`decode`] holds at its peak for `bytes`, from its header: the decoded pixels, and the RGB copy
+/// of any image that is not 8-bit RGB already. What a function checks against its memory before it decodes.
+pub fn decoded_bytes(bytes: &[u8]) -> Result<u64> {
+    use ::image::ImageDecoder;
+    let mut reader = ::image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| Error::invalid_input(format!("cannot read the image: {e}")))?;
+    reader.no_limits();
+    let decoder = reader.into_decoder().map_err(from_memory)?;
+    let (w, h) = decoder.dimensions();
+    let pixels = u64::from(w) * u64::from(h);
+    let color = decoder.color_type();
+    let copy = if color == ::image::ColorType::Rgb8 { 0 } else { 3 };
+    Ok(pixels * (u64::from(color.bytes_per_pixel()) + copy))
+}
+
 /// Decode a PNG or JPEG (detected from its bytes) into RGB: an RGB image in place, others converted.
 pub fn decode(bytes: &[u8]) -> Result<RgbImage> {
     Ok(::image::load_from_memory(bytes).map_err(from_memory)?.into_rgb8())
@@ -333,6 +349,18 @@ mod header_tests {
         let huge: Vec<u8> =
             (0..HUGE_PNG.len()).step_by(2).map(|i| u8::from_str_radix(&HUGE_PNG[i..i + 2], 16).unwrap()).collect();
         assert_eq!(super::dimensions(&huge).unwrap(), (30_000, 30_000));
+    }
+
+    #[test]
+    fn decoding_costs_the_pixels_and_a_copy_unless_already_rgb() {
+        let rgb = super::RgbImage::from_fn(10, 4, |x, _| ::image::Rgb([x as u8, 0, 0]));
+        assert_eq!(super::decoded_bytes(&super::encode_png(&rgb).unwrap()).unwrap(), 10 * 4 * 3);
+        let mut rgba = Vec::new();
+        ::image::DynamicImage::ImageRgb8(rgb)
+            .into_rgba8()
+            .write_to(&mut std::io::Cursor::new(&mut rgba), ::image::ImageFormat::Png)
+            .unwrap();
+        assert_eq!(super::decoded_bytes(&rgba).unwrap(), 10 * 4 * (4 + 3));
     }
 
     #[test]

@@ -20,8 +20,9 @@
 //! turned upright, as raw RGB.
 //!
 //! **Returns** JSON `{"lines": <number emitted>, "width": .., "height": ..}`; an image without text emits
-//! nothing and returns `{"lines": 0, ...}`. Images over `max_pixels` (20 million) are refused as invalid
-//! input before they are decoded.
+//! nothing and returns `{"lines": 0, ...}`. Images over `max_pixels` (20 million), or that would take more than
+//! `max_decoded_mib` (80) to decode (20 million pixels of 8-bit RGB take 60 MiB, of RGBA 140), are refused as
+//! invalid input before they are decoded.
 
 use jig_sdk::image::{self, BoundingBox, Normalize, RgbImage, RotatedBox};
 use jig_sdk::{Envelope, Error, Function, Result, Tensor};
@@ -277,6 +278,16 @@ impl Function for OcrDetect {
         if u64::from(w) * u64::from(h) > max_pixels {
             return Err(Error::invalid_input(format!(
                 "the image is {w}x{h}; the sign reader takes at most {max_pixels} pixels (config `max_pixels`)"
+            )));
+        }
+        // Decoding must fit the function's memory (128 MiB by default) beside the request and the model's input.
+        let max_decoded: u64 = jig_sdk::config_or("max_decoded_mib", 80)?;
+        let needed = image::decoded_bytes(&payload)?;
+        if needed > max_decoded << 20 {
+            return Err(Error::invalid_input(format!(
+                "the image is {w}x{h} and takes {} MiB to decode; the sign reader decodes at most {max_decoded} MiB \
+                 (config `max_decoded_mib`): send it smaller, or as 8-bit RGB",
+                needed.div_ceil(1 << 20)
             )));
         }
         let image = image::decode(&payload)?;
