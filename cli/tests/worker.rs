@@ -430,7 +430,10 @@ async fn an_instance_batches_requests_into_a_worker() {
         let k = k as f32;
         assert_eq!(f32s(&task.await.unwrap().unwrap()[0]), vec![k, 2.0 * k, 3.0 * k, 4.0 * k]);
     }
-    assert_eq!(instance.stats().batches.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // An idle instance starts its first request at once (it expects no company yet); the others, arriving while
+    // it runs, go together when it ends.
+    let batches = instance.stats().batches.load(std::sync::atomic::Ordering::Relaxed);
+    assert!((1..=2).contains(&batches), "{batches} batches for 4 requests");
 }
 
 /// A function's inputs placed by the pool go into free shared memory of the worker next in turn (none before its

@@ -383,20 +383,20 @@ impl Bundle {
     /// Read and check `dir/jig.toml`: names, paths that stay inside the bundle and exist, and the graph
     /// (one entry task, edges between declared tasks, no cycles).
     pub fn open(dir: &Path) -> Result<Bundle> {
-        let path = dir.join(MANIFEST);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            invalid(format!("cannot read {}: {e}; a bundle is a directory with a {MANIFEST}", path.display()))
+        // Errors name files as the bundle does (`jig.toml`), never where this machine keeps it: a gateway opens
+        // uploads in its state directory, which is no client's business.
+        let text = std::fs::read_to_string(dir.join(MANIFEST)).map_err(|e| {
+            invalid(format!("cannot read the bundle's {MANIFEST}: {e}; a bundle is a directory with one"))
         })?;
         Bundle::with_manifest(dir, &text)
     }
 
     /// [`Bundle::open`] with the manifest's text given rather than read from `dir`.
     pub fn with_manifest(dir: &Path, text: &str) -> Result<Bundle> {
-        let path = dir.join(MANIFEST);
         let manifest: Manifest =
-            toml::from_str(text).map_err(|e| invalid(format!("{} is not a valid manifest: {e}", path.display())))?;
+            toml::from_str(text).map_err(|e| invalid(format!("{MANIFEST} is not a valid manifest: {e}")))?;
         let bundle = Bundle { dir: dir.to_path_buf(), manifest };
-        bundle.check().map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+        bundle.check().map_err(|e| invalid(format!("{MANIFEST}: {e}")))?;
         Ok(bundle)
     }
 
@@ -413,10 +413,10 @@ impl Bundle {
     /// A task's configuration: `config` and the contents of `config_files`.
     pub fn task_config(&self, task: &Task) -> Result<BTreeMap<String, String>> {
         let mut config = task.config.clone();
-        for (key, path) in &task.config_files {
-            let path = self.dir.join(path);
+        for (key, file) in &task.config_files {
+            let path = self.dir.join(file);
             let text = std::fs::read_to_string(&path).map_err(|e| {
-                invalid(format!("task `{}`: cannot read `config_files.{key}` ({}): {e}", task.name, path.display()))
+                invalid(format!("task `{}`: cannot read `config_files.{key}` ({}): {e}", task.name, file.display()))
             })?;
             config.insert(key.clone(), text);
         }
@@ -459,6 +459,16 @@ impl Bundle {
             ));
         }
         check_name("app name", &m.name).map_err(|e| e.0)?;
+        // A graph is planned as a whole: a bound keeps one manifest from taking the gateway's memory.
+        for (what, count, max) in [
+            ("tasks", m.tasks.len(), MAX_TASKS),
+            ("edges", m.edges.len(), MAX_EDGES),
+            ("variants", m.variants.len(), MAX_VARIANTS),
+        ] {
+            if count > max {
+                return Err(format!("{count} {what}: an app has at most {max}; split it into apps"));
+            }
+        }
         if let Some(planner) = &m.planner
             && !PLANNERS.contains(&planner.as_str())
         {
@@ -714,6 +724,13 @@ pub fn pack(dir: &Path) -> Result<Vec<u8>> {
 /// Entries an uploaded bundle may hold.
 pub const MAX_ENTRIES: usize = 10_000;
 
+/// The most tasks an app declares.
+pub const MAX_TASKS: usize = 256;
+/// The most edges an app declares.
+pub const MAX_EDGES: usize = 1024;
+/// The most variants an app declares, all slots together.
+pub const MAX_VARIANTS: usize = 1024;
+
 /// Unpack an archive made by [`pack`] into `dest` (which must not exist yet) and open it. Refuses entries
 /// that are not plain files or directories, paths that leave the bundle, more than `max_bytes` in all and
 /// more than [`MAX_ENTRIES`] entries.
@@ -881,6 +898,20 @@ mod tests {
             let error = open(&tensors).unwrap_err();
             assert!(error.contains(says), "{error}");
         }
+    }
+
+    #[test]
+    fn a_manifest_of_too_many_tasks_is_refused_by_count_without_server_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("g.wasm"), b"").unwrap();
+        let tasks: String =
+            (0..=MAX_TASKS).map(|i| format!("[[tasks]]\nname = \"t{i}\"\nglue = \"g.wasm\"\n")).collect();
+        let error = Bundle::with_manifest(dir.path(), &format!("name = \"big\"\n{tasks}")).unwrap_err().to_string();
+        assert!(error.contains("257 tasks") && error.contains("at most 256"), "{error}");
+        assert!(!error.contains(&*dir.path().to_string_lossy()), "{error}");
+        let bad = Bundle::with_manifest(dir.path(), "name = ").unwrap_err().to_string();
+        assert!(bad.starts_with("invalid bundle: jig.toml") || bad.contains("jig.toml is not"), "{bad}");
+        assert!(!bad.contains(&*dir.path().to_string_lossy()), "{bad}");
     }
 
     #[test]

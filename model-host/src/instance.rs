@@ -602,20 +602,20 @@ impl Batcher {
         let inputs: Vec<&[Tensor]> = batch.iter().flat_map(|j| j.requests.iter().map(Vec::as_slice)).collect();
         let result = self.engine.run(&inputs);
         drop((inputs, held));
+        // The inputs go back (a worker's regions, free for the next request placed there) before any caller hears.
+        let replies: Vec<_> = batch.into_iter().map(|job| (job.reply, job.requests.len())).collect();
         match result {
             Ok(per_request) => {
                 let mut per_request = per_request.into_iter();
-                for job in batch {
-                    let outputs = per_request.by_ref().take(job.requests.len()).collect();
-                    let _ = job.reply.send(Ok(outputs));
+                for (reply, requests) in replies {
+                    let _ = reply.send(Ok(per_request.by_ref().take(requests).collect()));
                 }
             }
             Err(detail) => {
                 let instance = &self.engine.config.name;
-                for job in batch {
-                    let _ = job
-                        .reply
-                        .send(Err(InstanceError::Failed { instance: instance.clone(), detail: detail.clone() }));
+                for (reply, _) in replies {
+                    let _ =
+                        reply.send(Err(InstanceError::Failed { instance: instance.clone(), detail: detail.clone() }));
                 }
             }
         }
