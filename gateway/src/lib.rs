@@ -100,6 +100,11 @@ pub struct GatewayConfig {
     pub body_timeout_s: f64,
     /// Connections open at once; further clients wait in the listen backlog until one closes.
     pub max_connections: u32,
+    /// Connections one peer (IP address) may hold open at once; its next is closed at once, so that no one
+    /// client takes every connection. Default: half of `max_connections`.
+    pub max_connections_per_peer: Option<u32>,
+    /// The longest deadline a client may ask for with `jig-timeout-ms`; a longer one is cut to it.
+    pub max_timeout_s: f64,
     /// IPA's load predictor (`make setup` writes `.jig/models/ipa-lstm.onnx`), for apps with `planner = "ipa"`;
     /// when absent, that file if it exists. Without one, those apps' demand is predicted as the others'.
     pub ipa_predictor: Option<PathBuf>,
@@ -133,6 +138,8 @@ impl Default for GatewayConfig {
             header_timeout_s: 10.0,
             body_timeout_s: 10.0,
             max_connections: 1024,
+            max_connections_per_peer: None,
+            max_timeout_s: 300.0,
             ipa_predictor: None,
             nodes: Vec::new(),
             node_token_file: None,
@@ -258,6 +265,9 @@ impl Gateway {
     pub async fn start(config: GatewayConfig) -> anyhow::Result<Arc<Gateway>> {
         if !(config.demand_window_s.is_finite() && config.demand_window_s > 0.0 && config.demand_window_s <= 86_400.0) {
             anyhow::bail!("`demand_window_s` must be a number of seconds in (0, 86400]");
+        }
+        if !(config.max_timeout_s.is_finite() && config.max_timeout_s > 0.0 && config.max_timeout_s <= 86_400.0) {
+            anyhow::bail!("`max_timeout_s` must be a number of seconds in (0, 86400]");
         }
         if !(config.body_timeout_s.is_finite() && config.body_timeout_s > 0.0 && config.body_timeout_s <= 3600.0) {
             anyhow::bail!("`body_timeout_s` must be a number of seconds in (0, 3600]");
@@ -528,6 +538,8 @@ impl Gateway {
         // A client holds one connection permit while its connection is open, so that slow or idle clients
         // cannot take every socket; the header timeout below ends the slow and the idle ones.
         let connections = Arc::new(Semaphore::new(self.config.max_connections.max(1) as usize));
+        let per_peer = self.config.max_connections_per_peer.unwrap_or(self.config.max_connections / 2).max(1);
+        let peers = Peers::default();
         let header_timeout = Duration::from_secs_f64(self.config.header_timeout_s.clamp(0.1, 3600.0));
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
@@ -536,7 +548,7 @@ impl Gateway {
                 permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
                 () = &mut shutdown => break,
             };
-            let (stream, _) = tokio::select! {
+            let (stream, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(accepted) => accepted,
                     Err(e) => {
@@ -546,6 +558,9 @@ impl Gateway {
                     }
                 },
                 () = &mut shutdown => break,
+            };
+            let Some(held) = PeerHold::take(&peers, peer.ip(), per_peer) else {
+                continue; // the peer holds its share already: this connection is closed unanswered
             };
             let _ = stream.set_nodelay(true);
             let gateway = self.clone();
@@ -559,7 +574,7 @@ impl Gateway {
                 if let Err(e) = connection.await {
                     tracing::debug!("connection ended: {e}");
                 }
-                drop(permit);
+                drop((permit, held));
             });
         }
         if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown()).await.is_err() {
@@ -642,7 +657,7 @@ impl Gateway {
         };
         let _in_flight = self.metrics.request_started(name);
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_string()).or_default().arrived();
-        let timeout = match request_timeout(&request) {
+        let timeout = match request_timeout(&request, self.max_timeout()) {
             Ok(timeout) => timeout,
             Err(bad) => return self.answered(name, arrived, error(ErrorKind::InvalidRequest, bad), false),
         };
@@ -680,6 +695,11 @@ impl Gateway {
             }
         };
         self.answered(name, arrived, reply, early_drop)
+    }
+
+    /// The longest deadline a client may ask for (`max_timeout_s`).
+    fn max_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.config.max_timeout_s)
     }
 
     /// A request's whole body ([`read_body`]), which must arrive within `body_timeout_s` and before the
@@ -925,10 +945,11 @@ fn request_class(request: &Request<Incoming>) -> Option<&str> {
     request.headers().get(CLASS_HEADER).and_then(|v| v.to_str().ok()).map(str::trim)
 }
 
-fn request_timeout(request: &Request<Incoming>) -> Result<Option<Duration>, String> {
+fn request_timeout(request: &Request<Incoming>, max: Duration) -> Result<Option<Duration>, String> {
     match request.headers().get(TIMEOUT_HEADER).map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())) {
         None => Ok(None),
-        Some(Some(ms)) if ms > 0 => Ok(Some(Duration::from_millis(ms))),
+        // A client may not hold what it is admitted to for longer than the gateway allows.
+        Some(Some(ms)) if ms > 0 => Ok(Some(Duration::from_millis(ms).min(max))),
         Some(_) => Err(format!("`{TIMEOUT_HEADER}` must be a positive number of milliseconds")),
     }
 }
@@ -947,6 +968,40 @@ fn refuse_unauthorized(request: &Request<Incoming>, token: Option<&str>) -> Opti
             ErrorKind::Unauthorized,
             "this gateway needs a token: send `Authorization: Bearer TOKEN` (--token or JIG_TOKEN)",
         )),
+    }
+}
+
+/// Connections each peer holds open.
+type Peers = Arc<std::sync::Mutex<HashMap<std::net::IpAddr, u32>>>;
+
+/// A connection a peer holds, given back when it closes.
+struct PeerHold {
+    peers: Peers,
+    peer: std::net::IpAddr,
+}
+
+impl PeerHold {
+    /// A hold for `peer`, unless it holds `max` already.
+    fn take(peers: &Peers, peer: std::net::IpAddr, max: u32) -> Option<PeerHold> {
+        let mut held = peers.lock().unwrap_or_else(|p| p.into_inner());
+        let count = held.entry(peer).or_default();
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(PeerHold { peers: peers.clone(), peer })
+    }
+}
+
+impl Drop for PeerHold {
+    fn drop(&mut self) {
+        let mut held = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = held.get_mut(&self.peer) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.peer);
+            }
+        }
     }
 }
 

@@ -148,7 +148,7 @@ impl Gateway {
         arrived: Instant,
         request: Request<Incoming>,
     ) -> (Reply, bool) {
-        let timeout = match request_timeout(&request) {
+        let timeout = match request_timeout(&request, self.max_timeout()) {
             Ok(timeout) => timeout,
             Err(bad) => return (error(ErrorKind::InvalidRequest, bad), false),
         };
@@ -202,7 +202,7 @@ impl Gateway {
     /// A v2 call of app `app`: its input as a tensor envelope to the entry task, its tensor envelope back.
     async fn v2_run_app(&self, app: &App, tensors: &AppTensors, arrived: Instant, request: Request<Incoming>) -> Reply {
         let model = app.name.as_str();
-        let timeout = match request_timeout(&request) {
+        let timeout = match request_timeout(&request, self.max_timeout()) {
             Ok(timeout) => timeout,
             Err(bad) => return error(ErrorKind::InvalidRequest, bad),
         };

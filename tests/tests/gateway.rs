@@ -1064,3 +1064,36 @@ fn bundles_no_app_names_are_removed_when_the_gateway_starts() {
     assert!(used[0].join("jig.toml").is_file(), "the bundle of `crops` stays");
     assert_eq!(gateway.http("POST", "/v1/apps/crops/invoke", &[], &crop_request()).status, 200);
 }
+
+#[test]
+fn one_peer_holds_at_most_its_share_of_connections_and_no_client_a_deadline_past_the_gateways_maximum() {
+    use std::io::{Read, Write};
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    jig_tests::probe_app(dir.path(), "probe", 0.7, None);
+    let gateway = start_with_config(
+        state.path(),
+        "max_connections = 4\nmax_connections_per_peer = 2\nmax_timeout_s = 2.0\nheader_timeout_s = 30\n",
+    );
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+
+    // A client asks for ten minutes: its glue is given the gateway's two seconds.
+    let reply =
+        gateway.http("POST", "/v1/apps/probe/invoke", &[("jig-timeout-ms", "600000")], br#"{"op": "remaining"}"#);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let remaining_ns = reply.json()["outputs"][0]["json"].as_f64().unwrap();
+    assert!(remaining_ns > 0.0 && remaining_ns <= 2e9, "{remaining_ns} ns left of a 600 s timeout");
+
+    // Two idle connections from this address take its share: a third is closed unanswered, while the gateway
+    // still has room for other peers.
+    let idle: Vec<std::net::TcpStream> = (0..2).map(|_| std::net::TcpStream::connect(&gateway.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut third = std::net::TcpStream::connect(&gateway.addr).unwrap();
+    let _ = third.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
+    third.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = Vec::new();
+    let _ = third.read_to_end(&mut answer);
+    assert!(answer.is_empty(), "a third connection was answered: {}", String::from_utf8_lossy(&answer));
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(gateway.http("GET", "/healthz", &[], b"").status, 200, "served once the peer let its connections go");
+}
