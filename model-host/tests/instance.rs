@@ -369,8 +369,8 @@ async fn requests_of_different_shapes_run_in_separate_batches() {
         ..InstanceConfig::new("rec#0")
     };
     let instance = onnx_instance("ppocr-rec", config);
-    // The first starts at once (an idle instance expects no company yet); the others arrive while it runs and
-    // start when it ends, the two of width 320 in one batch, the one of 160 in its own.
+    // The first starts at once (an idle instance expects no company yet) unless the others are already there;
+    // those arriving while it runs start when it ends, the widths of 320 in one batch, the one of 160 in its own.
     let tasks: Vec<_> = [320u64, 320, 160, 320]
         .into_iter()
         .map(|w| {
@@ -383,7 +383,8 @@ async fn requests_of_different_shapes_run_in_separate_batches() {
         let out = result.unwrap();
         assert_eq!(out[0].shape()[..2], [1, w / 8], "CTC steps follow the width");
     }
-    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 3);
+    let batches = instance.stats().batches.load(Ordering::Relaxed);
+    assert!((2..=3).contains(&batches), "{batches} batches: two widths never share one, the three of 320 may");
 }
 
 #[tokio::test]
