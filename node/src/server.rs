@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -62,6 +62,8 @@ pub struct Node {
     connections: AtomicUsize,
     /// Connections still saying hello, at most `max_connections` apart from those served.
     greeting: AtomicUsize,
+    /// Of those, each peer address's: at most [`GREETING_PER_PEER`].
+    greeting_by_peer: Mutex<HashMap<IpAddr, usize>>,
     /// The instances loaded, by what they are: every connection that names the same one (several gateways, a
     /// redeploy starting beside the deployment it replaces) shares its session, one batch at a time.
     loaded: Mutex<HashMap<Key, Weak<Loaded>>>,
@@ -94,6 +96,7 @@ impl Node {
             launcher,
             connections: AtomicUsize::new(0),
             greeting: AtomicUsize::new(0),
+            greeting_by_peer: Mutex::default(),
             loaded: Mutex::default(),
             loading: Mutex::default(),
         }
@@ -117,27 +120,23 @@ impl Node {
                 }
                 Err(e) => return Err(e),
             };
-            // Peers still saying hello are bounded apart from the instances served, so unauthenticated ones
-            // (each closed at its hello deadline) never hold what a gateway's instances need.
-            if self.greeting.fetch_add(1, Ordering::SeqCst) >= self.config.max_connections {
-                self.greeting.fetch_sub(1, Ordering::SeqCst);
+            // Peers still saying hello are bounded apart from the instances served, and each address to a share
+            // of them, so unauthenticated ones (each closed at its hello deadline) never hold what a gateway's
+            // instances need.
+            let Some(greeting) = Greeting::take(&self, peer.ip()) else {
                 continue; // dropped: closed without a word
-            }
+            };
             let node = self.clone();
-            let spawned = std::thread::Builder::new().name(format!("jig-node {peer}")).spawn(move || {
-                if let Err(e) = node.connection(&stream) {
+            let _ = std::thread::Builder::new().name(format!("jig-node {peer}")).spawn(move || {
+                if let Err(e) = node.connection(&stream, greeting) {
                     tracing::warn!(%peer, "node connection ended: {e}");
                 }
             });
-            if spawned.is_err() {
-                self.greeting.fetch_sub(1, Ordering::SeqCst);
-            }
         }
     }
 
     /// One connection: its hello, its model, then its batches until it closes.
-    fn connection(&self, stream: &TcpStream) -> io::Result<()> {
-        let greeting = Counted(&self.greeting); // taken when `serve` accepted the connection
+    fn connection(&self, stream: &TcpStream, greeting: Greeting) -> io::Result<()> {
         stream.set_nodelay(true)?;
         // The hello's deadline is absolute: a peer that trickles a byte at a time is closed at it all the same.
         let deadline = Instant::now() + self.config.hello_timeout;
@@ -338,6 +337,46 @@ fn refuse<T>(writer: &mut impl Write, reason: String) -> io::Result<T> {
     write_frame(writer, &Reply::Refused { reason: reason.clone() })?;
     writer.flush()?;
     Err(io::Error::new(io::ErrorKind::PermissionDenied, reason))
+}
+
+/// Connections one peer address may hold open while they say hello: a gateway opens one per instance it
+/// starts, each done in milliseconds; an address that holds this many unproven is not a gateway at work.
+pub const GREETING_PER_PEER: usize = 64;
+
+/// A connection still saying hello, counted for the node and for its peer's address until dropped.
+struct Greeting {
+    node: Arc<Node>,
+    peer: IpAddr,
+}
+
+impl Greeting {
+    /// A place among the connections saying hello, unless the node or `peer` holds all its share.
+    fn take(node: &Arc<Node>, peer: IpAddr) -> Option<Greeting> {
+        let mut by_peer = node.greeting_by_peer.lock().unwrap_or_else(|p| p.into_inner());
+        let of_peer = by_peer.entry(peer).or_default();
+        if *of_peer >= GREETING_PER_PEER || node.greeting.load(Ordering::SeqCst) >= node.config.max_connections {
+            if *of_peer == 0 {
+                by_peer.remove(&peer);
+            }
+            return None;
+        }
+        *of_peer += 1;
+        node.greeting.fetch_add(1, Ordering::SeqCst);
+        Some(Greeting { node: node.clone(), peer })
+    }
+}
+
+impl Drop for Greeting {
+    fn drop(&mut self) {
+        let mut by_peer = self.node.greeting_by_peer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(of_peer) = by_peer.get_mut(&self.peer) {
+            *of_peer -= 1;
+            if *of_peer == 0 {
+                by_peer.remove(&self.peer);
+            }
+        }
+        self.node.greeting.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A count taken, given back when dropped.

@@ -321,3 +321,28 @@ fn a_peer_trickling_its_hello_is_closed_at_the_deadline_and_holds_no_connection(
     assert!(started.elapsed() < Duration::from_secs(3), "the trickler was kept for {:?}", started.elapsed());
     assert!(Remote::connect(spec(&addr, "mixed", "cpu:1")).is_ok());
 }
+
+#[test]
+fn one_address_holds_at_most_its_share_of_connections_saying_hello() {
+    let cache = tempfile::tempdir().unwrap();
+    let config =
+        NodeConfig { hello_timeout: Duration::from_secs(20), ..NodeConfig::new("test-node", TOKEN, cache.path()) };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let node = Arc::new(Node::new(config, Launcher::new(Devices::discover(), None)));
+    std::thread::spawn(move || node.serve(listener));
+
+    let silent: Vec<TcpStream> =
+        (0..jig_node::server::GREETING_PER_PEER).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // One more from the same address is closed at once, not at its hello deadline 20 s on.
+    let mut next = TcpStream::connect(&addr).unwrap();
+    next.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = Instant::now();
+    let mut byte = [0u8; 1];
+    assert_eq!(next.read(&mut byte).unwrap_or(0), 0);
+    assert!(started.elapsed() < Duration::from_secs(5), "held for {:?}", started.elapsed());
+    drop(silent);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(Remote::connect(spec(&addr, "mixed", "cpu:1")).is_ok(), "served once the address let them go");
+}
