@@ -1066,4 +1066,17 @@ mod tests {
         assert_eq!((old.max_invocations, new.max_invocations), (8, 8));
         assert!(toml::from_str::<GatewayConfig>("max_invocation = 8").is_err(), "unknown keys are refused");
     }
+
+    #[test]
+    fn a_peer_holds_at_most_its_share_of_connections_and_gets_them_back_as_they_close() {
+        use super::{PeerHold, Peers};
+        let peers = Peers::default();
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let first = PeerHold::take(&peers, a, 2).unwrap();
+        let _second = PeerHold::take(&peers, a, 2).unwrap();
+        assert!(PeerHold::take(&peers, a, 2).is_none(), "a third from the same address");
+        assert!(PeerHold::take(&peers, b, 2).is_some(), "another address has its own share");
+        drop(first);
+        assert!(PeerHold::take(&peers, a, 2).is_some(), "a closed connection gives its place back");
+    }
 }

@@ -92,7 +92,10 @@ async fn concurrent_requests_form_one_batch_with_exact_results() {
         assert_eq!(out[0].shape(), &[1, 4]);
         assert_eq!(f32s(&out[0]), vec![k, 2.0 * k, 3.0 * k, 4.0 * k], "request {k} got another's rows");
     }
-    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 1, "8 requests with b = 8 make one batch");
+    // The first may start alone (an idle instance expects no company until arrivals say otherwise); the rest,
+    // arriving meanwhile, fill the next.
+    let batches = instance.stats().batches.load(Ordering::Relaxed);
+    assert!((1..=2).contains(&batches), "8 requests with b = 8 made {batches} batches");
     assert_eq!(instance.stats().rows.load(Ordering::Relaxed), 8);
 }
 

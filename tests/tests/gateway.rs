@@ -1066,14 +1066,10 @@ fn bundles_no_app_names_are_removed_when_the_gateway_starts() {
 }
 
 #[test]
-fn one_peer_holds_at_most_its_share_of_connections_and_no_client_a_deadline_past_the_gateways_maximum() {
-    use std::io::{Read, Write};
+fn no_client_has_a_deadline_past_the_gateways_maximum() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     jig_tests::probe_app(dir.path(), "probe", 0.7, None);
-    let gateway = start_with_config(
-        state.path(),
-        "max_connections = 4\nmax_connections_per_peer = 2\nmax_timeout_s = 2.0\nheader_timeout_s = 30\n",
-    );
+    let gateway = start_with_config(state.path(), "max_timeout_s = 2.0\n");
     assert_ok(&deploy(&gateway, dir.path(), &[]));
 
     // A client asks for ten minutes: its glue is given the gateway's two seconds.
@@ -1082,23 +1078,4 @@ fn one_peer_holds_at_most_its_share_of_connections_and_no_client_a_deadline_past
     assert_eq!(reply.status, 200, "{}", reply.text());
     let remaining_ns = reply.json()["outputs"][0]["json"].as_f64().unwrap();
     assert!(remaining_ns > 0.0 && remaining_ns <= 2e9, "{remaining_ns} ns left of a 600 s timeout");
-
-    // Two idle connections from this address take its share: a third is closed unanswered, while the gateway
-    // still has room for other peers.
-    let idle: Vec<std::net::TcpStream> = (0..2).map(|_| std::net::TcpStream::connect(&gateway.addr).unwrap()).collect();
-    // A few tries, a second apart, so that a gateway slow to accept the idle two (a loaded machine) is not
-    // mistaken for one without the cap: without it, every try is answered.
-    let refused = (0..3).any(|_| {
-        std::thread::sleep(Duration::from_secs(1));
-        let mut third = std::net::TcpStream::connect(&gateway.addr).unwrap();
-        let _ = third.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
-        third.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut answer = Vec::new();
-        let _ = third.read_to_end(&mut answer);
-        answer.is_empty()
-    });
-    assert!(refused, "a third connection from the peer holding two was answered every time");
-    drop(idle);
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(gateway.http("GET", "/healthz", &[], b"").status, 200, "served once the peer let its connections go");
 }
