@@ -325,7 +325,9 @@ async fn a_full_batch_behind_a_waiting_request_queues_behind_it() {
     let out = instance.infer(rows(&[3.0, 4.0]), far()).await.unwrap();
     assert_eq!(f32s(&out[0]), vec![3.0, 4.0]);
     assert_eq!(*ran_on.lock().unwrap().last().unwrap(), here);
-    // A lone row waits up to 300 ms for company; a full batch that comes meanwhile must not overtake it.
+    // A lone row, arriving at a pace that brings company within the 300 ms bound (the last queued arrival was
+    // 200 ms before it), waits for that company; a full batch that comes meanwhile must not overtake it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let lone = tokio::spawn({
         let instance = instance.clone();
         async move { instance.infer(one(5.0), far()).await.unwrap() }
