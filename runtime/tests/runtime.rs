@@ -58,7 +58,9 @@ impl ModelHost for TestModels {
             self.max_in_flight.fetch_max(now, Ordering::SeqCst);
             let result = match request.slot.as_str() {
                 "identity" => {
-                    tokio::task::yield_now().await;
+                    // A millisecond's wait, so that concurrent invocations' calls overlap even on a loaded machine
+                    // (a bare yield let one invocation finish all its calls before the next began).
+                    tokio::time::sleep(Duration::from_millis(1)).await;
                     Ok(request.inputs)
                 }
                 "halves" => {
