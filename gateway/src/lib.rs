@@ -661,7 +661,7 @@ impl Gateway {
             Ok(timeout) => timeout,
             Err(bad) => return self.answered(name, arrived, error(ErrorKind::InvalidRequest, bad), false),
         };
-        let class = request_class(&request).map(str::to_owned);
+        let class = request_class(&request);
         let class = class.as_deref();
         let deadline = app.deadline(arrived, timeout, class);
         let payload = match self.whole_body(request, "invocation body", deadline).await {
@@ -938,13 +938,13 @@ fn output_part(output: jig_app::Output) -> OutputPart {
     part
 }
 
-/// The request's [`TIMEOUT_HEADER`], if it has one; what is wrong (a 400) when it is not a positive number of
-/// milliseconds.
-/// The query class the request names (`jig-class`), if any.
-fn request_class(request: &Request<Incoming>) -> Option<&str> {
-    request.headers().get(CLASS_HEADER).and_then(|v| v.to_str().ok()).map(str::trim)
+/// The query class the request names (`jig-class`), if any: owned, as the request's body is read after it.
+fn request_class(request: &Request<Incoming>) -> Option<String> {
+    request.headers().get(CLASS_HEADER).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned())
 }
 
+/// The request's [`TIMEOUT_HEADER`], if it has one, cut to `max`; what is wrong (a 400) when it is not a positive
+/// number of milliseconds.
 fn request_timeout(request: &Request<Incoming>, max: Duration) -> Result<Option<Duration>, String> {
     match request.headers().get(TIMEOUT_HEADER).map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())) {
         None => Ok(None),

@@ -152,7 +152,7 @@ impl Gateway {
             Ok(timeout) => timeout,
             Err(bad) => return (error(ErrorKind::InvalidRequest, bad), false),
         };
-        let class = request_class(&request).map(str::to_owned);
+        let class = request_class(&request);
         let class = class.as_deref();
         let deadline = app.deadline(arrived, timeout, class);
         let json_length = match json_length(&request) {
@@ -206,7 +206,7 @@ impl Gateway {
             Ok(timeout) => timeout,
             Err(bad) => return error(ErrorKind::InvalidRequest, bad),
         };
-        let class = request_class(&request).map(str::to_owned);
+        let class = request_class(&request);
         let class = class.as_deref();
         let deadline = app.deadline(arrived, timeout, class);
         let json_length = match json_length(&request) {

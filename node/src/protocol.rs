@@ -1,9 +1,10 @@
 //! Frames between a gateway and a `jig node` on TCP.
 //!
 //! A frame ([`jig_model_host::frame`]) is a little-endian `u32` body length and the bincode-2 (standard
-//! configuration) encoding of a [`Request`] or a [`Reply`]. Tensor bytes follow the frame that describes them ([`Head`]s), raw and in order,
-//! each as long as its element type and shape say: they are written from the tensors' memory and read into
-//! their buffers with no encoding. A model's bytes follow the same way, when the node asks for them.
+//! configuration) encoding of a [`Request`] or a [`Reply`]. Tensor bytes follow the frame that describes them
+//! ([`Head`]s), raw and in order, each as long as its element type and shape say: they are written from the
+//! tensors' memory and read into their buffers with no encoding. A model's bytes follow the same way, when the
+//! node asks for them.
 //!
 //! A connection: `Hello` → `Challenge` → `Prove` → `Welcome` (or `Refused` at any step, and the node closes);
 //! `Load` → `SendModel` (then the model's bytes) → `Loaded` or `LoadFailed`; then `Run` → `Done` or `Failed`, one
@@ -99,7 +100,8 @@ impl Head {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Request {
     /// The first frame (first of its enum in every version, as `Refused` is second of the replies, so that a node
-    /// can tell a gateway of another version which it speaks). Answered by `Challenge`, or `Refused` and the node closes.
+    /// can tell a gateway of another version which it speaks). Answered by `Challenge`, or `Refused` and the node
+    /// closes.
     Hello {
         /// [`VERSION`].
         version: u32,
