@@ -1,0 +1,736 @@
+//! The discrete-event engine that runs one bin of a plan ([`run_bin`], [`run_plan`]): Poisson arrivals through
+//! the plan's instances, admitted as a deployment admits them, routed, batched and dropped by `jig_policy`'s code,
+//! with log-normal batch latencies and the time spent outside the models. [`BinRun`] is what it measures.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use jig_planner::compass::ClassPlan;
+use jig_planner::evaluate::Assignment;
+use jig_planner::ppipe::app::PipelinePlan;
+use jig_planner::problem::Problem;
+use jig_planner::spec::SegmentKind;
+use jig_policy::reserve::Resource;
+use jig_policy::{BatchPolicy, Queue, Time as _, WeightedRoundRobin};
+
+use super::agenda::{Agenda, Event};
+use super::report::BinRun;
+use super::rng::Rng;
+use super::state::{Head, Instance, Job, NO_ROUTE, task_bits};
+
+/// z of the 95th percentile of the standard normal.
+const Z95: f64 = 1.644_853_6;
+
+/// One bin's simulation of a plan: its clock and events, its instances and routers, and what it measured.
+pub(super) struct Sim<'a> {
+    pub(super) problem: &'a Problem,
+    rng: Rng,
+    /// Time outside the model at each task: overhead and glue.
+    pub(super) outside_ms: Vec<f64>,
+    pub(super) hop: Duration,
+    /// CPU cores the machine has (a core no instance is running a batch on runs the time outside the models).
+    cores: u32,
+    /// Requests running their time outside the model on a core of their own.
+    outside_running: u32,
+    pub(super) now: Duration,
+    events: Agenda,
+    pub(super) instances: Vec<Instance>,
+    /// Per task: its instances and the router over them.
+    routes: Vec<(Vec<usize>, WeightedRoundRobin)>,
+    /// Per route of a query class: per task, the instances of the route's type and the router over them.
+    class_routes: Vec<Vec<(Vec<usize>, WeightedRoundRobin)>>,
+    /// Per query class: its cumulative share of the demand, its latency SLO, and its routes (indices into
+    /// `class_routes`) with the router over them.
+    classes: Vec<(f64, Duration, Vec<u32>, WeightedRoundRobin)>,
+    /// Per task and variant: the sink requests one request there leads to on average under the plan.
+    sinks_below: Vec<Vec<f64>>,
+    /// Per root request: arrival, jobs still in flight, whether any part was dropped or late, last finish.
+    roots: Vec<(Duration, u32, bool, Duration)>,
+    /// Per root request: its query class (an index into `classes`), or [`NO_ROUTE`].
+    root_class: Vec<u32>,
+    /// Root requests in progress, and how many may be at once: as a deployment admits (`jig_app::App::admit`),
+    /// what the plan's capacity completes within the SLO (Little's law); more are refused at once.
+    in_progress: u32,
+    admit_limit: u32,
+    /// PPipe's head, for a plan of pooled pipelines.
+    pub(super) head: Option<Head>,
+    pub(super) run: BinRun,
+}
+
+/// Time a request spends outside the models ([`SimOptions`](super::SimOptions)'s fields of the same names).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outside<'a> {
+    /// [`SimOptions::overhead_ms`](super::SimOptions::overhead_ms).
+    pub overhead_ms: f64,
+    /// [`SimOptions::glue_ms`](super::SimOptions::glue_ms).
+    pub glue_ms: &'a [f64],
+    /// [`SimOptions::hop_ms`](super::SimOptions::hop_ms).
+    pub hop_ms: f64,
+}
+
+/// Run `seconds` of Poisson arrivals at `rate` through the instances of `assignments`, with the time
+/// `outside` the models.
+pub fn run_bin(
+    problem: &Problem,
+    assignments: &[Assignment],
+    (rate, seconds): (f64, f64),
+    outside: &Outside,
+    seed: u64,
+) -> BinRun {
+    run_plan(problem, assignments, (&[], &[]), (rate, seconds), outside, seed)
+}
+
+/// [`run_bin`] for a plan with query classes (Compass's) or pooled pipelines (PPipe's), as deployments route
+/// them (`jig_app`). With classes, each root request is of a class drawn by the classes' shares, has the class's
+/// latency SLO, and runs on one of the class's routes, picked in proportion to their rates. With pipelines, the
+/// chain's first task queues requests at a head that books each batch along a pipeline (PPipe's data plane,
+/// `jig_policy::reserve`) and every later task runs the booked batch, as one, on the instance booked for it.
+pub fn run_plan(
+    problem: &Problem,
+    assignments: &[Assignment],
+    (classes, pipelines): (&[ClassPlan], &[PipelinePlan]),
+    (rate, seconds): (f64, f64),
+    outside: &Outside,
+    seed: u64,
+) -> BinRun {
+    let mut sim = Sim::for_plan(problem, assignments, (classes, pipelines), outside, seed);
+    sim.run_arrivals(rate, Duration::from_secs_f64(seconds.max(0.0)));
+    let mut run = sim.run;
+    run.latencies_ms.sort_by(f64::total_cmp);
+    run
+}
+
+impl<'a> Sim<'a> {
+    /// A simulation of a plan ([`run_plan`]'s arguments).
+    pub(super) fn for_plan(
+        problem: &'a Problem,
+        assignments: &[Assignment],
+        (classes, pipelines): (&[ClassPlan], &[PipelinePlan]),
+        outside: &Outside,
+        seed: u64,
+    ) -> Self {
+        let glue = |t: usize| outside.glue_ms.get(t).copied().unwrap_or(0.0).max(0.0);
+        let mut sim = Sim::new(problem, assignments, &glue, seed);
+        sim.route_classes(classes);
+        sim.outside_ms = (0..problem.tasks.len()).map(|t| outside.overhead_ms.max(0.0) + glue(t)).collect();
+        sim.hop = Duration::from_secs_f64(outside.hop_ms.max(0.0) / 1000.0);
+        sim.book_pipelines(pipelines);
+        sim
+    }
+
+    /// Poisson arrivals at `rate` until `end`, and everything they lead to.
+    pub(super) fn run_arrivals(&mut self, rate: f64, end: Duration) {
+        if rate > 0.0 {
+            let first = Duration::from_secs_f64(self.rng.exponential(1.0 / rate));
+            self.schedule(first, Event::Root);
+        }
+        while let Some((at, event)) = self.events.pop() {
+            self.now = at;
+            match event {
+                Event::Root => {
+                    if at < end {
+                        self.root_arrives();
+                        let next = at + Duration::from_secs_f64(self.rng.exponential(1.0 / rate));
+                        self.schedule(next, Event::Root);
+                    }
+                }
+                Event::Arrive { task, job } => self.arrive(task, job),
+                Event::Queue { task, job } => self.queue(task, job),
+                Event::Start { instance } => {
+                    if self.instances[instance].timer == Some(at) {
+                        self.instances[instance].timer = None;
+                        self.start_batches(instance, false);
+                    }
+                }
+                Event::Done { instance, batch } => self.done(instance, batch),
+                Event::Decide => {
+                    if self.head.as_ref().is_some_and(|h| h.timer == Some(at)) {
+                        self.head.as_mut().expect("a head").timer = None;
+                        self.decide();
+                    }
+                }
+            }
+        }
+    }
+
+    /// `glue(t)`: the glue time task t's CPU rows carry, taken out of its CPU instances' batches.
+    fn new(problem: &'a Problem, assignments: &[Assignment], glue: &dyn Fn(usize) -> f64, seed: u64) -> Self {
+        let n = problem.tasks.len();
+        // As deployments batch and drop: the plan's strategy's policy per task (`jig_planner::runtime_policies`).
+        let policies = jig_planner::runtime_policies(problem, assignments);
+        let ms = |ms: f64| Duration::from_secs_f64(ms / 1000.0);
+        let mut instances = Vec::new();
+        let mut routes: Vec<(Vec<usize>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); n];
+        for a in assignments {
+            let on_cpu = matches!(problem.segments[a.segment].kind, SegmentKind::Cpu { .. });
+            let carried = |batch: u32| if on_cpu { f64::from(batch) * glue(a.task) } else { 0.0 };
+            let mut profile: Vec<(u32, f64, f64)> = Vec::new();
+            for c in
+                problem.configs.iter().filter(|c| c.task == a.task && c.variant == a.variant && c.segment == a.segment)
+            {
+                let glue = carried(c.batch);
+                profile.push((c.batch, (c.p50_ms - glue).max(0.0), (c.latency_ms - glue).max(0.0)));
+            }
+            profile.sort_by_key(|p| p.0);
+            let servers = match problem.segments[a.segment].kind {
+                SegmentKind::Mig { mps, .. } => usize::from(mps.max(1)),
+                _ => 1,
+            };
+            let p = policies[a.task];
+            let policy = BatchPolicy::planned(u64::from(a.batch), ms(p.wait_ms), ms(p.drop_budget_ms), ms(p.stale_ms));
+            for _ in 0..a.instances {
+                routes[a.task].0.push(instances.len());
+                routes[a.task].1.push(a.rate_rps / f64::from(a.instances.max(1)));
+                instances.push(Instance {
+                    task: a.task,
+                    variant: a.variant,
+                    segment: a.segment,
+                    batch: a.batch,
+                    profile: profile.clone(),
+                    servers,
+                    on_cpu,
+                    debt_ms: 0.0,
+                    cores: match problem.segments[a.segment].kind {
+                        SegmentKind::Cpu { cores } => cores,
+                        _ => 0,
+                    },
+                    busy: 0,
+                    queue: Queue::new(policy),
+                    timer: None,
+                    booked: VecDeque::new(),
+                });
+            }
+        }
+        // Sink requests below each (task, variant), from the sinks up.
+        let mut sinks_below = vec![Vec::new(); n];
+        for &t in problem.topo.iter().rev() {
+            let task = &problem.tasks[t];
+            sinks_below[t] = (0..task.variants.len())
+                .map(|v| {
+                    if task.succs.is_empty() {
+                        return 1.0;
+                    }
+                    task.succs
+                        .iter()
+                        .map(|&s| {
+                            let (sum, rate) = assignments.iter().filter(|a| a.task == s).fold((0.0, 0.0), |acc, a| {
+                                (acc.0 + a.rate_rps * sinks_below[s][a.variant], acc.1 + a.rate_rps)
+                            });
+                            let mean = if rate > 0.0 { sum / rate } else { 1.0 };
+                            task.factor(v, s) * mean
+                        })
+                        .sum()
+                })
+                .collect();
+        }
+        // The plan's capacity at the roots: its demand scaled by the task with the least head-room (instances'
+        // profiled throughput over the rate planned for the task), as `jig_app::deployment` computes it.
+        let mut served = vec![(0.0f64, 0.0f64); n]; // (throughput of the instances, planned rate) per task
+        for a in assignments {
+            let config = problem
+                .configs
+                .iter()
+                .find(|c| (c.task, c.variant, c.segment, c.batch) == (a.task, a.variant, a.segment, a.batch));
+            served[a.task].0 += config.map_or(0.0, |c| c.throughput_rps) * f64::from(a.instances);
+            served[a.task].1 += a.rate_rps;
+        }
+        let headroom =
+            served.iter().filter(|(_, rate)| *rate > 0.0).map(|(h, rate)| h / rate).fold(f64::INFINITY, f64::min);
+        // Every request reaches every root task: the planned demand is what one of them is planned to serve.
+        let planned = (0..n).filter(|&t| problem.is_root(t)).map(|t| served[t].1).fold(0.0, f64::max);
+        let capacity = if headroom.is_finite() { planned * headroom } else { 0.0 };
+        let admit_limit = (capacity * problem.slo_latency_ms / 1000.0).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
+        Sim {
+            problem,
+            rng: Rng(seed),
+            outside_ms: vec![0.0; n],
+            hop: Duration::ZERO,
+            cores: problem.cpu_cores.unwrap_or(problem.slices),
+            outside_running: 0,
+            now: Duration::ZERO,
+            events: Agenda::default(),
+            instances,
+            routes: routes.into_iter().map(|(ids, weights)| (ids, WeightedRoundRobin::new(weights))).collect(),
+            class_routes: Vec::new(),
+            classes: Vec::new(),
+            sinks_below,
+            roots: Vec::new(),
+            root_class: Vec::new(),
+            in_progress: 0,
+            admit_limit,
+            head: None,
+            run: BinRun { paths: vec![(0, 0.0); problem.paths.len()], ..BinRun::default() },
+        }
+    }
+
+    pub(super) fn schedule(&mut self, at: Duration, event: Event) {
+        self.events.push(at, event);
+    }
+
+    /// Route requests by the query classes of `classes` (a Compass plan; none: by task alone).
+    fn route_classes(&mut self, classes: &[ClassPlan]) {
+        let mut cumulative = 0.0;
+        for plan in classes {
+            let Some(class) = self.problem.classes.iter().find(|c| c.name == plan.class) else { continue };
+            cumulative += class.share;
+            let mut routes = Vec::with_capacity(plan.routes.len());
+            for route in &plan.routes {
+                let mut by_task: Vec<(Vec<usize>, WeightedRoundRobin)> =
+                    (0..self.problem.tasks.len()).map(|_| (Vec::new(), WeightedRoundRobin::new([]))).collect();
+                for &(t, v, s, b) in &route.types {
+                    let ids: Vec<usize> = (0..self.instances.len())
+                        .filter(|&i| {
+                            let inst = &self.instances[i];
+                            (inst.task, inst.variant, inst.segment, inst.batch) == (t, v, s, b)
+                        })
+                        .collect();
+                    let router = WeightedRoundRobin::new(ids.iter().map(|_| 1.0));
+                    by_task[t] = (ids, router);
+                }
+                routes.push(self.class_routes.len() as u32);
+                self.class_routes.push(by_task);
+            }
+            let pick = WeightedRoundRobin::new(plan.routes.iter().map(|r| r.rate_rps));
+            let latency = Duration::from_secs_f64(class.slo_latency_ms / 1000.0);
+            self.classes.push((cumulative, latency, routes, pick));
+        }
+        self.run.classes = vec![(0, 0); self.classes.len()];
+    }
+
+    fn root_arrives(&mut self) {
+        let root = self.roots.len();
+        let depth = self.problem.paths.iter().map(|p| p.tasks.len()).max().unwrap_or(0) as u32;
+        // Of a query class, by the classes' shares, with its SLO and one of its routes; else the app's SLO.
+        let (mut slo, mut route, mut of_class) =
+            (Duration::from_secs_f64(self.problem.slo_latency_ms / 1000.0), NO_ROUTE, NO_ROUTE);
+        if let Some(&(total, ..)) = self.classes.last() {
+            let draw = self.rng.uniform() * total;
+            let i = self.classes.iter().position(|c| draw < c.0).unwrap_or(self.classes.len() - 1);
+            let class = &mut self.classes[i];
+            slo = class.1;
+            route = class.3.pick().map_or(NO_ROUTE, |i| class.2[i]);
+            of_class = i as u32;
+            self.run.classes[i].0 += 1;
+        }
+        self.root_class.push(of_class);
+        let deadline = self.now + slo + self.hop * depth;
+        self.roots.push((self.now, 0, false, self.now));
+        self.run.requests += 1;
+        if self.in_progress >= self.admit_limit {
+            // Refused at admission: a violation, counted by the sink requests it would have led to.
+            let units: f64 = (0..self.problem.tasks.len())
+                .filter(|&t| self.problem.is_root(t))
+                .map(|t| self.sinks_below[t].iter().copied().fold(0.0, f64::max))
+                .sum();
+            self.run.units += units;
+            self.run.violations += units;
+            return;
+        }
+        self.in_progress += 1;
+        let job = Job {
+            root,
+            enqueued: self.now,
+            deadline,
+            accuracy: 1.0,
+            tasks: 0,
+            own_core: false,
+            route,
+            booking: NO_ROUTE,
+        };
+        for t in (0..self.problem.tasks.len()).filter(|&t| self.problem.is_root(t)) {
+            self.roots[root].1 += 1;
+            self.arrive(t, job);
+        }
+    }
+
+    /// A request reaches task `task` (after its hop): its glue runs, then it queues for the model. The glue takes
+    /// a core nothing runs on, or, when there is none, time from the CPU instance with the least work queued
+    /// (the OS scheduler shares a busy machine's cores; that instance's next batch takes that much longer).
+    fn arrive(&mut self, task: usize, job: Job) {
+        let outside_ms = self.outside_ms[task];
+        // Time outside the models takes a free core, or else lengthens the least-queued CPU instance's next batch
+        // (with none, there is nothing to place: most requests of a large GPU plan, so skip the scans).
+        let mut own_core = false;
+        if outside_ms > 0.0 {
+            let running: u32 = self.instances.iter().filter(|i| i.busy > 0).map(|i| i.cores).sum();
+            own_core = running + self.outside_running < self.cores;
+            if own_core {
+                self.outside_running += 1;
+            } else if let Some(shared) =
+                self.instances.iter_mut().filter(|i| i.on_cpu).min_by_key(|i| (i.queue.len(), i.busy))
+            {
+                shared.debt_ms += outside_ms;
+            }
+        }
+        let job = Job { tasks: job.tasks | task_bits(&[task]), own_core, ..job };
+        let delay = self.hop + Duration::from_secs_f64(outside_ms / 1000.0);
+        if delay.is_zero() {
+            self.queue(task, job);
+        } else {
+            // Delays into a task are mostly the hop alone, so these come due about in the order they are made.
+            self.events.push_in_order(self.now + delay, Event::Queue { task, job });
+        }
+    }
+
+    /// A request calls task `task`'s model: route it, queue it, maybe start a batch.
+    fn queue(&mut self, task: usize, job: Job) {
+        if job.own_core {
+            self.outside_running -= 1;
+        }
+        let job = Job { enqueued: self.now, ..job };
+        if self.head.is_some() {
+            if task == 0 {
+                self.head.as_mut().expect("a head").queue.push_back(job);
+                return self.decide();
+            }
+            if job.booking != NO_ROUTE {
+                return self.gather(task, job);
+            }
+        }
+        // On its class's route where the route names this task's type; else over all the task's instances.
+        let (ids, route) = match job.route {
+            r if r != NO_ROUTE && !self.class_routes[r as usize][task].0.is_empty() => {
+                &mut self.class_routes[r as usize][task]
+            }
+            _ => &mut self.routes[task],
+        };
+        let Some(pick) = route.pick() else {
+            // The plan has no instance for this task: the request is lost.
+            self.dropped(task, None, job);
+            return;
+        };
+        let instance = ids[pick];
+        if self.instances[instance].queue.policy().refuse(self.now, job.deadline).is_some() {
+            let variant = self.instances[instance].variant;
+            self.dropped(task, Some(variant), job);
+            return;
+        }
+        self.instances[instance].queue.push(job);
+        self.start_batches(instance, false);
+    }
+
+    pub(super) fn start_batches(&mut self, instance: usize, after_batch: bool) {
+        while self.instances[instance].busy < self.instances[instance].servers {
+            if let Some(batch) = self.instances[instance].booked.pop_front() {
+                let charged = std::mem::take(&mut self.instances[instance].debt_ms);
+                let latency = self.batch_latency(instance, batch.len(), charged);
+                self.instances[instance].busy += 1;
+                self.schedule(self.now + latency, Event::Done { instance, batch });
+                continue;
+            }
+            let inst = &mut self.instances[instance];
+            let Some(start) = inst.queue.start_at(self.now, after_batch) else { return };
+            if start > self.now {
+                if inst.timer.is_none_or(|t| start < t) {
+                    inst.timer = Some(start);
+                    self.schedule(start, Event::Start { instance });
+                }
+                return;
+            }
+            let hopeless = inst.queue.drop_hopeless(self.now);
+            let (task, variant) = (inst.task, inst.variant);
+            for (job, _) in hopeless {
+                self.dropped(task, Some(variant), job);
+            }
+            let batch = self.instances[instance].queue.take_batch();
+            if batch.is_empty() {
+                return;
+            }
+            let charged = std::mem::take(&mut self.instances[instance].debt_ms);
+            let latency = self.batch_latency(instance, batch.len(), charged);
+            self.instances[instance].busy += 1;
+            self.schedule(self.now + latency, Event::Done { instance, batch });
+        }
+    }
+
+    /// A latency for a batch of `rows`: log-normal with the profile's p50 and p95, interpolated in the batch size.
+    fn batch_latency(&mut self, instance: usize, rows: usize, charged_ms: f64) -> Duration {
+        let profile = &self.instances[instance].profile;
+        let rows = rows as f64;
+        let upper = profile.iter().position(|p| f64::from(p.0) >= rows).unwrap_or(profile.len() - 1);
+        let (p50, p95) = if upper == 0 || f64::from(profile[upper].0) < rows {
+            (profile[upper].1, profile[upper].2)
+        } else {
+            let (lo, hi) = (profile[upper - 1], profile[upper]);
+            let w = (rows - f64::from(lo.0)) / f64::from(hi.0 - lo.0);
+            (lo.1 + w * (hi.1 - lo.1), lo.2 + w * (hi.2 - lo.2))
+        };
+        let sigma = if p95 > p50 && p50 > 0.0 { (p95 / p50).ln() / Z95 } else { 0.0 };
+        let ms = p50 * (sigma * self.rng.normal()).exp();
+        // Time outside the model that found no free core ran on this instance's.
+        let glue_ms = if self.instances[instance].on_cpu { charged_ms } else { 0.0 };
+        Duration::from_secs_f64((ms + glue_ms).max(0.0) / 1000.0)
+    }
+
+    fn done(&mut self, instance: usize, batch: Vec<Job>) {
+        let (task, variant) = (self.instances[instance].task, self.instances[instance].variant);
+        self.instances[instance].busy -= 1;
+        // Feedback: a booked batch's actual end corrects its booking.
+        if let (Some(head), Some(b)) = (&mut self.head, batch.first().map(|j| j.booking).filter(|&b| b != NO_ROUTE)) {
+            let hop = head.bookings[b as usize].0.hops[task];
+            head.scheduler.correct(Resource::Instance(hop.instance), hop.start, self.now);
+        }
+        let problem = self.problem;
+        let accuracy = problem.tasks[task].normalised_accuracy(variant);
+        for job in batch {
+            let job = Job { accuracy: job.accuracy * accuracy, ..job };
+            let succs = &problem.tasks[task].succs;
+            if succs.is_empty() {
+                let late = self.now > job.deadline;
+                self.run.units += 1.0;
+                self.run.served += 1;
+                if let Some(p) = problem.paths.iter().position(|p| task_bits(&p.tasks) == job.tasks) {
+                    self.run.paths[p].0 += 1;
+                    self.run.paths[p].1 += job.accuracy;
+                }
+                if late {
+                    self.run.violations += 1.0;
+                }
+                let root = &mut self.roots[job.root];
+                root.2 |= late;
+                root.3 = root.3.max(self.now);
+            }
+            for (i, &s) in succs.iter().enumerate() {
+                let factor = problem.tasks[task].variants[variant].factors[i];
+                let whole = factor.floor();
+                let copies = whole as u32 + u32::from(self.rng.uniform() < factor - whole);
+                self.roots[job.root].1 += copies;
+                for _ in 0..copies {
+                    self.schedule(self.now, Event::Arrive { task: s, job });
+                }
+            }
+            self.finish_part(job.root);
+        }
+        self.start_batches(instance, true);
+        if self.head.is_some() {
+            self.decide();
+        }
+    }
+
+    /// A request dropped at `task` (on an instance of `variant`, if it got that far).
+    pub(super) fn dropped(&mut self, task: usize, variant: Option<usize>, job: Job) {
+        let below = &self.sinks_below[task];
+        let units = match variant {
+            Some(v) => below[v],
+            None => below.iter().copied().fold(0.0, f64::max),
+        };
+        self.run.units += units;
+        self.run.violations += units;
+        self.roots[job.root].2 = true;
+        self.finish_part(job.root);
+    }
+
+    /// One job of a root request is over; when it was the last, record the request.
+    fn finish_part(&mut self, root: usize) {
+        let (arrived, in_flight, failed, last) = &mut self.roots[root];
+        *in_flight -= 1;
+        if *in_flight == 0 {
+            self.in_progress -= 1;
+            if !*failed {
+                self.run.latencies_ms.push(last.since(*arrived).as_secs_f64() * 1000.0);
+                if let Some(class) = self.run.classes.get_mut(self.root_class[root] as usize) {
+                    class.1 += 1;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::PaperApp;
+    use crate::simulate::report::quantile;
+    use jig_planner::milp::SolveOptions;
+    use jig_planner::solve;
+    use jig_planner::spec::Features;
+
+    /// A `mig:…:K` instance is K processes serving together, as the profiler measures it and the app runs it:
+    /// at a rate two processes keep up with, read as one process its queue would grow.
+    #[test]
+    fn a_mig_instance_of_k_processes_serves_as_k_servers() {
+        let spec = jig_planner::PlanSpec::from_toml(
+            "[app]\nname = \"k\"\nslo_latency_ms = 100\nslo_accuracy = 0.5\n\
+             [[app.tasks]]\nname = \"t\"\nvariants = [{ name = \"v\", accuracy = 1 }]\n\
+             [[segments]]\nname = \"mig:1g.10gb:2\"\n\
+             [resources]\nslices = 7\n[demand]\nwindows = [150]\n",
+        )
+        .unwrap();
+        // Each process takes 10 ms a request: the instance, two of them, serves 200 req/s.
+        let rows =
+            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nt,v,mig:1g.10gb:2,1,10,10,200,test\n";
+        let problem = jig_planner::Problem::new(&spec, &jig_planner::profile::from_csv(rows).unwrap(), "test").unwrap();
+        let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 1, rate_rps: 150.0 }];
+        let violated = |problem: &jig_planner::Problem| {
+            let run = run_bin(problem, &plan, (150.0, 20.0), &Outside::default(), 7);
+            run.violations / run.units
+        };
+        assert!(violated(&problem) < 0.01, "two processes keep up with 150 req/s: {}", violated(&problem));
+        let mut alone = problem.clone();
+        alone.segments[0].kind = SegmentKind::parse("mig:1g.10gb:1").unwrap();
+        assert!(violated(&alone) > 0.2, "one process cannot: {}", violated(&alone));
+    }
+
+    #[test]
+    fn a_plan_at_its_demand_serves_within_the_slo_and_overload_violates() {
+        let problem = PaperApp::TrafficAnalysis.problem(28, 200.0).unwrap();
+        let options = SolveOptions::default();
+        let solved = solve(&problem, Features::ALL, &options).unwrap();
+        let run = run_bin(&problem, &solved.assignments, (200.0, 20.0), &Outside::default(), 7);
+        assert!(run.requests > 3000, "{}", run.requests);
+        assert!(run.units > run.requests as f64, "each frame leads to about 2.5 car and person requests");
+        assert!(run.violations / run.units < 0.01, "{} of {}", run.violations, run.units);
+        let p99 = quantile(&run.latencies_ms, 0.99);
+        assert!(p99 > 0.0 && p99 <= problem.slo_latency_ms, "p99 {p99} ms");
+        // Three times the demand the plan was made for: queues grow and requests miss their deadline.
+        let over = run_bin(&problem, &solved.assignments, (600.0, 20.0), &Outside::default(), 7);
+        // Glue time adds to every task on the way.
+        let slow = run_bin(
+            &problem,
+            &solved.assignments,
+            (20.0, 20.0),
+            &Outside { overhead_ms: 50.0, ..Outside::default() },
+            7,
+        );
+        let fast = run_bin(&problem, &solved.assignments, (20.0, 20.0), &Outside::default(), 7);
+        let (p50_slow, p50_fast) = (quantile(&slow.latencies_ms, 0.5), quantile(&fast.latencies_ms, 0.5));
+        assert!((p50_slow - p50_fast - 100.0).abs() < 20.0, "{p50_slow} vs {p50_fast}: two tasks × 50 ms");
+        // A hop into each task adds its time, and the deadline grows by the deepest path's hops.
+        let hops =
+            run_bin(&problem, &solved.assignments, (20.0, 20.0), &Outside { hop_ms: 10.0, ..Outside::default() }, 7);
+        let p50_hops = quantile(&hops.latencies_ms, 0.5);
+        // (About 20 ms: some of it overlaps time the requests would have waited for a batch, and the hops move
+        // arrivals, so the company an instance expects, and waits for, moves too.)
+        assert!(p50_hops > p50_fast + 5.0 && p50_hops <= p50_fast + 30.0, "{p50_hops} vs {p50_fast}: two hops × 10 ms");
+        assert!(hops.violations / hops.units < 0.01, "{} of {}", hops.violations, hops.units);
+        // The accuracy served is the plan's A_obj, each path weighted by g_p.
+        let planned = jig_planner::evaluate::evaluate(&problem, &solved.assignments).accuracy;
+        assert!((run.accuracy(&problem) - planned).abs() < 0.01, "{} vs {planned}", run.accuracy(&problem));
+        assert!(run.paths.iter().filter(|p| p.0 > 0).count() >= 2, "both paths served: {:?}", run.paths);
+        assert!(over.violations / over.units > 0.2, "{} of {}", over.violations, over.units);
+        // Admission refuses what the plan cannot serve, so the rest is still served within the SLO: at three
+        // times the demand, at least as many sink requests in time as at the demand.
+        let good = |r: &BinRun| r.units - r.violations;
+        assert!(good(&over) >= 0.9 * good(&run), "{} in time at 3×, {} at 1×", good(&over), good(&run));
+    }
+
+    /// A Compass plan of two classes over one task: `fast` (60 ms) only the fast variant meets, `best` (the most
+    /// accurate) only the accurate one. Routed by class, every request meets its SLO and half are served at full
+    /// accuracy; routed by task alone under the same deadlines, the `fast` requests that land on the slow
+    /// variant miss theirs.
+    #[test]
+    fn a_compass_plan_routes_each_class_on_its_own_routes() {
+        let spec = jig_planner::spec::PlanSpec::from_toml(
+            r#"
+            [app]
+            name = "classes"
+            slo_latency_ms = 2000
+            slo_accuracy = 0.5
+            planner = "compass"
+            classes = [
+              { name = "fast", slo_latency_ms = 60, slo_accuracy = 0.5, share = 0.5 },
+              { name = "best", slo_latency_ms = 2000, slo_accuracy = 1.0, share = 0.5 },
+            ]
+            [[app.tasks]]
+            name = "t"
+            variants = [{ name = "fast", accuracy = 0.7 }, { name = "accurate", accuracy = 0.9 }]
+            [[segments]]
+            name = "cpu:1"
+            [resources]
+            slices = 8
+            [demand]
+            windows = [20]
+            "#,
+        )
+        .unwrap();
+        use jig_planner::profile::ProfileRow;
+        let row = |variant: &str, ms: f64, rps: f64| ProfileRow {
+            slot: "t".into(),
+            variant: variant.into(),
+            segment: "cpu:1".into(),
+            batch: 1,
+            p50_ms: ms,
+            p95_ms: ms,
+            throughput_rps: rps,
+            device: "test".into(),
+        };
+        let rows = [row("fast", 2.0, 500.0), row("accurate", 70.0, 14.0)];
+        let problem = Problem::new(&spec, &rows, "test").unwrap();
+        let solved = jig_planner::solve(&problem, Features::ALL, &SolveOptions::default()).unwrap();
+        assert_eq!(solved.classes.len(), 2, "{solved:?}");
+        let classes = (&solved.classes[..], &[][..]);
+        let routed = run_plan(&problem, &solved.assignments, classes, (20.0, 60.0), &Outside::default(), 5);
+        assert!(routed.violations / routed.units < 0.01, "{} of {}", routed.violations, routed.units);
+        let accuracy = routed.accuracy(&problem);
+        assert!((accuracy - (0.5 + 0.5 * 0.7 / 0.9)).abs() < 0.03, "half at 1, half at 0.78: {accuracy}");
+        let [(fast, fast_good), (best, best_good)] = routed.classes[..] else { panic!("{:?}", routed.classes) };
+        assert!(fast + best == routed.requests && fast.abs_diff(best) < routed.requests / 5, "{:?}", routed.classes);
+        assert!(fast_good + 5 >= fast && best_good + 5 >= best, "each class within its SLO: {:?}", routed.classes);
+        // By task alone, at the tight class's deadline: the requests routed to `accurate` (70 ms) miss 60 ms.
+        let mut tight = problem.clone();
+        tight.slo_latency_ms = 60.0;
+        let unrouted = run_bin(&tight, &solved.assignments, (20.0, 60.0), &Outside::default(), 5);
+        assert!(unrouted.violations / unrouted.units > 0.3, "{} of {}", unrouted.violations, unrouted.units);
+    }
+
+    #[test]
+    fn glue_takes_a_free_core_or_else_its_instances_time() {
+        let spec = jig_planner::spec::PlanSpec::from_toml(
+            r#"
+            [app]
+            name = "one"
+            slo_latency_ms = 200
+            slo_accuracy = 0.9
+            [[app.tasks]]
+            name = "t"
+            variants = [{ name = "v", accuracy = 1 }]
+            [[segments]]
+            name = "cpu:1"
+            [resources]
+            slices = 2
+            [demand]
+            windows = [60]
+            "#,
+        )
+        .unwrap();
+        use jig_planner::profile::ProfileRow;
+        let row = |segment: &str| ProfileRow {
+            slot: "t".into(),
+            variant: "v".into(),
+            segment: segment.into(),
+            batch: 1,
+            p50_ms: 10.0,
+            p95_ms: 10.0,
+            throughput_rps: 100.0,
+            device: "test".into(),
+        };
+        // A machine of one core, and one of two where the second runs no instance.
+        let one_core = Problem::new(&spec, &[row("cpu:1")], "test").unwrap().with_demand(60.0, 1);
+        let problem = one_core.clone().with_demand(60.0, 2);
+        let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 1, rate_rps: 60.0 }];
+        let glue = Outside { overhead_ms: 10.0, ..Outside::default() };
+        let rate = |r: &BinRun| r.violations / r.units;
+        // 10 ms of model and 10 ms of glue on one core: 60 req/s is 120% of what the core does.
+        let alone = run_bin(&one_core, &plan, (60.0, 30.0), &Outside::default(), 3);
+        let with_glue = run_bin(&one_core, &plan, (60.0, 30.0), &glue, 3);
+        assert!(rate(&alone) < 0.01, "{} of {}", alone.violations, alone.units);
+        assert!(rate(&with_glue) > 0.1, "{} of {}", with_glue.violations, with_glue.units);
+        // With a second core, the glue runs there: it delays each request but leaves the model its core.
+        let spare = run_bin(&problem, &plan, (60.0, 30.0), &glue, 3);
+        assert!(
+            rate(&spare) < 0.05 && rate(&spare) < rate(&with_glue) / 3.0,
+            "{} of {}",
+            spare.violations,
+            spare.units
+        );
+        let p50 = |r: &BinRun| quantile(&r.latencies_ms, 0.5);
+        assert!(p50(&spare) >= p50(&alone) + 9.0, "{} vs {}", p50(&spare), p50(&alone));
+        // Glue the rows carry (as plans charge it) is taken out of the model's time, and runs as glue.
+        let charged = Problem::new(&spec, &[ProfileRow { p50_ms: 20.0, p95_ms: 20.0, ..row("cpu:1") }], "test")
+            .unwrap()
+            .with_demand(60.0, 2);
+        let carried = run_bin(&charged, &plan, (60.0, 30.0), &Outside { glue_ms: &[10.0], ..Outside::default() }, 3);
+        let (r, p) = ((rate(&carried), rate(&spare)), (p50(&carried), p50(&spare)));
+        assert!((r.0 - r.1).abs() < 0.01 && (p.0 - p.1).abs() < 3.0, "violations {r:?}, p50 {p:?}");
+    }
+}
