@@ -122,6 +122,10 @@ pub struct AppStatus {
     /// Each task's glue time since the app was deployed (or the gateway started).
     #[serde(default)]
     pub observed_glue: Vec<ObservedGlue>,
+    /// The CPU time of model instances that run unpinned, on the cores the planned instances hold, since they
+    /// started (busy time × their threads): ms in all.
+    #[serde(default)]
+    pub observed_unpinned_ms: f64,
 }
 
 /// The time a task's glue takes per invocation, outside its `infer` calls: its own CPU time, roughly (wasm
@@ -269,9 +273,13 @@ pub struct Deployment {
     /// The observed latencies it refined its profile rows with (see `jig_app::deployment::refine`).
     #[serde(default)]
     pub refined: Vec<ObservedLatency>,
-    /// The glue times it charged to its model tasks' CPU instances (see `jig_app::deployment::charge_glue`).
+    /// The observed glue times it was planned with (a pooled pipeline's stages count them).
     #[serde(default)]
     pub glue: Vec<ObservedGlue>,
+    /// The CPU time a request costs outside the instances (glue, models no task plans) that the plan kept within
+    /// the cores, ms (see `jig_app::deployment::unplanned_cpu_ms`); absent when it counted none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unplanned_cpu_ms: Option<f64>,
     /// Instances by variant and segment.
     pub instances: Vec<PlannedInstances>,
     /// For an app planned by Compass: each query class's routes, over which its requests are spread; empty

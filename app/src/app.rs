@@ -454,6 +454,21 @@ impl App {
             .collect()
     }
 
+    /// The CPU time of the instances that run unpinned on the cores the planned ones hold (default instances
+    /// of slots no task names, where no core was spare), ms since they started: busy time × their threads.
+    pub fn observed_unpinned_ms(&self) -> f64 {
+        // The cores an unpinned `cpu:N` instance keeps busy: its N threads (ONNX Runtime's spin while it runs).
+        let unpinned_cores = |planned: &jig_api::PlannedInstances| {
+            let cores = planned.segment.strip_prefix("cpu:")?.parse::<u32>().ok()?;
+            planned.places.iter().all(|p| p.cores.is_empty() && p.node.is_none()).then_some(f64::from(cores))
+        };
+        (self.groups.iter().zip(&self.deployment.instances))
+            .filter_map(|(g, planned)| Some((g, unpinned_cores(planned)?)))
+            .flat_map(|(g, cores)| g.instances.iter().map(move |i| (i, cores)))
+            .map(|(i, cores)| cores * i.stats().busy_ns.load(Ordering::Relaxed) as f64 / 1e6)
+            .sum()
+    }
+
     /// What the next plan should take into account: the factors observed, the latencies observed where they
     /// rest on enough batches (else those this deployment was refined with), and this deployment, if planned,
     /// for the solver to start from.
@@ -462,6 +477,7 @@ impl App {
             factors: self.observed_factors(),
             latencies: latest_latencies(&self.deployment.refined, &self.observed_latencies()),
             glue: self.observed_glue(),
+            unpinned_ms: self.observed_unpinned_ms(),
             current: self.deployment.demand_rps.is_some().then(|| self.deployment.clone()),
         }
     }

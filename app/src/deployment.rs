@@ -16,8 +16,9 @@
 //!
 //! A running app's observations refine what the next plan assumes (JigsawServe §3.1): the multiplicative
 //! factor of each edge once its upstream task ran [`MIN_FACTOR_SAMPLES`] times, each planned group's batch
-//! latency once it ran [`MIN_LATENCY_SAMPLES`] batches of one size (see [`refine`]), and each model task's
-//! glue time once it ran [`MIN_FACTOR_SAMPLES`] times (see [`charge_glue`]).
+//! latency once it ran [`MIN_LATENCY_SAMPLES`] batches of one size (see [`refine`]), and the CPU time a
+//! request costs outside the planned instances once the app ran [`MIN_FACTOR_SAMPLES`] requests (see
+//! [`unplanned_cpu_ms`]): the plan keeps the instances' time on cores and that work within the cores.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -76,6 +77,8 @@ pub struct Observations {
     pub latencies: Vec<ObservedLatency>,
     /// Each task's glue time per invocation.
     pub glue: Vec<ObservedGlue>,
+    /// The CPU time of model instances running unpinned on the cores planned instances hold, ms in all.
+    pub unpinned_ms: f64,
     /// The deployment running now: a re-plan's search starts from it (`jig_planner::solve_from`).
     pub current: Option<Deployment>,
 }
@@ -88,32 +91,43 @@ impl Observations {
             factors: status.observed_factors.clone(),
             latencies: latest_latencies(&status.deployment.refined, &status.observed_latencies),
             glue: status.observed_glue.clone(),
+            unpinned_ms: status.observed_unpinned_ms,
             current: None,
         }
     }
 }
 
-/// Charge each model task's observed glue time to its rows on CPU segments, where the glue runs on the cores
-/// the instances hold: a batch of b rows takes b × the glue's mean time longer, and each row costs the
-/// glue's time more (1/H + g). GPU rows are left alone: their glue runs on cores no instance holds. Only glue
-/// that rests on [`MIN_FACTOR_SAMPLES`] invocations counts. Returns the glue times charged.
-pub fn charge_glue(rows: &mut [ProfileRow], model_tasks: &[(&str, &str)], glue: &[ObservedGlue]) -> Vec<ObservedGlue> {
-    let mut charged = Vec::new();
-    for g in glue.iter().filter(|g| g.invocations >= MIN_FACTOR_SAMPLES && g.mean_ms > 0.0) {
-        let Some(&(_, slot)) = model_tasks.iter().find(|(task, _)| *task == g.task) else { continue };
-        let mut matched = false;
-        for row in rows.iter_mut().filter(|r| r.slot == slot && r.segment.starts_with("cpu:")) {
-            let extra = f64::from(row.batch) * g.mean_ms;
-            row.p50_ms += extra;
-            row.p95_ms += extra;
-            row.throughput_rps = 1.0 / (1.0 / row.throughput_rps + g.mean_ms / 1000.0);
-            matched = true;
-        }
-        if matched {
-            charged.push(g.clone());
-        }
+/// The CPU time a request at the entry costs on the cores outside the planned instances, ms, and what it rests
+/// on. Observed once the entry task has run [`MIN_FACTOR_SAMPLES`] times: every task's glue time and the CPU
+/// time of instances running unpinned on those cores, over the requests. Before that, declared: each task's
+/// `cpu_ms` times the invocations a request makes of it (by the manifest's factors, 1 where none is declared).
+pub fn unplanned_cpu_ms(bundle: &Bundle, observed: &Observations) -> (f64, &'static str) {
+    let m = &bundle.manifest;
+    let entry = m.tasks.iter().find(|t| !m.edges.iter().any(|e| e.to == t.name));
+    let requests = entry.and_then(|t| observed.glue.iter().find(|g| g.task == t.name)).map_or(0, |g| g.invocations);
+    if requests >= MIN_FACTOR_SAMPLES {
+        let glue: f64 = observed.glue.iter().map(|g| g.mean_ms * g.invocations as f64).sum();
+        return ((glue + observed.unpinned_ms) / requests as f64, "observed");
     }
-    charged
+    // Invocations per request: 1 at the entry, and along each edge its upstream task's times the factor its
+    // first variant declares for the downstream one.
+    fn invocations(bundle: &Bundle, task: &str, depth: usize) -> f64 {
+        let m = &bundle.manifest;
+        let into = m.edges.iter().filter(|e| e.to == task).filter_map(|e| e.source()).collect::<Vec<_>>();
+        if into.is_empty() || depth > m.tasks.len() {
+            return 1.0;
+        }
+        into.iter()
+            .map(|&(from, _)| {
+                let slot = m.tasks.iter().find(|t| t.name == from).and_then(|t| t.slot.as_deref());
+                let variant = slot.and_then(|slot| m.variants.iter().find(|v| v.slot == slot));
+                let factor = variant.and_then(|v| v.factors.get(task).copied()).unwrap_or(1.0);
+                invocations(bundle, from, depth + 1) * factor
+            })
+            .sum()
+    }
+    let declared = m.tasks.iter().map(|t| t.cpu_ms.unwrap_or(0.0) * invocations(bundle, &t.name, 0)).sum();
+    (declared, "declared")
 }
 
 /// How an observation scales its variant's profile rows on its segment: the median (and so the throughput) by
@@ -628,6 +642,7 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
         factors: Vec::new(),
         refined: Vec::new(),
         glue: Vec::new(),
+        unplanned_cpu_ms: None,
         classes: Vec::new(),
         pipelines: Vec::new(),
         instances: best
@@ -691,7 +706,9 @@ pub fn problem(
     let m = &bundle.manifest;
     let mut rows = read_profiles(profiles)?;
     let refined = refine(&mut rows, &observed.latencies);
-    let glue = charge_glue(&mut rows, &model_tasks(bundle), &observed.glue);
+    let glue: Vec<ObservedGlue> =
+        observed.glue.iter().filter(|g| g.invocations >= MIN_FACTOR_SAMPLES && g.mean_ms > 0.0).cloned().collect();
+    let (unplanned_cpu_ms, unplanned_from) = unplanned_cpu_ms(bundle, observed);
     let slo = m.slo.ok_or(PlanningError::NoSlo)?;
 
     let model_tasks = model_tasks(bundle);
@@ -708,7 +725,10 @@ pub fn problem(
                 .iter()
                 .filter(|v| v.slot == slot)
                 .map(|v| {
+                    // The planner's graph has the model tasks only; a factor for a glue-only task counts the
+                    // CPU it costs (`unplanned_cpu_ms`).
                     let mut factors = v.factors.clone();
+                    factors.retain(|to, _| model_tasks.iter().any(|&(t, _)| t == to));
                     for o in observed.factors.iter().filter(|o| o.from == task && o.samples >= MIN_FACTOR_SAMPLES) {
                         if let Some(f) = o.factor {
                             factors.insert(o.to.clone(), f);
@@ -813,10 +833,11 @@ pub fn problem(
     if !refined.is_empty() {
         source += &format!(", {} refined by observed latencies", refined.len());
     }
-    if !glue.is_empty() {
-        source += &format!(", glue of {} charged to CPU rows", glue.len());
+    if unplanned_cpu_ms > 0.0 {
+        source += &format!(", {unplanned_cpu_ms:.1} ms of CPU a request outside the instances ({unplanned_from})");
     }
     let mut problem = Problem::new(&spec, &rows, &source)?;
+    problem.unplanned_cpu_ms = unplanned_cpu_ms;
     if planner == Strategy::Gpulet {
         problem.interference = gpulet_interference(bundle, &model_tasks)?.map(std::sync::Arc::new);
         if problem.interference.is_some() {
@@ -887,7 +908,8 @@ fn ipa_spec(settings: IpaSettings) -> IpaSpec {
 pub struct Refinements {
     /// Observed batch latencies ([`refine`]).
     pub latencies: Vec<ObservedLatency>,
-    /// Observed glue times ([`charge_glue`]).
+    /// Observed glue times, of tasks that ran [`MIN_FACTOR_SAMPLES`] times: a pooled pipeline's stages count
+    /// them.
     pub glue: Vec<ObservedGlue>,
 }
 
@@ -1098,10 +1120,11 @@ fn plan_within(
         },
         demand_rps: Some(plan.demand_rps),
         accuracy: Some(plan.accuracy),
-        capacity_rps: Some(capacity_rps(&plan)),
+        capacity_rps: Some(capacity_rps(&plan, capacity.cores(), problem.unplanned_cpu_ms)),
         factors: planned_factors(bundle, &observed.factors),
         refined: refined.latencies,
         glue: refined.glue,
+        unplanned_cpu_ms: (problem.unplanned_cpu_ms > 0.0).then_some(problem.unplanned_cpu_ms),
         classes: plan
             .classes
             .iter()
@@ -1175,16 +1198,29 @@ fn assignments(problem: &Problem, model_tasks: &[(&str, &str)], deployment: &Dep
         .collect()
 }
 
-/// The entry rate the plan's instances serve at most: the planned demand scaled by the task with the least
-/// head-room (its instances' profiled throughput over its planned demand).
-fn capacity_rps(plan: &jig_planner::Plan) -> f64 {
+/// The entry rate the plan serves at most: the planned demand scaled by the task with the least head-room (its
+/// instances' profiled throughput over its planned demand), and no more than `cores` keep up with: each request
+/// keeps them busy for its rows on `cpu:N` instances (N/H each) and the CPU it costs outside them.
+fn capacity_rps(plan: &jig_planner::Plan, cores: u32, unplanned_cpu_ms: f64) -> f64 {
     let headroom = plan
         .tasks
         .iter()
         .filter(|t| t.demand_rps > 0.0)
         .map(|t| t.entries.iter().map(|e| e.throughput_rps * f64::from(e.instances)).sum::<f64>() / t.demand_rps)
         .fold(f64::INFINITY, f64::min);
-    if headroom.is_finite() { plan.demand_rps * headroom } else { 0.0 }
+    let instances = if headroom.is_finite() { plan.demand_rps * headroom } else { 0.0 };
+    if plan.demand_rps <= 0.0 {
+        return instances;
+    }
+    let on_cores: f64 = (plan.tasks.iter().flat_map(|t| &t.entries))
+        .filter(|e| e.throughput_rps > 0.0)
+        .filter_map(|e| match SegmentKind::parse(&e.segment) {
+            Ok(SegmentKind::Cpu { cores }) => Some(e.rate_rps / plan.demand_rps * f64::from(cores) / e.throughput_rps),
+            _ => None,
+        })
+        .sum();
+    let busy_s = on_cores + unplanned_cpu_ms / 1000.0;
+    if busy_s > 0.0 && cores > 0 { instances.min(f64::from(cores) / busy_s) } else { instances }
 }
 
 /// A GPU of the machine whose MIG profiles and layouts jig does not know, named, with what to do.
@@ -1806,37 +1842,60 @@ mod tests {
         assert!(source.starts_with("planned"), "{source}");
     }
 
+    /// `detect` (slot `det`, one row a request, 1.5 `speak`s) → `speak` (glue only), with `cpu_ms` declared as
+    /// given; `det` profiled at 50 ms a row on one core.
+    fn glue_bundle(dir: &Path, cpu_ms: (f64, f64)) -> Bundle {
+        std::fs::write(
+            dir.join("jig.toml"),
+            format!(
+                "name = \"signs\"\n[slo]\nlatency_ms = 1000\n[demand]\nrps = 30\n\
+                 [[tasks]]\nname = \"detect\"\nglue = \"g.wasm\"\nslot = \"det\"\ncpu_ms = {}\n\
+                 [[tasks]]\nname = \"speak\"\nglue = \"g.wasm\"\ncpu_ms = {}\n\
+                 [[edges]]\nfrom = \"detect.lines\"\nto = \"speak\"\n\
+                 [[variants]]\nslot = \"det\"\nname = \"det\"\nmodel = \"det.onnx\"\nfactors = {{ speak = 1.5 }}\n",
+                cpu_ms.0, cpu_ms.1
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.join("g.wasm"), b"").unwrap();
+        std::fs::write(dir.join("det.onnx"), b"").unwrap();
+        let csv = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\ndet,det,cpu:1,1,50,50,20,test\n";
+        std::fs::write(dir.join("profiles.csv"), csv).unwrap();
+        Bundle::open(dir).unwrap()
+    }
+
     #[test]
-    fn glue_is_charged_to_its_tasks_cpu_rows_once_it_rests_on_enough_invocations() {
+    fn the_cpu_a_request_costs_outside_the_instances_is_declared_until_observed() {
         let dir = tempfile::tempdir().unwrap();
-        let bundle =
-            bundle(dir.path(), &[("cpu:2", 1, 50.0, 20.0), ("cpu:2", 4, 120.0, 40.0), ("mps:0:50", 4, 40.0, 100.0)]);
-        let rows = || read_profiles(&bundle.profiles_path().unwrap()).unwrap();
-        let at = |rows: &[ProfileRow], segment: &str, batch: u32| {
-            rows.iter().find(|r| r.segment == segment && r.batch == batch).map(|r| (r.p95_ms, r.throughput_rps))
+        let bundle = glue_bundle(dir.path(), (10.0, 20.0));
+        let glue = |requests: u64| {
+            vec![
+                ObservedGlue { task: "detect".into(), invocations: requests, mean_ms: 12.0 },
+                ObservedGlue { task: "speak".into(), invocations: requests * 3 / 2, mean_ms: 18.0 },
+            ]
         };
-        let tasks = [("detect", "det")];
-        let glue = |invocations| vec![ObservedGlue { task: "detect".into(), invocations, mean_ms: 10.0 }];
+        let observed = |requests| Observations { glue: glue(requests), unpinned_ms: 400.0, ..Default::default() };
+        // 10 ms at the entry, and 1.5 invocations of speak at 20 ms each.
+        assert_eq!(unplanned_cpu_ms(&bundle, &Observations::default()), (40.0, "declared"));
+        assert_eq!(unplanned_cpu_ms(&bundle, &observed(MIN_FACTOR_SAMPLES - 1)), (40.0, "declared"));
+        // 40 requests: 40 × 12 ms and 60 × 18 ms of glue, and 400 ms on unpinned instances.
+        assert_eq!(unplanned_cpu_ms(&bundle, &observed(40)), ((480.0 + 1080.0 + 400.0) / 40.0, "observed"));
+    }
 
-        let mut charged = rows();
-        assert_eq!(charge_glue(&mut charged, &tasks, &glue(MIN_FACTOR_SAMPLES)).len(), 1);
-        assert_eq!(at(&charged, "cpu:2", 1), Some((60.0, 1.0 / (1.0 / 20.0 + 0.01))), "a row: 10 ms more");
-        assert_eq!(at(&charged, "cpu:2", 4), Some((160.0, 1.0 / (1.0 / 40.0 + 0.01))), "four rows: 40 ms more");
-        assert_eq!(at(&charged, "mps:0:50", 4), Some((40.0, 100.0)), "glue does not run on the GPU's share");
-
-        let mut unchanged = rows();
-        assert!(charge_glue(&mut unchanged, &tasks, &glue(MIN_FACTOR_SAMPLES - 1)).is_empty(), "too few runs");
-        assert_eq!(unchanged, rows());
-
-        // On cores alone, the glue's time buys more instances for the same demand, and the deployment says so.
-        let planned = |glue: Vec<ObservedGlue>| {
-            let d = plan(&bundle, &[], &Capacity::cpu_only(8), &Observations { glue, ..Observations::default() });
-            (d.instances.iter().map(|i| i.count).sum::<u32>(), d.glue)
-        };
-        let (before, _) = planned(Vec::new());
-        let (after, charged) = planned(glue(40));
-        assert!(after > before, "{before} instances before, {after} after");
-        assert_eq!(charged, glue(40));
+    #[test]
+    fn the_plan_keeps_the_instances_and_the_cpu_outside_them_within_the_cores() {
+        let dir = tempfile::tempdir().unwrap();
+        let deployed = |cpu_ms| plan(&glue_bundle(dir.path(), cpu_ms), &[], &Capacity::cpu_only(4), &Default::default());
+        // Nothing outside: two instances of 20 req/s serve the 30 req/s, and could serve 40.
+        let d = deployed((0.0, 0.0));
+        assert_eq!((d.capacity_rps, d.unplanned_cpu_ms), (Some(40.0), None), "{}", d.source);
+        // 100 ms outside, 50 ms on an instance: 0.15 s of a core a request, and 4 cores serve 26.7 req/s.
+        let d = deployed((40.0, 40.0));
+        assert_eq!(d.unplanned_cpu_ms, Some(100.0));
+        let capacity = d.capacity_rps.unwrap();
+        assert!((capacity - 4.0 / 0.15).abs() < 0.5, "serves up to {capacity}: {}", d.source);
+        assert!(d.source.contains("the most this machine serves"), "{}", d.source);
+        assert!(d.demand_rps.unwrap() <= 4.0 / 0.15 + 0.5, "planned for {:?}", d.demand_rps);
     }
 
     #[test]

@@ -892,6 +892,7 @@ impl Gateway {
             observed_factors: app.observed_factors(),
             observed_latencies: app.observed_latencies(),
             observed_glue: app.observed_glue(),
+            observed_unpinned_ms: app.observed_unpinned_ms(),
         }
     }
 }

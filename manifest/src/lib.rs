@@ -38,6 +38,7 @@
 //! config = { threshold = "0.3" }      # optional: what the glue reads with `config(key)`
 //! config_files = { charset = "models/charset.txt" }   # optional: config values read from bundle files
 //! limits = { memory_mib = 128, timeout_ms = 30000, concurrency = 64 }   # optional, these are the defaults
+//! cpu_ms = 22                         # optional: CPU an invocation costs outside planned models, for the planner
 //!
 //! [[tasks]]
 //! name = "recognize"
@@ -299,6 +300,11 @@ pub struct Task {
     /// Its memory, time and concurrency limits.
     #[serde(default)]
     pub limits: TaskLimits,
+    /// The CPU time one invocation costs on the gateway's cores outside the planned model instances, ms: its
+    /// glue, and the models it calls that no task plans. Plans count it (0 when absent) until the app has run
+    /// 20 requests, then what they observe.
+    #[serde(default)]
+    pub cpu_ms: Option<f64>,
 }
 
 /// Per-function limits.
@@ -574,6 +580,9 @@ impl Bundle {
             let l = &t.limits;
             if l.memory_mib == Some(0) || l.timeout_ms == Some(0) || l.concurrency == 0 {
                 return Err(format!("task `{}`: `limits` must all be positive", t.name));
+            }
+            if let Some(ms) = t.cpu_ms.filter(|ms| !(ms.is_finite() && *ms >= 0.0)) {
+                return Err(format!("task `{}`: `cpu_ms` is {ms}; give the milliseconds of CPU an invocation costs", t.name));
             }
         }
         let mut next: HashMap<&str, Vec<&str>> = HashMap::new();

@@ -52,6 +52,10 @@ pub struct Problem {
     pub compass: crate::spec::CompassSpec,
     /// R, req/s at every root task.
     pub demand_rps: f64,
+    /// CPU time each request at the roots costs outside the planned instances, ms: its glue, and models no task
+    /// plans that run on the same cores. The cores' busy time, instances' and this together, stays within
+    /// the cores (see the MILP's CPU-time row). 0 when [`Problem::new`] builds it: the caller sets it.
+    pub unplanned_cpu_ms: f64,
     /// Where the profile table came from, for the plan's report.
     pub profile_source: String,
     /// gpu-lets' measured interference between the tasks' models (in task order), which the `gpulet` strategy
@@ -454,6 +458,7 @@ impl Problem {
             classes,
             compass: spec.compass,
             demand_rps,
+            unplanned_cpu_ms: 0.0,
             profile_source: profile_source.to_string(),
             interference: None,
             index,

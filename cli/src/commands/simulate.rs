@@ -379,7 +379,7 @@ impl SimulateCommand {
             }),
             None => None,
         };
-        // The glue the observed rows carry (`charge_glue`): the simulator serves without it and runs it as glue.
+        // Each model task's observed glue, which the simulator runs beside its model as deployments do.
         let glue_ms: Vec<f64> = problem
             .tasks
             .iter()

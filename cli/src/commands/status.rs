@@ -185,18 +185,13 @@ pub fn print_status(status: &AppStatus) {
         );
     }
     for g in &status.observed_glue {
-        let charged = deployment
-            .glue
-            .iter()
-            .find(|c| c.task == g.task)
-            .map(|c| format!("; planned with {:.1} ms charged to each row on its CPU instances", c.mean_ms));
-        println!(
-            "  glue       {}: {:.1} ms an invocation over {}{}",
-            g.task,
-            g.mean_ms,
-            g.invocations,
-            charged.unwrap_or_default()
-        );
+        println!("  glue       {}: {:.1} ms an invocation over {}", g.task, g.mean_ms, g.invocations);
+    }
+    if status.observed_unpinned_ms > 0.0 {
+        println!("  unpinned   {:.0} ms of CPU by instances on shared cores", status.observed_unpinned_ms);
+    }
+    if let Some(ms) = deployment.unplanned_cpu_ms {
+        println!("  cpu        planned with {ms:.1} ms of CPU a request outside the instances");
     }
     print_demand();
 }

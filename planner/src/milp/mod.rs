@@ -607,6 +607,21 @@ pub(crate) fn solve_relaxed(
         }
         model.add_constraint(constraint!(kind_slices <= f64::from(cap)));
     }
+    // The cores run what no instance plans too (glue, models no task plans): the time instances on cores are
+    // busy, N/H per row on `cpu:N`, and that work at R requests a second fit the cores, which the OS shares.
+    // Implied by the core count when there is no such work; not counted on a share without cores of its own.
+    let cores = problem.cpu_cores.unwrap_or(problem.slices);
+    if problem.unplanned_cpu_ms > 0.0 && cores > 0 {
+        let mut busy = Expression::from(problem.demand_rps * problem.unplanned_cpu_ms / 1000.0);
+        for (c, var) in cands.iter().zip(&v) {
+            let cfg = &problem.configs[c.config];
+            let segment = &problem.segments[cfg.segment];
+            if matches!(segment.kind, SegmentKind::Cpu { .. }) && cfg.throughput_rps > 0.0 {
+                busy.add_mul(f64::from(segment.slices) / cfg.throughput_rps, var.x);
+            }
+        }
+        model.add_constraint(constraint!(busy <= f64::from(cores)));
+    }
     // Without T, each task within its static budgets (Appendix B): (bound, what must stay within it).
     let mut within_budgets: Vec<(f64, Expression)> = Vec::new();
     if let Some(b) = &budgets {

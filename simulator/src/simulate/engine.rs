@@ -110,7 +110,7 @@ impl<'a> Sim<'a> {
         seed: u64,
     ) -> Self {
         let glue = |t: usize| outside.glue_ms.get(t).copied().unwrap_or(0.0).max(0.0);
-        let mut sim = Sim::new(problem, assignments, &glue, seed);
+        let mut sim = Sim::new(problem, assignments, seed);
         sim.route_classes(classes);
         sim.outside_ms = (0..problem.tasks.len()).map(|t| outside.overhead_ms.max(0.0) + glue(t)).collect();
         sim.hop = Duration::from_secs_f64(outside.hop_ms.max(0.0) / 1000.0);
@@ -153,8 +153,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// `glue(t)`: the glue time task t's CPU rows carry, taken out of its CPU instances' batches.
-    fn new(problem: &'a Problem, assignments: &[Assignment], glue: &dyn Fn(usize) -> f64, seed: u64) -> Self {
+    fn new(problem: &'a Problem, assignments: &[Assignment], seed: u64) -> Self {
         let n = problem.tasks.len();
         // As deployments batch and drop: the plan's strategy's policy per task (`jig_planner::runtime_policies`).
         let policies = jig_planner::runtime_policies(problem, assignments);
@@ -163,13 +162,11 @@ impl<'a> Sim<'a> {
         let mut routes: Vec<(Vec<usize>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); n];
         for a in assignments {
             let on_cpu = matches!(problem.segments[a.segment].kind, SegmentKind::Cpu { .. });
-            let carried = |batch: u32| if on_cpu { f64::from(batch) * glue(a.task) } else { 0.0 };
             let mut profile: Vec<(u32, f64, f64)> = Vec::new();
             for c in
                 problem.configs.iter().filter(|c| c.task == a.task && c.variant == a.variant && c.segment == a.segment)
             {
-                let glue = carried(c.batch);
-                profile.push((c.batch, (c.p50_ms - glue).max(0.0), (c.latency_ms - glue).max(0.0)));
+                profile.push((c.batch, c.p50_ms, c.latency_ms));
             }
             profile.sort_by_key(|p| p.0);
             let servers = match problem.segments[a.segment].kind {
@@ -725,12 +722,9 @@ mod tests {
         );
         let p50 = |r: &BinRun| quantile(&r.latencies_ms, 0.5);
         assert!(p50(&spare) >= p50(&alone) + 9.0, "{} vs {}", p50(&spare), p50(&alone));
-        // Glue the rows carry (as plans charge it) is taken out of the model's time, and runs as glue.
-        let charged = Problem::new(&spec, &[ProfileRow { p50_ms: 20.0, p95_ms: 20.0, ..row("cpu:1") }], "test")
-            .unwrap()
-            .with_demand(60.0, 2);
-        let carried = run_bin(&charged, &plan, (60.0, 30.0), &Outside { glue_ms: &[10.0], ..Outside::default() }, 3);
-        let (r, p) = ((rate(&carried), rate(&spare)), (p50(&carried), p50(&spare)));
+        // A task's own glue time runs as the overhead does.
+        let own = run_bin(&problem, &plan, (60.0, 30.0), &Outside { glue_ms: &[10.0], ..Outside::default() }, 3);
+        let (r, p) = ((rate(&own), rate(&spare)), (p50(&own), p50(&spare)));
         assert!((r.0 - r.1).abs() < 0.01 && (p.0 - p.1).abs() < 3.0, "violations {r:?}, p50 {p:?}");
     }
 }

@@ -17,9 +17,8 @@ pub struct SimOptions {
     /// the models. It delays the request and takes a CPU core: one nothing runs on, or, when every core is
     /// busy, the least-queued CPU instance's (its next batch takes longer).
     pub overhead_ms: f64,
-    /// Glue time of each task (by index into the problem's tasks) that the problem's CPU rows carry, ms
-    /// (`jig_app::deployment::charge_glue`, so that plans hold it): instances serve in the rows' time less it,
-    /// and it runs as `overhead_ms` does. Empty: none.
+    /// Glue time of each task (by index into the problem's tasks) on top of `overhead_ms`, ms (a deployment's
+    /// observed glue): it runs as `overhead_ms` does. Empty: none.
     pub glue_ms: Vec<f64>,
     /// Time of each communication hop, ms (the paper's ~10 ms, §4.4): a request takes one hop into each task,
     /// and its deadline is the latency SLO plus a hop for each task of the app's deepest path, as the paper adds
