@@ -97,17 +97,24 @@ impl Observations {
     }
 }
 
+/// The CPU time a request cost outside the planned instances, as observed, ms: every task's `glue` and the
+/// `unpinned_ms` of instances running unpinned, over the requests at the `entry` task; once it ran
+/// [`MIN_FACTOR_SAMPLES`] times.
+pub fn observed_cpu_ms(entry: &str, glue: &[ObservedGlue], unpinned_ms: f64) -> Option<f64> {
+    let requests = glue.iter().find(|g| g.task == entry).map_or(0, |g| g.invocations);
+    let spent: f64 = glue.iter().map(|g| g.mean_ms * g.invocations as f64).sum();
+    (requests >= MIN_FACTOR_SAMPLES).then(|| (spent + unpinned_ms) / requests as f64)
+}
+
 /// The CPU time a request at the entry costs on the cores outside the planned instances, ms, and what it rests
 /// on. Observed once the entry task has run [`MIN_FACTOR_SAMPLES`] times: every task's glue time and the CPU
 /// time of instances running unpinned on those cores, over the requests. Before that, declared: each task's
 /// `cpu_ms` times the invocations a request makes of it (by the manifest's factors, 1 where none is declared).
 pub fn unplanned_cpu_ms(bundle: &Bundle, observed: &Observations) -> (f64, &'static str) {
     let m = &bundle.manifest;
-    let entry = m.tasks.iter().find(|t| !m.edges.iter().any(|e| e.to == t.name));
-    let requests = entry.and_then(|t| observed.glue.iter().find(|g| g.task == t.name)).map_or(0, |g| g.invocations);
-    if requests >= MIN_FACTOR_SAMPLES {
-        let glue: f64 = observed.glue.iter().map(|g| g.mean_ms * g.invocations as f64).sum();
-        return ((glue + observed.unpinned_ms) / requests as f64, "observed");
+    let entry = bundle.entry().map_or("", |t| t.name.as_str());
+    if let Some(ms) = observed_cpu_ms(entry, &observed.glue, observed.unpinned_ms) {
+        return (ms, "observed");
     }
     // Invocations per request: 1 at the entry, and along each edge its upstream task's times the factor its
     // first variant declares for the downstream one.
@@ -564,7 +571,15 @@ fn planned_or_refused(
     observed: &Observations,
 ) -> Result<Deployment, Refused> {
     if bundle.manifest.variants.is_empty() {
-        return Ok(fallback(bundle, capacity, "no model slots"));
+        // Glue alone: the cores serve as many requests as its CPU time a request leaves them.
+        let mut glue_only = fallback(bundle, capacity, "no model slots");
+        let (cpu_ms, from) = unplanned_cpu_ms(bundle, observed);
+        if cpu_ms > 0.0 && capacity.cores() > 0 {
+            glue_only.capacity_rps = Some(f64::from(capacity.cores()) * 1000.0 / cpu_ms);
+            glue_only.unplanned_cpu_ms = Some(cpu_ms);
+            glue_only.source = format!("no model slots: glue of {cpu_ms:.1} ms of CPU a request ({from})");
+        }
+        return Ok(glue_only);
     }
     let Some(profiles) = bundle.profiles_path() else {
         return Ok(fallback(bundle, capacity, "default: no profiles.csv in the bundle (run `jig profile`)"));
@@ -1883,9 +1898,25 @@ mod tests {
     }
 
     #[test]
+    fn glue_alone_serves_what_its_cpu_a_request_leaves_the_cores() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = "name = \"crops\"\n[slo]\nlatency_ms = 1000\n\
+                        [[tasks]]\nname = \"crop\"\nglue = \"g.wasm\"\ncpu_ms = 5\n";
+        std::fs::write(dir.path().join("jig.toml"), manifest).unwrap();
+        std::fs::write(dir.path().join("g.wasm"), b"").unwrap();
+        let bundle = Bundle::open(dir.path()).unwrap();
+        let d = plan(&bundle, &[], &Capacity::cpu_only(2), &Observations::default());
+        assert_eq!((d.capacity_rps, d.unplanned_cpu_ms), (Some(400.0), Some(5.0)), "{}", d.source);
+        let seen = vec![ObservedGlue { task: "crop".into(), invocations: 100, mean_ms: 8.0 }];
+        let d = plan(&bundle, &[], &Capacity::cpu_only(2), &Observations { glue: seen, ..Default::default() });
+        assert_eq!(d.capacity_rps, Some(250.0), "{}", d.source);
+    }
+
+    #[test]
     fn the_plan_keeps_the_instances_and_the_cpu_outside_them_within_the_cores() {
         let dir = tempfile::tempdir().unwrap();
-        let deployed = |cpu_ms| plan(&glue_bundle(dir.path(), cpu_ms), &[], &Capacity::cpu_only(4), &Default::default());
+        let deployed =
+            |cpu_ms| plan(&glue_bundle(dir.path(), cpu_ms), &[], &Capacity::cpu_only(4), &Default::default());
         // Nothing outside: two instances of 20 req/s serve the 30 req/s, and could serve 40.
         let d = deployed((0.0, 0.0));
         assert_eq!((d.capacity_rps, d.unplanned_cpu_ms), (Some(40.0), None), "{}", d.source);

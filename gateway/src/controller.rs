@@ -39,7 +39,7 @@ use crate::cluster::ClusterApp;
 use crate::store::AppRecord;
 use jig_app::App;
 use jig_app::deployment::{
-    Deployment, MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted,
+    Deployment, MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted, observed_cpu_ms,
 };
 
 /// One app's demand: the open window's counts and the rates of closed ones.
@@ -204,6 +204,15 @@ fn factors_drifted(observed: &[ObservedFactor], planned: &[PlannedFactor], thres
     })
 }
 
+/// Whether the CPU a request costs outside the instances, observed over enough requests, differs from what the
+/// deployment was planned with by more than `threshold` of it (a millisecond at least).
+fn cpu_drifted(app: &App, threshold: f64) -> bool {
+    let entry = app.task_names().first().copied().unwrap_or_default();
+    let planned = app.deployment.unplanned_cpu_ms.unwrap_or(0.0);
+    observed_cpu_ms(entry, &app.observed_glue(), app.observed_unpinned_ms())
+        .is_some_and(|seen| (seen - planned).abs() > threshold * planned.max(1.0))
+}
+
 impl Gateway {
     /// Close demand windows and re-plan, forever.
     pub(super) async fn control(self: Arc<Self>) {
@@ -360,7 +369,8 @@ impl Gateway {
         let planned_factors = windows.planned_factors.as_ref().unwrap_or(&app.deployment.factors);
         let refined = windows.planned_refined.as_ref().unwrap_or(&app.deployment.refined);
         let drifted = factors_drifted(&app.observed_factors(), planned_factors, threshold)
-            || latencies_drifted(refined, &app.observed_latencies(), threshold);
+            || latencies_drifted(refined, &app.observed_latencies(), threshold)
+            || cpu_drifted(app, threshold);
         (windows.should_replan(&rates, planned_for, threshold) || drifted).then(|| (app.clone(), rates))
     }
 

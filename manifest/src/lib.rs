@@ -582,7 +582,10 @@ impl Bundle {
                 return Err(format!("task `{}`: `limits` must all be positive", t.name));
             }
             if let Some(ms) = t.cpu_ms.filter(|ms| !(ms.is_finite() && *ms >= 0.0)) {
-                return Err(format!("task `{}`: `cpu_ms` is {ms}; give the milliseconds of CPU an invocation costs", t.name));
+                return Err(format!(
+                    "task `{}`: `cpu_ms` is {ms}; give the milliseconds of CPU an invocation costs",
+                    t.name
+                ));
             }
         }
         let mut next: HashMap<&str, Vec<&str>> = HashMap::new();

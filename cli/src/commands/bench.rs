@@ -44,6 +44,10 @@ pub struct BenchCommand {
     /// Seed of the arrival times.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Wrap each payload in an envelope with this JSON metadata, as `jig invoke --meta` does (for entry
+    /// functions such as `crop`).
+    #[arg(long)]
+    meta: Option<String>,
     #[command(flatten)]
     target: GatewayArgs,
 }
@@ -85,11 +89,16 @@ fn bench(args: BenchCommand) -> anyhow::Result<ExitCode> {
             (trace.rates.iter().map(|&r| (bin, r)).collect(), what)
         }
     };
-    let bodies: Vec<Bytes> = args
-        .inputs
-        .iter()
-        .map(|p| std::fs::read(p).map(Bytes::from).with_context(|| format!("cannot read {}", p.display())))
-        .collect::<anyhow::Result<_>>()?;
+    let meta: Option<serde_json::Value> =
+        args.meta.as_deref().map(serde_json::from_str).transpose().context("--meta is not valid JSON")?;
+    let read = |p: &PathBuf| -> anyhow::Result<Bytes> {
+        let body = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+        Ok(match &meta {
+            Some(meta) => jig_sdk::Envelope { meta: meta.clone(), body }.encode().into(),
+            None => body.into(),
+        })
+    };
+    let bodies: Vec<Bytes> = args.inputs.iter().map(read).collect::<anyhow::Result<_>>()?;
     let client = args.target.client()?;
     // The app must be there (and the gateway up) before the clock starts.
     match block_on(client.send(Method::GET, "/healthz", &[], Bytes::new(), None))? {
