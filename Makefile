@@ -5,7 +5,7 @@ WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
 GUESTS := echo forward crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
-.PHONY: demo cluster-demo test test-gpu setup functions examples paper-apps build release bench fuzz clean check-manifests
+.PHONY: demo cluster-demo test test-gpu setup functions examples paper-apps build release bench fuzz clean check-manifests docs
 
 setup:
 	@scripts/setup.sh
@@ -77,6 +77,17 @@ bench: release $(WASMTIME)
 	$(CARGO) bench -p jig --bench gateway
 	$(CARGO) bench -p jig-model-host --bench model
 	$(CARGO) bench -p jig --bench tensor_path
+
+# The book: docs/src built into docs/book by mdbook (from crates.io, pinned, into .jig/tools once; without its
+# `serve` and `watch` features), then every relative link and anchor of the book, README.md, BENCHMARKS.md and
+# EVALUATION.md checked (scripts/check_links.py, which needs only python3).
+MDBOOK := .jig/tools/bin/mdbook
+$(MDBOOK):
+	$(CARGO) install --locked mdbook@0.4.40 --no-default-features --features search --root .jig/tools
+
+docs: $(MDBOOK)
+	$(MDBOOK) build docs
+	python3 scripts/check_links.py
 
 # Coverage-guided fuzzing of the parsers (not part of `make test`): AFL++ through afl.rs, FUZZ_SECONDS per target.
 fuzz: setup

@@ -571,7 +571,7 @@ def write_bundle(bundle, stem, blocks_json, summary):
         f.write("\n".join(toml))
     slo = max(1, round(5 * summary["total_ms"]))
     spec = [
-        "# PPipe over this bundle's blocks (README, \"PPipe\"): profile them first, e.g.",
+        "# PPipe over this bundle's blocks (docs/src/guides/planners.md, \"PPipe\"): profile them first, e.g.",
         f"#   jig profile {bundle} --segment cpu:1 --max-batch 8",
         "# then add a class per kind of segment profiled (GPU shares: { 1 = \"mps:0:100\", 2 = \"mps:0:50\" }).",
         "[ppipe]",
