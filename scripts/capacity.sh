@@ -44,6 +44,7 @@ in_slo() {
 }
 
 for app in "${apps[@]}"; do
+    mkdir -p "$out/$app"
     start_gateway "$jig" "$out/$app"
     "$jig" deploy "examples/$app" | tail -1
     planned=$(planned_capacity "$jig" "$app")

@@ -207,7 +207,7 @@ fn body<T: JsonSchema>(generator: &mut SchemaGenerator, description: &str) -> Va
     })
 }
 
-/// An error response: an [`ErrorBody`], its `kind` as the README's table gives it.
+/// An error response: an [`ErrorBody`], its `kind` as docs/src/reference/http-api.md's table of errors gives it.
 fn error(generator: &mut SchemaGenerator) -> Value {
     body::<ErrorBody>(generator, "An error: a message naming what failed and what to do, and its kind.")
 }

@@ -455,9 +455,10 @@ impl App {
     }
 
     /// The CPU time of the instances that run unpinned on the cores the planned ones hold (default instances
-    /// of slots no task names, where no core was spare), ms since they started: busy time × their threads.
+    /// of slots no task names, where no core was spare), ms since they started.
     pub fn observed_unpinned_ms(&self) -> f64 {
-        // The cores an unpinned `cpu:N` instance keeps busy: its N threads (ONNX Runtime's spin while it runs).
+        // An unpinned `cpu:N` instance runs on N threads: its own, whose CPU time it counts, and N − 1 of ONNX
+        // Runtime's, as busy (they spin while it runs).
         let unpinned_cores = |planned: &jig_api::PlannedInstances| {
             let cores = planned.segment.strip_prefix("cpu:")?.parse::<u32>().ok()?;
             planned.places.iter().all(|p| p.cores.is_empty() && p.node.is_none()).then_some(f64::from(cores))
@@ -465,7 +466,7 @@ impl App {
         (self.groups.iter().zip(&self.deployment.instances))
             .filter_map(|(g, planned)| Some((g, unpinned_cores(planned)?)))
             .flat_map(|(g, cores)| g.instances.iter().map(move |i| (i, cores)))
-            .map(|(i, cores)| cores * i.stats().busy_ns.load(Ordering::Relaxed) as f64 / 1e6)
+            .map(|(i, cores)| cores * i.stats().cpu_ns.load(Ordering::Relaxed) as f64 / 1e6)
             .sum()
     }
 

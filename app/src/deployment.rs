@@ -1007,10 +1007,10 @@ fn unpinned_note(slots: &[&str], why: &str) -> String {
     let named: Vec<String> = slots.iter().map(|s| format!("`{s}`")).collect();
     let (slot, runs) = if slots.len() == 1 { ("slot", "runs") } else { ("slots", "run") };
     format!(
-        "; {slot} {}, which no task names, {runs} unpinned on the planned instances' cores ({why}), and the \
-         planned demand and capacity do not count {}",
+        "; {slot} {}, which no task names, {runs} unpinned on the planned instances' cores ({why}): the plan counts \
+         {} with the CPU a request costs outside the instances",
         named.join(", "),
-        if slots.len() == 1 { "its load" } else { "their load" }
+        if slots.len() == 1 { "its time" } else { "their time" }
     )
 }
 

@@ -166,6 +166,9 @@ pub struct Stats {
     pub failed: AtomicU64,
     /// Nanoseconds spent running batches: its rate is the share of the segment in use.
     pub busy_ns: AtomicU64,
+    /// CPU time the instance's thread spent running batches, ns: less than `busy_ns` where the thread waited for
+    /// a core (an unpinned instance on a busy machine) or for a worker process or GPU.
+    pub cpu_ns: AtomicU64,
     /// Requests waiting for a batch now (a gauge, unlike the counters above).
     pub queued: AtomicU64,
     /// Latencies of the batches that succeeded, by rows.
@@ -293,13 +296,16 @@ impl Engine {
         let rows: Vec<u64> = requests.iter().map(|r| batch::rows(r)).collect();
         let total = rows.iter().sum();
         stats.rows.fetch_add(total, Ordering::Relaxed);
-        let started = Instant::now();
+        let (started, cpu) = (Instant::now(), cpu_time::ThreadTime::try_now());
         let result = batch::stack(requests, |len| self.executor.buffer(len), &self.spare)
             .map_err(|e: TensorError| e.to_string())
             .and_then(|stacked| self.executor.execute(&stacked).map_err(|e| e.to_string()))
             .and_then(|outputs| batch::split(outputs, &rows));
         let elapsed = started.elapsed();
         stats.busy_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        if let Ok(cpu) = cpu.and_then(|cpu| cpu.try_elapsed()) {
+            stats.cpu_ns.fetch_add(cpu.as_nanos() as u64, Ordering::Relaxed);
+        }
         match &result {
             Ok(_) => stats.record(total, elapsed),
             Err(detail) => {

@@ -140,8 +140,9 @@ pub struct Outcome {
     pub emitted: Vec<Emission>,
     /// How long its `infer` calls waited for models.
     pub in_models: Duration,
-    /// The glue's own time: from instantiation to the handler's return, less `in_models` (a wait for an
-    /// instance slot is not counted).
+    /// The glue's own time: the CPU time of instantiating it and running its handler, which wasmtime does
+    /// inside the invocation's polls, on whichever thread polls it (waits for models and for a core are not
+    /// counted; a model small enough to run on the caller's thread is).
     pub glue: Duration,
 }
 
@@ -414,7 +415,6 @@ impl Function {
                 return Err(InvokeError::Instantiate { function: f.name.to_string(), detail: closed.to_string() });
             }
         };
-        let running = Instant::now();
         let state = InvocationState::new(
             f.name.clone(),
             deadline,
@@ -430,7 +430,9 @@ impl Function {
             if Instant::now() >= deadline { Err(DeadlinePassed.into()) } else { Ok(UpdateDeadline::Yield(1)) }
         });
 
-        let instance = match tokio::time::timeout_at(deadline.into(), f.pre.instantiate_async(&mut store)).await {
+        let mut cpu = Duration::ZERO;
+        let instantiated = cpu_timed(&mut cpu, f.pre.instantiate_async(&mut store));
+        let instance = match tokio::time::timeout_at(deadline.into(), instantiated).await {
             Err(_elapsed) => return Err(self.deadline_exceeded(started, deadline)),
             Ok(Err(e)) => {
                 return Err(InvokeError::Instantiate { function: f.name.to_string(), detail: format!("{e:#}") });
@@ -438,17 +440,13 @@ impl Function {
             Ok(Ok(instance)) => instance,
         };
         let handler = instance.jig_function_handler();
-        let result = tokio::time::timeout_at(deadline.into(), handler.call_handle(&mut store, payload)).await;
+        let handled = cpu_timed(&mut cpu, handler.call_handle(&mut store, payload));
+        let result = tokio::time::timeout_at(deadline.into(), handled).await;
         let state = store.into_data();
         state.log_stdio();
         match result {
             Err(_elapsed) => Err(self.deadline_exceeded(started, deadline)),
-            Ok(Ok(Ok(output))) => Ok(Outcome {
-                output,
-                emitted: state.emitted,
-                in_models: state.in_models,
-                glue: running.elapsed().saturating_sub(state.in_models),
-            }),
+            Ok(Ok(Ok(output))) => Ok(Outcome { output, emitted: state.emitted, in_models: state.in_models, glue: cpu }),
             Ok(Ok(Err(error))) => Err(InvokeError::Failed { function: f.name.to_string(), error: error.into() }),
             Ok(Err(e)) => Err(self.classify_failure(e, &state, started, deadline)),
         }
@@ -505,4 +503,16 @@ impl From<host::jig::function::types::Error> for FunctionError {
             Wire::Internal(m) => FunctionError::Internal(m),
         }
     }
+}
+
+/// `future`, adding the CPU time its polls take to `cpu`, on whichever thread polls it.
+async fn cpu_timed<F: std::future::Future>(cpu: &mut Duration, future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        let before = cpu_time::ThreadTime::try_now();
+        let poll = future.as_mut().poll(cx);
+        *cpu += before.and_then(|t| t.try_elapsed()).unwrap_or_default();
+        poll
+    })
+    .await
 }

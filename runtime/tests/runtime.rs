@@ -523,8 +523,12 @@ async fn an_invocation_says_how_long_it_waited_for_models() {
     let (elapsed, waited) = (started.elapsed(), outcome.in_models);
     assert!(waited >= Duration::from_millis(120) && waited <= elapsed, "{waited:?} of {elapsed:?}");
     assert!(outcome.glue + waited <= elapsed, "glue {:?}, waited {waited:?}, of {elapsed:?}", outcome.glue);
+    assert!(outcome.glue < Duration::from_millis(40), "waiting is no glue time: {:?}", outcome.glue);
     let echo = f.invoke(&probe(json!({"op": "echo", "text": "hi"})), None).await.unwrap();
     assert_eq!(echo.in_models, Duration::ZERO, "no model calls, no waiting");
+    // Glue time is CPU time: writing 64 MiB takes some.
+    let grow = f.invoke(&probe(json!({"op": "grow", "bytes": 64 << 20})), None).await.unwrap();
+    assert!(grow.glue >= Duration::from_millis(2) && grow.glue > echo.glue, "{:?} vs {:?}", grow.glue, echo.glue);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -151,7 +151,7 @@ fn a_model_slot_is_served_and_reported_in_metrics() {
     assert_eq!(result[0]["shape"], serde_json::json!([2, 16]));
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains("jig_instance_rows_total{app=\"classify\",slot=\"classifier\""), "{metrics}");
-    // Counters the README lists show at 0 before anything is dropped or late.
+    // Counters docs/src/reference/metrics.md lists show at 0 before anything is dropped or late.
     let restarts = "jig_instance_restarts_total{app=\"classify\",slot=\"classifier\",instance=\"classify/classifier/";
     assert!(metrics.lines().any(|l| l.starts_with(restarts) && l.ends_with(" 0")), "{restarts} in {metrics}");
     for zero in ["jig_early_drops_total{app=\"classify\"} 0", "jig_slo_violations_total{app=\"classify\"} 0"] {

@@ -11,7 +11,7 @@ use jig_gateway::{Gateway, GatewayConfig};
 
 #[derive(clap::Args, Debug)]
 pub struct UpCommand {
-    /// The gateway's settings, a TOML file (its keys are in the README's `jig up` section); flags override it.
+    /// The gateway's settings, a TOML file (its keys are in docs/src/reference/configuration.md); flags override it.
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
     /// Address to listen on (port 0 picks a free port). Default: the config's `listen`, else 127.0.0.1:8080.

@@ -568,7 +568,7 @@ fn read_table(path: &Path, columns: &[&str]) -> Result<Vec<Vec<String>>, PlanErr
 }
 
 /// A gpu-lets planning spec: a TOML file with a `[gpulet]` table, which `jig plan SPEC` and `jig simulate SPEC`
-/// read (README, "gpu-lets").
+/// read (docs/src/guides/planners.md, "gpu-lets").
 ///
 /// ```toml
 /// [gpulet]

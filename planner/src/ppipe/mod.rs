@@ -108,7 +108,7 @@ pub struct PpipeProblem {
 }
 
 /// A PPipe planning spec: a TOML file with a `[ppipe]` table, which `jig plan SPEC` and `jig simulate SPEC`
-/// read (README, "PPipe").
+/// read (docs/src/guides/planners.md, "PPipe").
 ///
 /// ```toml
 /// [ppipe]
