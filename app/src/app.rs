@@ -80,6 +80,8 @@ pub struct App {
     invocations: Arc<Vec<AtomicU64>>,
     /// Each task's completed invocations and their glue time (outside `infer`), nanoseconds, likewise.
     glue: Arc<Vec<(AtomicU64, AtomicU64)>>,
+    /// The CPU time unpinned instances of the deployments this one replaced spent, ms ([`App::continue_counts`]).
+    unpinned_before_ms: f64,
     /// Edges between model tasks (`from` → `to`, as task indices): where factors are observed.
     model_edges: Vec<(usize, usize)>,
     /// Each planned group of instances, with its profile rows' p95 latency by batch size.
@@ -354,6 +356,7 @@ impl App {
             models,
             invocations: Arc::new(m.tasks.iter().map(|_| AtomicU64::new(0)).collect()),
             glue: Arc::new(m.tasks.iter().map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect()),
+            unpinned_before_ms: 0.0,
             model_edges,
             groups,
             classes,
@@ -383,6 +386,7 @@ impl App {
         if previous.bundle == self.bundle {
             self.invocations = previous.invocations.clone();
             self.glue = previous.glue.clone();
+            self.unpinned_before_ms = previous.observed_unpinned_ms();
         }
         if let (Some(now), Some(before)) = (&self.admission, &previous.admission) {
             self.admission = Some(Admission::after(before, now.ceiling()));
@@ -455,7 +459,7 @@ impl App {
     }
 
     /// The CPU time of the instances that run unpinned on the cores the planned ones hold (default instances
-    /// of slots no task names, where no core was spare), ms since they started.
+    /// of slots no task names, where no core was spare), ms since the app was deployed (or the gateway started).
     pub fn observed_unpinned_ms(&self) -> f64 {
         // An unpinned `cpu:N` instance runs on N threads: its own, whose CPU time it counts, and N − 1 of ONNX
         // Runtime's, as busy (they spin while it runs).
@@ -467,7 +471,8 @@ impl App {
             .filter_map(|(g, planned)| Some((g, unpinned_cores(planned)?)))
             .flat_map(|(g, cores)| g.instances.iter().map(move |i| (i, cores)))
             .map(|(i, cores)| cores * i.stats().cpu_ns.load(Ordering::Relaxed) as f64 / 1e6)
-            .sum()
+            .sum::<f64>()
+            + self.unpinned_before_ms
     }
 
     /// What the next plan should take into account: the factors observed, the latencies observed where they

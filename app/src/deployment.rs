@@ -575,7 +575,7 @@ fn planned_or_refused(
         let mut glue_only = fallback(bundle, capacity, "no model slots");
         let (cpu_ms, from) = unplanned_cpu_ms(bundle, observed);
         if cpu_ms > 0.0 && capacity.cores() > 0 {
-            glue_only.capacity_rps = Some(f64::from(capacity.cores()) * 1000.0 / cpu_ms);
+            glue_only.capacity_rps = Some(jig_planner::SHARED_CORES_BUSY * f64::from(capacity.cores()) * 1000.0 / cpu_ms);
             glue_only.unplanned_cpu_ms = Some(cpu_ms);
             glue_only.source = format!("no model slots: glue of {cpu_ms:.1} ms of CPU a request ({from})");
         }
@@ -1215,7 +1215,8 @@ fn assignments(problem: &Problem, model_tasks: &[(&str, &str)], deployment: &Dep
 
 /// The entry rate the plan serves at most: the planned demand scaled by the task with the least head-room (its
 /// instances' profiled throughput over its planned demand), and no more than `cores` keep up with: each request
-/// keeps them busy for its rows on `cpu:N` instances (N/H each) and the CPU it costs outside them.
+/// keeps them busy for its rows on `cpu:N` instances (N/H each) and the CPU it costs outside them, and shared
+/// cores are busy [`SHARED_CORES_BUSY`](jig_planner::SHARED_CORES_BUSY) of the time at most.
 fn capacity_rps(plan: &jig_planner::Plan, cores: u32, unplanned_cpu_ms: f64) -> f64 {
     let headroom = plan
         .tasks
@@ -1235,7 +1236,11 @@ fn capacity_rps(plan: &jig_planner::Plan, cores: u32, unplanned_cpu_ms: f64) -> 
         })
         .sum();
     let busy_s = on_cores + unplanned_cpu_ms / 1000.0;
-    if busy_s > 0.0 && cores > 0 { instances.min(f64::from(cores) / busy_s) } else { instances }
+    if unplanned_cpu_ms > 0.0 && cores > 0 {
+        instances.min(jig_planner::SHARED_CORES_BUSY * f64::from(cores) / busy_s)
+    } else {
+        instances
+    }
 }
 
 /// A GPU of the machine whose MIG profiles and layouts jig does not know, named, with what to do.
@@ -1906,10 +1911,11 @@ mod tests {
         std::fs::write(dir.path().join("g.wasm"), b"").unwrap();
         let bundle = Bundle::open(dir.path()).unwrap();
         let d = plan(&bundle, &[], &Capacity::cpu_only(2), &Observations::default());
-        assert_eq!((d.capacity_rps, d.unplanned_cpu_ms), (Some(400.0), Some(5.0)), "{}", d.source);
+        let busy = jig_planner::SHARED_CORES_BUSY;
+        assert_eq!((d.capacity_rps, d.unplanned_cpu_ms), (Some(busy * 400.0), Some(5.0)), "{}", d.source);
         let seen = vec![ObservedGlue { task: "crop".into(), invocations: 100, mean_ms: 8.0 }];
         let d = plan(&bundle, &[], &Capacity::cpu_only(2), &Observations { glue: seen, ..Default::default() });
-        assert_eq!(d.capacity_rps, Some(250.0), "{}", d.source);
+        assert_eq!(d.capacity_rps, Some(busy * 250.0), "{}", d.source);
     }
 
     #[test]
@@ -1920,13 +1926,15 @@ mod tests {
         // Nothing outside: two instances of 20 req/s serve the 30 req/s, and could serve 40.
         let d = deployed((0.0, 0.0));
         assert_eq!((d.capacity_rps, d.unplanned_cpu_ms), (Some(40.0), None), "{}", d.source);
-        // 100 ms outside, 50 ms on an instance: 0.15 s of a core a request, and 4 cores serve 26.7 req/s.
+        // 100 ms outside, 50 ms on an instance: 0.15 s of a core a request, and 4 cores, busy 87% of the time
+        // at most, serve 23.2 req/s.
         let d = deployed((40.0, 40.0));
         assert_eq!(d.unplanned_cpu_ms, Some(100.0));
+        let most = jig_planner::SHARED_CORES_BUSY * 4.0 / 0.15;
         let capacity = d.capacity_rps.unwrap();
-        assert!((capacity - 4.0 / 0.15).abs() < 0.5, "serves up to {capacity}: {}", d.source);
+        assert!((capacity - most).abs() < 0.5, "serves up to {capacity}, not {most}: {}", d.source);
         assert!(d.source.contains("the most this machine serves"), "{}", d.source);
-        assert!(d.demand_rps.unwrap() <= 4.0 / 0.15 + 0.5, "planned for {:?}", d.demand_rps);
+        assert!(d.demand_rps.unwrap() <= most + 0.5, "planned for {:?}", d.demand_rps);
     }
 
     #[test]

@@ -9,6 +9,12 @@ use crate::error::PlanError;
 use crate::profile::ProfileRow;
 use crate::spec::{MigProfile, Objective, PlanSpec, SegmentKind};
 
+/// The share of their time cores shared by pinned instances and work outside them (glue, unpinned models) are
+/// busy at the most a plan counts on: a pinned instance's core idles while that work waits for the other cores,
+/// and Poisson arrivals queue. Measured on 2 cores with the sign reader (2026-11-28, BENCHMARKS.md "Planned
+/// against served"): 157 ms of CPU a request, and at most 10.9–11.1 req/s with ≥ 99% in SLO, 0.86–0.88.
+pub const SHARED_CORES_BUSY: f64 = 0.87;
+
 /// A validated planning problem, built by [`Problem::new`]: tasks, paths and segment types by index, and every
 /// profiled instance type. Tasks, variants and segment types keep the spec's order.
 #[derive(Debug, Clone)]
@@ -54,7 +60,8 @@ pub struct Problem {
     pub demand_rps: f64,
     /// CPU time each request at the roots costs outside the planned instances, ms: its glue, and models no task
     /// plans that run on the same cores. The cores' busy time, instances' and this together, stays within
-    /// the cores (see the MILP's CPU-time row). 0 when [`Problem::new`] builds it: the caller sets it.
+    /// [`SHARED_CORES_BUSY`] of the cores (the MILP's CPU-time row). 0 when [`Problem::new`] builds it: the
+    /// caller sets it.
     pub unplanned_cpu_ms: f64,
     /// Where the profile table came from, for the plan's report.
     pub profile_source: String,

@@ -608,8 +608,9 @@ pub(crate) fn solve_relaxed(
         model.add_constraint(constraint!(kind_slices <= f64::from(cap)));
     }
     // The cores run what no instance plans too (glue, models no task plans): the time instances on cores are
-    // busy, N/H per row on `cpu:N`, and that work at R requests a second fit the cores, which the OS shares.
-    // Implied by the core count when there is no such work; not counted on a share without cores of its own.
+    // busy, N/H per row on `cpu:N`, and that work at R requests a second fit the share of the cores' time
+    // that shared cores give (`SHARED_CORES_BUSY`). Without such work each instance has its cores to itself
+    // (the core count holds); not counted on a share without cores of its own.
     let cores = problem.cpu_cores.unwrap_or(problem.slices);
     if problem.unplanned_cpu_ms > 0.0 && cores > 0 {
         let mut busy = Expression::from(problem.demand_rps * problem.unplanned_cpu_ms / 1000.0);
@@ -620,7 +621,7 @@ pub(crate) fn solve_relaxed(
                 busy.add_mul(f64::from(segment.slices) / cfg.throughput_rps, var.x);
             }
         }
-        model.add_constraint(constraint!(busy <= f64::from(cores)));
+        model.add_constraint(constraint!(busy <= crate::problem::SHARED_CORES_BUSY * f64::from(cores)));
     }
     // Without T, each task within its static budgets (Appendix B): (bound, what must stay within it).
     let mut within_budgets: Vec<(f64, Expression)> = Vec::new();
