@@ -134,8 +134,7 @@ fn bench(args: BenchCommand) -> anyhow::Result<ExitCode> {
         Err(_) => None,
     };
     let accuracy_drop = deployment.as_ref().and_then(|d| d.accuracy).map(|a| 1.0 - a);
-    let cores_used: u32 =
-        deployment.iter().flat_map(|d| &d.instances).map(|i| i.count * i.cpu_cores().unwrap_or(0)).sum();
+    let cores_used = deployment.as_ref().map_or(0, cores_held);
     if let Some(path) = &args.csv {
         let mut csv = String::from("sent_s,latency_ms,status\n");
         for r in &records {
@@ -170,4 +169,20 @@ fn bench(args: BenchCommand) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The cores a deployment's instances run on: those its pinned instances hold, each once, and at least as many as
+/// an unpinned instance's threads, which run on the same cores (a default deployment's, or a slot no task
+/// names where no core was spare).
+fn cores_held(deployment: &jig_api::Deployment) -> u32 {
+    let mut pinned = std::collections::BTreeSet::new();
+    let mut unpinned = 0;
+    for i in &deployment.instances {
+        let cores: Vec<_> = i.places.iter().flat_map(|p| p.cores.iter().map(|&c| (p.node.clone(), c))).collect();
+        match (i.cpu_cores(), cores.is_empty()) {
+            (Some(n), true) => unpinned = unpinned.max(n),
+            _ => pinned.extend(cores),
+        }
+    }
+    (pinned.len() as u32).max(unpinned)
 }
