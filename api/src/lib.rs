@@ -126,6 +126,9 @@ pub struct AppStatus {
     /// started (busy time × their threads): ms in all.
     #[serde(default)]
     pub observed_unpinned_ms: f64,
+    /// Requests whose graph ran to its end since the app was deployed (or the gateway started).
+    #[serde(default)]
+    pub answered: u64,
 }
 
 /// The time a task's glue takes per invocation, outside its `infer` calls: its own CPU time, roughly (wasm

@@ -82,6 +82,8 @@ pub struct App {
     glue: Arc<Vec<(AtomicU64, AtomicU64)>>,
     /// The CPU time unpinned instances of the deployments this one replaced spent, ms ([`App::continue_counts`]).
     unpinned_before_ms: f64,
+    /// Requests whose graph ran to its end, likewise.
+    answered: Arc<AtomicU64>,
     /// Edges between model tasks (`from` → `to`, as task indices): where factors are observed.
     model_edges: Vec<(usize, usize)>,
     /// Each planned group of instances, with its profile rows' p95 latency by batch size.
@@ -357,6 +359,7 @@ impl App {
             invocations: Arc::new(m.tasks.iter().map(|_| AtomicU64::new(0)).collect()),
             glue: Arc::new(m.tasks.iter().map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect()),
             unpinned_before_ms: 0.0,
+            answered: Arc::default(),
             model_edges,
             groups,
             classes,
@@ -387,23 +390,26 @@ impl App {
             self.invocations = previous.invocations.clone();
             self.glue = previous.glue.clone();
             self.unpinned_before_ms = previous.observed_unpinned_ms();
+            self.answered = previous.answered.clone();
         }
         if let (Some(now), Some(before)) = (&self.admission, &previous.admission) {
             self.admission = Some(Admission::after(before, now.ceiling()));
         }
     }
 
-    /// The factor observed on each edge between model tasks: invocations of the downstream task per
-    /// invocation of the upstream one (a task reached from two model tasks counts for both).
+    /// The factor observed on each edge between model tasks: invocations of the downstream task per completed
+    /// invocation of the upstream one (a task reached from two model tasks counts for both). Completed, not
+    /// started: under a backlog the upstream task's queued invocations have sent nothing downstream yet.
     pub fn observed_factors(&self) -> Vec<ObservedFactor> {
-        let count = |t: usize| self.invocations[t].load(Ordering::Relaxed);
+        let started = |t: usize| self.invocations[t].load(Ordering::Relaxed);
+        let completed = |t: usize| self.glue[t].0.load(Ordering::Relaxed);
         self.model_edges
             .iter()
             .map(|&(from, to)| ObservedFactor {
                 from: self.tasks[from].name.to_string(),
                 to: self.tasks[to].name.to_string(),
-                factor: (count(from) > 0).then(|| count(to) as f64 / count(from) as f64),
-                samples: count(from),
+                factor: (completed(from) > 0).then(|| started(to) as f64 / completed(from) as f64),
+                samples: completed(from),
             })
             .collect()
     }
@@ -475,6 +481,11 @@ impl App {
             + self.unpinned_before_ms
     }
 
+    /// Requests whose graph ran to its end since the app was deployed (or the gateway started).
+    pub fn answered(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed)
+    }
+
     /// What the next plan should take into account: the factors observed, the latencies observed where they
     /// rest on enough batches (else those this deployment was refined with), and this deployment, if planned,
     /// for the solver to start from.
@@ -484,6 +495,7 @@ impl App {
             latencies: latest_latencies(&self.deployment.refined, &self.observed_latencies()),
             glue: self.observed_glue(),
             unpinned_ms: self.observed_unpinned_ms(),
+            answered: self.answered(),
             current: self.deployment.demand_rps.is_some().then(|| self.deployment.clone()),
         }
     }
@@ -597,6 +609,7 @@ impl App {
             }
         }
         outputs.sort_by(|a, b| a.0.cmp(&b.0));
+        self.answered.fetch_add(1, Ordering::Relaxed);
         Ok(outputs.into_iter().map(|(_, o)| o).collect())
     }
 

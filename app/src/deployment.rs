@@ -79,6 +79,8 @@ pub struct Observations {
     pub glue: Vec<ObservedGlue>,
     /// The CPU time of model instances running unpinned on the cores planned instances hold, ms in all.
     pub unpinned_ms: f64,
+    /// Requests whose graph ran to its end.
+    pub answered: u64,
     /// The deployment running now: a re-plan's search starts from it (`jig_planner::solve_from`).
     pub current: Option<Deployment>,
 }
@@ -92,28 +94,27 @@ impl Observations {
             latencies: latest_latencies(&status.deployment.refined, &status.observed_latencies),
             glue: status.observed_glue.clone(),
             unpinned_ms: status.observed_unpinned_ms,
+            answered: status.answered,
             current: None,
         }
     }
 }
 
 /// The CPU time a request cost outside the planned instances, as observed, ms: every task's `glue` and the
-/// `unpinned_ms` of instances running unpinned, over the requests at the `entry` task; once it ran
-/// [`MIN_FACTOR_SAMPLES`] times.
-pub fn observed_cpu_ms(entry: &str, glue: &[ObservedGlue], unpinned_ms: f64) -> Option<f64> {
-    let requests = glue.iter().find(|g| g.task == entry).map_or(0, |g| g.invocations);
+/// `unpinned_ms` of instances running unpinned, over the requests `answered`; once [`MIN_FACTOR_SAMPLES`]
+/// were. Work on requests still running or dropped counts against those answered: under overload a request
+/// answered costs what the ones given up cost too.
+pub fn observed_cpu_ms(answered: u64, glue: &[ObservedGlue], unpinned_ms: f64) -> Option<f64> {
     let spent: f64 = glue.iter().map(|g| g.mean_ms * g.invocations as f64).sum();
-    (requests >= MIN_FACTOR_SAMPLES).then(|| (spent + unpinned_ms) / requests as f64)
+    (answered >= MIN_FACTOR_SAMPLES).then(|| (spent + unpinned_ms) / answered as f64)
 }
 
 /// The CPU time a request at the entry costs on the cores outside the planned instances, ms, and what it rests
-/// on. Observed once the entry task has run [`MIN_FACTOR_SAMPLES`] times: every task's glue time and the CPU
-/// time of instances running unpinned on those cores, over the requests. Before that, declared: each task's
+/// on. Observed ([`observed_cpu_ms`]) once the app answered [`MIN_FACTOR_SAMPLES`] requests. Before that, declared: each task's
 /// `cpu_ms` times the invocations a request makes of it (by the manifest's factors, 1 where none is declared).
 pub fn unplanned_cpu_ms(bundle: &Bundle, observed: &Observations) -> (f64, &'static str) {
     let m = &bundle.manifest;
-    let entry = bundle.entry().map_or("", |t| t.name.as_str());
-    if let Some(ms) = observed_cpu_ms(entry, &observed.glue, observed.unpinned_ms) {
+    if let Some(ms) = observed_cpu_ms(observed.answered, &observed.glue, observed.unpinned_ms) {
         return (ms, "observed");
     }
     // Invocations per request: 1 at the entry, and along each edge its upstream task's times the factor its
@@ -575,7 +576,8 @@ fn planned_or_refused(
         let mut glue_only = fallback(bundle, capacity, "no model slots");
         let (cpu_ms, from) = unplanned_cpu_ms(bundle, observed);
         if cpu_ms > 0.0 && capacity.cores() > 0 {
-            glue_only.capacity_rps = Some(jig_planner::SHARED_CORES_BUSY * f64::from(capacity.cores()) * 1000.0 / cpu_ms);
+            glue_only.capacity_rps =
+                Some(jig_planner::SHARED_CORES_BUSY * f64::from(capacity.cores()) * 1000.0 / cpu_ms);
             glue_only.unplanned_cpu_ms = Some(cpu_ms);
             glue_only.source = format!("no model slots: glue of {cpu_ms:.1} ms of CPU a request ({from})");
         }
@@ -1894,12 +1896,19 @@ mod tests {
                 ObservedGlue { task: "speak".into(), invocations: requests * 3 / 2, mean_ms: 18.0 },
             ]
         };
-        let observed = |requests| Observations { glue: glue(requests), unpinned_ms: 400.0, ..Default::default() };
+        let observed = |requests, answered| Observations {
+            glue: glue(requests),
+            unpinned_ms: 400.0,
+            answered,
+            ..Default::default()
+        };
         // 10 ms at the entry, and 1.5 invocations of speak at 20 ms each.
         assert_eq!(unplanned_cpu_ms(&bundle, &Observations::default()), (40.0, "declared"));
-        assert_eq!(unplanned_cpu_ms(&bundle, &observed(MIN_FACTOR_SAMPLES - 1)), (40.0, "declared"));
-        // 40 requests: 40 × 12 ms and 60 × 18 ms of glue, and 400 ms on unpinned instances.
-        assert_eq!(unplanned_cpu_ms(&bundle, &observed(40)), ((480.0 + 1080.0 + 400.0) / 40.0, "observed"));
+        assert_eq!(unplanned_cpu_ms(&bundle, &observed(40, MIN_FACTOR_SAMPLES - 1)), (40.0, "declared"));
+        // 40 requests answered: 40 × 12 ms and 60 × 18 ms of glue, and 400 ms on unpinned instances.
+        assert_eq!(unplanned_cpu_ms(&bundle, &observed(40, 40)), ((480.0 + 1080.0 + 400.0) / 40.0, "observed"));
+        // Work on requests given up counts against those answered.
+        assert_eq!(unplanned_cpu_ms(&bundle, &observed(40, 20)), ((480.0 + 1080.0 + 400.0) / 20.0, "observed"));
     }
 
     #[test]
@@ -1914,7 +1923,8 @@ mod tests {
         let busy = jig_planner::SHARED_CORES_BUSY;
         assert_eq!((d.capacity_rps, d.unplanned_cpu_ms), (Some(busy * 400.0), Some(5.0)), "{}", d.source);
         let seen = vec![ObservedGlue { task: "crop".into(), invocations: 100, mean_ms: 8.0 }];
-        let d = plan(&bundle, &[], &Capacity::cpu_only(2), &Observations { glue: seen, ..Default::default() });
+        let observed = Observations { glue: seen, answered: 100, ..Default::default() };
+        let d = plan(&bundle, &[], &Capacity::cpu_only(2), &observed);
         assert_eq!(d.capacity_rps, Some(busy * 250.0), "{}", d.source);
     }
 

@@ -207,9 +207,8 @@ fn factors_drifted(observed: &[ObservedFactor], planned: &[PlannedFactor], thres
 /// Whether the CPU a request costs outside the instances, observed over enough requests, differs from what the
 /// deployment was planned with by more than `threshold` of it (a millisecond at least).
 fn cpu_drifted(app: &App, threshold: f64) -> bool {
-    let entry = app.task_names().first().copied().unwrap_or_default();
     let planned = app.deployment.unplanned_cpu_ms.unwrap_or(0.0);
-    observed_cpu_ms(entry, &app.observed_glue(), app.observed_unpinned_ms())
+    observed_cpu_ms(app.answered(), &app.observed_glue(), app.observed_unpinned_ms())
         .is_some_and(|seen| (seen - planned).abs() > threshold * planned.max(1.0))
 }
 

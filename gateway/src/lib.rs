@@ -893,6 +893,7 @@ impl Gateway {
             observed_latencies: app.observed_latencies(),
             observed_glue: app.observed_glue(),
             observed_unpinned_ms: app.observed_unpinned_ms(),
+            answered: app.answered(),
         }
     }
 }
