@@ -131,8 +131,8 @@ pub struct AppStatus {
     pub answered: u64,
 }
 
-/// The time a task's glue takes per invocation, outside its `infer` calls: its own CPU time, roughly (wasm
-/// instantiation included, waits for models excluded).
+/// The CPU time a task's glue takes per invocation: instantiating it and running its handler, on whichever
+/// threads ran it (waits for models and for a core excluded).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ObservedGlue {
     /// The task.

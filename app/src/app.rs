@@ -78,7 +78,7 @@ pub struct App {
     models: Arc<ModelSlots>,
     /// Invocations of each task, in manifest order, since the app was deployed (carried across re-plans).
     invocations: Arc<Vec<AtomicU64>>,
-    /// Each task's completed invocations and their glue time (outside `infer`), nanoseconds, likewise.
+    /// Each task's completed invocations and their glue's CPU time (`Outcome::glue`), nanoseconds, likewise.
     glue: Arc<Vec<(AtomicU64, AtomicU64)>>,
     /// The CPU time unpinned instances of the deployments this one replaced spent, ms ([`App::continue_counts`]).
     unpinned_before_ms: f64,

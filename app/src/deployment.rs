@@ -110,8 +110,9 @@ pub fn observed_cpu_ms(answered: u64, glue: &[ObservedGlue], unpinned_ms: f64) -
 }
 
 /// The CPU time a request at the entry costs on the cores outside the planned instances, ms, and what it rests
-/// on. Observed ([`observed_cpu_ms`]) once the app answered [`MIN_FACTOR_SAMPLES`] requests. Before that, declared: each task's
-/// `cpu_ms` times the invocations a request makes of it (by the manifest's factors, 1 where none is declared).
+/// on. Observed ([`observed_cpu_ms`]) once the app answered [`MIN_FACTOR_SAMPLES`] requests. Before that,
+/// declared: each task's `cpu_ms` times the invocations a request makes of it (by the manifest's factors, 1 where
+/// none is declared).
 pub fn unplanned_cpu_ms(bundle: &Bundle, observed: &Observations) -> (f64, &'static str) {
     let m = &bundle.manifest;
     if let Some(ms) = observed_cpu_ms(observed.answered, &observed.glue, observed.unpinned_ms) {

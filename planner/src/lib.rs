@@ -198,7 +198,6 @@ pub mod strategy;
 pub use error::{ParseError, PlanError};
 pub use milp::SolveOptions;
 pub use plan::{Plan, plan, plan_from};
-pub use problem::Problem;
-pub use problem::SHARED_CORES_BUSY;
+pub use problem::{Problem, SHARED_CORES_BUSY};
 pub use spec::{Features, PlanSpec, Uninformed, Weighting};
 pub use strategy::{Strategy, TaskPolicy, runtime_policies, solve, solve_from};
