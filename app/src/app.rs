@@ -9,6 +9,7 @@
 //! request's future owns them.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -176,14 +177,21 @@ pub enum StartError {
         /// What the deployment names.
         detail: String,
     },
-    /// A model instance did not start.
-    #[error("app `{app}`: {source}")]
+    /// A model instance did not start; the message names the model's file as the bundle does.
+    #[error("app `{app}`: {}", within(&source.to_string(), bundle))]
     Model {
         /// The app.
         app: String,
         /// Why.
         source: Box<LaunchError>,
+        /// Where the gateway keeps the bundle, which the message leaves out of paths.
+        bundle: PathBuf,
     },
+}
+
+/// `message` with the paths under `bundle` made relative to it: a client knows its bundle, not the gateway's store.
+fn within(message: &str, bundle: &Path) -> String {
+    message.replace(&format!("{}/", bundle.display()), "")
 }
 
 impl StartError {
@@ -842,7 +850,11 @@ fn start_models(
                 } else {
                     BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
                 };
-                let model_error = |source| StartError::Model { app: app.clone(), source: Box::new(source) };
+                let model_error = |source| StartError::Model {
+                    app: app.clone(),
+                    source: Box::new(source),
+                    bundle: bundle.dir.clone(),
+                };
                 let instance = match &place.node {
                     None => hosts
                         .launcher
@@ -900,10 +912,19 @@ mod tests {
 
     #[test]
     fn a_model_the_bundle_ships_broken_is_its_fault_a_missing_runtime_is_not() {
-        let model =
-            |error: ModelError| StartError::Model { app: "a".into(), source: Box::new(LaunchError::Model(error)) };
+        let model = |error: ModelError| StartError::Model {
+            app: "a".into(),
+            source: Box::new(LaunchError::Model(error)),
+            bundle: PathBuf::new(),
+        };
         let invalid = ModelError::Invalid { model: "m".into(), path: "m.onnx".into(), detail: "garbage".into() };
         assert!(model(invalid).is_bundle_fault());
+        // The message names the file as the bundle does, not where the gateway stores it.
+        let stored = PathBuf::from("/var/lib/jig/bundles/ab12");
+        let invalid = ModelError::Invalid { model: "m".into(), path: stored.join("models/m.onnx"), detail: "x".into() };
+        let said = StartError::Model { app: "a".into(), source: Box::new(LaunchError::Model(invalid)), bundle: stored }
+            .to_string();
+        assert!(said.contains("(models/m.onnx)") && !said.contains("/var/lib"), "{said}");
         assert!(!model(ModelError::Library { detail: "not found".into() }).is_bundle_fault());
         let deployment = StartError::Deployment { app: "a".into(), detail: "no such variant".into() };
         assert!(!deployment.is_bundle_fault());
@@ -914,7 +935,9 @@ mod tests {
             device: "MIG-1".into(),
         };
         let unbound = LaunchError::Bind { instance: "a/s/v@mig:0:3g.40gb:1#0".into(), source: gone };
-        assert!(!StartError::Model { app: "a".into(), source: Box::new(unbound) }.is_bundle_fault());
+        assert!(
+            !StartError::Model { app: "a".into(), source: Box::new(unbound), bundle: PathBuf::new() }.is_bundle_fault()
+        );
     }
 
     /// A planned place on the second 3g.40gb instance starts its worker on that instance, by UUID.
