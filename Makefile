@@ -5,7 +5,7 @@ WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
 GUESTS := echo forward crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
-.PHONY: demo cluster-demo test test-gpu setup functions examples paper-apps build release bench fuzz clean check-manifests docs
+.PHONY: demo cluster-demo test test-gpu setup functions examples paper-apps build release bench soak fuzz clean check-manifests docs
 
 setup:
 	@scripts/setup.sh
@@ -88,6 +88,11 @@ $(MDBOOK):
 docs: $(MDBOOK)
 	$(MDBOOK) build docs
 	python3 scripts/check_links.py
+
+# Ten minutes at twice the sign reader's served capacity (not part of `make test`): bounded memory, memory and
+# file descriptors back after the load, goodput, the next request served (scripts/soak.sh).
+soak: release examples
+	@scripts/soak.sh
 
 # Coverage-guided fuzzing of the parsers (not part of `make test`): AFL++ through afl.rs, FUZZ_SECONDS per target.
 fuzz: setup
