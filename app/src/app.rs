@@ -105,6 +105,7 @@ struct ClassRouter {
 }
 
 /// The instances of one variant on one segment type, and what the profile table says of them.
+#[derive(Clone)]
 struct Group {
     slot: String,
     variant: String,
@@ -339,10 +340,7 @@ impl App {
             InvalidBundle(format!("app `{app}` declares no tasks; add a [[tasks]] entry with its glue"))
         })?;
         let slo = m.slo.map(|s| Duration::from_millis(s.latency_ms));
-        let admission = deployment
-            .capacity_rps
-            .zip(slo)
-            .map(|(rps, slo)| Admission::new((rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32));
+        let admission = deployment.capacity_rps.zip(slo).map(|(rps, slo)| Admission::new(admission_ceiling(rps, slo)));
         let model_edges = model_edges(bundle).iter().map(|e| (index[e.from.as_str()], index[e.to.as_str()])).collect();
         let classes = class_routers(&app, &deployment, &models, &groups, &tasks)?;
         let pipelines = pooled_pipelines(bundle, &deployment, &groups)?;
@@ -372,6 +370,46 @@ impl App {
             groups,
             classes,
             pipelines,
+        })
+    }
+
+    /// This app under `plan`, a re-plan with the [same instances](Deployment::same_instances): the same
+    /// instances, tasks and counts, and the plan's demand, capacity (and so admission) and costs. `None` where the
+    /// plan's rates route requests (Compass's classes, PPipe's pipelines): those start anew.
+    pub fn with_plan(&self, plan: Deployment) -> Option<App> {
+        if !self.classes.is_empty() || self.pipelines.is_some() || !plan.same_instances(&self.deployment) {
+            return None;
+        }
+        let ceiling = plan.capacity_rps.zip(self.slo_latency).map(|(rps, slo)| admission_ceiling(rps, slo));
+        let admission = match (&self.admission, ceiling) {
+            (Some(before), Some(ceiling)) => Some(Admission::after(before, ceiling)),
+            (None, Some(ceiling)) => Some(Admission::new(ceiling)),
+            (_, None) => None,
+        };
+        Some(App {
+            name: self.name.clone(),
+            bundle: self.bundle.clone(),
+            deployed_at: self.deployed_at,
+            slo_latency: self.slo_latency,
+            deployment: plan,
+            replans: self.replans + 1,
+            planner: self.planner,
+            tensors: self.tensors.clone(),
+            adaptation_interval: self.adaptation_interval,
+            tasks: self.tasks.clone(),
+            entry: self.entry,
+            max_inflight: self.max_inflight,
+            inflight: self.inflight.clone(),
+            admission,
+            models: self.models.clone(),
+            invocations: self.invocations.clone(),
+            glue: self.glue.clone(),
+            unpinned_before_ms: self.unpinned_before_ms,
+            answered: self.answered.clone(),
+            model_edges: self.model_edges.clone(),
+            groups: self.groups.clone(),
+            classes: HashMap::new(),
+            pipelines: None,
         })
     }
 
@@ -896,6 +934,11 @@ fn start_models(
         slots.insert(slot, Arc::new(Pool::new(instances)));
     }
     Ok((slots, groups))
+}
+
+/// The most requests at once a deployment of `capacity_rps` completes within `slo` (Little's law).
+fn admission_ceiling(capacity_rps: f64, slo: Duration) -> u32 {
+    (capacity_rps * slo.as_secs_f64()).ceil().clamp(1.0, f64::from(u32::MAX)) as u32
 }
 
 /// Where the launcher starts an instance placed at `place`: pinned to its cores, or bound to the device it was

@@ -395,7 +395,7 @@ impl Gateway {
         let current = app.deployment.clone();
         let observed = app.observations();
         let clustered = self.cluster.is_some();
-        let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<(App, AppRecord)>> {
+        let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<Replanned>> {
             let bundle = gateway.store.bundle(&hash)?;
             let capacity = gateway.free_capacity(Some(&name));
             let deployment = jig_app::deployment::plan(&bundle, &rates, &capacity, &observed);
@@ -412,7 +412,7 @@ impl Gateway {
                 windows.planned_refined = Some(deployment.refined.clone());
             }
             if deployment.same_instances(&current) {
-                return Ok(None);
+                return Ok(Some(Replanned::Same(deployment)));
             }
             tracing::info!(app = %name, demand_rps = ?deployment.demand_rps, "re-planned; starting the new deployment");
             let record = AppRecord { name: name.clone(), bundle: hash.clone(), deployed_at, demand_windows: rates };
@@ -420,27 +420,39 @@ impl Gateway {
                 gateway.store.put_app(&record)?;
             }
             let app = App::start(&gateway.runtime, &gateway.hosts, &bundle, &hash, deployed_at, deployment)?;
-            Ok(Some((app, record)))
+            Ok(Some(Replanned::New(app, record)))
         })
         .await??;
         // With replicas, the cluster's record is what every replica runs: the new plan applies once it is there.
-        if let (Some(cluster), Some((new, record))) = (&self.cluster, &started) {
+        if let (Some(cluster), Some(Replanned::New(new, record))) = (&self.cluster, &started) {
             cluster.put_app(&ClusterApp { record: record.clone(), deployment: new.deployment.clone() }).await?;
         }
-        let started = started.map(|(app, _)| app);
-        let mut apps = self.apps.write().unwrap_or_else(|p| p.into_inner());
-        match started {
-            // Still the same deploy (no redeploy or delete meanwhile): swap.
-            Some(new) if apps.get(&app.name).is_some_and(|a| Arc::ptr_eq(a, app)) => {
-                let mut new = new;
+        let replaced = match started {
+            Some(Replanned::New(mut new, _)) => {
                 new.replans = app.replans + 1;
                 new.continue_counts(app);
-                apps.insert(app.name.clone(), Arc::new(new));
+                Some(new)
             }
-            _ => {}
+            // The same instances: this replica serves on with the plan's demand, capacity and costs.
+            Some(Replanned::Same(plan)) if self.cluster.is_none() => app.with_plan(plan),
+            _ => None,
+        };
+        let mut apps = self.apps.write().unwrap_or_else(|p| p.into_inner());
+        // Still the same deploy (no redeploy or delete meanwhile): swap.
+        if let Some(new) = replaced
+            && apps.get(&app.name).is_some_and(|a| Arc::ptr_eq(a, app))
+        {
+            apps.insert(app.name.clone(), Arc::new(new));
         }
         Ok(())
     }
+}
+
+/// What a re-plan found: new instances to start (and the app's record to keep), or the running instances under
+/// a plan of other rates.
+enum Replanned {
+    New(App, AppRecord),
+    Same(Deployment),
 }
 
 /// Why a re-plan keeps the `current` deployment instead of `new`: `new` is the unplanned default (the planner

@@ -573,6 +573,28 @@ fn the_controller_replans_as_demand_grows_without_losing_a_request() {
 }
 
 #[test]
+fn a_re_plan_that_keeps_the_instances_serves_on_with_the_new_plans_demand() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    planned_bundle(dir.path(), 1000);
+    let gateway = start_with_config(state.path(), "demand_window_s = 0.5\ncores = 2\n");
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let planned_for = |status: &serde_json::Value| status["deployment"]["demand_rps"].as_f64().unwrap();
+    let before = gateway.http("GET", "/v1/apps/planned", &[], b"").json();
+    // About 4 req/s: one `accurate` instance (10 req/s) still serves it, so the re-plan starts nothing new.
+    let (codes, status) =
+        drive(&gateway, "planned", Duration::from_millis(250), 20, |status| status["replans"].as_u64() >= Some(1));
+    assert!(status["replans"].as_u64() >= Some(1), "never re-planned: {status}");
+    assert_eq!(deployed_variants(&status), ["accurate"], "{status}");
+    let places = |status: &serde_json::Value| {
+        let instances = status["deployment"]["instances"].as_array().unwrap().clone();
+        instances.iter().map(|i| (i["variant"].clone(), i["count"].clone(), i["places"].clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(places(&status), places(&before), "the same instances: {status}");
+    assert!(planned_for(&status) > 2.0 * planned_for(&before), "planned for the demand it sees: {status}");
+    assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
+}
+
+#[test]
 fn three_re_plans_of_a_loaded_app_swap_deployments_without_failing_a_request() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     planned_bundle(dir.path(), 1000);
