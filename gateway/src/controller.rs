@@ -420,7 +420,7 @@ impl Gateway {
                 gateway.store.put_app(&record)?;
             }
             let app = App::start(&gateway.runtime, &gateway.hosts, &bundle, &hash, deployed_at, deployment)?;
-            Ok(Some(Replanned::New(app, record)))
+            Ok(Some(Replanned::New(Box::new(app), record)))
         })
         .await??;
         // With replicas, the cluster's record is what every replica runs: the new plan applies once it is there.
@@ -431,7 +431,7 @@ impl Gateway {
             Some(Replanned::New(mut new, _)) => {
                 new.replans = app.replans + 1;
                 new.continue_counts(app);
-                Some(new)
+                Some(*new)
             }
             // The same instances: this replica serves on with the plan's demand, capacity and costs.
             Some(Replanned::Same(plan)) if self.cluster.is_none() => app.with_plan(plan),
@@ -451,7 +451,7 @@ impl Gateway {
 /// What a re-plan found: new instances to start (and the app's record to keep), or the running instances under
 /// a plan of other rates.
 enum Replanned {
-    New(App, AppRecord),
+    New(Box<App>, AppRecord),
     Same(Deployment),
 }
 

@@ -1,0 +1,246 @@
+//! The HTTP service: the accept loop with its connection caps (all at once, and per peer), routing each request
+//! to its handler, the bearer-token check, reading a body within its limit, and the answers (plain text, JSON,
+//! and every error as a `jig_api::ErrorBody` whose kind sets the status).
+//!
+//! The handlers themselves live by what they serve: invocations in `invoke`, the app table in `apps`, the
+//! devices in `capacity`, Open Inference Protocol v2 in `oip`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use jig_api::{ErrorBody, ErrorKind, Route};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::Gateway;
+
+/// An answer to a request.
+pub(crate) type Reply = Response<Full<Bytes>>;
+
+impl Gateway {
+    /// Accept connections on `listener` until `shutdown` completes, then let open connections finish
+    /// their requests (for up to 10 s).
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        // A client holds one connection permit while its connection is open, so that slow or idle clients
+        // cannot take every socket; the header timeout below ends the slow and the idle ones.
+        let connections = Arc::new(Semaphore::new(self.config.max_connections.max(1) as usize));
+        let per_peer = self.config.max_connections_per_peer.unwrap_or(self.config.max_connections / 2).max(1);
+        let peers = Peers::default();
+        let header_timeout = Duration::from_secs_f64(self.config.header_timeout_s.clamp(0.1, 3600.0));
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
+        loop {
+            let permit = tokio::select! {
+                permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+                () = &mut shutdown => break,
+            };
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let Some(held) = PeerHold::take(&peers, peer.ip(), per_peer) else {
+                continue; // the peer holds its share already: this connection is closed unanswered
+            };
+            let _ = stream.set_nodelay(true);
+            let gateway = self.clone();
+            let service = hyper::service::service_fn(move |request| {
+                let gateway = gateway.clone();
+                async move { Ok::<_, Infallible>(gateway.handle(request).await) }
+            });
+            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!("connection ended: {e}");
+                }
+                drop((permit, held));
+            });
+        }
+        if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown()).await.is_err() {
+            tracing::warn!("connections still open after 10 s; closing them");
+        }
+    }
+
+    /// Route one request to its handler.
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Reply {
+        let path = request.uri().path().to_owned();
+        let Some(route) = Route::parse(request.method().as_str(), &path) else {
+            return error(
+                ErrorKind::NotFound,
+                format!(
+                    "no route {} {path}; see /v1/apps, /v1/apps/APP/invoke, /v1/devices, /v2/models/APP.SLOT/infer, \
+                     /metrics, /ui, and /openapi.json for the whole API",
+                    request.method()
+                ),
+            );
+        };
+        if route.needs_token()
+            && let Some(reply) = refuse_unauthorized(&request, self.config.token.as_deref())
+        {
+            return reply;
+        }
+        match route {
+            Route::Health => text(StatusCode::OK, "ok\n"),
+            Route::Metrics => {
+                self.metrics.machine(&self.machine());
+                let mut reply = text(StatusCode::OK, self.metrics.encode());
+                reply.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+                );
+                reply
+            }
+            Route::OpenApi => json(StatusCode::OK, &jig_api::openapi()),
+            Route::Ui => {
+                let mut reply = text(StatusCode::OK, include_str!("ui.html"));
+                reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+                reply
+            }
+            Route::Devices => json(StatusCode::OK, &self.machine()),
+            Route::ListApps => self.list(),
+            Route::Deploy => self.deploy(request).await,
+            Route::Status(app) => match self.app(app) {
+                Some(app) => json(StatusCode::OK, &self.status(&app)),
+                None => self.unknown_app(app),
+            },
+            Route::Delete(app) => self.clone().delete(app).await,
+            Route::Invoke(app) => self.invoke(app, request).await,
+            Route::V2Server => self.v2_server(),
+            Route::V2Live => self.v2_health(true),
+            Route::V2Ready => self.v2_health(false),
+            Route::V2Model(model) => self.v2_model(model, &request),
+            Route::V2ModelReady(model) => self.v2_model_ready(model, &request),
+            Route::V2Infer(model) => self.v2_infer(model, request).await,
+        }
+    }
+}
+
+/// Check `Authorization: Bearer TOKEN` when a token is configured: the 401 reply when it is not given.
+pub(crate) fn refuse_unauthorized(request: &Request<Incoming>, token: Option<&str>) -> Option<Reply> {
+    let token = token?;
+    let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let bearer = given.and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
+    match bearer {
+        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => None,
+        Some(_) => {
+            Some(error(ErrorKind::Unauthorized, "wrong token; pass the gateway's token with --token or JIG_TOKEN"))
+        }
+        None => Some(error(
+            ErrorKind::Unauthorized,
+            "this gateway needs a token: send `Authorization: Bearer TOKEN` (--token or JIG_TOKEN)",
+        )),
+    }
+}
+
+/// Connections each peer holds open.
+type Peers = Arc<std::sync::Mutex<HashMap<std::net::IpAddr, u32>>>;
+
+/// A connection a peer holds, given back when it closes.
+struct PeerHold {
+    peers: Peers,
+    peer: std::net::IpAddr,
+}
+
+impl PeerHold {
+    /// A hold for `peer`, unless it holds `max` already.
+    fn take(peers: &Peers, peer: std::net::IpAddr, max: u32) -> Option<PeerHold> {
+        let mut held = peers.lock().unwrap_or_else(|p| p.into_inner());
+        let count = held.entry(peer).or_default();
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(PeerHold { peers: peers.clone(), peer })
+    }
+}
+
+impl Drop for PeerHold {
+    fn drop(&mut self) {
+        let mut held = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = held.get_mut(&self.peer) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.peer);
+            }
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The whole body, at most `max` bytes: 413 beyond, 400 when the client stops sending before its end.
+pub(crate) async fn read_body(request: Request<Incoming>, max: u64, what: &str) -> Result<Bytes, Reply> {
+    let too_large =
+        || error(ErrorKind::TooLarge, format!("the {what} is larger than this gateway's limit of {max} bytes"));
+    let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    match Limited::new(request.into_body(), max as usize).collect().await {
+        Ok(body) => Ok(body.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(e) => Err(error(ErrorKind::InvalidRequest, format!("the {what} could not be read: {e}"))),
+    }
+}
+
+fn text(code: StatusCode, body: impl Into<String>) -> Reply {
+    let mut reply = Response::new(Full::new(Bytes::from(body.into())));
+    *reply.status_mut() = code;
+    reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    reply
+}
+
+pub(crate) fn json(code: StatusCode, value: &impl Serialize) -> Reply {
+    let mut body = serde_json::to_vec_pretty(value).unwrap_or_default();
+    body.push(b'\n');
+    let mut reply = bytes_reply(code, Bytes::from(body));
+    reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    reply
+}
+
+pub(crate) fn bytes_reply(code: StatusCode, body: Bytes) -> Reply {
+    let mut reply = Response::new(Full::new(body));
+    *reply.status_mut() = code;
+    reply
+}
+
+/// An error answer: its kind sets the status.
+pub(crate) fn error(kind: ErrorKind, message: impl Into<String>) -> Reply {
+    let code = StatusCode::from_u16(kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json(code, &ErrorBody { error: message.into(), kind })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_peer_holds_at_most_its_share_of_connections_and_gets_them_back_as_they_close() {
+        use super::{PeerHold, Peers};
+        let peers = Peers::default();
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let first = PeerHold::take(&peers, a, 2).unwrap();
+        let _second = PeerHold::take(&peers, a, 2).unwrap();
+        assert!(PeerHold::take(&peers, a, 2).is_none(), "a third from the same address");
+        assert!(PeerHold::take(&peers, b, 2).is_some(), "another address has its own share");
+        drop(first);
+        assert!(PeerHold::take(&peers, a, 2).is_some(), "a closed connection gives its place back");
+    }
+}
