@@ -14,10 +14,12 @@
 pub mod admission;
 mod app;
 pub mod deployment;
+mod error;
 mod pipelines;
 mod slots;
 
-pub use app::{Admitted, App, AppError, DEFAULT_DEADLINE, ModelHosts, Output, StartError, TaskObserver};
+pub use app::{Admitted, App, DEFAULT_DEADLINE, ModelHosts, Output, TaskObserver};
 pub use deployment::Deployment;
+pub use error::{AppError, StartError};
 pub use pipelines::{Booked, HeadStats};
 pub use slots::ModelSlots;

@@ -1,0 +1,187 @@
+//! Starting a deployment's model instances: each in its planned place, on this machine or a `jig node`, with
+//! the batch policy its plan gives it, grouped by variant and segment type for what the app observes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jig_manifest::Bundle;
+use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
+use jig_model_host::launch::{LaunchError, Launcher, Placement};
+use jig_model_host::pool::Pool;
+use jig_model_host::segment::Segment;
+
+use super::DEFAULT_DEADLINE;
+use crate::deployment::Deployment;
+use crate::error::StartError;
+use crate::slots::ModelSlots;
+use jig_api::InstancePlace;
+
+/// Where an app's model instances start: this machine's segments, and the cluster's `jig node`s.
+#[derive(Debug, Clone)]
+pub struct ModelHosts {
+    /// This machine's segments.
+    pub launcher: Launcher,
+    /// How to reach the nodes instances are placed on; `None`: the gateway has none.
+    pub nodes: Option<jig_node::Access>,
+}
+
+/// The instances of one variant on one segment type, and what the profile table says of them.
+#[derive(Clone)]
+pub(super) struct Group {
+    pub(super) slot: String,
+    pub(super) variant: String,
+    pub(super) segment: String,
+    pub(super) max_batch: u32,
+    pub(super) instances: Vec<Arc<Instance>>,
+    /// The profile's p50 and p95 latency (ms) by batch size.
+    pub(super) profiled_ms: HashMap<u32, (f64, f64)>,
+}
+
+/// Start the deployment's instances, each in its planned place: pinned to its cores, or in a worker bound, by
+/// UUID, to the GPU or MIG instance its place names (one worker for each of a `mig:…:K` instance's K processes),
+/// on this machine or on the `jig node` the place names (the instance's queue and batcher stay here).
+pub(super) fn start_models(
+    hosts: &ModelHosts,
+    bundle: &Bundle,
+    deployment: &Deployment,
+) -> Result<(ModelSlots, Vec<Group>), StartError> {
+    let app = &bundle.manifest.name;
+    let refused = |detail: String| StartError::Deployment { app: app.clone(), detail };
+    // The profile table, for what observed latencies are compared with; a bundle without one compares none.
+    let profiles = bundle.profiles_path().and_then(|p| crate::deployment::read_profiles(&p).ok()).unwrap_or_default();
+    let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
+    let mut groups = Vec::new();
+    // Pooled pipelines' instances run the batches their head books, each alone and at once.
+    let pipelined: Vec<&str> =
+        deployment.pipelines.iter().flat_map(|p| p.pools.iter().map(|q| q.slot.as_str())).collect();
+    for planned in &deployment.instances {
+        let mut group = Group {
+            slot: planned.slot.clone(),
+            variant: planned.variant.clone(),
+            segment: planned.segment.clone(),
+            max_batch: planned.max_batch,
+            instances: Vec::new(),
+            profiled_ms: profiles
+                .iter()
+                .filter(|r| r.slot == planned.slot && r.variant == planned.variant && r.segment == planned.segment)
+                .map(|r| (r.batch, (r.p50_ms, r.p95_ms)))
+                .collect(),
+        };
+        let variant = bundle.manifest.variants.iter().find(|v| v.slot == planned.slot && v.name == planned.variant);
+        let variant = variant.ok_or_else(|| {
+            refused(format!(
+                "the plan names variant `{}` of slot `{}`, which the bundle lacks",
+                planned.variant, planned.slot
+            ))
+        })?;
+        for i in 0..planned.count {
+            let place = planned.places.get(i as usize).cloned().unwrap_or_default();
+            let name = place.segment(&planned.segment);
+            let segment: Segment =
+                name.parse().map_err(|e| refused(format!("the plan places an instance on `{name}`: {e}")))?;
+            let processes = match segment {
+                Segment::Mig { mps, .. } => u32::from(mps),
+                _ => 1,
+            };
+            for process in 0..processes {
+                let label = if processes > 1 { format!("{i}.{process}") } else { i.to_string() };
+                let mut config =
+                    InstanceConfig::new(format!("{app}/{}/{}@{name}#{label}", planned.slot, planned.variant));
+                // As planned (§3.3): wait up to L̂ for a fuller batch, drop what can no longer make its deadline.
+                // Unplanned instances start batches at once and drop only what is past its deadline.
+                let ms = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1000.0);
+                config.policy = if pipelined.contains(&planned.slot.as_str()) {
+                    BatchPolicy::serving(1, DEFAULT_DEADLINE)
+                } else if planned.wait_ms > 0.0 {
+                    let stale = if planned.stale_ms > 0.0 { planned.stale_ms } else { 2.0 * planned.wait_ms };
+                    BatchPolicy::planned(
+                        planned.max_batch.into(),
+                        ms(planned.wait_ms),
+                        ms(planned.drop_budget_ms),
+                        ms(stale),
+                    )
+                } else {
+                    BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
+                };
+                let model_error = |source| StartError::Model {
+                    app: app.clone(),
+                    source: Box::new(source),
+                    bundle: bundle.dir.clone(),
+                };
+                let instance = match &place.node {
+                    None => hosts
+                        .launcher
+                        .start_instance(config, &variant.name, &bundle.model_path(variant), placement(segment, &place))
+                        .map_err(model_error)?,
+                    Some(node) => {
+                        let access = hosts.nodes.as_ref().ok_or_else(|| {
+                            refused(format!(
+                                "the plan places an instance on node {node}, but the gateway has no node token \
+                                 (`node_token_file`)"
+                            ))
+                        })?;
+                        let spec = jig_node::RemoteSpec {
+                            node: node.clone(),
+                            token: access.token.clone(),
+                            instance: config.name.clone(),
+                            model_name: variant.name.clone(),
+                            model_path: bundle.model_path(variant),
+                            segment,
+                            device: place.device.clone(),
+                            cores: place.cores.iter().map(|&c| c as usize).collect(),
+                            timeout: access.timeout,
+                        };
+                        Instance::start(config, move || Ok(jig_node::Remote::connect(spec)?))
+                            .map_err(|e| model_error(LaunchError::Instance(e)))?
+                    }
+                };
+                // A `mig:…:K` instance's rate is that of its K processes together.
+                let rate = planned.rate_rps / f64::from(processes);
+                let instance = Arc::new(instance);
+                group.instances.push(instance.clone());
+                by_slot.entry(planned.slot.as_str()).or_default().push((instance, rate));
+            }
+        }
+        groups.push(group);
+    }
+    let mut slots = ModelSlots::new();
+    for (slot, instances) in by_slot {
+        slots.insert(slot, Arc::new(Pool::new(instances)));
+    }
+    Ok((slots, groups))
+}
+
+/// Where the launcher starts an instance placed at `place`: pinned to its cores, or bound to the device it was
+/// placed on, by UUID (a GPU instance placed on none, as the default deployment's are not, is placed by the
+/// launcher when it starts).
+fn placement(segment: Segment, place: &InstancePlace) -> Placement {
+    let cores = place.cores.iter().map(|&c| c as usize).collect::<Vec<_>>();
+    Placement { segment, cores: (!cores.is_empty()).then_some(cores), device: place.device.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A planned place on the second 3g.40gb instance starts its worker on that instance, by UUID.
+    #[test]
+    fn a_place_binds_its_worker_to_the_device_it_names() {
+        use jig_model_host::device::Devices;
+        let devices = Devices::from_nvidia_smi(
+            vec![0, 1],
+            "0, NVIDIA H100 80GB HBM3, GPU-aaaa, 81559, Enabled\n",
+            "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\n  MIG 3g.40gb Device 0: (UUID: MIG-0)\n  \
+             MIG 3g.40gb Device 1: (UUID: MIG-1)\n",
+        );
+        let launcher = Launcher::new(devices, None);
+        let place = InstancePlace { gpu: Some(0), device: Some("MIG-1".into()), ..InstancePlace::default() };
+        let segment: Segment = place.segment("mig:3g.40gb:2").parse().unwrap();
+        let bound = launcher.bind(&placement(segment, &place)).unwrap();
+        assert_eq!(bound.env()[0], ("CUDA_VISIBLE_DEVICES".into(), "MIG-1".into()));
+        assert_eq!(bound.memory, 20_000_000_000, "half of the instance's 40 GB for each of its two processes");
+        let cores = InstancePlace { cores: vec![2, 3], ..InstancePlace::default() };
+        let pinned = placement(Segment::Cpu { cores: 2 }, &cores);
+        assert_eq!((pinned.cores, pinned.device), (Some(vec![2, 3]), None));
+    }
+}
