@@ -10,6 +10,9 @@
 //! [`CALLER_RUNS_BELOW`] last time, is run by the caller on its own thread when that thread is on one of the
 //! instance's cores: handing a short batch to the instance's thread and back costs up to a tenth of it. It is
 //! the batch the instance's thread would have run, at the same moment, on the same cores, and counts the same.
+//!
+//! An instance that ran no batch for [`RELEASE_WHEN_IDLE_FOR`] after running some hands the memory the process
+//! freed back to the OS, so that a gateway's memory falls back after a burst.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, mpsc};
@@ -361,7 +364,8 @@ impl Instance {
                         spare: Arc::default(),
                     });
                     let _ = ready_tx.send(Ok(engine.clone()));
-                    Batcher { queue: Queue::new(engine.policy), engine, jobs }.run();
+                    let idle = IdleRelease::new(RELEASE_WHEN_IDLE_FOR, release_freed_memory);
+                    Batcher { queue: Queue::new(engine.policy), engine, jobs, idle }.run();
                     release_freed_memory();
                 })
                 .map_err(|e| start_error(e.to_string()))?;
@@ -532,8 +536,10 @@ impl Instance {
     }
 }
 
-/// Hand the memory a stopped instance freed (its session, its buffers) back to the OS. glibc keeps freed
-/// memory in its arenas, so a gateway that re-plans or redeploys would otherwise keep each old deployment's.
+/// Hand the memory a stopped or idle instance freed (its session, its buffers) back to the OS. glibc keeps freed
+/// memory in its arenas, so a gateway that re-plans or redeploys would otherwise keep each old deployment's, and
+/// after a burst what its batches and the requests around them freed: glibc trims on its own only the free
+/// memory at the top of an arena, which a few allocations still live above it pin. This returns every free page.
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages of the allocator's arenas to the OS.
@@ -542,11 +548,31 @@ fn release_freed_memory() {
     }
 }
 
+/// How long an instance runs no batch before it hands the memory freed meanwhile back to the OS (glibc's
+/// `malloc_trim`): long enough that a steady load, however light, never pays for it (the next batch faults in
+/// what it takes from the OS again), short enough that memory falls back soon after a burst.
+pub const RELEASE_WHEN_IDLE_FOR: Duration = Duration::from_secs(10);
+
+/// When an idle instance releases freed memory: once no batch ran for `after`, if any ran since the last time.
+struct IdleRelease {
+    after: Duration,
+    release: fn(),
+    /// The instance's batch count when it last released memory.
+    released_at: u64,
+}
+
+impl IdleRelease {
+    fn new(after: Duration, release: fn()) -> Self {
+        IdleRelease { after, release, released_at: 0 }
+    }
+}
+
 /// The instance thread's state.
 struct Batcher {
     engine: Arc<Engine>,
     jobs: mpsc::Receiver<Job>,
     queue: Queue<Job, Instant>,
+    idle: IdleRelease,
 }
 
 impl Batcher {
@@ -555,9 +581,9 @@ impl Batcher {
         loop {
             self.queue.extend(self.jobs.try_iter());
             if self.queue.is_empty() {
-                match self.jobs.recv() {
-                    Ok(job) => self.queue.push(job),
-                    Err(_) => return, // the instance was dropped and the queue is empty
+                match self.next_job() {
+                    Some(job) => self.queue.push(job),
+                    None => return, // the instance was dropped and the queue is empty
                 }
                 after_batch = false;
             }
@@ -581,6 +607,27 @@ impl Batcher {
             after_batch = !batch.is_empty();
             if after_batch {
                 self.run_batch(batch, held);
+            }
+        }
+    }
+
+    /// Wait for the next job; `None` once the instance was dropped. Batches (the instance's, or callers' own) that
+    /// stopped for [`IdleRelease::after`] are a load that ended: the memory they freed goes back to the OS then.
+    fn next_job(&mut self) -> Option<Job> {
+        let batches = |engine: &Engine| engine.stats.batches.load(Ordering::Relaxed);
+        let mut seen = batches(&self.engine);
+        loop {
+            match self.jobs.recv_timeout(self.idle.after) {
+                Ok(job) => return Some(job),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let now = batches(&self.engine);
+                    if now == seen && now != self.idle.released_at {
+                        (self.idle.release)();
+                        self.idle.released_at = now;
+                    }
+                    seen = now;
+                }
             }
         }
     }
@@ -625,5 +672,80 @@ impl Batcher {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Answers each batch with its inputs.
+    struct Identity;
+
+    impl Executor for Identity {
+        fn inputs(&self) -> &[TensorSpec] {
+            &[]
+        }
+        fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
+            Ok(inputs.to_vec())
+        }
+    }
+
+    static RELEASES: AtomicUsize = AtomicUsize::new(0);
+
+    fn count_release() {
+        RELEASES.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn an_instance_idle_after_batches_releases_freed_memory_once_and_not_under_a_steady_load() {
+        let after = Duration::from_millis(200);
+        let engine = Arc::new(Engine {
+            config: Arc::new(InstanceConfig::new("test")),
+            policy: BatchPolicy::default(),
+            executor: Box::new(Identity),
+            stats: Arc::default(),
+            running: Mutex::new(()),
+            spare: Arc::default(),
+        });
+        let (queue, jobs) = mpsc::channel();
+        let batcher = {
+            let engine = engine.clone();
+            let idle = IdleRelease::new(after, count_release);
+            std::thread::spawn(move || Batcher { queue: Queue::new(engine.policy), engine, jobs, idle }.run())
+        };
+        let ask = || {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let now = Instant::now();
+            let requests = vec![vec![Tensor::from_f32(vec![1], &[1.0]).unwrap()]];
+            engine.stats.queued.fetch_add(1, Ordering::Relaxed);
+            queue
+                .send(Job { requests, rows: 1, deadline: now + Duration::from_secs(60), enqueued: now, reply })
+                .unwrap();
+            answer.blocking_recv().unwrap().unwrap();
+        };
+        let releases = || RELEASES.load(Ordering::SeqCst);
+
+        std::thread::sleep(after * 3);
+        assert_eq!(releases(), 0, "no batch ran: nothing freed to release");
+        ask();
+        ask();
+        std::thread::sleep(after * 3);
+        assert_eq!(releases(), 1, "idle after batches: released once");
+        std::thread::sleep(after * 3);
+        assert_eq!(releases(), 1, "no batches since: not again");
+        // A steady load, a batch every 10 ms, never idles that long.
+        let steady = Instant::now();
+        while steady.elapsed() < after * 3 {
+            ask();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(releases(), 1, "released under a steady load");
+        std::thread::sleep(after * 3);
+        assert_eq!(releases(), 2, "the load ended: released again");
+
+        drop(queue);
+        batcher.join().unwrap();
     }
 }

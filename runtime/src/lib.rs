@@ -17,6 +17,11 @@
 //!   deadline passed) and by a timer while it waits on the host (`infer`).
 //! * **Bounded concurrency.** At most [`RuntimeConfig::max_invocations`] invocations hold an instance at once;
 //!   more wait for a slot (until their deadline) instead of failing.
+//! * **Memory that falls back after a burst.** Instances come from two pools: the first
+//!   [`RuntimeConfig::resident_slots`] invocations at once get slots that keep their linear memory resident
+//!   between invocations (no page faults for the next one); invocations beyond them get slots that hand their
+//!   memory back to the OS when they end. So what stays resident once a load is over is bounded by
+//!   `resident_slots`, not by the most invocations that ever ran at once.
 //! * **Host calls.** `infer` is async and goes to the function's [`ModelHost`]; many concurrent invocations'
 //!   calls can therefore form one batch. `emit`ted payloads are collected into the [`Outcome`].
 
@@ -34,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use jig_tensor::Spare;
-use tokio::sync::Semaphore;
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
 use wasmtime_wasi::WasiView;
@@ -54,16 +59,18 @@ pub struct RuntimeConfig {
     pub max_invocations: u32,
     /// The largest memory limit a function may ask for.
     pub max_memory: usize,
-    /// Bytes of each linear memory slot kept resident and zeroed with `memset` between instances instead of
-    /// being returned to the OS. A request that moves a few megabytes (an image) into its instance then pays
-    /// no page faults: 8 MiB covers a 1920×1080 RGB frame's worth of guest heap. Costs up to this much
-    /// resident memory per instance slot ever used at once.
+    /// Bytes of each linear memory of a resident slot ([`RuntimeConfig::resident_slots`]) kept resident and
+    /// zeroed with `memset` between instances instead of being returned to the OS. A request that moves a few
+    /// megabytes (an image) into its instance then pays no page faults: 8 MiB covers a 1920×1080 RGB frame's
+    /// worth of guest heap. Costs up to this much resident memory per resident slot once used.
     pub memory_keep_resident: usize,
-    /// Idle instance slots that keep their resident memory for the next invocation of the same function. A
-    /// slot stays tied to the function it last ran, and a re-plan or redeploy loads the functions anew, so
-    /// without this bound every deploy would leave its slots resident (up to wasmtime's default of 100 of
-    /// them, about a gigabyte). Beyond it, a new invocation takes over the least recently used idle slot.
-    pub max_idle_slots: u32,
+    /// Instance slots that keep [`RuntimeConfig::memory_keep_resident`] of their memory resident between
+    /// invocations (at least one, at most `max_invocations`). Invocations beyond this many at once run in
+    /// slots of a second pool that give all their memory back to the OS when the invocation ends (the next
+    /// one there pays the page faults). wasmtime never releases what a pooled slot keeps resident, so without
+    /// the second pool every slot used at the peak of a burst (one per request in flight, waiting for its
+    /// models) would keep its memory for good.
+    pub resident_slots: u32,
     /// How often a running guest is checked against its deadline (and yields to the async executor).
     pub epoch_tick: Duration,
 }
@@ -75,7 +82,7 @@ impl Default for RuntimeConfig {
             max_invocations: 1000,
             max_memory: 4 << 30,
             memory_keep_resident: 8 << 20,
-            max_idle_slots: 16,
+            resident_slots: 16,
             epoch_tick: Duration::from_millis(1),
         }
     }
@@ -148,15 +155,60 @@ pub struct Outcome {
 
 /// Compiles, links and runs functions. Cheap to share behind an `Arc`; one per process is typical.
 pub struct Runtime {
-    engine: Engine,
-    linker: Linker<InvocationState>,
+    /// The pool of [`RuntimeConfig::resident_slots`] slots that keep memory resident; functions are compiled
+    /// for its engine.
+    resident: Pool,
+    /// The pool of the other `max_invocations - resident_slots` slots, which keep nothing resident; `None`
+    /// when there are none.
+    overflow: Option<Pool>,
     config: RuntimeConfig,
     ticker_stop: Arc<AtomicBool>,
-    /// One permit per pooling-allocator instance slot, held from instantiation until the store is dropped, so
-    /// invocations beyond [`RuntimeConfig::max_invocations`] wait for a slot instead of failing.
-    slots: Arc<Semaphore>,
     /// Buffers that large tensors lifted out of guests' memory reuse (see [`host`]'s `infer`).
     spare: Arc<Spare>,
+}
+
+/// An engine whose pooling allocator holds the instances of one pool, the linker for it, and one permit per
+/// slot, held from instantiation until the store is dropped, so invocations beyond the slots wait for one
+/// instead of failing.
+struct Pool {
+    engine: Engine,
+    linker: Linker<InvocationState>,
+    slots: Arc<Semaphore>,
+}
+
+impl Pool {
+    /// A pool of `slots` instance slots, each keeping `keep_resident` bytes of its linear memory resident.
+    fn new(config: &RuntimeConfig, slots: u32, keep_resident: usize) -> anyhow::Result<Self> {
+        let engine = build_engine(config, slots, keep_resident)?;
+        let mut linker = Linker::new(&engine);
+        link_wasi(&mut linker)?;
+        host::link(&mut linker)?;
+        Ok(Pool { engine, linker, slots: Arc::new(Semaphore::new(slots as usize)) })
+    }
+
+    /// `component`, compiled for this pool's engine, linked and checked.
+    fn link(&self, name: &str, component: &Component) -> Result<Linked, LoadError> {
+        let function = name.to_string();
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| LoadError::Link { function: function.clone(), detail: format!("{e:#}") })?;
+        let pre =
+            FunctionPre::new(pre).map_err(|e| LoadError::MissingHandler { function, detail: format!("{e:#}") })?;
+        Ok(Linked { pre, slots: self.slots.clone() })
+    }
+
+    /// Bytes that slots not in use keep resident.
+    fn idle_resident_bytes(&self) -> usize {
+        self.engine.pooling_allocator_metrics().map_or(0, |m| m.unused_memory_bytes_resident())
+    }
+}
+
+/// A function linked into one pool, with the pool's slot permits.
+#[derive(Clone)]
+struct Linked {
+    pre: FunctionPre<InvocationState>,
+    slots: Arc<Semaphore>,
 }
 
 /// WASI interfaces linked for the standard library (inert, see [`host`]); anything else a guest imports
@@ -185,30 +237,41 @@ const WASI_PROVIDED: &[&str] = &[
 ];
 
 impl Runtime {
-    /// A runtime with its engine, linker and epoch ticker.
+    /// A runtime with its engines (a resident pool and, beyond it, an overflow pool), linkers and epoch ticker.
     pub fn new(config: RuntimeConfig) -> anyhow::Result<Self> {
-        let engine = build_engine(&config)?;
-        let mut linker = Linker::new(&engine);
-        link_wasi(&mut linker)?;
-        host::link(&mut linker)?;
+        let resident_slots = config.resident_slots.max(1).min(config.max_invocations);
+        let resident = Pool::new(&config, resident_slots, config.memory_keep_resident)?;
+        let overflow = match config.max_invocations - resident_slots {
+            0 => None,
+            slots => Some(Pool::new(&config, slots, 0)?),
+        };
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         {
-            let (engine, stop, tick) = (engine.clone(), ticker_stop.clone(), config.epoch_tick);
+            let engines: Vec<Engine> =
+                [Some(&resident), overflow.as_ref()].into_iter().flatten().map(|p| p.engine.clone()).collect();
+            let (stop, tick) = (ticker_stop.clone(), config.epoch_tick);
             std::thread::Builder::new().name("jig-epoch".into()).spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(tick);
-                    engine.increment_epoch();
+                    engines.iter().for_each(Engine::increment_epoch);
                 }
             })?;
         }
-        let slots = Arc::new(Semaphore::new(config.max_invocations as usize));
-        Ok(Runtime { engine, linker, config, ticker_stop, slots, spare: Arc::default() })
+        Ok(Runtime { resident, overflow, config, ticker_stop, spare: Arc::default() })
     }
 
-    /// The wasmtime engine functions are compiled for.
+    /// The wasmtime engine functions are compiled for (that of the resident slots; each function is copied into
+    /// the overflow slots' engine as it loads).
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.resident.engine
+    }
+
+    /// Bytes of linear memory that instance slots not in use keep resident for later invocations: at most
+    /// [`RuntimeConfig::memory_keep_resident`] per memory of the [`RuntimeConfig::resident_slots`], however many
+    /// invocations ran at once before.
+    pub fn idle_resident_bytes(&self) -> usize {
+        self.resident.idle_resident_bytes() + self.overflow.as_ref().map_or(0, Pool::idle_resident_bytes)
     }
 
     /// Load the component at `path` as function `name`.
@@ -235,31 +298,39 @@ impl Runtime {
         if wasmtime::wasmparser::Parser::is_core_wasm(wasm) {
             return Err(LoadError::CoreModule { function });
         }
-        let component = cache::compile(&self.engine, self.config.cache_dir.as_deref(), wasm)
-            .map_err(|e| LoadError::Invalid { function: function.clone(), detail: format!("{e:#}") })?;
+        let invalid = |e: wasmtime::Error| LoadError::Invalid { function: function.clone(), detail: format!("{e:#}") };
+        let component =
+            cache::compile(&self.resident.engine, self.config.cache_dir.as_deref(), wasm).map_err(invalid)?;
 
         // Refuse by name first: an import outside the contract is refused even when it happens to link.
         if let Some(import) = self.unsupported_import(&component) {
-            let detail = match self.linker.instantiate_pre(&component) {
+            let detail = match self.resident.linker.instantiate_pre(&component) {
                 Err(e) => format!("{e:#}"),
                 Ok(_) => "jig refuses it even though it declares nothing the host would have to provide".into(),
             };
             return Err(LoadError::UnsupportedImport { function, import, detail });
         }
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| LoadError::Link { function: function.clone(), detail: format!("{e:#}") })?;
-        let pre = FunctionPre::new(pre)
-            .map_err(|e| LoadError::MissingHandler { function: function.clone(), detail: format!("{e:#}") })?;
+        let resident = self.resident.link(name, &component)?;
+        let overflow = match &self.overflow {
+            None => None,
+            Some(pool) => {
+                // The same compiled code, loaded into the other engine (their settings differ only in what the
+                // pooling allocator keeps resident), rather than compiled a second time.
+                let compiled = component.serialize().map_err(invalid)?;
+                // SAFETY: the bytes are an artifact this process's wasmtime serialized a moment ago; wasmtime
+                // checks that the engine's settings are compatible with it.
+                let copy = unsafe { Component::deserialize(&pool.engine, &compiled) }.map_err(invalid)?;
+                Some(pool.link(name, &copy)?)
+            }
+        };
         Ok(Function {
             inner: Arc::new(FunctionInner {
                 name: name.into(),
-                pre,
+                resident,
+                overflow,
                 limits: options.limits,
                 config: Arc::new(options.config),
                 models: options.models,
-                slots: self.slots.clone(),
                 spare: self.spare.clone(),
             }),
         })
@@ -267,7 +338,7 @@ impl Runtime {
 
     /// The first import of `component` that is neither `jig:function` nor a linked WASI interface.
     fn unsupported_import(&self, component: &Component) -> Option<String> {
-        component.component_type().imports(&self.engine).map(|(name, _)| name.to_string()).find(|name| {
+        component.component_type().imports(&self.resident.engine).map(|(name, _)| name.to_string()).find(|name| {
             let unversioned = name.split('@').next().unwrap_or(name);
             !(unversioned.starts_with("jig:function/") || WASI_PROVIDED.contains(&unversioned))
         })
@@ -280,24 +351,31 @@ impl Drop for Runtime {
     }
 }
 
-fn build_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
+/// An engine whose pooling allocator has `slots` instance slots, each keeping `keep_resident` bytes of its linear
+/// memory resident between instances (and its tables, when that is not zero). Engines that differ only in these
+/// run the same compiled code.
+fn build_engine(config: &RuntimeConfig, slots: u32, keep_resident: usize) -> anyhow::Result<Engine> {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true).epoch_interruption(true);
 
     let mut pool = PoolingAllocationConfig::default();
     // A Rust component has one linear memory and a handful of core instances and tables (its own plus the
     // canonical-ABI shims); the multipliers leave room for that.
-    pool.total_component_instances(config.max_invocations)
-        .total_core_instances(config.max_invocations.saturating_mul(8))
-        .total_memories(config.max_invocations.saturating_mul(2))
-        .total_tables(config.max_invocations.saturating_mul(4))
-        .total_stacks(config.max_invocations)
+    pool.total_component_instances(slots)
+        .total_core_instances(slots.saturating_mul(8))
+        .total_memories(slots.saturating_mul(2))
+        .total_tables(slots.saturating_mul(4))
+        .total_stacks(slots)
         .max_memories_per_component(2)
         .max_tables_per_component(4)
         .max_memory_size(config.max_memory)
-        .linear_memory_keep_resident(config.memory_keep_resident)
-        .max_unused_warm_slots(config.max_idle_slots)
-        .table_keep_resident(64 << 10)
+        .linear_memory_keep_resident(keep_resident)
+        // An instance takes a slot that last ran the same function (its memory image still mapped), else the
+        // least recently used slot, and a never-used one only when no used one is free: the slots that ever
+        // kept memory resident are no more than ran at once (a component has one memory, but the pool has room
+        // for two per instance), and a redeploy that loads the functions anew takes over its predecessor's.
+        .max_unused_warm_slots(0)
+        .table_keep_resident(if keep_resident > 0 { 64 << 10 } else { 0 })
         // Reset only the pages an instance dirtied (Linux ≥ 6.7; elsewhere the first `keep_resident` bytes).
         .pagemap_scan(wasmtime::Enabled::Auto);
     wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
@@ -363,12 +441,36 @@ pub struct Function {
 
 struct FunctionInner {
     name: Arc<str>,
-    pre: FunctionPre<InvocationState>,
+    /// Linked into the runtime's resident slots.
+    resident: Linked,
+    /// Linked into its overflow slots, if it has any.
+    overflow: Option<Linked>,
     limits: FunctionLimits,
     config: Arc<BTreeMap<String, String>>,
     models: Arc<dyn ModelHost>,
-    slots: Arc<Semaphore>,
     spare: Arc<Spare>,
+}
+
+impl FunctionInner {
+    /// A slot to instantiate in, and the function as linked into its pool: a resident slot when one is free,
+    /// else an overflow slot, else whichever frees up first.
+    async fn slot(&self) -> Result<(&Linked, OwnedSemaphorePermit), AcquireError> {
+        let resident = &self.resident;
+        if let Ok(permit) = resident.slots.clone().try_acquire_owned() {
+            return Ok((resident, permit));
+        }
+        let Some(overflow) = &self.overflow else {
+            return Ok((resident, resident.slots.clone().acquire_owned().await?));
+        };
+        if let Ok(permit) = overflow.slots.clone().try_acquire_owned() {
+            return Ok((overflow, permit));
+        }
+        tokio::select! {
+            biased;
+            permit = resident.slots.clone().acquire_owned() => Ok((resident, permit?)),
+            permit = overflow.slots.clone().acquire_owned() => Ok((overflow, permit?)),
+        }
+    }
 }
 
 impl Function {
@@ -379,11 +481,11 @@ impl Function {
         Function {
             inner: Arc::new(FunctionInner {
                 name: f.name.clone(),
-                pre: f.pre.clone(),
+                resident: f.resident.clone(),
+                overflow: f.overflow.clone(),
                 limits: f.limits,
                 config: f.config.clone(),
                 models,
-                slots: f.slots.clone(),
                 spare: f.spare.clone(),
             }),
         }
@@ -408,7 +510,7 @@ impl Function {
         let deadline = deadline.map_or(timeout, |d| d.min(timeout));
 
         // Held until the store (and so the instance) is dropped, after everything declared below.
-        let _slot = match tokio::time::timeout_at(deadline.into(), f.slots.acquire()).await {
+        let (linked, _slot) = match tokio::time::timeout_at(deadline.into(), f.slot()).await {
             Err(_elapsed) => return Err(self.deadline_exceeded(started, deadline)),
             Ok(Ok(slot)) => slot,
             Ok(Err(closed)) => {
@@ -423,7 +525,7 @@ impl Function {
             f.config.clone(),
             f.limits,
         );
-        let mut store = Store::new(f.pre.engine(), state);
+        let mut store = Store::new(linked.pre.engine(), state);
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
@@ -431,7 +533,7 @@ impl Function {
         });
 
         let mut cpu = Duration::ZERO;
-        let instantiated = cpu_timed(&mut cpu, f.pre.instantiate_async(&mut store));
+        let instantiated = cpu_timed(&mut cpu, linked.pre.instantiate_async(&mut store));
         let instance = match tokio::time::timeout_at(deadline.into(), instantiated).await {
             Err(_elapsed) => return Err(self.deadline_exceeded(started, deadline)),
             Ok(Err(e)) => {

@@ -522,7 +522,8 @@ async fn an_invocation_says_how_long_it_waited_for_models() {
     let outcome = f.invoke(&call, None).await.unwrap();
     let (elapsed, waited) = (started.elapsed(), outcome.in_models);
     assert!(waited >= Duration::from_millis(120) && waited <= elapsed, "{waited:?} of {elapsed:?}");
-    assert!(outcome.glue + waited <= elapsed, "glue {:?}, waited {waited:?}, of {elapsed:?}", outcome.glue);
+    // Glue time is CPU time, which the 120 ms of waiting for models is not (on a loaded machine the two
+    // clocks need not add up to the wall clock, so only the bound is checked).
     assert!(outcome.glue < Duration::from_millis(40), "waiting is no glue time: {:?}", outcome.glue);
     let echo = f.invoke(&probe(json!({"op": "echo", "text": "hi"})), None).await.unwrap();
     assert_eq!(echo.in_models, Duration::ZERO, "no model calls, no waiting");
@@ -541,6 +542,46 @@ async fn invocations_beyond_the_instance_pool_wait_for_a_slot_instead_of_failing
         assert_eq!(output, (5 * 64).to_string().as_bytes());
     }
     assert!(models.max_in_flight.load(Ordering::SeqCst) <= 2, "more instances ran at once than the pool has");
+}
+
+/// wasmtime never gives back what a pooled slot keeps resident: neither a burst of invocations at once nor
+/// invocations of several functions in turn may leave memory resident in more slots than the resident ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_burst_only_the_resident_slots_keep_memory() {
+    let keep = 4 << 20;
+    let rt = Runtime::new(RuntimeConfig {
+        max_invocations: 12,
+        max_memory: 512 << 20,
+        memory_keep_resident: keep,
+        resident_slots: 2,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let models = TestModels::default();
+    // Three functions (the same code loaded thrice): a slot last used by one is not the other's to reuse as is.
+    let [a, b, c] = ["a", "b", "c"].map(|name| rt.load(name, &wasm("jig_probe"), options(models.clone())).unwrap());
+    // Each invocation writes a few MiB of its memory (its input, and the output lowered back), then waits in
+    // `infer` with the others.
+    let call = probe(json!({"op": "infer", "slot": "pause", "count": 1, "bytes": 3 << 20}));
+    let expected = (3 << 20).to_string().into_bytes();
+    let bound = |when: &str| {
+        let kept = rt.idle_resident_bytes();
+        assert!(kept > 0, "{when}: the resident slots keep what their instances wrote");
+        assert!(kept <= 2 * keep, "{when}: {} MiB kept resident, more than 2 slots' worth", kept >> 20);
+    };
+    assert_eq!(a.invoke(&call, None).await.unwrap().output, expected);
+    assert_eq!(b.invoke(&call, None).await.unwrap().output, expected);
+    for output in invoke_concurrently(&c, &call, 2).await {
+        assert_eq!(output, expected);
+    }
+    bound("after a, b, then two of c at once");
+    for f in [&a, &b, &c] {
+        for output in invoke_concurrently(f, &call, 12).await {
+            assert_eq!(output, expected);
+        }
+    }
+    assert!(models.max_in_flight.load(Ordering::SeqCst) > 2, "the invocations never overlapped");
+    bound("after bursts of 12 at once");
 }
 
 #[tokio::test]
