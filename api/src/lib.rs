@@ -431,6 +431,12 @@ impl PlannedInstances {
     pub fn cpu_cores(&self) -> Option<u32> {
         self.segment.strip_prefix("cpu:").and_then(|n| n.parse().ok())
     }
+
+    /// The threads of an instance that runs unpinned, on cores the pinned ones hold: N of `cpu:N` where its
+    /// places name no cores (and no node); `None` for a pinned instance or another segment.
+    pub fn unpinned_threads(&self) -> Option<u32> {
+        self.cpu_cores().filter(|_| self.places.iter().all(|p| p.cores.is_empty() && p.node.is_none()))
+    }
 }
 
 impl Deployment {

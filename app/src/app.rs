@@ -340,12 +340,8 @@ impl App {
     pub fn observed_unpinned_ms(&self) -> f64 {
         // An unpinned `cpu:N` instance runs on N threads: its own, whose CPU time it counts, and N − 1 of ONNX
         // Runtime's, as busy (they spin while it runs).
-        let unpinned_cores = |planned: &jig_api::PlannedInstances| {
-            let cores = planned.segment.strip_prefix("cpu:")?.parse::<u32>().ok()?;
-            planned.places.iter().all(|p| p.cores.is_empty() && p.node.is_none()).then_some(f64::from(cores))
-        };
         (self.groups.iter().zip(&self.deployment.instances))
-            .filter_map(|(g, planned)| Some((g, unpinned_cores(planned)?)))
+            .filter_map(|(g, planned)| Some((g, f64::from(planned.unpinned_threads()?))))
             .flat_map(|(g, cores)| g.instances.iter().map(move |i| (i, cores)))
             .map(|(i, cores)| cores * i.stats().cpu_ns.load(Ordering::Relaxed) as f64 / 1e6)
             .sum::<f64>()

@@ -179,9 +179,9 @@ fn cores_held(deployment: &jig_api::Deployment) -> u32 {
     let mut unpinned = 0;
     for i in &deployment.instances {
         let cores: Vec<_> = i.places.iter().flat_map(|p| p.cores.iter().map(|&c| (p.node.clone(), c))).collect();
-        match (i.cpu_cores(), cores.is_empty()) {
-            (Some(n), true) => unpinned = unpinned.max(n),
-            _ => pinned.extend(cores),
+        match i.unpinned_threads() {
+            Some(n) => unpinned = unpinned.max(n),
+            None => pinned.extend(cores),
         }
     }
     (pinned.len() as u32).max(unpinned)
