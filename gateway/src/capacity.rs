@@ -8,7 +8,7 @@ use jig_app::deployment::{Capacity, Machine};
 use jig_model_host::device::Devices;
 use jig_node::NodeInfo;
 
-use crate::{Gateway, NODE_TIMEOUT, NODES_FRESH};
+use crate::{Gateway, NODES_FRESH};
 
 impl Gateway {
     /// The gateway's cores and GPUs, or its nodes', less what every app but `except` holds: what app `except`
@@ -60,16 +60,19 @@ impl Gateway {
                     addresses.push(addr.clone());
                 }
             }
-            let mut found: Vec<NodeInfo> = Vec::new();
-            for result in jig_node::discover(&addresses, &access.token, NODE_TIMEOUT) {
+            let (mut found, mut missing): (Vec<NodeInfo>, Vec<String>) = Default::default();
+            for result in jig_node::discover(&addresses, access) {
                 match result {
                     // A node listed and registered under two names is one node.
                     Ok(node) if found.iter().any(|f| f.addr == node.addr) => {}
                     Ok(node) => found.push(node),
-                    Err(e) => tracing::warn!("{e}; planning without it"),
+                    Err(e) => {
+                        tracing::warn!("{e}; planning without it");
+                        missing.push(e.to_string());
+                    }
                 }
             }
-            *cached() = (Some(Instant::now()), found);
+            *cached() = (Some(Instant::now()), found, missing);
         }
         cached().1.clone()
     }

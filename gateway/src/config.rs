@@ -63,7 +63,13 @@ pub struct GatewayConfig {
     /// A file holding the token the nodes were started with (`jig node --token-file`); needed with `nodes`, and
     /// for a replica to use the nodes registered in its cluster.
     pub node_token_file: Option<PathBuf>,
-    /// etcd endpoints (`http://HOST:2379`) holding the cluster state, for gateway replicas ([`cluster`](crate::cluster)): apps and
+    /// The CA certificate (PEM) that signed the nodes' certificates, for nodes started with `--tls-cert`: with
+    /// it, the gateway speaks TLS to every node and checks it. Default: none (in clear).
+    pub node_tls_ca: Option<PathBuf>,
+    /// The name every node's certificate carries (one certificate for a fleet reached by IP address, as a
+    /// headless Service lists pods). Default: the host in each node's address.
+    pub node_tls_server_name: Option<String>,
+    /// etcd endpoints (`http://HOST:2379`, or `https://` with `JIG_ETCD_CA_FILE`) holding the cluster state, for gateway replicas ([`cluster`](crate::cluster)): apps and
     /// plans live there, and `state_dir`, which the replicas share, holds the bundles. Default: none (one
     /// gateway, its state in `state_dir`).
     pub etcd: Vec<String>,
@@ -91,6 +97,8 @@ impl Default for GatewayConfig {
             ipa_predictor: None,
             nodes: Vec::new(),
             node_token_file: None,
+            node_tls_ca: None,
+            node_tls_server_name: None,
             etcd: Vec::new(),
         }
     }
@@ -112,6 +120,35 @@ impl GatewayConfig {
             anyhow::bail!("`max_request_mib` and `max_bundle_mib` must be at most 1048576 (1 TiB)");
         }
         Ok(())
+    }
+
+    /// How the gateway reaches its nodes (each batch given `timeout`), with a node token: those listed, and (a
+    /// replica) those registered in the cluster. `None` without one; a setting that needs another is an error.
+    pub(crate) fn node_access(&self, timeout: std::time::Duration) -> anyhow::Result<Option<jig_node::Access>> {
+        let Some(path) = &self.node_token_file else {
+            if !self.nodes.is_empty() {
+                anyhow::bail!("`nodes` needs `node_token_file`: the token the nodes were started with");
+            }
+            if self.node_tls_ca.is_some() {
+                anyhow::bail!(
+                    "`node_tls_ca` is for nodes: give `node_token_file`, the token the nodes were started with"
+                );
+            }
+            return Ok(None);
+        };
+        let token = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("`node_token_file`: cannot read {}: {e}", path.display()))?;
+        let tls = match (&self.node_tls_ca, &self.node_tls_server_name) {
+            (Some(ca), name) => Some(
+                jig_node::tls::NodeTls::from_files(ca, name.as_deref())
+                    .map_err(|e| anyhow::anyhow!("`node_tls_ca`: {e}"))?,
+            ),
+            (None, Some(_)) => anyhow::bail!(
+                "`node_tls_server_name` needs `node_tls_ca`: the CA the nodes' certificates are checked against"
+            ),
+            (None, None) => None,
+        };
+        Ok(Some(jig_node::Access { token: token.trim().to_string(), timeout, tls }))
     }
 }
 
@@ -179,5 +216,24 @@ mod tests {
         let new: GatewayConfig = toml::from_str("max_invocations = 8").unwrap();
         assert_eq!((old.max_invocations, new.max_invocations), (8, 8));
         assert!(toml::from_str::<GatewayConfig>("max_invocation = 8").is_err(), "unknown keys are refused");
+    }
+
+    #[test]
+    fn node_settings_that_need_another_say_which() {
+        let timeout = std::time::Duration::from_secs(1);
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t\n").unwrap();
+        let config = |toml: &str| toml::from_str::<GatewayConfig>(toml).unwrap();
+        let err = |toml: &str| config(toml).node_access(timeout).unwrap_err().to_string();
+        assert!(config("").node_access(timeout).unwrap().is_none());
+        assert!(err("nodes = [\"n:7070\"]").contains("needs `node_token_file`"));
+        assert!(err("node_tls_ca = \"ca.pem\"").contains("give `node_token_file`"));
+        let with_token = format!("node_token_file = {token:?}\n");
+        assert!(err(&format!("{with_token}node_tls_server_name = \"n\"")).contains("needs `node_tls_ca`"));
+        let missing = err(&format!("{with_token}node_tls_ca = \"/nonexistent/ca.pem\""));
+        assert!(missing.contains("`node_tls_ca`") && missing.contains("/nonexistent/ca.pem"), "{missing}");
+        let access = config(&with_token).node_access(timeout).unwrap().unwrap();
+        assert_eq!((access.token.as_str(), access.tls.is_none()), ("t", true));
     }
 }

@@ -74,8 +74,8 @@ pub struct Gateway {
     runtime: Arc<Runtime>,
     /// Starts model instances on this machine's segments and on the nodes.
     hosts: ModelHosts,
-    /// The nodes as last found, and when (see [`Gateway::nodes`]).
-    nodes: std::sync::Mutex<(Option<Instant>, Vec<NodeInfo>)>,
+    /// The nodes as last found, and when (see [`Gateway::nodes`]), and why each one not found was not.
+    nodes: std::sync::Mutex<(Option<Instant>, Vec<NodeInfo>, Vec<String>)>,
     /// The addresses of the nodes registered in the cluster, as last read.
     registered: std::sync::Mutex<Vec<String>>,
     /// The cluster state, for replicas; `None` for a gateway alone.
@@ -112,16 +112,7 @@ impl Gateway {
         })?);
         let apps: Apps = Arc::default();
         let peaks = config::load_peak_predictor(config.ipa_predictor.as_deref())?;
-        // With a token, the gateway may use nodes: those listed, and (a replica) those registered in the cluster.
-        let node_access = match (&config.node_token_file, config.nodes.is_empty()) {
-            (None, true) => None,
-            (None, false) => anyhow::bail!("`nodes` needs `node_token_file`: the token the nodes were started with"),
-            (Some(path), _) => {
-                let token = std::fs::read_to_string(path)
-                    .map_err(|e| anyhow::anyhow!("`node_token_file`: cannot read {}: {e}", path.display()))?;
-                Some(jig_node::Access { token: token.trim().to_string(), timeout: NODE_TIMEOUT })
-            }
-        };
+        let node_access = config.node_access(NODE_TIMEOUT)?;
         let gateway = Arc::new(Gateway {
             metrics: Metrics::new(apps.clone()),
             config,
@@ -157,7 +148,8 @@ impl Gateway {
             gateway.demand.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), windows);
             match gateway.clone().start_app(record).await {
                 Ok(app) => {
-                    tracing::info!(app = %name, "restored");
+                    // The version kept, for a client whose deploy was cut when the gateway went down.
+                    tracing::info!(app = %name, bundle = %app.bundle, deployed_at = app.deployed_at, "restored");
                     gateway.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name, app);
                 }
                 Err(e) => tracing::error!(app = %name, "cannot restore: {e:#}"),
@@ -175,6 +167,15 @@ impl Gateway {
         tokio::task::spawn_blocking(move || {
             let bundle = self.store.bundle(&record.bundle)?;
             let capacity = self.free_capacity(Some(&record.name));
+            if self.uses_nodes() && capacity.machines.is_empty() {
+                let why = self.nodes.lock().unwrap_or_else(|p| p.into_inner()).2.join("; ");
+                let detail = format!(
+                    "no node answers{}: start `jig node`s, or correct the gateway's `nodes`, `node_token_file` and \
+                     `node_tls_ca`",
+                    if why.is_empty() { String::new() } else { format!(" ({why})") }
+                );
+                return Err(StartError::Deployment { app: record.name.clone(), detail });
+            }
             // A restart observes factors afresh; a new deploy plans with the manifest's. A bundle profiled only on
             // GPU segments this machine lacks is refused (400; the app's previous deployment serves on).
             let deployment =

@@ -92,14 +92,13 @@ fn main() {
         let here = Model::load(name, &model_path(name), &options).unwrap();
         let remote = Remote::connect(RemoteSpec {
             node: node_addr.clone(),
-            token: "t".into(),
+            access: jig_node::Access { token: "t".into(), timeout: Duration::from_secs(600), tls: None },
             instance: format!("bench/{name}"),
             model_name: name.into(),
             model_path: model_path(name),
             segment: format!("cpu:{threads}").parse().unwrap(),
             device: None,
             cores: Vec::new(),
-            timeout: Duration::from_secs(600),
         })
         .unwrap();
         let mut copy = TcpStream::connect(&echo).unwrap();

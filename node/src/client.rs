@@ -19,6 +19,7 @@ use crate::protocol::{
     Head, Reply, Request, Side, VERSION, nonce, proof, proves, read_frame, read_tensors, total_len, write_frame,
     write_tensors,
 };
+use crate::tls::{Link, NodeTls};
 
 /// The largest output a node may send for one batch.
 const MAX_OUTPUT_BYTES: u64 = 16 << 30;
@@ -28,8 +29,11 @@ const MAX_OUTPUT_BYTES: u64 = 16 << 30;
 pub struct Access {
     /// The cluster's shared token.
     pub token: String,
-    /// [`RemoteSpec::timeout`] of every instance.
+    /// How long connecting, loading (the model's transfer included) and each batch may take before the
+    /// connection counts as broken: a node that stops answering fails the batch instead of hanging it.
     pub timeout: Duration,
+    /// TLS to nodes started with a certificate; `None`: in clear.
+    pub tls: Option<NodeTls>,
 }
 
 /// One instance's model on a node.
@@ -37,8 +41,8 @@ pub struct Access {
 pub struct RemoteSpec {
     /// The node's address, `HOST:PORT`.
     pub node: String,
-    /// The cluster's shared token.
-    pub token: String,
+    /// The token, timeout and TLS the node is reached with.
+    pub access: Access,
     /// The instance, `APP/SLOT/VARIANT@SEGMENT#N`, for errors and logs on both sides.
     pub instance: String,
     /// The model's name, for errors.
@@ -51,9 +55,6 @@ pub struct RemoteSpec {
     pub device: Option<String>,
     /// The node's cores to pin a CPU segment to, as it numbers them; empty: unpinned.
     pub cores: Vec<usize>,
-    /// How long connecting, loading (the model's transfer included) and each batch may take before the
-    /// connection counts as broken: a node that stops answering fails the batch instead of hanging it.
-    pub timeout: Duration,
 }
 
 /// Why a batch or a connection to a node failed.
@@ -126,8 +127,8 @@ pub struct Remote {
 }
 
 struct Connection {
-    reader: BufReader<TcpStream>,
-    writer: BufWriter<TcpStream>,
+    reader: BufReader<Link>,
+    writer: BufWriter<Link>,
     buf: Vec<u8>,
 }
 
@@ -179,7 +180,7 @@ impl Remote {
     /// A new connection with the model loaded, and the model's declared inputs and outputs.
     fn open(&self) -> Result<(Connection, Vec<TensorSpec>, Vec<TensorSpec>), RemoteError> {
         let spec = &self.spec;
-        let (mut c, _) = handshake(&spec.node, &spec.token, spec.timeout, &spec.instance)?;
+        let (mut c, _) = handshake(&spec.node, &spec.access, &spec.instance)?;
         let loading = self.broken("broke the connection while loading the model");
         let load = Request::Load {
             instance: spec.instance.clone(),
@@ -248,7 +249,7 @@ pub struct NodeInfo {
 /// Ask each node of `nodes` what it offers. An entry is `HOST:PORT`; a host name that resolves to several
 /// addresses (a Kubernetes headless Service over a DaemonSet) counts each address as a node. An entry that
 /// does not resolve, or an address that does not answer, is an error in the list; the others are found.
-pub fn discover(nodes: &[String], token: &str, timeout: Duration) -> Vec<Result<NodeInfo, RemoteError>> {
+pub fn discover(nodes: &[String], access: &Access) -> Vec<Result<NodeInfo, RemoteError>> {
     let mut found = Vec::new();
     for entry in nodes {
         let addrs = match entry.to_socket_addrs() {
@@ -260,23 +261,17 @@ pub fn discover(nodes: &[String], token: &str, timeout: Duration) -> Vec<Result<
         };
         for addr in addrs {
             let addr = addr.to_string();
-            found.push(handshake(&addr, token, timeout, "").map(|(_, (name, devices))| NodeInfo {
-                addr,
-                name,
-                devices,
-            }));
+            found.push(handshake(&addr, access, "").map(|(_, (name, devices))| NodeInfo { addr, name, devices }));
         }
     }
     found
 }
 
-/// Connect to `node`, prove `token` and read its welcome: the connection, the node's name and devices.
-fn handshake(
-    node: &str,
-    token: &str,
-    timeout: Duration,
-    instance: &str,
-) -> Result<(Connection, (String, Devices)), RemoteError> {
+/// Connect to `node` (in TLS when `access` says so), prove the token and read its welcome: the connection, the
+/// node's name and devices.
+fn handshake(node: &str, access: &Access, instance: &str) -> Result<(Connection, (String, Devices)), RemoteError> {
+    let Access { token, timeout, tls } = access;
+    let timeout = *timeout;
     let connect_error =
         |source| RemoteError::Connect { instance: instance.to_string(), node: node.to_string(), source };
     let addr = node
@@ -288,16 +283,18 @@ fn handshake(
     stream.set_nodelay(true).map_err(connect_error)?;
     stream.set_read_timeout(Some(timeout)).map_err(connect_error)?;
     stream.set_write_timeout(Some(timeout)).map_err(connect_error)?;
+    let host = node.rsplit_once(':').map_or(node, |(host, _port)| host);
+    let link = Link::connect(stream, tls.as_ref(), host).map_err(connect_error)?;
     let mut c = Connection {
-        reader: BufReader::with_capacity(1 << 16, stream.try_clone().map_err(connect_error)?),
-        writer: BufWriter::with_capacity(1 << 16, stream),
+        reader: BufReader::with_capacity(1 << 16, link.clone()),
+        writer: BufWriter::with_capacity(1 << 16, link),
         buf: Vec::new(),
     };
-    let broken = |source| RemoteError::Broken {
+    let broken = |source: io::Error| RemoteError::Broken {
         instance: instance.to_string(),
         node: node.to_string(),
         what: "broke the connection while saying hello",
-        source,
+        source: with_tls_hint(source, tls.is_some()),
     };
     let gateway = nonce().map_err(broken)?;
     write_frame(&mut c.writer, &Request::Hello { version: VERSION, nonce: gateway })
@@ -330,6 +327,20 @@ fn handshake(
         Reply::Refused { reason } => Err(refused(reason)),
         other => Err(broken(unexpected(&other))),
     }
+}
+
+/// `error`, with what to check when it may come from one side speaking TLS and the other not: a node in TLS
+/// answers a gateway in clear with an alert (a frame cut short), one in clear closes on a gateway's TLS hello.
+fn with_tls_hint(error: io::Error, tls: bool) -> io::Error {
+    if !matches!(error.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset) {
+        return error;
+    }
+    let hint = if tls {
+        "does the node serve TLS? Start it with --tls-cert and --tls-key, or leave out the gateway's node_tls_ca"
+    } else {
+        "a node started with --tls-cert speaks only TLS: give the gateway the CA that signed it as node_tls_ca"
+    };
+    io::Error::new(error.kind(), format!("{error} ({hint})"))
 }
 
 /// `instance `NAME`: ` before a message about an instance; nothing without one.

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -19,6 +19,7 @@ use crate::protocol::{
     Head, Reply, Request, Side, VERSION, nonce, proof, proves, read_frame, read_tensors, total_len, write_frame,
     write_tensors,
 };
+use crate::tls::{Link, NodeIdentity};
 
 /// What a node serves with.
 #[derive(Debug, Clone)]
@@ -35,8 +36,11 @@ pub struct NodeConfig {
     pub max_batch_bytes: u64,
     /// The largest model a gateway may send.
     pub max_model_bytes: u64,
-    /// How long a new connection may take to say `Hello`: a client that connects and says nothing is closed.
+    /// How long a new connection may take to say `Hello` (its TLS handshake included): a client that connects
+    /// and says nothing is closed.
     pub hello_timeout: Duration,
+    /// The node's certificate and key: with them it speaks only TLS; `None`: in clear.
+    pub tls: Option<NodeIdentity>,
 }
 
 impl NodeConfig {
@@ -50,6 +54,7 @@ impl NodeConfig {
             max_batch_bytes: 4 << 30,
             max_model_bytes: 4 << 30,
             hello_timeout: Duration::from_secs(10),
+            tls: None,
         }
     }
 }
@@ -126,9 +131,16 @@ impl Node {
             let Some(greeting) = Greeting::take(&self, peer.ip()) else {
                 continue; // dropped: closed without a word
             };
+            let link = match Link::accept(stream, self.config.tls.as_ref()) {
+                Ok(link) => link,
+                Err(e) => {
+                    tracing::warn!(%peer, "cannot start TLS: {e}");
+                    continue;
+                }
+            };
             let node = self.clone();
             let _ = std::thread::Builder::new().name(format!("jig-node {peer}")).spawn(move || {
-                if let Err(e) = node.connection(&stream, greeting) {
+                if let Err(e) = node.connection(&link, greeting) {
                     tracing::warn!(%peer, "node connection ended: {e}");
                 }
             });
@@ -136,12 +148,13 @@ impl Node {
     }
 
     /// One connection: its hello, its model, then its batches until it closes.
-    fn connection(&self, stream: &TcpStream, greeting: Greeting) -> io::Result<()> {
+    fn connection(&self, link: &Link, greeting: Greeting) -> io::Result<()> {
+        let stream = link.tcp();
         stream.set_nodelay(true)?;
         // The hello's deadline is absolute: a peer that trickles a byte at a time is closed at it all the same.
         let deadline = Instant::now() + self.config.hello_timeout;
-        let mut reader = BufReader::with_capacity(1 << 16, Until { stream, deadline: Some(deadline) });
-        let mut writer = BufWriter::with_capacity(1 << 16, stream);
+        let mut reader = BufReader::with_capacity(1 << 16, Until { link, deadline: Some(deadline) });
+        let mut writer = BufWriter::with_capacity(1 << 16, link);
         let mut buf = Vec::new();
         let name = &self.config.name;
         let Some(_served) = self.hello(&mut reader, &mut writer, &mut buf)? else {
@@ -390,7 +403,7 @@ impl Drop for Counted<'_> {
 
 /// A connection's reads, each given what is left of `deadline` (none: no limit).
 struct Until<'a> {
-    stream: &'a TcpStream,
+    link: &'a Link,
     deadline: Option<Instant>,
 }
 
@@ -401,10 +414,10 @@ impl Read for Until<'_> {
             if left.is_zero() {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "the peer did not say hello in time"));
             }
-            self.stream.set_read_timeout(Some(left))?;
+            self.link.tcp().set_read_timeout(Some(left))?;
         }
-        let mut stream = self.stream;
-        stream.read(buf)
+        let mut link = self.link;
+        link.read(buf)
     }
 }
 

@@ -14,7 +14,8 @@ use jig_model_host::onnx::{Model, SessionOptions};
 use jig_model_host::segment::Segment;
 use jig_model_host::{DType, Tensor};
 use jig_node::protocol::{self, Reply, Request, Side};
-use jig_node::{Node, NodeConfig, Remote, RemoteSpec, discover};
+use jig_node::tls::{NodeIdentity, NodeTls};
+use jig_node::{Access, Node, NodeConfig, Remote, RemoteSpec, discover};
 
 const TOKEN: &str = "s3cret-token";
 
@@ -32,11 +33,19 @@ fn node(cores: usize) -> (String, tempfile::TempDir) {
 
 /// [`node`], and the node itself.
 fn node_and_handle(cores: usize) -> (String, tempfile::TempDir, Arc<Node>) {
+    node_with(cores, None)
+}
+
+/// [`node_and_handle`], speaking TLS with `tls`.
+fn node_with(cores: usize, tls: Option<NodeIdentity>) -> (String, tempfile::TempDir, Arc<Node>) {
     let cache = tempfile::tempdir().unwrap();
     let mut devices = Devices::discover();
     devices.cpu_cores = (0..cores).map(|i| devices.cpu_cores[i % devices.cpu_cores.len()]).collect();
-    let config =
-        NodeConfig { hello_timeout: Duration::from_millis(300), ..NodeConfig::new("test-node", TOKEN, cache.path()) };
+    let config = NodeConfig {
+        hello_timeout: Duration::from_millis(300),
+        tls,
+        ..NodeConfig::new("test-node", TOKEN, cache.path())
+    };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let node = Arc::new(Node::new(config, Launcher::new(devices, None)));
@@ -48,15 +57,18 @@ fn node_and_handle(cores: usize) -> (String, tempfile::TempDir, Arc<Node>) {
 fn spec(node: &str, model: &str, segment: &str) -> RemoteSpec {
     RemoteSpec {
         node: node.to_string(),
-        token: TOKEN.to_string(),
+        access: access(TOKEN),
         instance: format!("test/{model}@{segment}#0"),
         model_name: model.to_string(),
         model_path: model_path(model),
         segment: segment.parse::<Segment>().unwrap(),
         device: None,
         cores: Vec::new(),
-        timeout: Duration::from_secs(30),
     }
+}
+
+fn access(token: &str) -> Access {
+    Access { token: token.to_string(), timeout: Duration::from_secs(30), tls: None }
 }
 
 fn mixed_inputs(rows: usize) -> Vec<Tensor> {
@@ -126,7 +138,7 @@ fn an_instance_batches_on_the_gateway_and_runs_on_the_node() {
 fn a_wrong_token_is_refused_by_name_and_never_crosses_the_wire() {
     let (addr, _cache) = node(1);
     // The node proves the token first: a gateway with another token finds it unproven and goes no further.
-    let err = Remote::connect(RemoteSpec { token: "guess".into(), ..spec(&addr, "mixed", "cpu:1") }).err().unwrap();
+    let err = Remote::connect(RemoteSpec { access: access("guess"), ..spec(&addr, "mixed", "cpu:1") }).err().unwrap();
     let message = err.to_string();
     assert!(message.contains(&addr) && message.contains("token") && message.contains("test/mixed"), "{message}");
 
@@ -212,14 +224,14 @@ fn tokio_free_block_on<F: std::future::Future>(future: F) -> F::Output {
 fn discovery_lists_what_each_node_offers_and_names_the_missing() {
     let ((a, _ca), (b, _cb)) = (node(1), node(2));
     let gone = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
-    let found = discover(&[a.clone(), b.clone(), gone.clone()], TOKEN, Duration::from_secs(5));
+    let found = discover(&[a.clone(), b.clone(), gone.clone()], &access(TOKEN));
     let cores: Vec<usize> = found[..2].iter().map(|f| f.as_ref().unwrap().devices.cpu_cores.len()).collect();
     assert_eq!(cores, [1, 2]);
     assert_eq!(found[0].as_ref().unwrap().name, "test-node");
     assert_eq!(found[1].as_ref().unwrap().addr, b);
     let err = found[2].as_ref().unwrap_err().to_string();
     assert!(err.starts_with("cannot reach node") && err.contains(&gone), "{err}");
-    let unproven = discover(&[a], "wrong", Duration::from_secs(5)).remove(0).unwrap_err().to_string();
+    let unproven = discover(&[a], &access("wrong")).remove(0).unwrap_err().to_string();
     assert!(unproven.contains("did not prove the cluster's token"), "{unproven}");
 }
 
@@ -345,4 +357,110 @@ fn one_address_holds_at_most_its_share_of_connections_saying_hello() {
     drop(silent);
     std::thread::sleep(Duration::from_millis(300));
     assert!(Remote::connect(spec(&addr, "mixed", "cpu:1")).is_ok(), "served once the address let them go");
+}
+
+/// A CA, and a node certificate it signed for `names`, as PEM files in a new directory: `ca.pem`,
+/// `node.pem`, `node.key`.
+fn certificates(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let cert = rcgen::CertificateParams::new(names).unwrap().signed_by(&key, &ca, &ca_key).unwrap();
+    std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.path().join("node.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.path().join("node.key"), key.serialize_pem()).unwrap();
+    dir
+}
+
+fn identity(certs: &tempfile::TempDir) -> NodeIdentity {
+    NodeIdentity::from_files(&certs.path().join("node.pem"), &certs.path().join("node.key")).unwrap()
+}
+
+fn tls_access(ca: &std::path::Path, server_name: Option<&str>) -> Access {
+    Access { tls: Some(NodeTls::from_files(ca, server_name).unwrap()), ..access(TOKEN) }
+}
+
+#[test]
+fn batches_run_in_tls_to_a_node_with_a_certificate() {
+    let certs = certificates(&["127.0.0.1"]);
+    let (addr, _cache, _node) = node_with(2, Some(identity(&certs)));
+    let remote = Remote::connect(RemoteSpec {
+        access: tls_access(&certs.path().join("ca.pem"), None),
+        ..spec(&addr, "mixed", "cpu:1")
+    })
+    .unwrap();
+    let here = Model::load("mixed", &model_path("mixed"), &SessionOptions::default()).unwrap();
+    for rows in [1, 16] {
+        let inputs = mixed_inputs(rows);
+        let (a, b) = (remote.execute(&inputs).unwrap(), here.run(&inputs).unwrap());
+        assert_eq!(a, b, "{rows} rows");
+    }
+    // Large tensors cross TLS intact too (many records each).
+    let big: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
+    let big = vec![Tensor::from_f32(vec![1 << 18, 4], &big).unwrap(), mixed_inputs(1 << 18)[1].clone()];
+    assert_eq!(remote.execute(&big).unwrap(), here.run(&big).unwrap());
+
+    // A fleet's one certificate, checked against the name the gateway is told, not the address.
+    let fleet = certificates(&["nodes.jig.internal"]);
+    let (addr, _cache, _node) = node_with(1, Some(identity(&fleet)));
+    let ca = fleet.path().join("ca.pem");
+    Remote::connect(RemoteSpec {
+        access: tls_access(&ca, Some("nodes.jig.internal")),
+        ..spec(&addr, "mixed", "cpu:1")
+    })
+    .unwrap();
+    let wrong_name = Remote::connect(RemoteSpec { access: tls_access(&ca, None), ..spec(&addr, "mixed", "cpu:1") })
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(wrong_name.contains("certificate"), "{wrong_name}");
+}
+
+#[test]
+fn a_node_whose_certificate_another_ca_signed_is_refused_before_the_token() {
+    let (ours, theirs) = (certificates(&["127.0.0.1"]), certificates(&["127.0.0.1"]));
+    let (addr, _cache, _node) = node_with(1, Some(identity(&theirs)));
+    let err = Remote::connect(RemoteSpec {
+        access: tls_access(&ours.path().join("ca.pem"), None),
+        ..spec(&addr, "mixed", "cpu:1")
+    })
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(err.contains(&addr) && err.contains("certificate"), "{err}");
+}
+
+#[test]
+fn one_side_in_tls_and_the_other_in_clear_is_an_error_that_says_which_to_set() {
+    let certs = certificates(&["127.0.0.1"]);
+    let (tls_node, _c1, _n1) = node_with(1, Some(identity(&certs)));
+    let clear = Remote::connect(spec(&tls_node, "mixed", "cpu:1")).err().unwrap().to_string();
+    assert!(clear.contains("node_tls_ca"), "a gateway in clear is told the node speaks TLS: {clear}");
+    let (clear_node, _c2) = node(1);
+    let ca = certs.path().join("ca.pem");
+    let tls = Remote::connect(RemoteSpec { access: tls_access(&ca, None), ..spec(&clear_node, "mixed", "cpu:1") })
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(tls.contains("--tls-cert"), "a gateway in TLS is told the node may not: {tls}");
+    // Neither node stopped serving.
+    Remote::connect(spec(&clear_node, "mixed", "cpu:1")).unwrap();
+    Remote::connect(RemoteSpec { access: tls_access(&ca, None), ..spec(&tls_node, "mixed", "cpu:1") }).unwrap();
+}
+
+#[test]
+fn certificate_files_that_are_not_pem_are_errors_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    let err = NodeTls::from_files(&junk, None).unwrap_err();
+    assert!(err.contains("junk.pem") && err.contains("no PEM certificate"), "{err}");
+    let err = NodeIdentity::from_files(&junk, &junk).unwrap_err();
+    assert!(err.contains("junk.pem"), "{err}");
+    let err = NodeTls::from_files(&dir.path().join("missing.pem"), None).unwrap_err();
+    assert!(err.contains("missing.pem"), "{err}");
 }

@@ -77,16 +77,31 @@ accuracy = {accuracy}
 /// `etcd` on loopback with its data in `dir`, killed when dropped (`make setup` installs it).
 pub struct Etcd {
     _process: Process,
-    /// Its client URL, `http://127.0.0.1:PORT`.
+    /// Its client URL, `http://127.0.0.1:PORT` (`https://` with TLS).
     pub url: String,
 }
 
 impl Etcd {
     /// Start it on two free ports and wait until it takes connections.
     pub fn start(dir: &Path) -> Etcd {
+        Self::start_with(dir, "http", &[])
+    }
+
+    /// [`Etcd::start`], serving its clients TLS with the certificate `cert` and its key `key` (PEM files); with
+    /// `client_ca`, only to clients showing a certificate that CA signed (`--client-cert-auth`).
+    pub fn start_tls(dir: &Path, cert: &Path, key: &Path, client_ca: Option<&Path>) -> Etcd {
+        let mut args =
+            vec!["--cert-file".into(), cert.as_os_str().to_owned(), "--key-file".into(), key.as_os_str().to_owned()];
+        if let Some(ca) = client_ca {
+            args.extend(["--client-cert-auth".into(), "--trusted-ca-file".into(), ca.as_os_str().to_owned()]);
+        }
+        Self::start_with(dir, "https", &args)
+    }
+
+    fn start_with(dir: &Path, scheme: &str, args: &[std::ffi::OsString]) -> Etcd {
         let free_port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let (client, peer) = (free_port(), free_port());
-        let url = format!("http://127.0.0.1:{client}");
+        let url = format!("{scheme}://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let child = Command::new("etcd")
             .args(["--name", "jig", "--data-dir"])
@@ -94,6 +109,7 @@ impl Etcd {
             .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
             .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("jig={peer_url}")])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -128,6 +144,17 @@ impl Drop for Process {
 /// `jig node` on `listen` (port 0: a free one) with one core, the token in the file `token`, its model cache in
 /// `dir/cache` and its name `dir`'s, with `args` added; the process and the address it printed.
 pub fn start_node(dir: &Path, listen: &str, token: &Path, args: &[&str]) -> (Process, String) {
+    start_node_with_env(dir, listen, token, args, &[])
+}
+
+/// [`start_node`] with environment variables set for the node.
+pub fn start_node_with_env(
+    dir: &Path,
+    listen: &str,
+    token: &Path,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (Process, String) {
     std::fs::create_dir_all(dir).unwrap();
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("node");
     let mut child = jig()
@@ -136,6 +163,7 @@ pub fn start_node(dir: &Path, listen: &str, token: &Path, args: &[&str]) -> (Pro
         .arg("--cache-dir")
         .arg(dir.join("cache"))
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -278,4 +306,27 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
     Reply { status, headers, body: raw[split + 4..].to_vec() }
+}
+
+/// A CA, and in `dir` its certificate `ca.pem`, a server certificate for `server_names` it signed (`server.pem`,
+/// `server-key.pem`) and a client certificate it signed (`client.pem`, `client-key.pem`).
+pub fn certificates(dir: &Path, server_names: &[&str]) {
+    use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+    std::fs::create_dir_all(dir).unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    let server_names: Vec<String> = server_names.iter().map(|n| n.to_string()).collect();
+    for (name, sans, usage) in [
+        ("server", server_names, ExtendedKeyUsagePurpose::ServerAuth),
+        ("client", vec!["jig".to_string()], ExtendedKeyUsagePurpose::ClientAuth),
+    ] {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(sans).unwrap();
+        params.extended_key_usages = vec![usage];
+        std::fs::write(dir.join(format!("{name}.pem")), params.signed_by(&key, &ca, &ca_key).unwrap().pem()).unwrap();
+        std::fs::write(dir.join(format!("{name}-key.pem")), key.serialize_pem()).unwrap();
+    }
 }

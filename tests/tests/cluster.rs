@@ -3,11 +3,16 @@
 //! gateway is served through the other; when the leading gateway
 //! and then a node are killed (`kill -9`), the other gateway takes the lead and re-plans the app onto the node
 //! that remains, and it is still served; a third gateway started later runs it too: nothing deployed is lost.
-//! When etcd goes, the replicas serve on and refuse deploys with a message.
+//! When etcd goes, the replicas serve on and refuse deploys with a message. And an etcd that speaks TLS and
+//! checks its clients' certificates, reached as `JIG_ETCD_CA_FILE`, `JIG_ETCD_CERT_FILE` and `JIG_ETCD_KEY_FILE`
+//! say.
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use jig_node::registry::{CA_FILE_ENV, CERT_FILE_ENV, KEY_FILE_ENV};
 use jig_tests::{Etcd, Gateway, Process, probe_app};
 
 /// `jig node` with one core on a free port, registered in `etcd` if given; its process and address.
@@ -113,4 +118,72 @@ fn replicas_serve_one_cluster_and_survive_a_gateway_and_a_node() {
     assert_eq!(invoke(&third).status, 200);
     b.kill();
     c.kill();
+}
+
+/// `jig up` with `args` and `env`, expected to fail to start: what it said on standard error, within 30 s.
+fn refused_start(state: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> String {
+    let mut child = jig_tests::jig()
+        .args(["up", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("`jig up` neither started nor failed within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+    assert!(!status.success(), "`jig up` started: {said}");
+    said
+}
+
+#[test]
+fn an_etcd_in_tls_that_checks_client_certificates_is_reached_with_the_files_the_environment_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    jig_tests::certificates(&pki, &["127.0.0.1", "localhost"]);
+    let file = |name: &str| -> PathBuf { pki.join(name) };
+    let ca = file("ca.pem");
+    let etcd = Etcd::start_tls(&dir.path().join("etcd"), &file("server.pem"), &file("server-key.pem"), Some(&ca));
+    assert!(etcd.url.starts_with("https://"), "{}", etcd.url);
+    let (cert, key) = (file("client.pem"), file("client-key.pem"));
+    let env = [(CA_FILE_ENV, ca.as_os_str()), (CERT_FILE_ENV, cert.as_os_str()), (KEY_FILE_ENV, key.as_os_str())];
+    let token = dir.path().join("token");
+    std::fs::write(&token, "cluster-token\n").unwrap();
+
+    // A node registers through TLS; a gateway campaigns, leads and finds the node there.
+    let (_node, addr) =
+        jig_tests::start_node_with_env(&dir.path().join("n"), "127.0.0.1:0", &token, &["--etcd", &etcd.url], &env);
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!("etcd = [\"{}\"]\nnode_token_file = \"{}\"\ndemand_window_s = 3600\n", etcd.url, token.display()),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let args = ["--config", config.to_str().unwrap()];
+    let gateway = Gateway::start_with_env(&state, &args, &env);
+    eventually("the gateway leads", || leads(&gateway));
+    let nodes = || gateway.http("GET", "/v1/devices", &[], b"").json()["nodes"].clone();
+    eventually("the gateway finds the node registered in etcd", || nodes().to_string().contains(&addr));
+
+    // Without the CA, an https:// endpoint is refused at start, saying which variable is missing.
+    let said = refused_start(&dir.path().join("state-2"), &args, &[]);
+    assert!(said.contains(CA_FILE_ENV) && said.contains(&etcd.url), "{said}");
+    // A client certificate without the CA, or a certificate without its key: refused, naming what is missing.
+    let said = refused_start(&dir.path().join("state-2"), &args, &env[1..]);
+    assert!(said.contains(CA_FILE_ENV), "{said}");
+    let said = refused_start(&dir.path().join("state-2"), &args, &env[..2]);
+    assert!(said.contains(CERT_FILE_ENV) && said.contains(KEY_FILE_ENV), "{said}");
 }

@@ -1101,3 +1101,73 @@ fn no_client_has_a_deadline_past_the_gateways_maximum() {
     let remaining_ns = reply.json()["outputs"][0]["json"].as_f64().unwrap();
     assert!(remaining_ns > 0.0 && remaining_ns <= 2e9, "{remaining_ns} ns left of a 600 s timeout");
 }
+
+/// A gateway stand-in that answers the deploy's first check, reads the upload whole and closes without an
+/// answer (as a gateway killed after applying it, or a network cut, does), then answers `GET /v1/apps/NAME`
+/// with `status`.
+fn answer_lost_after_upload(status: Vec<u8>) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let mut reader = BufReader::new(stream.unwrap());
+            loop {
+                let (mut head, mut line) = (Vec::new(), String::new());
+                while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                    head.push(std::mem::take(&mut line));
+                }
+                let Some(request) = head.first() else { break };
+                let length = head
+                    .iter()
+                    .find_map(|h| {
+                        h.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0u64);
+                std::io::copy(&mut (&mut reader).take(length), &mut std::io::sink()).unwrap();
+                let body: &[u8] = if request.starts_with("POST") {
+                    break; // the upload arrived; its answer never leaves
+                } else if request.starts_with("GET /v1/apps/") {
+                    &status
+                } else {
+                    b"{\"apps\":[]}"
+                };
+                let mut stream = reader.get_ref();
+                write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                )
+                .unwrap();
+                stream.write_all(body).unwrap();
+            }
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn a_deploy_whose_answer_is_lost_says_whether_the_gateway_applied_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let app = scratch.path().join("app");
+    probe_bundle(&app, "lost");
+    let gateway = Gateway::start(&scratch.path().join("state"), &[]);
+    let deployed = gateway.jig("deploy").arg(&app).output().unwrap();
+    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    let status = gateway.http("GET", "/v1/apps/lost", &[], b"").body;
+
+    // The gateway runs the very bundle this deploy sent: applied, though the answer was lost.
+    let url = answer_lost_after_upload(status.clone());
+    let applied = jig_tests::jig().args(["deploy", "--gateway", &url]).arg(&app).output().unwrap();
+    let said = String::from_utf8_lossy(&applied.stderr);
+    assert!(applied.status.success() && said.contains("applied it all the same"), "{said}");
+
+    // Another bundle of the app: not applied, and the gateway's one is named.
+    let manifest = std::fs::read_to_string(app.join("jig.toml")).unwrap();
+    std::fs::write(app.join("jig.toml"), format!("{manifest}\n[slo]\nlatency_ms = 4000\n")).unwrap();
+    let url = answer_lost_after_upload(status);
+    let kept = jig_tests::jig().args(["deploy", "--gateway", &url]).arg(&app).output().unwrap();
+    let said = String::from_utf8_lossy(&kept.stderr);
+    assert_eq!(kept.status.code(), Some(3), "{said}");
+    assert!(said.contains("not applied") && said.contains("still runs bundle"), "{said}");
+}

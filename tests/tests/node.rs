@@ -21,14 +21,13 @@ fn start_node(dir: &std::path::Path, listen: &str) -> (Process, String) {
 fn spec(addr: &str) -> RemoteSpec {
     RemoteSpec {
         node: addr.to_string(),
-        token: "cluster-token".into(),
+        access: jig_node::Access { token: "cluster-token".into(), timeout: Duration::from_secs(20), tls: None },
         instance: "e2e/add@cpu:1#0".into(),
         model_name: "add".into(),
         model_path: root().join(".jig/models/add.onnx"),
         segment: "cpu:1".parse::<Segment>().unwrap(),
         device: None,
         cores: Vec::new(),
-        timeout: Duration::from_secs(20),
     }
 }
 
@@ -145,4 +144,49 @@ fn a_gateway_plans_over_its_nodes_and_serves_from_them() {
     let reply = gateway.http("POST", "/v1/apps/spread/invoke", &[], payload.to_string().as_bytes());
     assert_eq!(reply.status, 200, "{}", reply.text());
     b.kill();
+}
+
+#[test]
+fn a_gateway_serves_from_a_node_in_tls_and_a_gateway_in_clear_is_told_why_not() {
+    let (dir, app) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // One certificate for the fleet's name (nodes are reached by IP here, as in a headless Service).
+    jig_tests::certificates(&dir.path().join("pki"), &["jig-node"]);
+    let pki = |file: &str| dir.path().join("pki").join(file);
+    let (ca_file, cert_file, key_file) = (pki("ca.pem"), pki("server.pem"), pki("server-key.pem"));
+
+    let node_dir = dir.path().join("n");
+    std::fs::create_dir_all(&node_dir).unwrap();
+    std::fs::write(node_dir.join("token"), "cluster-token\n").unwrap();
+    let tls_args = ["--tls-cert", cert_file.to_str().unwrap(), "--tls-key", key_file.to_str().unwrap()];
+    let (_node, addr) = jig_tests::start_node(&node_dir.join("n1"), "127.0.0.1:0", &node_dir.join("token"), &tls_args);
+    probe_app(app.path(), "sealed", 0.9, None);
+    let config = |tls: &str| {
+        let path = dir.path().join(format!("gateway{}.toml", tls.len()));
+        let token = node_dir.join("token");
+        std::fs::write(&path, format!("nodes = [\"{addr}\"]\nnode_token_file = \"{}\"\n{tls}", token.display()))
+            .unwrap();
+        path
+    };
+
+    let tls = format!("node_tls_ca = \"{}\"\nnode_tls_server_name = \"jig-node\"\n", ca_file.display());
+    let gateway = Gateway::start(&dir.path().join("state"), &["--config", config(&tls).to_str().unwrap()]);
+    let deployed = gateway.jig("deploy").arg(app.path()).arg("--json").output().unwrap();
+    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    let payload =
+        serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [2, 64], "values": vec![0.25; 128]});
+    let reply = gateway.http("POST", "/v1/apps/sealed/invoke", &[], payload.to_string().as_bytes());
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.json()["outputs"][0]["json"][0]["shape"], serde_json::json!([2, 16]));
+    let devices = gateway.http("GET", "/v1/devices", &[], b"").json();
+    assert_eq!(devices["nodes"].as_array().map(Vec::len), Some(1), "the node answered in TLS: {devices}");
+    drop(gateway);
+
+    // A gateway in clear finds no node to plan on, runs nothing itself, and says what to set.
+    let clear = Gateway::start(&dir.path().join("state-clear"), &["--config", config("").to_str().unwrap()]);
+    let devices = clear.http("GET", "/v1/devices", &[], b"").json();
+    assert_eq!(devices["nodes"].as_array().map_or(0, Vec::len), 0, "{devices}");
+    let refused = clear.jig("deploy").arg(app.path()).output().unwrap();
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{message}");
+    assert!(message.contains("no node answers") && message.contains("speaks only TLS"), "{message}");
 }

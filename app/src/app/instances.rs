@@ -123,14 +123,13 @@ pub(super) fn start_models(
                         })?;
                         let spec = jig_node::RemoteSpec {
                             node: node.clone(),
-                            token: access.token.clone(),
+                            access: access.clone(),
                             instance: config.name.clone(),
                             model_name: variant.name.clone(),
                             model_path: bundle.model_path(variant),
                             segment,
                             device: place.device.clone(),
                             cores: place.cores.iter().map(|&c| c as usize).collect(),
-                            timeout: access.timeout,
                         };
                         Instance::start(config, move || Ok(jig_node::Remote::connect(spec)?))
                             .map_err(|e| model_error(LaunchError::Instance(e)))?

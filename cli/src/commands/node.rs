@@ -35,10 +35,18 @@ pub struct NodeCommand {
     /// Connections (model instances) served at once; more are refused with a message.
     #[arg(long, default_value_t = 256)]
     max_connections: usize,
-    /// etcd endpoints (`http://HOST:2379`, comma-separated) to register in, so that gateway replicas of that
+    /// etcd endpoints (`http://HOST:2379`, or `https://` with `JIG_ETCD_CA_FILE`; comma-separated) to register in, so that gateway replicas of that
     /// cluster find this node without listing it; the registration lapses within seconds of the node's end.
     #[arg(long, value_delimiter = ',')]
     etcd: Vec<String>,
+    /// A certificate chain (PEM) for this node: with it (and --tls-key), the node speaks only TLS, and gateways
+    /// need the CA that signed it (`node_tls_ca`). The certificate names the host gateways reach the node at,
+    /// or the one name the gateways' `node_tls_server_name` gives.
+    #[arg(long, env = "JIG_NODE_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, env = "JIG_NODE_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// The address gateways reach this node at, for the registration (default: --listen's, unless that is
     /// 0.0.0.0 or [::]).
     #[arg(long)]
@@ -72,8 +80,15 @@ impl NodeCommand {
         let launcher = Launcher::new(devices, WorkerCommand::current_exe().ok()).with_relist(Devices::list_now);
         let listener = TcpListener::bind(self.listen).with_context(|| format!("cannot listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                Some(jig_node::tls::NodeIdentity::from_files(cert, key).map_err(anyhow::Error::msg)?)
+            }
+            _ => None,
+        };
         let config = NodeConfig {
             max_connections: self.max_connections,
+            tls,
             ..NodeConfig::new(name.clone(), token, cache_dir.clone())
         };
         if !self.etcd.is_empty() {
@@ -91,7 +106,8 @@ impl NodeCommand {
                 .name("jig-node registry".into())
                 .spawn(move || tokio.block_on(jig_node::registry::register(endpoints, registration)))?;
         }
-        println!("jig node `{name}` listening on {addr} ({summary}; models cached in {})", cache_dir.display());
+        let tls = if self.tls_cert.is_some() { " in TLS" } else { "" };
+        println!("jig node `{name}` listening on {addr}{tls} ({summary}; models cached in {})", cache_dir.display());
         std::io::stdout().flush()?;
         Arc::new(Node::new(config, launcher)).serve(listener).with_context(|| format!("node on {addr}"))?;
         Ok(ExitCode::SUCCESS)

@@ -112,7 +112,8 @@ pub fn print_status(status: &AppStatus) {
             println!("  re-plan    {kept}");
         }
     };
-    println!("  bundle     {}", status.bundle);
+    let deployed = std::time::UNIX_EPOCH + std::time::Duration::from_secs(status.deployed_at);
+    println!("  bundle     {}, deployed {}", status.bundle, httpdate::fmt_http_date(deployed));
     println!("  tasks      {}", status.tasks.join(" → "));
     if let Some(ms) = status.slo_latency_ms {
         println!("  slo        {ms} ms");
