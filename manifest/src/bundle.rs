@@ -27,12 +27,13 @@ impl Bundle {
     /// Read and check `dir/jig.toml`: names, paths that stay inside the bundle and exist, and the graph
     /// (one entry task, edges between declared tasks, no cycles).
     pub fn open(dir: &Path) -> Result<Bundle> {
-        // Errors name files as the bundle does (`jig.toml`), never where this machine keeps it: a gateway opens
-        // uploads in its state directory, which is no client's business.
-        let text = std::fs::read_to_string(dir.join(MANIFEST)).map_err(|e| {
-            invalid(format!("cannot read the bundle's {MANIFEST}: {e}; a bundle is a directory with one"))
-        })?;
-        Bundle::with_manifest(dir, &text)
+        Bundle::with_manifest(dir, &read_manifest_text(dir)?)
+    }
+
+    /// `dir/jig.toml` parsed but not checked: what `jig build` reads before the glue it names exists.
+    pub fn manifest_of(dir: &Path) -> Result<Manifest> {
+        toml::from_str(&read_manifest_text(dir)?)
+            .map_err(|e| invalid(format!("{MANIFEST} is not a valid manifest: {e}")))
     }
 
     /// [`Bundle::open`] with the manifest's text given rather than read from `dir`.
@@ -92,6 +93,13 @@ impl Bundle {
         }
         files.into_iter().collect()
     }
+}
+
+/// The text of `dir/jig.toml`. Errors name files as the bundle does (`jig.toml`), never where this machine keeps
+/// it: a gateway opens uploads in its state directory, which is no client's business.
+fn read_manifest_text(dir: &Path) -> Result<String> {
+    std::fs::read_to_string(dir.join(MANIFEST))
+        .map_err(|e| invalid(format!("cannot read the bundle's {MANIFEST}: {e}; a bundle is a directory with one")))
 }
 
 /// A relative path of plain components only.

@@ -135,7 +135,19 @@ impl Bundle {
             if !tasks.insert(t.name.as_str()) {
                 return Err(format!("task `{}` is declared twice", t.name));
             }
-            self.check_file(&format!("task `{}`: `glue`", t.name), &t.glue)?;
+            if let Some(workdir) = t.build.as_ref().and_then(|b| b.workdir.as_ref())
+                && !is_inside(workdir)
+            {
+                return Err(format!(
+                    "task `{}`: `build.workdir` is {}, which leaves the bundle; give a directory relative to it",
+                    t.name,
+                    workdir.display()
+                ));
+            }
+            self.check_file(&format!("task `{}`: `glue`", t.name), &t.glue).map_err(|e| match &t.build {
+                Some(_) if !self.dir.join(&t.glue).exists() => format!("{e}: run `jig build` (its `build` makes it)"),
+                _ => e,
+            })?;
             for (key, path) in &t.config_files {
                 if t.config.contains_key(key) {
                     return Err(format!("task `{}`: `{key}` is in both `config` and `config_files`", t.name));

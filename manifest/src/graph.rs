@@ -14,6 +14,9 @@ pub struct Task {
     pub name: String,
     /// The glue component (a `.wasm` built for `wasm32-wasip2`), relative to the bundle directory.
     pub glue: PathBuf,
+    /// How `jig build` makes the glue; `None`: it is built some other way.
+    #[serde(default)]
+    pub build: Option<Build>,
     /// The model slot the glue calls, when it runs one: makes the task a task of the planner's graph.
     #[serde(default)]
     pub slot: Option<String>,
@@ -31,6 +34,18 @@ pub struct Task {
     /// 20 requests, then what they observe.
     #[serde(default)]
     pub cpu_ms: Option<f64>,
+}
+
+/// How a task's glue is built (`jig build`), as Spin's `[component.build]`: a command whose result is the task's
+/// `glue`. Tasks with the same command and directory share one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Build {
+    /// The command, run by `sh -c`: `cargo build --release --target wasm32-wasip2` for a Rust crate.
+    pub command: String,
+    /// Where it runs, relative to the bundle directory; the bundle directory when absent.
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
 }
 
 /// Per-function limits.

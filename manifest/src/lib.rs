@@ -84,7 +84,7 @@ pub use archive::{MAX_ENTRIES, pack, unpack};
 pub use bundle::{Bundle, MANIFEST, PROFILES};
 pub use check::{MAX_EDGES, MAX_TASKS, MAX_VARIANTS, check_name};
 pub use error::{InvalidBundle, InvalidName};
-pub use graph::{Edge, Task, TaskLimits};
+pub use graph::{Build, Edge, Task, TaskLimits};
 pub use manifest::{AppLimits, Demand, MANIFEST_VERSION, Manifest, Slo};
 pub use planner::{IPA_VARIANTS, IpaSettings, PLANNERS, QueryClass};
 pub use tensors::{AppTensors, DATATYPES, TensorDecl};

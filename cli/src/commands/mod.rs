@@ -2,9 +2,11 @@
 
 mod apps;
 mod bench;
+mod build;
 mod delete;
 mod deploy;
 mod invoke;
+mod new;
 mod node;
 mod plan;
 mod profile;
@@ -26,6 +28,10 @@ pub enum Command {
     /// ~/.local/share/jig, on 127.0.0.1:8080), or with the settings of --config FILE.
     #[command(visible_alias = "serve")]
     Up(up::UpCommand),
+    /// Start a bundle: a Rust glue crate with native tests and its jig.toml (`--template model`: with a model).
+    New(new::NewCommand),
+    /// Build each task's glue with the `build` command of its jig.toml, and check the bundle.
+    Build(build::BuildCommand),
     /// Check and pack a bundle directory, upload it to the gateway, and print the app's deployment.
     Deploy(deploy::DeployCommand),
     /// List the deployed apps.
@@ -64,6 +70,8 @@ impl Command {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         match self {
             Command::Up(c) => c.run(),
+            Command::New(c) => c.run(),
+            Command::Build(c) => c.run(),
             Command::Deploy(c) => c.run(),
             Command::Apps(c) => c.run(),
             Command::Status(c) => c.run(),
