@@ -9,6 +9,8 @@
 //! * `jig plan …` and `jig simulate …` — plan with the JigsawServe MILP, and simulate plans under a day of
 //!   demand; what they plan is resolved once by [`problem::Source`].
 //! * `jig trace` — write a day of demand.
+//! * `jig new NAME`, `jig build [DIR]` — start a bundle from a template, and build its glue.
+//! * `jig node` — serve this machine's segments to gateways (a cluster's node).
 //!
 //! Exit status of `run`, `profile` and `plan`: 0 on success, 1 when the function failed, 2 when it could not
 //! be loaded or the command line is wrong.
@@ -44,5 +46,29 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The CLI reference is written by hand: every command and flag clap knows must be in it.
+    #[test]
+    fn every_command_and_flag_is_in_the_cli_reference() {
+        let reference = include_str!("../../docs/src/reference/cli.md");
+        let mut missing = Vec::new();
+        for command in super::Cli::command().get_subcommands().filter(|c| !c.is_hide_set()) {
+            let name = command.get_name();
+            if !reference.contains(&format!("## `jig {name}`")) {
+                missing.push(format!("section `jig {name}`"));
+            }
+            for flag in command.get_arguments().filter(|a| !a.is_hide_set()).filter_map(|a| a.get_long()) {
+                if !reference.contains(&format!("--{flag}")) {
+                    missing.push(format!("`jig {name} --{flag}`"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "docs/src/reference/cli.md lacks: {}", missing.join(", "));
     }
 }
