@@ -7,8 +7,50 @@ use anyhow::{Context, bail};
 use jig_app::deployment::Observations;
 use jig_planner::problem::Problem;
 use jig_planner::profile;
-use jig_planner::spec::{Features, PlanSpec, SegmentKind, SegmentSpec};
+use jig_planner::spec::{Features, PlanSpec, SegmentKind, SegmentSpec, Uninformed, Weighting};
 use jig_sim::apps::PaperApp;
+
+/// What `jig plan` and `jig simulate` plan, and how: the flags they share.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanningArgs {
+    /// What to plan: a planning spec (TOML, or JSON when named `*.json`: graph, variants, segment types, SLOs,
+    /// slices, demand) with --profiles; a bundle directory, planned as `jig deploy` plans it, on this
+    /// machine's cores (or --slices), with its profiles.csv (or --profiles); or (`jig plan`) a deployed app's
+    /// name (no such file, no --profiles): its plan, from the gateway ($JIG_GATEWAY).
+    pub spec: Option<PathBuf>,
+    /// Profile table (the CSV `jig profile` writes); required with SPEC; with --app, measured profiles
+    /// instead of the analytic ones.
+    #[arg(long)]
+    pub profiles: Option<PathBuf>,
+    /// One of the paper's applications (social, traffic, ar; `all` with `jig plan --max-demand`) instead of
+    /// SPEC.
+    #[arg(long)]
+    pub app: Option<String>,
+    /// The planner strategy: `jigsaw` (JigsawServe's MILP), `ipa` (IPA's: linear pipelines on CPU cores, one
+    /// variant, batch size and replica count per stage), `compass` (Compass's: the spec's query classes over
+    /// a linear pipeline, for SLO goodput), `gpulet` (gpu-lets' Algorithm 1: each task's most accurate
+    /// variant on MPS shares of whole GPUs) or `ppipe` (PPipe's pooled pipelines over a model cut into a chain
+    /// of tasks). Default: the spec's or bundle's `planner`.
+    #[arg(long)]
+    pub planner: Option<jig_planner::Strategy>,
+    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all` (JigsawServe's switches).
+    #[arg(long, default_value = "all")]
+    pub features: String,
+    /// How spaces without T budget their tasks: `paper`, Appendix B as written (latency split over every type,
+    /// and a static accuracy budget per task, accuracy budgeting being part of T), or `strong` (latency split
+    /// over the types that fit the SLO, accuracy SLO end-to-end as with T).
+    #[arg(long, default_value = "paper", value_parser = Uninformed::parse)]
+    pub uninformed: Uninformed,
+    /// How eq. (4) and (9)–(10) weight a task's instance types: `served`, by the requests each serves (jig's
+    /// reading: F̂ the average factor, Ĥ the routed rate), or `literal`, as the paper prints them (F̂ sums F
+    /// over the active types, Ĥ = M·H, requests split by capacity).
+    #[arg(long, default_value = "served", value_parser = Weighting::parse)]
+    pub weighting: Weighting,
+    /// The available slices (S_avail): with --app 28 (the paper's testbed of four H100s; `jig plan
+    /// --max-demand` 840), the spec's otherwise.
+    #[arg(long)]
+    pub slices: Option<u32>,
+}
 
 /// Where a planning problem comes from.
 #[derive(Debug, Clone, PartialEq)]

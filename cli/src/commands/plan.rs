@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use jig_planner::mig_parted::{config_name, mig_parted_config};
 use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
-use jig_planner::spec::{Features, Uninformed, Weighting};
+use jig_planner::spec::Features;
 use jig_planner::{Plan, max_demand};
 use jig_policy::mig::{GPU_80GB, GPUS_WITH_LAYOUTS, GpuModel};
 use jig_sim::apps::PaperApp;
@@ -26,50 +26,17 @@ use jig_sim::apps::PaperApp;
 use crate::commands::status::status;
 use crate::gateway::GatewayArgs;
 use crate::input::write_file;
-use crate::problem::{MigInstances, Source, bundle_problem, paper_problem, parse_features};
+use crate::problem::{MigInstances, PlanningArgs, Source, bundle_problem, paper_problem, parse_features};
 
 /// Plan a function graph: variants, segments, batch sizes and instance counts that meet its latency and
 /// accuracy objectives at the lowest cost (the JigsawServe MILP), placed onto GPUs and cores.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanCommand {
-    /// What to plan: a planning spec (TOML, or JSON when named `*.json`: graph, variants, segment types, SLOs,
-    /// slices, demand) with --profiles; a bundle directory, planned as `jig deploy` plans it, on this
-    /// machine's cores (or --slices), with its profiles.csv (or --profiles); or a deployed app's name (no such
-    /// file, no --profiles): its plan, from the gateway ($JIG_GATEWAY).
-    pub spec: Option<PathBuf>,
-    /// Profile table (the CSV `jig profile` writes); required with SPEC.
-    #[arg(long)]
-    pub profiles: Option<PathBuf>,
-    /// One of the paper's applications (social, traffic, ar; `all` with --max-demand) instead of SPEC, with
-    /// analytic profiles unless --profiles is given.
-    #[arg(long)]
-    pub app: Option<String>,
-    /// The planner strategy: `jigsaw` (JigsawServe's MILP), `ipa` (IPA's: linear pipelines on CPU cores, one
-    /// variant, batch size and replica count per stage), `compass` (Compass's: the spec's query classes over
-    /// a linear pipeline, for SLO goodput), `gpulet` (gpu-lets' Algorithm 1: each task's most accurate
-    /// variant on MPS shares of whole GPUs) or `ppipe` (PPipe's pooled pipelines over a model cut into a chain
-    /// of tasks). Default: the spec's or bundle's `planner`.
-    #[arg(long)]
-    pub planner: Option<jig_planner::Strategy>,
-    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all` (JigsawServe's switches).
-    #[arg(long, default_value = "all")]
-    pub features: String,
+    #[command(flatten)]
+    pub planning: PlanningArgs,
     /// Plan in each of the eight A/S/T spaces.
     #[arg(long)]
     pub each: bool,
-    /// How spaces without T budget their tasks: `paper`, Appendix B as written (latency split over every type,
-    /// and a static accuracy budget per task, accuracy budgeting being part of T), or `strong` (latency split
-    /// over the types that fit the SLO, accuracy SLO end-to-end as with T).
-    #[arg(long, default_value = "paper", value_parser = Uninformed::parse)]
-    pub uninformed: Uninformed,
-    /// How eq. (4) and (9)–(10) weight a task's instance types: `served`, by the requests each serves (jig's
-    /// reading: F̂ the average factor, Ĥ the routed rate), or `literal`, as the paper prints them (F̂ sums F
-    /// over the active types, Ĥ = M·H, requests split by capacity).
-    #[arg(long, default_value = "served", value_parser = Weighting::parse)]
-    pub weighting: Weighting,
-    /// Override the available slices (S_avail); --app defaults to 28, --max-demand to 840.
-    #[arg(long)]
-    pub slices: Option<u32>,
     /// Override the demand: recent rate in req/s (the 5% slack is added).
     #[arg(long)]
     pub demand: Option<f64>,
@@ -111,16 +78,22 @@ impl PlanCommand {
 
     fn source(&self) -> anyhow::Result<Source> {
         let missing = "give a spec file, a bundle directory, --app NAME, or --max-demand";
-        Source::resolve(self.spec.as_deref(), self.app.as_deref(), self.profiles.as_deref(), !self.each, missing)
+        Source::resolve(
+            self.planning.spec.as_deref(),
+            self.planning.app.as_deref(),
+            self.planning.profiles.as_deref(),
+            !self.each,
+            missing,
+        )
     }
 
     /// What `jig plan` prints.
     fn plan(&self) -> anyhow::Result<String> {
         self.check()?;
-        if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::ppipe::PpipeProblem::is_spec(s)) {
+        if let Some(spec) = self.planning.spec.as_deref().filter(|s| jig_planner::ppipe::PpipeProblem::is_spec(s)) {
             return plan_ppipe(self, spec);
         }
-        if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::gpulet::GpuletProblem::is_spec(s)) {
+        if let Some(spec) = self.planning.spec.as_deref().filter(|s| jig_planner::gpulet::GpuletProblem::is_spec(s)) {
             return plan_gpulet(self, spec);
         }
         if self.max_demand {
@@ -130,11 +103,11 @@ impl PlanCommand {
             // The layout to write is the one the plan wants, whatever MIG instances exist now.
             Source::Bundle { dir, profiles } if self.mig_config.is_some() => {
                 let any = MigInstances::AnyLayout;
-                bundle_problem(&dir, profiles.as_deref(), self.slices, self.demand, Default::default(), any)?
+                bundle_problem(&dir, profiles.as_deref(), self.planning.slices, self.demand, Default::default(), any)?
             }
-            source => source.problem(self.slices, self.demand, (28, 50.0), None)?,
+            source => source.problem(self.planning.slices, self.demand, (28, 50.0), None)?,
         };
-        if let Some(planner) = self.planner {
+        if let Some(planner) = self.planning.planner {
             problem.strategy = planner;
         }
         plan_problem(self, &problem)
@@ -150,7 +123,7 @@ impl PlanCommand {
         {
             bail!("--demand must be a non-negative rate");
         }
-        if self.max_demand && self.planner.is_some_and(|p| p != jig_planner::Strategy::Jigsaw) {
+        if self.max_demand && self.planning.planner.is_some_and(|p| p != jig_planner::Strategy::Jigsaw) {
             bail!("--max-demand compares JigsawServe's A/S/T spaces: drop --planner");
         }
         if self.mig_config.is_some() && (self.each || self.max_demand) {
@@ -162,8 +135,10 @@ impl PlanCommand {
 
 /// Plan `problem` as `args` say (spaces, time limit, JSON); returns what to print.
 fn plan_problem(args: &PlanCommand, problem: &Problem) -> anyhow::Result<String> {
-    let spaces = if args.each { Features::combinations().to_vec() } else { vec![parse_features(&args.features)?] };
-    let spaces = spaces.into_iter().map(|f| f.with_uninformed(args.uninformed).with_weighting(args.weighting));
+    let spaces =
+        if args.each { Features::combinations().to_vec() } else { vec![parse_features(&args.planning.features)?] };
+    let spaces =
+        spaces.into_iter().map(|f| f.with_uninformed(args.planning.uninformed).with_weighting(args.planning.weighting));
     let options = SolveOptions { time_limit_s: args.time_limit, ..SolveOptions::default() };
     let mut out = String::new();
     let mut plans = Vec::new();
@@ -249,15 +224,16 @@ fn write_mig_config(plan: &Plan, file: &Path, gpu: Option<&str>) -> anyhow::Resu
 }
 
 fn run_max_demand(args: &PlanCommand) -> anyhow::Result<String> {
-    let apps = match args.app.as_deref() {
+    let apps = match args.planning.app.as_deref() {
         None | Some("all") => PaperApp::ALL.to_vec(),
         Some(a) => vec![PaperApp::parse(a)?],
     };
-    let slices = args.slices.unwrap_or(840);
+    let slices = args.planning.slices.unwrap_or(840);
     let mut out = String::new();
     for app in apps {
-        let problem = paper_problem(app, args.profiles.as_deref(), slices, 1.0)?;
-        let (_, table) = max_demand::table(&problem, (args.uninformed, args.weighting), 0.01, args.time_limit)?;
+        let problem = paper_problem(app, args.planning.profiles.as_deref(), slices, 1.0)?;
+        let (_, table) =
+            max_demand::table(&problem, (args.planning.uninformed, args.planning.weighting), 0.01, args.time_limit)?;
         out.push_str(&table);
         out.push('\n');
     }

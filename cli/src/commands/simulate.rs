@@ -7,12 +7,12 @@ use anyhow::{Context, bail};
 use jig_planner::max_demand;
 use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
-use jig_planner::spec::{Features, Uninformed, Weighting};
+use jig_planner::spec::Features;
 
 use jig_app::deployment::{MIN_FACTOR_SAMPLES, Observations};
 use jig_sim::simulate::Controller;
 
-use crate::problem::{Source, parse_features, read_status};
+use crate::problem::{PlanningArgs, Source, parse_features, read_status};
 
 /// Simulate an app's plans under a day of demand, re-planning every bin (the paper's Figure 4), with the
 /// runtime's batching, early drops and routing on simulated time.
@@ -28,39 +28,11 @@ use crate::problem::{Source, parse_features, read_status};
 /// ```
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateCommand {
-    /// Planning spec (as for `jig plan`), or a bundle directory with its `profiles.csv` (planned as `jig deploy`
-    /// plans it, on this machine's cores or --slices); or --app.
-    pub spec: Option<PathBuf>,
-    /// Profile table for SPEC (or measured profiles for --app).
-    #[arg(long)]
-    pub profiles: Option<PathBuf>,
-    /// One of the paper's applications: social, traffic or ar.
-    #[arg(long)]
-    pub app: Option<String>,
-    /// Slices available (S_avail); with --app 28, the paper's testbed of four H100s (β is scaled to other
-    /// values: `Objective::scaled_to`), the spec's otherwise.
-    #[arg(long)]
-    pub slices: Option<u32>,
-    /// The planner strategy that plans each interval: `jigsaw`, `ipa` (linear pipelines on CPU cores),
-    /// `compass` (query classes), `gpulet` (MPS shares of whole GPUs) or `ppipe` (a model cut into a chain of
-    /// tasks). Default: the spec's or bundle's `planner`.
-    #[arg(long)]
-    pub planner: Option<jig_planner::Strategy>,
-    /// Configuration space: any of A, S, T joined by `+`, `unopt` or `all` (JigsawServe's switches).
-    #[arg(long, default_value = "all")]
-    pub features: String,
+    #[command(flatten)]
+    pub planning: PlanningArgs,
     /// Simulate A+S+T, S+T, A+T and A+S on the same trace (the paper's Figure 4).
     #[arg(long)]
     pub compare: bool,
-    /// How spaces without T budget their tasks: `paper`, Appendix B as written (latency split over every type,
-    /// and a static accuracy budget per task, accuracy budgeting being part of T), or `strong` (latency split
-    /// over the types that fit the SLO, accuracy SLO end-to-end as with T).
-    #[arg(long, default_value = "paper", value_parser = Uninformed::parse)]
-    pub uninformed: Uninformed,
-    /// How eq. (4) and (9)–(10) weight a task's instance types: `served` (jig's reading) or `literal` (as the
-    /// paper prints them), as for `jig plan`.
-    #[arg(long, default_value = "served", value_parser = Weighting::parse)]
-    pub weighting: Weighting,
     /// Demand trace (CSV `start_s,rps`, as `jig trace` writes); a generated day when absent.
     #[arg(long)]
     pub trace: Option<PathBuf>,
@@ -334,11 +306,11 @@ impl SimulateCommand {
 
     /// Simulate and print the summary (or the bins as JSON).
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::ppipe::PpipeProblem::is_spec(s)) {
+        if let Some(spec) = self.planning.spec.as_deref().filter(|s| jig_planner::ppipe::PpipeProblem::is_spec(s)) {
             print!("{}", self.simulate_ppipe(spec)?);
             return Ok(ExitCode::SUCCESS);
         }
-        if let Some(spec) = self.spec.as_deref().filter(|s| jig_planner::gpulet::GpuletProblem::is_spec(s)) {
+        if let Some(spec) = self.planning.spec.as_deref().filter(|s| jig_planner::gpulet::GpuletProblem::is_spec(s)) {
             let out = match (&self.rate_levels, self.adapt) {
                 (Some(levels), _) => self.schedulability_gpulet(spec, levels)?,
                 (None, true) => self.adapt_gpulet(spec)?,
@@ -353,14 +325,15 @@ impl SimulateCommand {
         if self.rate_levels.is_some() {
             bail!("--rate-levels is gpu-lets' schedulability study: give a spec file with a `[gpulet]` table");
         }
-        let (target, app, profiles) = (self.spec.as_deref(), self.app.as_deref(), self.profiles.as_deref());
+        let (target, app, profiles) =
+            (self.planning.spec.as_deref(), self.planning.app.as_deref(), self.planning.profiles.as_deref());
         let source =
             Source::resolve(target, app, profiles, false, "give a spec file, a bundle directory or --app NAME")?;
         // The plan's demand comes from the trace (or --demand), not the problem's.
         let status = self.observed.as_deref().map(read_status).transpose()?;
         let observed = status.as_ref().map(Observations::from_status);
-        let mut problem = source.problem(self.slices, None, (28, 1.0), observed.as_ref())?;
-        if let Some(planner) = self.planner {
+        let mut problem = source.problem(self.planning.slices, None, (28, 1.0), observed.as_ref())?;
+        if let Some(planner) = self.planning.planner {
             problem.strategy = planner;
         }
         // The paper adds ~10 ms per communication hop (§4.4); a bundle's --overhead-ms is measured instead.
@@ -420,10 +393,12 @@ fn simulate_problem(
     let spaces = if args.compare {
         ["all", "S+T", "A+T", "A+S"].iter().map(|f| parse_features(f)).collect::<anyhow::Result<Vec<_>>>()?
     } else {
-        vec![parse_features(&args.features)?]
+        vec![parse_features(&args.planning.features)?]
     };
-    let spaces: Vec<Features> =
-        spaces.into_iter().map(|f| f.with_uninformed(args.uninformed).with_weighting(args.weighting)).collect();
+    let spaces: Vec<Features> = spaces
+        .into_iter()
+        .map(|f| f.with_uninformed(args.planning.uninformed).with_weighting(args.planning.weighting))
+        .collect();
     let solve = SolveOptions { time_limit_s: args.time_limit, mip_rel_gap: 0.01, ..SolveOptions::default() };
     let servable = || -> anyhow::Result<f64> {
         let max = max_demand::max_demand(problem, Features::ALL, 0.01, args.time_limit)?.demand_rps;
