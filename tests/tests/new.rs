@@ -64,4 +64,6 @@ fn jig_new_refuses_a_name_or_directory_it_cannot_use() {
     assert!(manifest.contains("greeter.wasm") && manifest.contains("build = "), "{manifest}");
     let cargo_toml = std::fs::read_to_string(scratch.path().join("greeter/Cargo.toml")).unwrap();
     assert!(cargo_toml.contains("jig-sdk = { path = "), "a path the author's cargo resolves: {cargo_toml}");
+    let lock = std::fs::read_to_string(scratch.path().join("greeter/Cargo.lock")).unwrap();
+    assert!(lock.contains("name = \"wit-bindgen\""), "the versions jig was tested with");
 }

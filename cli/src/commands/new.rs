@@ -62,7 +62,7 @@ impl NewCommand {
         if dir.read_dir().is_ok_and(|mut entries| entries.next().is_some()) {
             bail!("{} exists and is not empty: choose another name, or --dir", dir.display());
         }
-        let sdk = sdk_dependency(self.sdk.as_deref())?;
+        let (sdk, checkout) = sdk_dependency(self.sdk.as_deref())?;
         let crate_file = name.replace('-', "_");
         for (path, text) in files(self.template) {
             let text = text
@@ -74,6 +74,11 @@ impl NewCommand {
             std::fs::create_dir_all(path.parent().unwrap_or(&dir))
                 .and_then(|()| std::fs::write(&path, text))
                 .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        // The checkout's lock file pins what the glue builds with to the versions jig was tested with; cargo
+        // keeps of it what the crate uses.
+        if let Some(lock) = checkout.map(|c| c.join("Cargo.lock")).filter(|l| l.is_file()) {
+            std::fs::copy(&lock, dir.join("Cargo.lock")).with_context(|| format!("cannot copy {}", lock.display()))?;
         }
         if let Template::Model = self.template {
             let path = dir.join("models/model.onnx");
@@ -107,10 +112,10 @@ impl NewCommand {
 }
 
 /// The `jig-sdk = …` line of the glue's Cargo.toml: from `given` (a directory or a git URL), or the checkout
-/// this `jig` was built from.
-fn sdk_dependency(given: Option<&str>) -> anyhow::Result<String> {
+/// this `jig` was built from; and the checkout, when the SDK is a directory of one.
+fn sdk_dependency(given: Option<&str>) -> anyhow::Result<(String, Option<PathBuf>)> {
     if let Some(url) = given.filter(|g| g.contains("://") || g.starts_with("git@")) {
-        return Ok(format!("jig-sdk = {{ git = {url:?} }}"));
+        return Ok((format!("jig-sdk = {{ git = {url:?} }}"), None));
     }
     let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
     let dir = match given {
@@ -127,7 +132,7 @@ fn sdk_dependency(given: Option<&str>) -> anyhow::Result<String> {
         bail!("--sdk {}: no jig-sdk crate there (give a jig checkout's `sdk` directory)", dir.display());
     }
     let dir = dir.canonicalize().with_context(|| format!("--sdk {}", dir.display()))?;
-    Ok(format!("jig-sdk = {{ path = {:?} }}", dir.display().to_string()))
+    Ok((format!("jig-sdk = {{ path = {:?} }}", dir.display().to_string()), dir.parent().map(Path::to_path_buf)))
 }
 
 /// A small model for the `model` template to run until the user's own replaces it: `x` f32 `[N, 4]` to `y`
