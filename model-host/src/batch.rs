@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use jig_tensor::Spare;
 
-use crate::worker::SharedBuffer;
+use crate::regions::SharedBuffer;
 use crate::{Tensor, TensorError};
 
 /// What must match for two requests to share a batch: per input, the dtype and every dimension but the first.

@@ -25,44 +25,7 @@ use crate::batch;
 use crate::onnx::{self, Model, ModelError, TensorSpec};
 use crate::{Tensor, TensorError};
 
-/// Any error, boxed: what an [`Executor`] or an instance's loader fails with (a [`ModelError`], a
-/// [`crate::worker::WorkerError`], a launch error), kept whole for callers that match on it.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Runs batches for an instance.
-pub trait Executor: Send + Sync {
-    /// The model's declared inputs; requests are checked against them before they queue.
-    fn inputs(&self) -> &[TensorSpec];
-    /// The model's declared outputs, in the order [`Executor::execute`] returns them (none known: empty).
-    fn outputs(&self) -> &[TensorSpec] {
-        &[]
-    }
-    /// Run one batch.
-    fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError>;
-    /// Memory for `len` bytes of a batch's input that it reads with no copy (a worker's shared region), for
-    /// the batcher to stack requests into; `None`: any memory will do.
-    fn buffer(&self, _len: usize) -> Option<crate::worker::SharedBuffer> {
-        None
-    }
-    /// [`Executor::buffer`] from memory the executor has ready, without making more: for a request's inputs
-    /// placed ahead of its batch, which may wait in the queue and run with others (stacked anew) after all.
-    fn kept_buffer(&self, _len: usize) -> Option<crate::worker::SharedBuffer> {
-        None
-    }
-    /// Whether `bytes` lie in memory [`Executor::buffer`] lent (and the executor would read them in place).
-    fn holds(&self, _bytes: &[u8]) -> bool {
-        false
-    }
-    /// How many times the executor's process was replaced after dying (a worker's); `None` in process.
-    fn restarts(&self) -> Option<Arc<AtomicU64>> {
-        None
-    }
-    /// Whether a caller may run a short batch on its own thread (see [`CALLER_RUNS_BELOW`]): only an executor
-    /// whose batches wait on nothing but their own computation, never on another process or the network.
-    fn caller_may_run(&self) -> bool {
-        false
-    }
-}
+pub use crate::executor::{BoxError, Executor};
 
 impl Executor for Model {
     fn inputs(&self) -> &[TensorSpec] {
@@ -392,7 +355,7 @@ impl Instance {
     /// Memory for `len` bytes of an input that the instance reads where it lies (a worker's shared region), if
     /// its executor has some free ([`Executor::kept_buffer`]): a batch of one request whose inputs all lie there
     /// runs with no copy.
-    pub fn kept_buffer(&self, len: usize) -> Option<crate::worker::SharedBuffer> {
+    pub fn kept_buffer(&self, len: usize) -> Option<crate::regions::SharedBuffer> {
         self.engine.executor.kept_buffer(len)
     }
 

@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use crate::Tensor;
 use crate::device::{Bound, DeviceError, Devices};
-use crate::instance::{BoxError, Executor, Instance, InstanceConfig, InstanceError};
+use crate::executor::{BoxError, Executor};
+use crate::instance::{Instance, InstanceConfig, InstanceError};
 use crate::mps::{MpsDaemon, MpsError};
 use crate::onnx::{Model, ModelError, SessionOptions, TensorSpec};
 use crate::segment::Segment;
@@ -161,10 +162,10 @@ impl Executor for Loaded {
     fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
         self.executor.execute(inputs)
     }
-    fn buffer(&self, len: usize) -> Option<crate::worker::SharedBuffer> {
+    fn buffer(&self, len: usize) -> Option<crate::regions::SharedBuffer> {
         self.executor.buffer(len)
     }
-    fn kept_buffer(&self, len: usize) -> Option<crate::worker::SharedBuffer> {
+    fn kept_buffer(&self, len: usize) -> Option<crate::regions::SharedBuffer> {
         self.executor.kept_buffer(len)
     }
     fn holds(&self, bytes: &[u8]) -> bool {

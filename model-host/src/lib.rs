@@ -16,6 +16,11 @@
 //! * [`frame`]: the length-prefixed, bounded bincode frames of the worker socket and the node protocol.
 //! * [`worker`]: a model in a child process (one per GPU segment), fed through shared memory, restarted if it dies.
 //!
+//! Below both [`instance`] and [`worker`], so that neither imports the other: `executor.rs`, what an instance
+//! runs batches on ([`instance::Executor`], [`instance::BoxError`]), which a worker implements; `regions.rs`, the
+//! shared regions a parent lends its worker ([`worker::SharedBuffer`], which the batcher stacks requests into),
+//! and `shm.rs`, one such region. Each is re-exported where callers name it.
+//!
 //! CPU segments run in this process: a pinned thread per instance, whose ONNX Runtime threads inherit the
 //! pinning. A worker process would add an IPC hop and a copy per batch and buy only crash isolation, which
 //! ONNX Runtime on the CPU, with inputs checked against the model first, rarely needs. GPU segments run in
@@ -25,13 +30,16 @@
 
 mod batch;
 pub mod device;
+mod executor;
 pub mod frame;
 pub mod instance;
 pub mod launch;
 pub mod mps;
 pub mod onnx;
 pub mod pool;
+mod regions;
 pub mod segment;
+mod shm;
 pub mod sweep;
 pub mod worker;
 

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::instance::{BoxError, Executor};
+use crate::executor::{BoxError, Executor};
 use crate::onnx::{ModelError, TensorSpec};
 use crate::{DType, Tensor};
 

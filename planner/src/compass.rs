@@ -28,35 +28,13 @@ use std::time::Instant;
 use good_lp::solvers::highs::highs;
 use good_lp::{Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus, SolverModel, Variable};
 use good_lp::{WithInitialSolution, constraint, variable};
-use serde::Serialize;
 
 use crate::error::PlanError;
-use crate::evaluate::Assignment;
-use crate::milp::{SolveOptions, Solved, highs_with};
 use crate::problem::{Class, Problem};
+use crate::solution::{Assignment, SolveOptions, Solved, highs_with};
 use crate::spec::SegmentKind;
 
-/// What one class was planned: its demand, and the routes that serve it within its SLOs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClassPlan {
-    /// The class's name.
-    pub class: String,
-    /// R_c, req/s.
-    pub demand_rps: f64,
-    /// R_c·Σ_p u_cp: what the plan serves of it within its SLOs, req/s.
-    pub served_rps: f64,
-    /// The routes its requests take, most used first.
-    pub routes: Vec<Route>,
-}
-
-/// One route of a class: a type per task, and the class's requests it takes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Route {
-    /// Per task in pipeline order, the type (task, variant, segment, batch).
-    pub types: Vec<(usize, usize, usize, u32)>,
-    /// Requests of the class on it, req/s (at the first task).
-    pub rate_rps: f64,
-}
+pub use crate::solution::{ClassPlan, Route};
 
 /// The most routes a class may have before the planner refuses the problem as too large to enumerate.
 const MAX_ROUTES: usize = 200_000;

@@ -9,25 +9,9 @@
 //! exceed M·H. [`evaluate_as`] with [`Weighting::Literal`] reads (4) and (9)–(10) as printed instead.
 
 use crate::problem::Problem;
-use crate::spec::Weighting;
-use crate::strategy::Strategy;
+use crate::spec::{Strategy, Weighting};
 
-/// M(t,v,s,b) instances of one instance type and the rate routed to them.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Assignment {
-    /// t, an index into [`Problem::tasks`].
-    pub task: usize,
-    /// v, an index into the task's variants.
-    pub variant: usize,
-    /// s, an index into [`Problem::segments`].
-    pub segment: usize,
-    /// b, the maximum batch size, requests.
-    pub batch: u32,
-    /// M(t,v,s,b): instances of this variant, segment type and batch size.
-    pub instances: u32,
-    /// x: req/s routed to these instances together; at most `instances` × H(t,v,s,b).
-    pub rate_rps: f64,
-}
+pub use crate::solution::Assignment;
 
 /// The model's quantities on one plan, and the constraints it breaks. Per-task vectors follow
 /// [`Problem::tasks`], per-path ones [`Problem::paths`].
@@ -66,6 +50,18 @@ const TOL: f64 = 1e-6;
 
 fn close_enough(lhs: f64, rhs: f64) -> bool {
     lhs <= rhs + TOL * rhs.abs().max(1.0)
+}
+
+/// The worst-case wait of a request for a full batch of `batch` at `demand_rps` (Eq. 7), ms: the first
+/// request of a batch waits for b − 1 more. Infinite where no demand can arrive.
+pub fn queueing_ms(batch: u32, demand_rps: f64) -> f64 {
+    if batch <= 1 {
+        0.0
+    } else if demand_rps > 0.0 {
+        1e3 * f64::from(batch - 1) / demand_rps
+    } else {
+        f64::INFINITY
+    }
 }
 
 /// Evaluate equations (1)–(14) for `plan` on `problem`, weighting instance types by their served rates.
@@ -112,7 +108,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
         if a.instances > 0 {
             latency[a.task] = latency[a.task].max(c.latency_ms); // (1)–(2)
             let own = match problem.strategy {
-                Strategy::Ipa => c.latency_ms + crate::ipa::queueing_ms(a.batch, least_demand[a.task]),
+                Strategy::Ipa => c.latency_ms + queueing_ms(a.batch, least_demand[a.task]),
                 Strategy::Jigsaw | Strategy::Compass | Strategy::Gpulet | Strategy::Ppipe => 2.0 * c.latency_ms,
             };
             budget[a.task] = budget[a.task].max(own);

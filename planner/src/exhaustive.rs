@@ -10,8 +10,9 @@
 //! choice: each type serves its capacity's share, and demand follows eq. (4) as printed.
 
 use crate::baselines::{StaticBudgets, admits};
-use crate::evaluate::{Assignment, evaluate_as};
+use crate::evaluate::evaluate_as;
 use crate::problem::Problem;
+use crate::solution::Assignment;
 use crate::spec::{Features, Weighting};
 
 /// The best plans found.

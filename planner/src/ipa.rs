@@ -36,22 +36,11 @@ use good_lp::{
 };
 
 use crate::error::PlanError;
-use crate::evaluate::Assignment;
-use crate::milp::{SolveOptions, Solved, highs_with};
 use crate::problem::{Config, Problem};
+use crate::solution::{Assignment, SolveOptions, Solved, highs_with};
 use crate::spec::{IpaVariants, SegmentKind};
 
-/// The worst-case wait of a request for a full batch of `batch` at `demand_rps` (Eq. 7), ms: the first
-/// request of a batch waits for b − 1 more. Infinite where no demand can arrive.
-pub fn queueing_ms(batch: u32, demand_rps: f64) -> f64 {
-    if batch <= 1 {
-        0.0
-    } else if demand_rps > 0.0 {
-        1e3 * f64::from(batch - 1) / demand_rps
-    } else {
-        f64::INFINITY
-    }
-}
+pub use crate::evaluate::queueing_ms;
 
 /// The stages of `problem` in pipeline order, or an error naming the task that makes it no chain.
 pub fn stages(problem: &Problem) -> Result<Vec<usize>, PlanError> {

@@ -9,8 +9,11 @@
 //!
 //! ## Modules
 //!
-//! * [`spec`]: the input spec; [`profile`]: the CSV profile table `jig profile` writes.
+//! * [`spec`]: the input spec, and the [`Strategy`] its `app.planner` names; [`profile`]: the CSV profile table
+//!   `jig profile` writes.
 //! * [`problem`]: the validated problem (graph checked and ordered, paths and weights, profiles joined).
+//! * [`solution`]: what every strategy returns ([`solution::Solved`]: its [`evaluate::Assignment`]s, Compass's
+//!   class plans, PPipe's pipelines) and how they run HiGHS ([`SolveOptions`]).
 //! * [`strategy`]: which planner plans a problem (`app.planner`): the one entry point, [`solve`] /
 //!   [`solve_from`], that the deploy path, the controller and the simulator call.
 //! * [`milp`]: the formulation below, solved by `good_lp` + HiGHS; when no plan exists, it names the binding
@@ -18,7 +21,8 @@
 //! * [`ipa`]: IPA's integer program; [`compass`]: Compass's, over query classes; [`ppipe`]: PPipe's, over a
 //!   model cut into blocks and pools of segment classes; [`gpulet`]: gpu-lets' elastic partitioning of GPUs
 //!   into MPS shares, with Nexus's squishy bin packing as its baseline (their module docs; each `app`
-//!   submodule reads an app's problem as that strategy plans it).
+//!   submodule reads an app's problem as that strategy plans it); [`interference`]: gpu-lets' measured
+//!   interference, which a problem carries to the `gpulet` strategy.
 //! * [`baselines`]: the A/S/T switches and Appendix B's static budgets.
 //! * [`evaluate`]: an independent evaluator of equations (1)–(14); [`exhaustive`]: exhaustive search for tests.
 //! * [`placement`]: MIG instances onto GPUs by the plan's layouts (or the cheapest packing into valid
@@ -26,6 +30,13 @@
 //! * [`plan`](mod@plan): solve → re-check → place → report, and the output [`Plan`].
 //! * [`max_demand`]: the Figure 3 bisection: the largest demand a configuration can serve.
 //! * [`mig_parted`]: a placement's MIG layout as an `nvidia-mig-parted` config, and the instances a machine lacks.
+//!
+//! Imports go one way, so that no module imports one that imports it back: `error`, `spec`, `profile`,
+//! `placement`, `interference` and `solution` import no strategy; `problem`, `evaluate` and `baselines` build on
+//! them; each strategy's module (`milp`, `ipa`, `compass`, `gpulet`, `ppipe`) on those; `strategy`, which
+//! dispatches to every strategy, on those; `plan` and `max_demand` on `strategy`. The old paths of the items
+//! moved down (`milp::Solved`, `compass::ClassPlan`, `strategy::Strategy`, `gpulet::MeasuredInterference`, …)
+//! are re-exported there.
 //!
 //! The paper's applications, demand traces and the discrete-event simulation of plans live in `jig-sim`; the
 //! `jig plan` command in the `jig` binary.
@@ -43,7 +54,7 @@
 //! slo_accuracy = 0.9                   # SLO_a, a fraction of the best achievable A_obj
 //! edges = [{ from = "detect", to = "car" }]
 //! paths = [{ tasks = ["detect", "car"], fraction = 1.0 }]   # optional: root-to-sink paths, equal f_p
-//! planner = "jigsaw"                  # optional: `jigsaw`, `ipa`, `compass`, `gpulet`, `ppipe` (strategy.rs)
+//! planner = "jigsaw"                  # optional: `jigsaw`, `ipa`, `compass`, `gpulet`, `ppipe` (Strategy)
 //! classes = [{ name = "fast", slo_latency_ms = 300, slo_accuracy = 0.9, share = 0.5 }]   # compass only
 //!
 //! [[app.tasks]]
@@ -183,6 +194,7 @@ pub mod error;
 pub mod evaluate;
 pub mod exhaustive;
 pub mod gpulet;
+pub mod interference;
 pub mod ipa;
 pub mod max_demand;
 pub mod mig_parted;
@@ -192,12 +204,13 @@ pub mod plan;
 pub mod ppipe;
 pub mod problem;
 pub mod profile;
+pub mod solution;
 pub mod spec;
 pub mod strategy;
 
 pub use error::{ParseError, PlanError};
-pub use milp::SolveOptions;
 pub use plan::{Plan, plan, plan_from};
 pub use problem::{Problem, SHARED_CORES_BUSY};
-pub use spec::{Features, PlanSpec, Uninformed, Weighting};
-pub use strategy::{Strategy, TaskPolicy, runtime_policies, solve, solve_from};
+pub use solution::SolveOptions;
+pub use spec::{Features, PlanSpec, Strategy, Uninformed, Weighting};
+pub use strategy::{TaskPolicy, runtime_policies, solve, solve_from};

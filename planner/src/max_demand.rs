@@ -4,9 +4,8 @@
 use std::fmt::Write as _;
 
 use crate::error::PlanError;
-use crate::evaluate::Assignment;
-use crate::milp::SolveOptions;
 use crate::problem::Problem;
+use crate::solution::{Assignment, SolveOptions};
 use crate::spec::{Features, Uninformed, Weighting};
 use crate::strategy::{Strategy, solve_from};
 
@@ -58,7 +57,7 @@ impl MaxDemand {
 }
 
 /// What a Compass plan serves within its classes' SLOs, req/s.
-fn served(solved: &crate::milp::Solved) -> f64 {
+fn served(solved: &crate::solution::Solved) -> f64 {
     solved.classes.iter().map(|c| c.served_rps).sum()
 }
 

@@ -4,10 +4,10 @@
 use std::fmt::Write as _;
 
 use crate::error::PlanError;
-use crate::evaluate::{Assignment, evaluate_as};
-use crate::milp::SolveOptions;
+use crate::evaluate::evaluate_as;
 use crate::placement::{Item, Placement, mig_counts, pack_layouts, place_on};
 use crate::problem::Problem;
+use crate::solution::{Assignment, SolveOptions};
 use crate::spec::Features;
 use crate::strategy::{TaskPolicy, runtime_policies, solve_from};
 use serde::Serialize;
@@ -28,7 +28,7 @@ pub fn plan_from(
     let solved = solve_from(problem, features, options, previous)?;
     let eval = evaluate_as(problem, &solved.assignments, features.weighting);
     let mut violations = eval.violations.clone();
-    if problem.strategy == crate::strategy::Strategy::Compass {
+    if problem.strategy == crate::spec::Strategy::Compass {
         violations.extend(crate::compass::check(problem, &solved));
     }
     if !violations.is_empty() {
@@ -126,7 +126,7 @@ pub fn plan_from(
         solve: SolveInfo {
             // gpu-lets' Algorithm 1 is a heuristic: it finishes, but finds no optimum to speak of.
             status: match (problem.strategy, solved.optimal) {
-                (crate::strategy::Strategy::Gpulet, _) => "heuristic",
+                (crate::spec::Strategy::Gpulet, _) => "heuristic",
                 (_, true) => "optimal",
                 (_, false) => "time limit",
             }
@@ -147,7 +147,7 @@ pub struct Plan {
     /// The configuration space planned in, as [`Features`] displays it: `A+S+T`, `S`, `Unopt`…
     pub features: String,
     /// The strategy that planned it (`features` are JigsawServe's switches, which IPA does not read).
-    pub planner: crate::strategy::Strategy,
+    pub planner: crate::spec::Strategy,
     /// Compass's plan of each query class; empty for the other strategies.
     pub classes: Vec<ClassReport>,
     /// PPipe's pooled pipelines, which a deployment books batches along; empty for the other strategies.
@@ -225,7 +225,7 @@ pub struct RouteStep {
 }
 
 impl ClassReport {
-    fn of(problem: &Problem, plan: &crate::compass::ClassPlan) -> Self {
+    fn of(problem: &Problem, plan: &crate::solution::ClassPlan) -> Self {
         let class = problem.classes.iter().find(|c| c.name == plan.class);
         let routes = plan
             .routes
@@ -278,7 +278,7 @@ pub struct PoolReport {
 }
 
 impl PipelineReport {
-    fn of(problem: &Problem, plan: &crate::ppipe::app::PipelinePlan) -> Self {
+    fn of(problem: &Problem, plan: &crate::solution::PipelinePlan) -> Self {
         let pools = plan
             .pools
             .iter()
@@ -380,7 +380,7 @@ impl Plan {
             s,
             "plan for `{}` [{}] at {:.1} req/s: {} of {} slices, accuracy {:.4} of the best (linear bound {:.4}), objective {:.4}",
             self.app,
-            if self.planner == crate::strategy::Strategy::Jigsaw {
+            if self.planner == crate::spec::Strategy::Jigsaw {
                 self.features.clone()
             } else {
                 self.planner.to_string()

@@ -49,7 +49,7 @@ pub struct Problem {
     /// α, β of objective (14).
     pub objective: Objective,
     /// The planner strategy that plans it (`app.planner`).
-    pub strategy: crate::strategy::Strategy,
+    pub strategy: crate::spec::Strategy,
     /// IPA's weights, when `strategy` is IPA.
     pub ipa: crate::spec::IpaSpec,
     /// Compass's query classes, shares summing to 1: the spec's, or one with the app's SLOs.
@@ -67,7 +67,7 @@ pub struct Problem {
     pub profile_source: String,
     /// gpu-lets' measured interference between the tasks' models (in task order), which the `gpulet` strategy
     /// plans with when it is given (a bundle's `util.csv` and `pairs.csv`); `None`: it plans without.
-    pub interference: Option<std::sync::Arc<crate::gpulet::MeasuredInterference>>,
+    pub interference: Option<std::sync::Arc<crate::interference::MeasuredInterference>>,
     index: HashMap<(usize, usize, usize, u32), usize>,
 }
 

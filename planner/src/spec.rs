@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -90,7 +91,7 @@ pub struct AppSpec {
     pub paths: Option<Vec<PathSpec>>,
     /// The planner strategy: `jigsaw` (the default) or `ipa`.
     #[serde(default)]
-    pub planner: crate::strategy::Strategy,
+    pub planner: Strategy,
     /// Compass's query classes over the graph, each with its own SLOs and share of the demand; none: one
     /// class with the app's SLOs.
     #[serde(default)]
@@ -553,9 +554,74 @@ impl fmt::Display for Features {
     }
 }
 
+/// A planner strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// JigsawServe (§3.2): mixes of variants, segment types and batch sizes per task over a whole graph, each
+    /// task's latency budgeted as 2·L (a batch waits at most one batch time, then runs).
+    #[default]
+    Jigsaw,
+    /// IPA (§4): linear pipelines on CPU cores; per stage one variant on its base core allocation, one batch
+    /// size and a replica count, for α·PAS − β·cores − δ·Σ batch; latency is the batch's plus the worst-case
+    /// wait for a full batch, (b − 1)/λ ([`crate::ipa`]).
+    Ipa,
+    /// Compass (§3–5): query classes with SLOs of their own over a linear pipeline's shared operators, planned
+    /// together for SLO goodput ([`crate::compass`]).
+    Compass,
+    /// gpu-lets (Choi et al., ATC 2022): each task's most accurate variant on MPS shares of whole GPUs, sized
+    /// by Algorithm 1 with the app's SLO split among its tasks ([`crate::gpulet::app`]).
+    Gpulet,
+    /// PPipe (Kong et al., ATC 2025): one model cut into a chain of tasks, each partition served by a pool of
+    /// GPU shares or cores, one batch size for all, pools matched in throughput ([`crate::ppipe::app`]).
+    Ppipe,
+}
+
+impl Strategy {
+    /// Every strategy, in the order `--help` lists them.
+    pub const ALL: [Strategy; 5] =
+        [Strategy::Jigsaw, Strategy::Ipa, Strategy::Compass, Strategy::Gpulet, Strategy::Ppipe];
+
+    /// The name `app.planner` and `--planner` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Jigsaw => "jigsaw",
+            Strategy::Ipa => "ipa",
+            Strategy::Compass => "compass",
+            Strategy::Gpulet => "gpulet",
+            Strategy::Ppipe => "ppipe",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Strategy::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Strategy::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown planner `{s}`: expected one of {}", names.join(", "))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_ones_are_listed() {
+        for s in Strategy::ALL {
+            assert_eq!(s.name().parse::<Strategy>(), Ok(s));
+        }
+        let err = "compas".parse::<Strategy>().unwrap_err();
+        assert!(err.contains("`compas`") && err.contains("jigsaw, ipa, compass, gpulet, ppipe"), "{err}");
+    }
 
     #[test]
     fn segment_kinds_parse_as_profile_tables_write_them() {

@@ -1,75 +1,18 @@
 //! Which paper's planner decides a plan: the one place the deploy path, the controller and the simulator ask
 //! for a plan of a [`Problem`] (its `strategy`, from the spec's `app.planner` or `--planner`), and for how its
-//! plans run ([`runtime_policies`]). A strategy is added here (a variant, its solver module, its runtime
-//! policy), in the latency model and objective [`crate::evaluate`] checks its plans with, and in
-//! [`crate::max_demand`]'s bisection.
+//! plans run ([`runtime_policies`]). A strategy is added as a variant of [`Strategy`] (in [`crate::spec`], beside
+//! the spec that names it), here (its solver module, its runtime policy), in the latency model and objective
+//! [`crate::evaluate`] checks its plans with, and in [`crate::max_demand`]'s bisection.
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::error::PlanError;
-use crate::evaluate::Assignment;
-use crate::milp::{self, SolveOptions, Solved};
+use crate::milp;
 use crate::problem::Problem;
+use crate::solution::{Assignment, SolveOptions, Solved};
 use crate::spec::Features;
 
-/// A planner strategy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Strategy {
-    /// JigsawServe (§3.2): mixes of variants, segment types and batch sizes per task over a whole graph, each
-    /// task's latency budgeted as 2·L (a batch waits at most one batch time, then runs).
-    #[default]
-    Jigsaw,
-    /// IPA (§4): linear pipelines on CPU cores; per stage one variant on its base core allocation, one batch
-    /// size and a replica count, for α·PAS − β·cores − δ·Σ batch; latency is the batch's plus the worst-case
-    /// wait for a full batch, (b − 1)/λ ([`crate::ipa`]).
-    Ipa,
-    /// Compass (§3–5): query classes with SLOs of their own over a linear pipeline's shared operators, planned
-    /// together for SLO goodput ([`crate::compass`]).
-    Compass,
-    /// gpu-lets (Choi et al., ATC 2022): each task's most accurate variant on MPS shares of whole GPUs, sized
-    /// by Algorithm 1 with the app's SLO split among its tasks ([`crate::gpulet::app`]).
-    Gpulet,
-    /// PPipe (Kong et al., ATC 2025): one model cut into a chain of tasks, each partition served by a pool of
-    /// GPU shares or cores, one batch size for all, pools matched in throughput ([`crate::ppipe::app`]).
-    Ppipe,
-}
-
-impl Strategy {
-    /// Every strategy, in the order `--help` lists them.
-    pub const ALL: [Strategy; 5] =
-        [Strategy::Jigsaw, Strategy::Ipa, Strategy::Compass, Strategy::Gpulet, Strategy::Ppipe];
-
-    /// The name `app.planner` and `--planner` take.
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::Jigsaw => "jigsaw",
-            Strategy::Ipa => "ipa",
-            Strategy::Compass => "compass",
-            Strategy::Gpulet => "gpulet",
-            Strategy::Ppipe => "ppipe",
-        }
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Strategy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Strategy::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Strategy::ALL.iter().map(|p| p.name()).collect();
-            format!("unknown planner `{s}`: expected one of {}", names.join(", "))
-        })
-    }
-}
+pub use crate::spec::Strategy;
 
 /// How a plan's instances of one task batch and drop, as its strategy's latency model assumes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -103,7 +46,7 @@ pub fn runtime_policies(problem: &Problem, plan: &[Assignment]) -> Vec<TaskPolic
         let least = problem.demand_bounds(|_, _| true).0;
         let mut wait_ms = vec![0.0f64; n];
         for a in active() {
-            let wait = crate::ipa::queueing_ms(a.batch, least[a.task]);
+            let wait = crate::evaluate::queueing_ms(a.batch, least[a.task]);
             wait_ms[a.task] = wait_ms[a.task].max(if wait.is_finite() { wait } else { 0.0 });
         }
         let stale_ms = 2.0 * problem.slo_latency_ms;
@@ -159,19 +102,5 @@ pub fn solve_from(
         Strategy::Compass => crate::compass::solve(problem, options, previous),
         Strategy::Gpulet => crate::gpulet::app::solve(problem),
         Strategy::Ppipe => crate::ppipe::app::solve(problem, options),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip_and_unknown_ones_are_listed() {
-        for s in Strategy::ALL {
-            assert_eq!(s.name().parse::<Strategy>(), Ok(s));
-        }
-        let err = "compas".parse::<Strategy>().unwrap_err();
-        assert!(err.contains("`compas`") && err.contains("jigsaw, ipa, compass, gpulet, ppipe"), "{err}");
     }
 }

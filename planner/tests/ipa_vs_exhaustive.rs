@@ -10,6 +10,8 @@ use jig_planner::milp::SolveOptions;
 use jig_planner::spec::*;
 use jig_planner::{PlanError, Problem, solve};
 use proptest::prelude::*;
+// The proptest trait, not the planner `Strategy` that `jig_planner::spec::*` brings too.
+use proptest::strategy::Strategy;
 
 mod common;
 

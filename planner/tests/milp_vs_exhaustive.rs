@@ -13,6 +13,8 @@ use jig_planner::profile::ProfileRow;
 use jig_planner::spec::*;
 use jig_planner::{Features, PlanError, Problem};
 use proptest::prelude::*;
+// The proptest trait, not the planner `Strategy` that `jig_planner::spec::*` brings too.
+use proptest::strategy::Strategy;
 
 /// A random problem's raw numbers.
 #[derive(Debug, Clone)]

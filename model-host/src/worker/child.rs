@@ -8,10 +8,11 @@ use std::path::Path;
 
 use super::mailbox::{Mailbox, SPIN};
 use super::pin::HostPin;
-use super::protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
-use super::shm::Shm;
+use super::protocol::{Reply, Request, Slot, read_frame, write_frame};
 use crate::Tensor;
 use crate::onnx::{BoundRun, Model, ModelError, TensorView, TensorViewMut};
+use crate::regions::Region;
+use crate::shm::Shm;
 
 /// The worker's side: connect to the parent's socket at `socket`, load the model the first message names,
 /// open its mailbox, and serve batches from it until the parent closes the socket (then return `Ok`). A model

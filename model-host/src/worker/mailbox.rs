@@ -28,7 +28,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::protocol::{decode, send_all};
-use super::shm::Shm;
+use crate::shm::Shm;
 
 /// How long a receiver polls for the next frame before it sleeps, at least: the next batch of a busy instance
 /// comes within this. Waking from sleep costs each side 10–20 µs on a VM.

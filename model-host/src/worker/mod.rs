@@ -15,8 +15,8 @@
 //! each way at a time, no system call while the waiting side polls), `Run` answered by `Done` or `Failed`, one
 //! request in flight at a time, because the caller already serialises batches per instance.
 //!
-//! **Shared memory.** Tensor bytes never cross the socket: they lie in regions ([`shm`]), tmpfs files the
-//! parent creates and lends, one tensor to a region, from a pool ([`regions`]); the worker maps each region
+//! **Shared memory.** Tensor bytes never cross the socket: they lie in regions ([`crate::shm`]), tmpfs files the
+//! parent creates and lends, one tensor to a region, from a pool ([`crate::regions`]); the worker maps each region
 //! the first time a message names it, and the parent then unlinks it. A batch whose inputs already lie in
 //! regions ([`Worker::buffer`]: the batcher stacks requests straight into one; a function's `infer` places a
 //! request's inputs in free ones, [`Worker::kept_buffer`]) is read by ONNX Runtime where it lies; others are
@@ -44,11 +44,13 @@
 //!   `parent.rs` ([`Worker`]: the handle that runs batches and restarts the process); `process.rs` (one live
 //!   process as the parent holds it: spawn and load, run a batch, reap); `rendezvous.rs` (the socket a new
 //!   worker connects to); `learnt.rs` (what the batches of one input shape taught: output shapes, how long to
-//!   poll); `regions.rs` ([`SharedBuffer`]: the pool of regions lent to a process); `error.rs` ([`WorkerError`],
-//!   and the hint added to a batch that ran out of GPU memory).
+//!   poll); `error.rs` ([`WorkerError`], and the hint added to a batch that ran out of GPU memory).
 //! - The worker's side: `child.rs` ([`serve`]: the process's main loop); `pin.rs` (page-locking on CUDA).
 //! - Both sides: `protocol.rs` (the messages and their frames); `mailbox.rs` (the channel once the model is
-//!   loaded); `shm.rs` (one shared region).
+//!   loaded).
+//! - Outside `worker/`, so that the batcher and the [`Executor`](crate::instance::Executor) trait name a shared
+//!   buffer without importing the worker that lends it: the crate's `regions.rs` ([`SharedBuffer`]: the pool of
+//!   regions lent to a process, re-exported here) and `shm.rs` (one shared region).
 
 mod child;
 mod error;
@@ -58,15 +60,13 @@ mod parent;
 mod pin;
 mod process;
 mod protocol;
-mod regions;
 mod rendezvous;
-mod shm;
 mod spec;
 
+pub use crate::regions::SharedBuffer;
 pub use child::serve;
 pub use error::WorkerError;
 pub use parent::Worker;
-pub use regions::SharedBuffer;
 pub use spec::{StartCheck, WorkerSpec};
 
 use protocol::{Reply, Request, read_frame};

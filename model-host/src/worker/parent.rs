@@ -5,12 +5,13 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::error::WorkerError;
 use super::error::with_memory_hint;
 use super::process::{Fault, Process};
-use super::regions::Regions;
-use super::{SharedBuffer, WorkerError, WorkerSpec};
+use super::spec::WorkerSpec;
 use crate::Tensor;
 use crate::onnx::{self, TensorSpec};
+use crate::regions::{Regions, SharedBuffer};
 
 /// A model served by a child process; see [the module](crate::worker). Dropping it kills the process.
 #[derive(Debug)]
@@ -210,14 +211,14 @@ impl Inner {
     }
 }
 
-impl crate::instance::Executor for Worker {
+impl crate::executor::Executor for Worker {
     fn inputs(&self) -> &[TensorSpec] {
         Worker::inputs(self)
     }
     fn outputs(&self) -> &[TensorSpec] {
         Worker::outputs(self)
     }
-    fn execute(&self, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>, crate::instance::BoxError> {
+    fn execute(&self, inputs: &[crate::Tensor]) -> Result<Vec<crate::Tensor>, crate::executor::BoxError> {
         Ok(self.run(inputs)?)
     }
     fn buffer(&self, len: usize) -> Option<SharedBuffer> {

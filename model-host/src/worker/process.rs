@@ -12,13 +12,14 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::error::WorkerError;
 use super::learnt::{Learnt, REMEMBERED_SHAPES};
 use super::mailbox::{Mailbox, SPIN};
-use super::protocol::{Region, Reply, Request, Slot, read_frame, write_frame};
-use super::regions::{Regions, SharedBuffer};
+use super::protocol::{Reply, Request, Slot, read_frame, write_frame};
 use super::rendezvous::{Accept, Rendezvous};
-use super::{WorkerError, WorkerSpec};
+use super::spec::WorkerSpec;
 use crate::onnx::TensorSpec;
+use crate::regions::{Region, Regions, SharedBuffer};
 use crate::{DType, Tensor};
 
 /// How a batch went wrong inside [`Process::run`].

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::DType;
 use crate::frame;
 use crate::onnx::{SessionOptions, TensorSpec};
+use crate::regions::Region;
 
 /// The largest frame either side accepts. Descriptors are small; a larger length prefix means the peer is not
 /// speaking this protocol, and refusing it keeps a corrupt prefix from allocating gigabytes.
@@ -94,17 +95,6 @@ pub enum Reply {
         /// The model's error, or why the inputs or outputs did not fit their regions.
         error: String,
     },
-}
-
-/// A shared region, as the worker opens it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Region {
-    /// How slots name it.
-    pub id: u64,
-    /// Its file, while it still has a name.
-    pub path: PathBuf,
-    /// Its size, in bytes.
-    pub size: u64,
 }
 
 /// Where one tensor lies in a shared region.

@@ -26,9 +26,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::error::PlanError;
-use crate::evaluate::Assignment;
-use crate::milp::Solved;
 use crate::problem::Problem;
+use crate::solution::{Assignment, Solved};
 use crate::spec::SegmentKind;
 
 use super::{GpuletModel, GpuletProblem, elastic_spatial, no_interference};

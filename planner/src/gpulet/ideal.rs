@@ -16,7 +16,7 @@
 //! - A branch stops when the rates left need more of the GPUs than is free, counted at each model's best rate
 //!   per percent of a GPU (what a duty cycle never beats).
 
-use super::{Gpulet, GpuletPlan, GpuletProblem, Interference, Load, duty_cycle, most_joining, plan_of};
+use super::problem::{Gpulet, GpuletPlan, GpuletProblem, Interference, Load, duty_cycle, most_joining, plan_of, sizes};
 use crate::error::PlanError;
 
 /// Pours tried before the search gives up: far more than four GPUs need (the paper's size); about 10 s.
@@ -28,7 +28,7 @@ pub const IDEAL_GPUS: u32 = 6;
 
 /// The exhaustive scheduler, with interference `intf`.
 pub fn ideal(p: &GpuletProblem, intf: Interference<'_>) -> Result<GpuletPlan, PlanError> {
-    let sizes = super::sizes(p);
+    let sizes = sizes(p);
     // Each model's best rate per percent of a GPU: the bound a branch is cut by.
     let mut efficiency = Vec::with_capacity(p.models.len());
     for model in &p.models {

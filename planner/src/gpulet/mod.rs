@@ -19,6 +19,11 @@
 //! `interference_factor`, read as the fractional growth of the latency). A newcomer is placed beside a half only
 //! if that half's models still hold their SLOs slowed by it: the paper checks the newcomer's batch, but both are
 //! slowed, and both are served slowed.
+//!
+//! **Files.** `problem.rs`: what gpu-lets plans, its schedules, and the duty cycle every scheduler checks
+//! gpu-lets with; this file: Algorithm 1, squishy bin packing, [`max_scale`] and the `[gpulet]` spec;
+//! `ideal.rs`: the exhaustive search; `app.rs`: an app's problem as the `gpulet` strategy plans it. The
+//! interference model is [`crate::interference`]'s, re-exported here.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -30,167 +35,11 @@ use crate::error::PlanError;
 
 pub mod app;
 mod ideal;
+mod problem;
+pub use crate::interference::{InterferenceModel, MeasuredInterference, Sample, Utilisation};
 pub use ideal::{IDEAL_GPUS, ideal};
-
-/// A model to serve.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GpuletModel {
-    /// Its name.
-    pub name: String,
-    /// Requests per second.
-    pub rate_rps: f64,
-    /// Its latency SLO, ms.
-    pub slo_ms: f64,
-    /// Batch latency, ms, by (gpu-let size in percent of a GPU, batch size).
-    pub latency_ms: BTreeMap<(u32, u32), f64>,
-}
-
-/// What gpu-lets plans: models on `gpus` GPUs, each whole or split into `(p, 100 − p)` for `p` in `splits`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GpuletProblem {
-    /// The models.
-    pub models: Vec<GpuletModel>,
-    /// GPUs.
-    pub gpus: u32,
-    /// The smaller halves a GPU may be split into, percent (the paper: 20, 40, 50, 60, 80 as pairs).
-    pub splits: Vec<u32>,
-    /// Measured interference, which `gpulet+int` and `ideal` plan with (none: `gpulet+int` cannot plan).
-    pub interference: Option<MeasuredInterference>,
-}
-
-/// One model's load on a gpu-let.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Load {
-    /// Index into [`GpuletProblem::models`].
-    pub model: usize,
-    /// Requests per second it serves here.
-    pub rate_rps: f64,
-    /// Its batch per duty cycle.
-    pub batch: u32,
-}
-
-/// A gpu-let and what it serves.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Gpulet {
-    /// The GPU it is part of.
-    pub gpu: u32,
-    /// Its size, percent of the GPU.
-    pub size: u32,
-    /// The models it serves, temporally shared when several.
-    pub loads: Vec<Load>,
-    /// Its duty cycle, ms.
-    pub duty_ms: f64,
-}
-
-/// A schedule.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GpuletPlan {
-    /// The gpu-lets with models.
-    pub gpulets: Vec<Gpulet>,
-    /// GPUs holding at least one of them.
-    pub gpus_used: u32,
-}
-
-/// The fractional slowdown of `model` on a gpu-let of `size` percent beside `neighbour` (model and size) on the
-/// same GPU; `None` when the other half is free.
-pub type Interference<'a> = &'a dyn Fn(usize, u32, Option<(usize, u32)>) -> f64;
-
-/// No interference: the paper's `gpulet` row.
-pub fn no_interference(_: usize, _: u32, _: Option<(usize, u32)>) -> f64 {
-    0.0
-}
-
-impl GpuletModel {
-    /// Latency of batch `b` on `size`: the profiled batch, else the next larger one's.
-    pub fn latency(&self, size: u32, b: u32) -> Option<f64> {
-        self.latency_ms.range((size, b)..=(size, u32::MAX)).next().map(|(_, &ms)| ms)
-    }
-
-    /// The largest batch profiled on `size`.
-    pub fn largest_batch(&self, size: u32) -> u32 {
-        self.latency_ms.range((size, 0)..=(size, u32::MAX)).next_back().map_or(0, |(&(_, b), _)| b)
-    }
-
-    /// What a gpu-let of `size` serves of this model alone, slowed by `slowdown`: the best rate over the batches
-    /// whose latency is within half the SLO, and that batch.
-    fn capacity(&self, size: u32, slowdown: f64) -> Option<(f64, u32)> {
-        self.latency_ms
-            .range((size, 0)..=(size, u32::MAX))
-            .map(|(&(_, b), &ms)| (b, ms * (1.0 + slowdown)))
-            .filter(|&(_, ms)| ms <= self.slo_ms / 2.0)
-            .map(|(b, ms)| (f64::from(b) * 1e3 / ms, b))
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-    }
-}
-
-/// The duty cycle on which `loads` (model, rate) share a gpu-let of `size`, and each one's batch: the longest
-/// cycle that holds, from a grid of 256 lengths up to the tightest SLO (Nexus's choice: the most time to batch).
-fn duty_cycle(p: &GpuletProblem, size: u32, loads: &[(usize, f64)], slowdown: &[f64]) -> Option<(f64, Vec<u32>)> {
-    let rows: Vec<_> = loads.iter().map(|&(m, _)| rows_on(p, size, m)).collect();
-    cycle_lengths(p, loads.iter().map(|&(m, _)| m)).find_map(|duty| {
-        let (busy, batches) = batches_at(p, duty, loads, slowdown, &rows)?;
-        (busy <= duty).then_some((duty, batches))
-    })
-}
-
-/// The largest rate of model `m`, slowed by `slowdown_m`, that joins `loads` on a gpu-let of `size` with a duty
-/// cycle of [`duty_cycle`]'s grid still holding (0: none).
-fn most_joining(
-    p: &GpuletProblem,
-    size: u32,
-    loads: &[(usize, f64)],
-    slowdown: &[f64],
-    m: usize,
-    slowdown_m: f64,
-) -> f64 {
-    let rows: Vec<_> = loads.iter().map(|&(n, _)| rows_on(p, size, n)).collect();
-    let mine = rows_on(p, size, m);
-    cycle_lengths(p, loads.iter().map(|&(n, _)| n).chain([m]))
-        .filter_map(|duty| {
-            let (busy, _) = batches_at(p, duty, loads, slowdown, &rows)?;
-            let room = (duty - busy).min(p.models[m].slo_ms - duty);
-            let b = mine.iter().filter(|&&(_, ms)| ms * (1.0 + slowdown_m) <= room).map(|&(b, _)| b).max()?;
-            // Just under b a cycle, so that the batch rounds up to b.
-            Some(f64::from(b) * 1e3 / duty * (1.0 - 1e-9))
-        })
-        .fold(0.0, f64::max)
-}
-
-/// Model `m`'s (batch, latency) rows on `size`, ascending.
-fn rows_on(p: &GpuletProblem, size: u32, m: usize) -> Vec<(u32, f64)> {
-    p.models[m].latency_ms.range((size, 0)..=(size, u32::MAX)).map(|(&(_, b), &ms)| (b, ms)).collect()
-}
-
-/// The duty cycles tried for these models, longest first: 256 steps up to their tightest SLO.
-fn cycle_lengths(p: &GpuletProblem, models: impl Iterator<Item = usize>) -> impl Iterator<Item = f64> {
-    let tightest = models.map(|m| p.models[m].slo_ms).fold(f64::INFINITY, f64::min);
-    (1..=256).rev().map(move |k| tightest * f64::from(k) / 256.0)
-}
-
-/// Each load's batch on a cycle of `duty` ms (the requests one cycle brings) and the time they take together,
-/// if every one is profiled and meets its SLO after waiting for the cycle; `rows` are the loads' [`rows_on`].
-fn batches_at(
-    p: &GpuletProblem,
-    duty: f64,
-    loads: &[(usize, f64)],
-    slowdown: &[f64],
-    rows: &[Vec<(u32, f64)>],
-) -> Option<(f64, Vec<u32>)> {
-    let mut busy = 0.0;
-    let mut batches = Vec::with_capacity(loads.len());
-    for ((&(m, rate), &slowdown), rows) in loads.iter().zip(slowdown).zip(rows) {
-        let b = ((rate * duty / 1e3).ceil() as u32).max(1);
-        // The profiled batch, else the next larger one's latency; none larger: this cycle batches too many.
-        let &(_, ms) = rows.iter().find(|&&(profiled, _)| profiled >= b)?;
-        let ms = ms * (1.0 + slowdown);
-        if duty + ms > p.models[m].slo_ms {
-            return None;
-        }
-        busy += ms;
-        batches.push(b);
-    }
-    Some((busy, batches))
-}
+pub use problem::{Gpulet, GpuletModel, GpuletPlan, GpuletProblem, Interference, Load, no_interference};
+use problem::{duty_cycle, plan_of, sizes};
 
 /// The gpu-let size where serving `model` is most cost-effective: the knee of its rate against size, where the
 /// discrete curvature of the normalised curve is largest (the whole GPU without an interior point).
@@ -215,14 +64,6 @@ pub fn knee(p: &GpuletProblem, model: usize) -> u32 {
         })
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map_or(100, |(_, size)| size)
-}
-
-/// Every gpu-let size: the split sizes, their complements, and the whole GPU, ascending.
-fn sizes(p: &GpuletProblem) -> Vec<u32> {
-    let mut all: Vec<u32> = p.splits.iter().flat_map(|&s| [s, 100 - s]).chain([100]).filter(|&s| s > 0).collect();
-    all.sort_unstable();
-    all.dedup();
-    all
 }
 
 /// The paper's Algorithm 1 (`ELASTICPARTITIONING`), with interference `intf`.
@@ -385,13 +226,6 @@ impl Gpulet {
     }
 }
 
-fn plan_of(gpulets: Vec<Gpulet>) -> GpuletPlan {
-    let mut gpus: Vec<u32> = gpulets.iter().map(|g| g.gpu).collect();
-    gpus.sort_unstable();
-    gpus.dedup();
-    GpuletPlan { gpus_used: gpus.len() as u32, gpulets }
-}
-
 /// The largest multiple of the models' rates (to 0.1%) that `schedule` fits on the problem's GPUs.
 pub fn max_scale(p: &GpuletProblem, schedule: impl Fn(&GpuletProblem) -> Result<GpuletPlan, PlanError>) -> f64 {
     let fits = |k: f64| schedule(&p.scaled(k)).is_ok_and(|plan| plan.gpus_used <= p.gpus);
@@ -406,165 +240,6 @@ pub fn max_scale(p: &GpuletProblem, schedule: impl Fn(&GpuletProblem) -> Result<
         if fits(mid) { low = mid } else { high = mid }
     }
     low
-}
-
-/// A model's solo utilisation on a gpu-let of some size, as Nsight Compute reports it: the paper's features.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Utilisation {
-    /// L2 cache utilisation, a fraction.
-    pub l2: f64,
-    /// DRAM bandwidth utilisation, a fraction.
-    pub dram: f64,
-}
-
-/// One measured co-location: a model's and its neighbour's solo utilisations, and how much slower the model ran
-/// beside the neighbour than alone (co-run latency over solo latency, less 1).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sample {
-    /// The model's.
-    pub this: Utilisation,
-    /// Its neighbour's.
-    pub other: Utilisation,
-    /// Its slowdown.
-    pub slowdown: f64,
-}
-
-/// gpu-lets' interference model (§4.4): `slowdown = c1·l2 + c2·l2' + c3·dram + c4·dram' + c5`, the model's
-/// solo L2 and DRAM utilisations and its neighbour's, fitted by least squares.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct InterferenceModel {
-    /// c1 … c5.
-    pub coefficients: [f64; 5],
-}
-
-impl InterferenceModel {
-    /// Fit to `samples` (at least 5, not all alike), by least squares.
-    pub fn fit(samples: &[Sample]) -> Result<InterferenceModel, PlanError> {
-        let features = |s: &Sample| [s.this.l2, s.other.l2, s.this.dram, s.other.dram, 1.0];
-        // The normal equations XᵀX c = Xᵀy, by Gaussian elimination with partial pivoting.
-        let mut a = [[0.0f64; 6]; 5];
-        for s in samples {
-            let x = features(s);
-            for i in 0..5 {
-                for j in 0..5 {
-                    a[i][j] += x[i] * x[j];
-                }
-                a[i][5] += x[i] * s.slowdown;
-            }
-        }
-        for col in 0..5 {
-            let pivot = (col..5).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs())).expect("rows");
-            if a[pivot][col].abs() < 1e-12 {
-                return Err(PlanError::Input(format!(
-                    "{} co-location samples do not determine the interference model: measure pairs whose L2 and DRAM \
-                     utilisations vary",
-                    samples.len()
-                )));
-            }
-            a.swap(col, pivot);
-            let pivot_row = a[col];
-            for (_, r) in a.iter_mut().enumerate().filter(|(row, _)| *row != col) {
-                let f = r[col] / pivot_row[col];
-                for (x, p) in r[col..].iter_mut().zip(&pivot_row[col..]) {
-                    *x -= f * p;
-                }
-            }
-        }
-        Ok(InterferenceModel { coefficients: std::array::from_fn(|i| a[i][5] / a[i][i]) })
-    }
-
-    /// The slowdown of a model of utilisation `this` beside one of `other` (never below 0).
-    pub fn predict(&self, this: Utilisation, other: Utilisation) -> f64 {
-        let c = self.coefficients;
-        (c[0] * this.l2 + c[1] * other.l2 + c[2] * this.dram + c[3] * other.dram + c[4]).max(0.0)
-    }
-}
-
-/// Interference as measured: the model fitted to co-run samples, each model's solo utilisation (in the problem's
-/// model order), and how well the fit reproduces its samples.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MeasuredInterference {
-    /// The fitted model.
-    pub model: InterferenceModel,
-    /// Each model's solo utilisation.
-    pub utilisation: Vec<Utilisation>,
-    /// Mean absolute difference between the fit's and the measured slowdowns, over the samples.
-    pub fit_error: f64,
-    /// Samples fitted.
-    pub samples: usize,
-}
-
-impl MeasuredInterference {
-    /// Model `m`'s slowdown beside `neighbour` (none: the other half of the GPU is free).
-    pub fn slowdown(&self, m: usize, neighbour: Option<(usize, u32)>) -> f64 {
-        neighbour.map_or(0.0, |(n, _)| self.model.predict(self.utilisation[m], self.utilisation[n]))
-    }
-
-    /// Read a utilisation table (`model,batch,l2,dram`) and a co-run table (`model,neighbour,…,slowdown`), as
-    /// `scripts/gpulet_interference.py` writes them, for `models` (their names in the tables), and fit.
-    pub fn read(utilisation: &Path, pairs: &Path, models: &[&str]) -> Result<MeasuredInterference, PlanError> {
-        let util = read_table(utilisation, &["model", "l2", "dram"])?;
-        let by_name: BTreeMap<&str, Utilisation> = util
-            .iter()
-            .map(|r| {
-                (
-                    r[0].as_str(),
-                    Utilisation { l2: r[1].parse().unwrap_or(f64::NAN), dram: r[2].parse().unwrap_or(f64::NAN) },
-                )
-            })
-            .collect();
-        let of = |name: &str, file: &Path| {
-            by_name.get(name).copied().filter(|u| u.l2.is_finite() && u.dram.is_finite()).ok_or_else(|| {
-                PlanError::Input(format!(
-                    "{}: no utilisation of model `{name}` (named in {}): measure it with `scripts/gpulet_interference.py util`",
-                    utilisation.display(),
-                    file.display()
-                ))
-            })
-        };
-        let mut samples = Vec::new();
-        for r in read_table(pairs, &["model", "neighbour", "slowdown"])? {
-            let slowdown = r[2].parse::<f64>().map_err(|_| {
-                PlanError::Input(format!(
-                    "{}: slowdown `{}` of `{}` beside `{}` is not a number",
-                    pairs.display(),
-                    r[2],
-                    r[0],
-                    r[1]
-                ))
-            })?;
-            samples.push(Sample { this: of(&r[0], pairs)?, other: of(&r[1], pairs)?, slowdown });
-        }
-        let model = InterferenceModel::fit(&samples).map_err(|e| match e {
-            PlanError::Input(why) => PlanError::Input(format!("{}: {why}", pairs.display())),
-            e => e,
-        })?;
-        let fit_error = samples.iter().map(|s| (model.predict(s.this, s.other) - s.slowdown).abs()).sum::<f64>()
-            / samples.len() as f64;
-        let utilisation = models.iter().map(|m| of(m, Path::new("the spec"))).collect::<Result<_, _>>()?;
-        Ok(MeasuredInterference { model, utilisation, fit_error, samples: samples.len() })
-    }
-}
-
-/// The rows of a CSV table with a header (lines starting `#` are comments), as the named columns.
-fn read_table(path: &Path, columns: &[&str]) -> Result<Vec<Vec<String>>, PlanError> {
-    let at = |what: String| PlanError::Input(format!("{}: {what}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| at(e.to_string()))?;
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
-    let header: Vec<&str> = lines.next().ok_or_else(|| at("empty table".into()))?.split(',').map(str::trim).collect();
-    let index: Vec<usize> = columns
-        .iter()
-        .map(|c| header.iter().position(|h| h == c).ok_or_else(|| at(format!("no column `{c}` in the header"))))
-        .collect::<Result<_, _>>()?;
-    lines
-        .map(|line| {
-            let f: Vec<&str> = line.split(',').map(str::trim).collect();
-            index
-                .iter()
-                .map(|&i| f.get(i).map(|v| v.to_string()).ok_or_else(|| at(format!("short line `{line}`"))))
-                .collect()
-        })
-        .collect()
 }
 
 /// A gpu-lets planning spec: a TOML file with a `[gpulet]` table, which `jig plan SPEC` and `jig simulate SPEC`

@@ -1,9 +1,10 @@
 //! Naming the binding constraint when no plan exists: simple necessary conditions first, each checked on its
 //! own, then a re-solve without the accuracy SLO to tell the accuracy SLO from the slice limit.
 
-use super::{Relax, SolveOptions, solve_relaxed};
+use super::formulation::{Relax, solve_relaxed};
 use crate::baselines::{StaticBudgets, admits};
 use crate::problem::{Config, Problem};
+use crate::solution::SolveOptions;
 use crate::spec::Features;
 
 /// Why `problem` has no plan in space `features`, in one sentence.

@@ -29,10 +29,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::error::PlanError;
-use crate::evaluate::Assignment;
-use crate::milp::{SolveOptions, Solved};
 use crate::problem::Problem;
+use crate::solution::{Assignment, SolveOptions, Solved};
 use crate::spec::SegmentKind;
+
+pub use crate::solution::PipelinePlan;
 
 use super::{BlockedModel, Class, PpipeProblem, Scheme};
 
@@ -94,18 +95,6 @@ pub(crate) fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved,
         pipelines: deployed,
         colocated: Vec::new(),
     })
-}
-
-/// One of an app's pooled pipelines as planned: what a deployment's scheduler books batches along.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PipelinePlan {
-    /// The requests it takes, req/s.
-    pub rate_rps: f64,
-    /// The one batch size its stages run.
-    pub batch: u32,
-    /// Per task, in chain order, its pool: (variant, segment type, members); the members are instances of the
-    /// plan's assignment of that type, which pipelines of the same type share out in plan order.
-    pub pools: Vec<(usize, usize, u32)>,
 }
 
 /// An app's problem as PPipe reads it.

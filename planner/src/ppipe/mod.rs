@@ -41,7 +41,7 @@ use good_lp::{
 };
 
 use crate::error::PlanError;
-use crate::milp::{SolveOptions, highs_with};
+use crate::solution::{SolveOptions, highs_with};
 
 pub mod app;
 

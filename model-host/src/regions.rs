@@ -1,14 +1,30 @@
 //! The parent's shared regions: every tensor a worker reads or writes lies in one. A region is lent whole as
 //! one tensor's bytes ([`SharedBuffer`]) and comes back to the pool when the last view of it drops, so once
 //! warm a batch creates no region, faults in no page, and the worker maps each region once.
+//!
+//! It lies outside [`crate::worker`] (which re-exports [`SharedBuffer`]) so that the batcher and the
+//! [`Executor`](crate::instance::Executor) trait, which the worker implements, name a buffer without importing
+//! the worker; [`Region`] is how the worker protocol announces one.
 
 use std::io;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use jig_tensor::Bytes;
+use serde::{Deserialize, Serialize};
 
-use super::protocol::Region;
-use super::shm::Shm;
+use crate::shm::Shm;
+
+/// A shared region, as the worker opens it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Region {
+    /// How slots name it.
+    pub id: u64,
+    /// Its file, while it still has a name.
+    pub path: PathBuf,
+    /// Its size, in bytes.
+    pub size: u64,
+}
 
 /// Free regions kept for reuse; more are unmapped.
 const KEPT: usize = 8;
