@@ -5,7 +5,7 @@ WASM_DIR := target/wasm32-wasip2/release
 # Glue functions and test guests, built to WebAssembly components.
 GUESTS := echo forward crop select tts-frame ocr-detect ocr-recognize fan-out classify caption detect-objects speak-caption jig-probe jig-malformed jig-http-noop
 
-.PHONY: demo cluster-demo test test-gpu setup functions examples paper-apps build release bench soak fuzz clean check-manifests docs
+.PHONY: demo cluster-demo test lint test-gpu setup functions examples paper-apps build release bench soak fuzz clean check-manifests docs
 
 setup:
 	@scripts/setup.sh
@@ -56,6 +56,14 @@ cluster-demo: build examples
 # package's own integration tests (cli/tests/).
 test: build check-manifests
 	$(CARGO) test --workspace
+
+# What the code is held to besides the tests (CI runs it after them): formatting, clippy and the workspace's lints
+# without a warning, the libraries' docs without a broken link, and the fuzz targets (their own workspace) compiling.
+lint: setup
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --lib
+	cd fuzz && $(CARGO) check --locked --target-dir ../target/fuzz-check
 
 # The Kubernetes manifests in deploy/kubernetes, against Kubernetes' JSON schemas, offline (deploy/README.md).
 check-manifests:

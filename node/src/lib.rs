@@ -13,7 +13,7 @@
 //! * [`Remote`] ([`client`]): the gateway's side, an [`Executor`](jig_model_host::instance::Executor) behind
 //!   an ordinary [`Instance`](jig_model_host::instance::Instance): a batch goes to the node and its outputs come
 //!   back. A connection that breaks fails the batch in flight at once (the kernel closes a dead node's socket;
-//!   a node that stops answering fails it after [`RemoteSpec::timeout`]); the next batch connects again.
+//!   a node that stops answering fails it after [`Access::timeout`]); the next batch connects again.
 //! * [`registry`]: nodes registered in the cluster state (etcd), where gateway replicas find them.
 //! * [`tls`]: the optional TLS under the frames ([`tls::Link`], one connection in clear or in TLS).
 //! * [`protocol`]: the frames. Tensor bytes cross the network once, raw, after the frame that describes them:

@@ -88,7 +88,7 @@ pub struct Refused {
     /// Why: [`PlanningError::NoSegments`] (boxed: an error that stays small to pass around).
     pub reason: Box<PlanningError>,
     /// For a bundle measured on MIG instances the machine lacks, the instances its plan would need here and the
-    /// config that creates them (see [`mig_instances_to_create`](super::mig::mig_instances_to_create)); empty
+    /// config that creates them (see `mig_instances_to_create`); empty
     /// otherwise.
     pub mig_config: String,
 }

@@ -9,14 +9,14 @@
 //!
 //! **Protocol.** The parent binds a Unix socket in a private directory, spawns the worker with
 //! `--socket PATH`, and accepts the worker's connection (so the parent owns the rendezvous, and a worker that
-//! never connects is caught by the start timeout). Control messages are bincode frames ([`protocol`]): on
+//! never connects is caught by the start timeout). Control messages are bincode frames (`protocol`): on
 //! the socket, `Load` (model, session options, the mailbox's region) answered by `Loaded` with the model's
-//! declared inputs and outputs, or by `LoadFailed`; then, in the [`mailbox`] (a region both map, one frame
+//! declared inputs and outputs, or by `LoadFailed`; then, in the `mailbox` (a region both map, one frame
 //! each way at a time, no system call while the waiting side polls), `Run` answered by `Done` or `Failed`, one
 //! request in flight at a time, because the caller already serialises batches per instance.
 //!
-//! **Shared memory.** Tensor bytes never cross the socket: they lie in regions ([`crate::shm`]), tmpfs files the
-//! parent creates and lends, one tensor to a region, from a pool ([`crate::regions`]); the worker maps each region
+//! **Shared memory.** Tensor bytes never cross the socket: they lie in regions (`shm`), tmpfs files the
+//! parent creates and lends, one tensor to a region, from a pool (`regions`); the worker maps each region
 //! the first time a message names it, and the parent then unlinks it. A batch whose inputs already lie in
 //! regions ([`Worker::buffer`]: the batcher stacks requests straight into one; a function's `infer` places a
 //! request's inputs in free ones, [`Worker::kept_buffer`]) is read by ONNX Runtime where it lies; others are
@@ -25,8 +25,8 @@
 //! they come back as views of those regions, returned to the pool when dropped. So a warm batch costs two
 //! small frames and no copy. Each side polls for the other's frame before it sleeps on the socket (the parent
 //! through the time the last batch of the same shape took, up to a millisecond;
-//! [`Learnt::spin`](learnt::Learnt::spin); a side whose polling finds frames late, behind a thread that never
-//! yields its core, sleeps at once for a while), and a worker on CUDA page-locks the regions it maps ([`pin`])
+//! `Learnt::spin`; a side whose polling finds frames late, behind a thread that never
+//! yields its core, sleeps at once for a while), and a worker on CUDA page-locks the regions it maps (`pin`)
 //! so that ONNX Runtime's copies to and from the device go by DMA.
 //!
 //! **Faults.** The socket is the liveness signal: the kernel closes it when the worker dies, however it dies, so a run

@@ -23,7 +23,7 @@ use crate::error::PlanError;
 const BUDGET: u64 = 2_000_000;
 
 /// The most GPUs [`super::Scheduler::all`] runs the search on: on the measured H200 scenarios, a search that
-/// finds nothing takes up to 8 s on six GPUs and runs past [`BUDGET`] on eight.
+/// finds nothing takes up to 8 s on six GPUs and runs past `BUDGET` on eight.
 pub const IDEAL_GPUS: u32 = 6;
 
 /// The exhaustive scheduler, with interference `intf`.
