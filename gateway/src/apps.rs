@@ -95,6 +95,10 @@ impl Gateway {
         let name = bundle.manifest.name.clone();
         let record =
             AppRecord { name: name.clone(), bundle: hash, deployed_at: unix_now(), demand_windows: Vec::new() };
+        let gateway = self.clone();
+        if let Ok(Some(why)) = tokio::task::spawn_blocking(move || gateway.no_node_answers()).await {
+            return error(ErrorKind::Unavailable, format!("app `{name}`: {why}"));
+        }
         // The new app starts (glue compiled, instances loaded) while the old one, if any, keeps serving.
         let app = match self.clone().start_app(record.clone()).await {
             Ok(app) => app,

@@ -43,6 +43,20 @@ impl Gateway {
         Capacity::of_nodes(nodes.iter().map(|n| (n.addr.as_str(), &n.devices)))
     }
 
+    /// Why no app can be deployed now: the gateway runs its models on nodes, and none answers (it looks again
+    /// when the last look is stale: blocks). A deploy then would have nowhere to run.
+    pub(crate) fn no_node_answers(&self) -> Option<String> {
+        if !self.uses_nodes() || !self.capacity(true).machines.is_empty() {
+            return None;
+        }
+        let why = self.nodes.lock().unwrap_or_else(|p| p.into_inner()).2.join("; ");
+        Some(format!(
+            "no node answers{}: start `jig node`s, or correct the gateway's `nodes`, `node_token_file` and \
+             `node_tls_ca`",
+            if why.is_empty() { String::new() } else { format!(" ({why})") }
+        ))
+    }
+
     /// The nodes that answered the last look; with `refresh`, looks again when that is older than
     /// [`NODES_FRESH`]. A node that does not answer is left out of plans (its instances are placed elsewhere
     /// on the next one) and logged.

@@ -167,15 +167,6 @@ impl Gateway {
         tokio::task::spawn_blocking(move || {
             let bundle = self.store.bundle(&record.bundle)?;
             let capacity = self.free_capacity(Some(&record.name));
-            if self.uses_nodes() && capacity.machines.is_empty() {
-                let why = self.nodes.lock().unwrap_or_else(|p| p.into_inner()).2.join("; ");
-                let detail = format!(
-                    "no node answers{}: start `jig node`s, or correct the gateway's `nodes`, `node_token_file` and \
-                     `node_tls_ca`",
-                    if why.is_empty() { String::new() } else { format!(" ({why})") }
-                );
-                return Err(StartError::Deployment { app: record.name.clone(), detail });
-            }
             // A restart observes factors afresh; a new deploy plans with the manifest's. A bundle profiled only on
             // GPU segments this machine lacks is refused (400; the app's previous deployment serves on).
             let deployment =
