@@ -34,11 +34,19 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !cli.command.serves() {
+        // As other command-line tools: a reader that stops reading (`jig … | head`) ends the command quietly.
+        // Rust ignores SIGPIPE, so a closed pipe would otherwise be an error, or a panic inside `println!`.
+        // SAFETY: setting a signal's disposition to the default, before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,jig=info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour for a person at a terminal; none in a file or a log collector.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli.command.run() {
         Ok(code) => code,

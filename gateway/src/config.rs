@@ -173,6 +173,17 @@ pub(crate) fn load_peak_predictor(configured: Option<&Path>) -> anyhow::Result<O
     }
 }
 
+/// `cores` is at most what this machine lets jig run on: more is a mistake to report, not a number to cap.
+pub(crate) fn check_cores(cores: u32, devices: &Devices) -> anyhow::Result<()> {
+    let has = devices.cpu_cores.len();
+    if cores == 0 || cores as usize > has {
+        anyhow::bail!(
+            "`cores` is {cores}, but this machine lets jig run on {has} cores: give 1 to {has} (`jig up --cores`)"
+        );
+    }
+    Ok(())
+}
+
 /// `gpus` names GPUs of this machine by index: one it lacks is a mistake to report, not a GPU to ignore.
 pub(crate) fn check_gpus(wanted: &[u32], devices: &Devices) -> anyhow::Result<()> {
     let Some(missing) = wanted.iter().find(|&&i| !devices.gpus.iter().any(|g| g.index == i)) else {

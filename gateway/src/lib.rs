@@ -128,10 +128,12 @@ impl Gateway {
             demand: Default::default(),
             peaks,
         });
-        if !gateway.uses_nodes()
-            && let Some(gpus) = &gateway.config.gpus
-        {
-            config::check_gpus(gpus, &gateway.hosts.launcher.devices())?;
+        if !gateway.uses_nodes() {
+            let devices = gateway.hosts.launcher.devices();
+            config::check_cores(gateway.config.cores, &devices)?;
+            if let Some(gpus) = &gateway.config.gpus {
+                config::check_gpus(gpus, &devices)?;
+            }
         }
         if let Some(cluster) = &gateway.cluster {
             tokio::spawn(gateway.clone().track_registrations());

@@ -1171,3 +1171,18 @@ fn a_deploy_whose_answer_is_lost_says_whether_the_gateway_applied_it() {
     assert_eq!(kept.status.code(), Some(3), "{said}");
     assert!(said.contains("not applied") && said.contains("still runs bundle"), "{said}");
 }
+
+/// `--cores` beyond what the machine lets jig run on stops `jig up` with the number it has, rather than a plan
+/// silently cut to it.
+#[test]
+fn a_gateway_given_more_cores_than_the_machine_has_says_how_many_it_has() {
+    let state = tempfile::tempdir().unwrap();
+    let up = jig_tests::jig()
+        .args(["up", "--listen", "127.0.0.1:0", "--cores", "100000", "--state-dir"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&up.stderr);
+    assert!(!up.status.success(), "{said}");
+    assert!(said.contains("`cores` is 100000, but this machine lets jig run on"), "{said}");
+}

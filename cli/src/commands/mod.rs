@@ -66,6 +66,11 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether it serves until stopped (a gateway, a node, a worker): a peer that goes away must not end it.
+    pub fn serves(&self) -> bool {
+        matches!(self, Command::Up(_) | Command::Node(_) | Command::Worker(_))
+    }
+
     /// Run the command; returns the process exit status.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         match self {
