@@ -12,9 +12,13 @@ use crate::error::{Result, invalid};
 pub fn pack(dir: &Path) -> Result<Vec<u8>> {
     let bundle = Bundle::open(dir)?;
     let mut archive = tar::Builder::new(Vec::new());
+    let glue: Vec<&Path> = bundle.manifest.tasks.iter().map(|t| t.glue.as_path()).collect();
     for file in bundle.files() {
         let path = dir.join(&file);
         let bytes = std::fs::read(&path).map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?;
+        if glue.contains(&file.as_path()) {
+            check_glue(&file, &bytes)?;
+        }
         let mut header = tar::Header::new_ustar();
         header.set_size(bytes.len() as u64);
         header.set_mode(0o644);
@@ -25,6 +29,22 @@ pub fn pack(dir: &Path) -> Result<Vec<u8>> {
             .map_err(|e| invalid(format!("cannot pack {}: {e}", file.display())))?;
     }
     archive.into_inner().map_err(|e| invalid(format!("cannot pack {}: {e}", dir.display())))
+}
+
+/// A glue file is a WebAssembly component (or its text format), told before the upload rather than after it.
+fn check_glue(file: &Path, bytes: &[u8]) -> Result<()> {
+    const COMPONENT: [u8; 8] = *b"\0asm\x0d\0\x01\0";
+    let what = match bytes.get(..8) {
+        Some(head) if head == COMPONENT => return Ok(()),
+        Some(head) if head.starts_with(b"\0asm") => "a core WebAssembly module, not a component",
+        _ if std::str::from_utf8(bytes).is_ok() => return Ok(()), // the text format: the gateway parses it
+        _ => "not WebAssembly",
+    };
+    Err(invalid(format!(
+        "{} is {what}: build the glue for the `wasm32-wasip2` target (`jig build`, or cargo build --target \
+         wasm32-wasip2), which makes a component",
+        file.display()
+    )))
 }
 
 /// Entries an uploaded bundle may hold.
@@ -120,6 +140,21 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let error = unpack(&archive.into_inner().unwrap(), &out.path().join("b"), 1 << 30).unwrap_err().0;
         assert!(error.contains("more than 10000 entries"), "{error}");
+    }
+
+    #[test]
+    fn glue_that_is_not_a_component_is_refused_before_the_upload() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), TWO_TASKS);
+        for (bytes, said) in
+            [(&b"\0asm\x01\0\0\0"[..], "a core WebAssembly module"), (b"\x89PNG\r\n\x1a\n\xff", "not WebAssembly")]
+        {
+            std::fs::write(dir.path().join("glue/b.wasm"), bytes).unwrap();
+            let err = pack(dir.path()).unwrap_err().to_string();
+            assert!(err.contains("glue/b.wasm") && err.contains(said) && err.contains("wasm32-wasip2"), "{err}");
+        }
+        std::fs::write(dir.path().join("glue/b.wasm"), b"\0asm\x0d\0\x01\0").unwrap();
+        pack(dir.path()).unwrap();
     }
 
     #[test]

@@ -29,6 +29,16 @@ pub enum LoadError {
         function: String,
     },
 
+    /// The bytes are neither WebAssembly's binary format nor its text: not a build of the glue at all.
+    #[error(
+        "function `{function}`: the glue file is not WebAssembly (it does not start with `\\0asm`); give the \
+         component cargo builds for the `wasm32-wasip2` target"
+    )]
+    NotWasm {
+        /// The function, named `APP/TASK` (the file's stem under `jig run`).
+        function: String,
+    },
+
     /// The bytes are not a valid component.
     #[error("function `{function}`: not a valid WebAssembly component: {detail}")]
     Invalid {

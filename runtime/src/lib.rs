@@ -298,6 +298,10 @@ impl Runtime {
         if wasmtime::wasmparser::Parser::is_core_wasm(wasm) {
             return Err(LoadError::CoreModule { function });
         }
+        // Anything else that is not text would reach the text parser and fail there, in its words.
+        if !wasm.starts_with(b"\0asm") && std::str::from_utf8(wasm).is_err() {
+            return Err(LoadError::NotWasm { function });
+        }
         let invalid = |e: wasmtime::Error| LoadError::Invalid { function: function.clone(), detail: format!("{e:#}") };
         let component =
             cache::compile(&self.resident.engine, self.config.cache_dir.as_deref(), wasm).map_err(invalid)?;

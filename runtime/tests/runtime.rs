@@ -259,6 +259,10 @@ async fn a_core_module_or_garbage_is_refused_at_load() {
     assert!(matches!(&err, LoadError::Invalid { function, .. } if function == "junk"), "{err}");
     let err = rt.load("text", b"hello", FunctionOptions::default()).err().unwrap();
     assert!(matches!(&err, LoadError::Invalid { .. }), "{err}");
+    // Bytes that are neither format are named for what they are, not for the text parser's first complaint.
+    let err = rt.load("png", b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", FunctionOptions::default()).err().unwrap();
+    assert!(matches!(&err, LoadError::NotWasm { function } if function == "png"), "{err}");
+    assert!(err.to_string().contains("wasm32-wasip2"), "{err}");
 }
 
 #[tokio::test]
