@@ -2,7 +2,7 @@
 //!
 //! The wire types of jig's HTTP API, shared by the gateway that writes them, the client that reads them and
 //! the tests that check them, with the routes they travel on ([`Route`]) and the API's OpenAPI description
-//! ([`openapi()`], served at `/openapi.json`). Serde, schemars and jig's
+//! ([`openapi()`], served at `/openapi.json`). Serde, schemars, thiserror and jig's
 //! tensor type only (the Open Inference Protocol's tensors decode to it): no HTTP, no runtime.
 //!
 //! | method and path | answer | token |

@@ -6,10 +6,12 @@
 //! after the JSON: the request's [`BINARY_HEADER`] gives the JSON's length, and each input with a
 //! `binary_data_size` parameter takes that many bytes, in the order of `inputs`. Errors are `{"error": …}`
 //! (jig's [`crate::ErrorBody`] adds its `kind`). [`decode_request`] and [`encode_response`] convert between
-//! the wire and jig's tensors, checking a request against the model's [`Declared`] tensors.
+//! the wire and jig's tensors, checking a request against the model's [`Declared`] tensors; what they refuse is a
+//! [`DecodeError`] or an [`EncodeError`], whose message is the 400's. Element types travel by the protocol's
+//! names, [`DType::oip_name`].
 
 use bytes::{BufMut, Bytes, BytesMut};
-use jig_tensor::{DType, Tensor};
+use jig_tensor::{DType, Tensor, TensorError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -154,13 +156,13 @@ fn flag(parameters: &Option<Map<String, Value>>, name: &str) -> bool {
 }
 
 /// The `binary_data_size` of a tensor, when it travels as binary data.
-fn binary_size(parameters: &Option<Map<String, Value>>) -> Option<Result<usize, String>> {
+fn binary_size(parameters: &Option<Map<String, Value>>) -> Option<Result<usize, DecodeError>> {
     let value = parameters.as_ref()?.get("binary_data_size")?;
     Some(
         value
             .as_u64()
             .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| format!("`binary_data_size` must be a byte count, not {value}")),
+            .ok_or_else(|| DecodeError::BinarySizeNotACount { value: value.to_string() }),
     )
 }
 
@@ -173,38 +175,164 @@ pub struct Declared<'a> {
     pub dtype: DType,
 }
 
-/// The protocol's name of a jig element type.
-pub fn datatype(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F32 => "FP32",
-        DType::F16 => "FP16",
-        DType::F64 => "FP64",
-        DType::U8 => "UINT8",
-        DType::I8 => "INT8",
-        DType::U16 => "UINT16",
-        DType::I16 => "INT16",
-        DType::I32 => "INT32",
-        DType::I64 => "INT64",
-        DType::Bool => "BOOL",
-    }
+/// Why a request body is refused (a 400): each variant says what is wrong, naming the input.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// [`BINARY_HEADER`] puts the end of the JSON past the end of the body.
+    #[error("`{BINARY_HEADER}` is {json_length} but the body has {body_length} bytes")]
+    JsonLengthPastBody {
+        /// The header's value.
+        json_length: usize,
+        /// The body's length.
+        body_length: usize,
+    },
+    /// The JSON part is not an inference request.
+    #[error("the inference request is not valid: {source}")]
+    Json {
+        /// What the JSON parser found.
+        source: serde_json::Error,
+    },
+    /// An input the model does not declare.
+    #[error("model `{model}` has no input `{input}` (it has: {declared})")]
+    UnknownInput {
+        /// The model.
+        model: String,
+        /// The input named.
+        input: String,
+        /// The model's inputs, comma-separated.
+        declared: String,
+    },
+    /// An input of another element type than the model declares.
+    #[error("input `{input}` of model `{model}` is {declared}, not {given}")]
+    WrongDatatype {
+        /// The model.
+        model: String,
+        /// The input.
+        input: String,
+        /// The declared type's protocol name.
+        declared: &'static str,
+        /// The type the request gives.
+        given: String,
+    },
+    /// An input's shape has more bytes than fit in memory.
+    #[error("input `{input}`: shape {shape:?} is too large")]
+    TooLarge {
+        /// The input.
+        input: String,
+        /// Its shape.
+        shape: Vec<u64>,
+    },
+    /// A `binary_data_size` that is not a byte count.
+    #[error("`binary_data_size` must be a byte count, not {value}")]
+    BinarySizeNotACount {
+        /// The parameter's value, as JSON.
+        value: String,
+    },
+    /// A `binary_data_size` other than the input's datatype and shape make.
+    #[error("input `{input}`: `binary_data_size` is {size} bytes, but {datatype} of shape {shape:?} is {expected}")]
+    BinarySizeMismatch {
+        /// The input.
+        input: String,
+        /// Its `binary_data_size`.
+        size: usize,
+        /// Its datatype, as given.
+        datatype: String,
+        /// Its shape.
+        shape: Vec<u64>,
+        /// The bytes that datatype and shape make.
+        expected: usize,
+    },
+    /// A `binary_data_size` beyond the binary data left.
+    #[error("input `{input}`: `binary_data_size` is {size} bytes, but only {left} bytes of binary data are left")]
+    BinaryDataShort {
+        /// The input.
+        input: String,
+        /// Its `binary_data_size`.
+        size: usize,
+        /// The bytes left after the inputs before it.
+        left: usize,
+    },
+    /// An input with neither `data` nor binary data.
+    #[error("input `{input}` has neither `data` nor a `binary_data_size` parameter")]
+    NoData {
+        /// The input.
+        input: String,
+    },
+    /// A JSON element that is not one of the input's type.
+    #[error("input `{input}`: {value} is not a {datatype} element")]
+    BadElement {
+        /// The input.
+        input: String,
+        /// The element, as JSON.
+        value: String,
+        /// The input's datatype.
+        datatype: &'static str,
+    },
+    /// FP16 elements as JSON, which has no half floats.
+    #[error("input `{input}`: send FP16 tensors as binary data (JSON has no half floats)")]
+    HalfAsJson {
+        /// The input.
+        input: String,
+    },
+    /// JSON `data` with another number of elements than the shape holds.
+    #[error("input `{input}`: shape {shape:?} holds {expected} elements, `data` has {given}")]
+    ElementCount {
+        /// The input.
+        input: String,
+        /// Its shape.
+        shape: Vec<u64>,
+        /// The elements the shape holds.
+        expected: usize,
+        /// The elements `data` has.
+        given: usize,
+    },
+    /// The bytes do not form a tensor (a BOOL element other than 0 or 1).
+    #[error("input `{input}`: {source}")]
+    Tensor {
+        /// The input.
+        input: String,
+        /// What the tensor's check found.
+        source: TensorError,
+    },
+    /// An input given twice.
+    #[error("input `{input}` is given twice")]
+    Repeated {
+        /// The input.
+        input: String,
+    },
+    /// Binary data after the inputs' own.
+    #[error("{bytes} bytes of binary data follow the request that no input claims")]
+    UnclaimedBinaryData {
+        /// How many.
+        bytes: usize,
+    },
+    /// A declared input the request does not give.
+    #[error("input `{input}` is missing; model `{model}` takes: {declared}")]
+    Missing {
+        /// The input.
+        input: String,
+        /// The model.
+        model: String,
+        /// The model's inputs, comma-separated.
+        declared: String,
+    },
 }
 
-/// The jig element type of a protocol name (`FP32` → `F32`), if jig serves it.
-pub fn dtype(datatype: &str) -> Option<DType> {
-    [
-        DType::F32,
-        DType::F16,
-        DType::F64,
-        DType::U8,
-        DType::I8,
-        DType::U16,
-        DType::I16,
-        DType::I32,
-        DType::I64,
-        DType::Bool,
-    ]
-    .into_iter()
-    .find(|&d| self::datatype(d) == datatype)
+/// Why a request's outputs cannot be answered (a 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The request asks for an output the model does not declare.
+    #[error("model `{model}` has no output `{output}` (it has: {declared})")]
+    UnknownOutput {
+        /// The model.
+        model: String,
+        /// The output asked for.
+        output: String,
+        /// The model's outputs, comma-separated.
+        declared: String,
+    },
 }
 
 /// An inference request's body (its JSON part `json_length` bytes long, when binary tensors follow) as the
@@ -215,20 +343,19 @@ pub fn decode_request(
     specs: &[Declared<'_>],
     body: &Bytes,
     json_length: Option<usize>,
-) -> Result<(InferRequest, Vec<Tensor>), String> {
+) -> Result<(InferRequest, Vec<Tensor>), DecodeError> {
     let (request, binary) = parse(body, json_length)?;
     let inputs = inputs(model, specs, &request, binary)?;
     Ok((request, inputs))
 }
 
 /// The JSON request and the binary part after it.
-fn parse(body: &Bytes, json_length: Option<usize>) -> Result<(InferRequest, Bytes), String> {
+fn parse(body: &Bytes, json_length: Option<usize>) -> Result<(InferRequest, Bytes), DecodeError> {
     let split = json_length.unwrap_or(body.len());
     if split > body.len() {
-        return Err(format!("`{BINARY_HEADER}` is {split} but the body has {} bytes", body.len()));
+        return Err(DecodeError::JsonLengthPastBody { json_length: split, body_length: body.len() });
     }
-    let request =
-        serde_json::from_slice(&body[..split]).map_err(|e| format!("the inference request is not valid: {e}"))?;
+    let request = serde_json::from_slice(&body[..split]).map_err(|source| DecodeError::Json { source })?;
     Ok((request, body.slice(split..)))
 }
 
@@ -238,90 +365,92 @@ fn inputs(
     specs: &[Declared<'_>],
     request: &InferRequest,
     mut binary: Bytes,
-) -> Result<Vec<Tensor>, String> {
+) -> Result<Vec<Tensor>, DecodeError> {
     let declared = || specs.iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
     let mut given: Vec<Option<Tensor>> = vec![None; specs.len()];
     for input in &request.inputs {
+        let name = || input.name.clone();
         let Some(index) = specs.iter().position(|s| s.name == input.name) else {
-            return Err(format!("model `{model}` has no input `{}` (it has: {})", input.name, declared()));
+            return Err(DecodeError::UnknownInput { model: model.into(), input: name(), declared: declared() });
         };
         let dtype = specs[index].dtype;
-        if input.datatype != datatype(dtype) {
-            return Err(format!(
-                "input `{}` of model `{model}` is {}, not {}",
-                input.name,
-                datatype(dtype),
-                input.datatype
-            ));
+        if input.datatype != dtype.oip_name() {
+            return Err(DecodeError::WrongDatatype {
+                model: model.into(),
+                input: name(),
+                declared: dtype.oip_name(),
+                given: input.datatype.clone(),
+            });
         }
         let expected = dtype
             .bytes_for(&input.shape)
-            .ok_or_else(|| format!("input `{}`: shape {:?} is too large", input.name, input.shape))?;
+            .ok_or_else(|| DecodeError::TooLarge { input: name(), shape: input.shape.clone() })?;
         let data = match binary_size(&input.parameters) {
             Some(size) => {
                 let size = size?;
                 if size != expected {
-                    return Err(format!(
-                        "input `{}`: `binary_data_size` is {size} bytes, but {} of shape {:?} is {expected}",
-                        input.name, input.datatype, input.shape
-                    ));
+                    return Err(DecodeError::BinarySizeMismatch {
+                        input: name(),
+                        size,
+                        datatype: input.datatype.clone(),
+                        shape: input.shape.clone(),
+                        expected,
+                    });
                 }
                 if size > binary.len() {
-                    return Err(format!(
-                        "input `{}`: `binary_data_size` is {size} bytes, but only {} bytes of binary data are left",
-                        input.name,
-                        binary.len()
-                    ));
+                    return Err(DecodeError::BinaryDataShort { input: name(), size, left: binary.len() });
                 }
                 binary.split_to(size)
             }
             None => {
-                let data = input.data.as_ref().ok_or_else(|| {
-                    format!("input `{}` has neither `data` nor a `binary_data_size` parameter", input.name)
-                })?;
-                let bytes = encode(dtype, data).map_err(|e| format!("input `{}`: {e}", input.name))?;
+                let data = input.data.as_ref().ok_or_else(|| DecodeError::NoData { input: name() })?;
+                let bytes = encode(&input.name, dtype, data)?;
                 if bytes.len() != expected {
-                    return Err(format!(
-                        "input `{}`: shape {:?} holds {} elements, `data` has {}",
-                        input.name,
-                        input.shape,
-                        expected / dtype.size(),
-                        bytes.len() / dtype.size()
-                    ));
+                    return Err(DecodeError::ElementCount {
+                        input: name(),
+                        shape: input.shape.clone(),
+                        expected: expected / dtype.size(),
+                        given: bytes.len() / dtype.size(),
+                    });
                 }
                 bytes
             }
         };
-        let tensor =
-            Tensor::new(dtype, input.shape.clone(), data).map_err(|e| format!("input `{}`: {e}", input.name))?;
+        let tensor = Tensor::new(dtype, input.shape.clone(), data)
+            .map_err(|source| DecodeError::Tensor { input: name(), source })?;
         if given[index].replace(tensor).is_some() {
-            return Err(format!("input `{}` is given twice", input.name));
+            return Err(DecodeError::Repeated { input: name() });
         }
     }
     if !binary.is_empty() {
-        return Err(format!("{} bytes of binary data follow the request that no input claims", binary.len()));
+        return Err(DecodeError::UnclaimedBinaryData { bytes: binary.len() });
     }
     given
         .into_iter()
         .zip(specs)
         .map(|(tensor, spec)| {
-            tensor.ok_or_else(|| format!("input `{}` is missing; model `{model}` takes: {}", spec.name, declared()))
+            tensor.ok_or_else(|| DecodeError::Missing {
+                input: spec.name.into(),
+                model: model.into(),
+                declared: declared(),
+            })
         })
         .collect()
 }
 
-/// JSON elements (flat or nested arrays, row-major) as little-endian bytes of `dtype`.
-fn encode(dtype: DType, data: &Value) -> Result<Bytes, String> {
+/// JSON elements (flat or nested arrays, row-major) as little-endian bytes of `dtype`, for input `input`.
+fn encode(input: &str, dtype: DType, data: &Value) -> Result<Bytes, DecodeError> {
     let mut elements = Vec::new();
     flatten(data, &mut elements);
     let mut out = BytesMut::with_capacity(elements.len() * dtype.size());
     for value in elements {
-        let bad = || format!("{value} is not a {} element", datatype(dtype));
+        let bad =
+            || DecodeError::BadElement { input: input.into(), value: value.to_string(), datatype: dtype.oip_name() };
         let int = |lo: i64, hi: i64| value.as_i64().filter(|v| (lo..=hi).contains(v)).ok_or_else(bad);
         match dtype {
             DType::F32 => out.put_f32_le(value.as_f64().ok_or_else(bad)? as f32),
             DType::F64 => out.put_f64_le(value.as_f64().ok_or_else(bad)?),
-            DType::F16 => return Err("send FP16 tensors as binary data (JSON has no half floats)".into()),
+            DType::F16 => return Err(DecodeError::HalfAsJson { input: input.into() }),
             DType::Bool => out.put_u8(u8::from(value.as_bool().ok_or_else(bad)?)),
             DType::U8 => out.put_u8(int(0, u8::MAX.into())? as u8),
             DType::I8 => out.put_i8(int(i8::MIN.into(), i8::MAX.into())? as i8),
@@ -381,7 +510,7 @@ pub fn encode_response(
     specs: &[Declared<'_>],
     request: &InferRequest,
     outputs: Vec<Tensor>,
-) -> Result<(InferResponse, Vec<Bytes>), String> {
+) -> Result<(InferResponse, Vec<Bytes>), EncodeError> {
     let all_binary = flag(&request.parameters, "binary_data_output");
     let asked: Vec<(usize, bool)> = match &request.outputs {
         None => (0..specs.len().min(outputs.len())).map(|i| (i, all_binary)).collect(),
@@ -390,11 +519,15 @@ pub fn encode_response(
             .map(|o| {
                 let index = specs.iter().position(|s| s.name == o.name).ok_or_else(|| {
                     let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
-                    format!("model `{model}` has no output `{}` (it has: {})", o.name, names.join(", "))
+                    EncodeError::UnknownOutput {
+                        model: model.into(),
+                        output: o.name.clone(),
+                        declared: names.join(", "),
+                    }
                 })?;
                 Ok((index, all_binary || flag(&o.parameters, "binary_data")))
             })
-            .collect::<Result<_, String>>()?,
+            .collect::<Result<_, EncodeError>>()?,
     };
     let mut binary = Vec::new();
     let mut parts = Vec::with_capacity(asked.len());
@@ -403,7 +536,7 @@ pub fn encode_response(
         let mut part = ResponseOutput {
             name: specs[index].name.to_string(),
             shape: tensor.shape().to_vec(),
-            datatype: datatype(tensor.dtype()).into(),
+            datatype: tensor.dtype().oip_name().into(),
             parameters: None,
             data: None,
         };
@@ -465,7 +598,7 @@ mod tests {
     fn malformed_requests_are_refused_with_what_is_wrong() {
         let specs = [spec("a", DType::F32)];
         let case = |inputs_: Vec<RequestInput>, binary: &[u8]| {
-            inputs("m.s", &specs, &request(inputs_), Bytes::copy_from_slice(binary)).unwrap_err()
+            inputs("m.s", &specs, &request(inputs_), Bytes::copy_from_slice(binary)).unwrap_err().to_string()
         };
         let data = || Some(serde_json::json!([1.0, 2.0]));
         assert!(case(vec![input("a", "INT64", &[1, 2], data(), None)], b"").contains("is FP32, not INT64"));
@@ -480,7 +613,21 @@ mod tests {
                 .contains("not a FP32 element")
         );
         assert!(case(vec![input("a", "FP32", &[1, 2], None, None)], b"").contains("neither `data`"));
-        assert!(parse(&Bytes::from_static(b"{}"), Some(9)).unwrap_err().contains("the body has 2 bytes"));
+        assert!(parse(&Bytes::from_static(b"{}"), Some(9)).unwrap_err().to_string().contains("the body has 2 bytes"));
+    }
+
+    #[test]
+    fn refusals_say_what_was_wrong_by_their_variant() {
+        let specs = [spec("a", DType::F16)];
+        let half = input("a", "FP16", &[1], Some(serde_json::json!([1.0])), None);
+        let err = inputs("m.s", &specs, &request(vec![half]), Bytes::new()).unwrap_err();
+        assert!(matches!(&err, DecodeError::HalfAsJson { input } if input == "a"), "{err}");
+        let body = Bytes::from_static(b"{\"inputs\": 1}");
+        assert!(matches!(decode_request("m.s", &specs, &body, None), Err(DecodeError::Json { .. })));
+        let mut asked = request(vec![]);
+        asked.outputs = Some(vec![RequestOutput { name: "z".into(), parameters: None }]);
+        let err = encode_response("m.s", &[spec("y", DType::F32)], &asked, vec![]).unwrap_err();
+        assert_eq!(err.to_string(), "model `m.s` has no output `z` (it has: y)");
     }
 
     #[test]

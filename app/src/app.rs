@@ -26,6 +26,7 @@ use crate::error::{AppError, StartError};
 use crate::pipelines::Pipelines;
 use crate::slots::ModelSlots;
 use jig_api::{ObservedFactor, ObservedGlue, ObservedLatency};
+use jig_policy::stats::quantile;
 
 pub use executor::{Output, TaskObserver};
 pub use instances::ModelHosts;
@@ -301,7 +302,8 @@ impl App {
                 }
                 let (rows, (batches, mut ms)) = by_rows.into_iter().max_by_key(|(rows, (n, _))| (*n, *rows))?;
                 ms.sort_by(f64::total_cmp);
-                let quantile = |q: f64| ms[((ms.len() as f64 * q).ceil() as usize).clamp(1, ms.len()) - 1];
+                // The rule `jig profile` measured the profiled latencies by, so that the two compare.
+                let (p50_ms, p95_ms) = (quantile(&ms, 0.5)?, quantile(&ms, 0.95)?);
                 let batch = u32::try_from(rows).unwrap_or(u32::MAX);
                 let profiled = g.profiled_ms.get(&batch).copied();
                 Some(ObservedLatency {
@@ -310,9 +312,9 @@ impl App {
                     segment: g.segment.clone(),
                     batch,
                     batches,
-                    p95_ms: quantile(0.95),
+                    p95_ms,
                     profiled_ms: profiled.map(|(_, p95)| p95),
-                    p50_ms: quantile(0.5),
+                    p50_ms,
                     profiled_p50_ms: profiled.map(|(p50, _)| p50),
                 })
             })

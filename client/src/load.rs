@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request};
+use jig_policy::rng::SplitMix64;
+use jig_policy::stats::quantile;
 
 /// What one run measured.
 #[derive(Debug, Clone)]
@@ -31,18 +33,10 @@ impl LoadReport {
         self.ok as f64 / self.elapsed.as_secs_f64()
     }
 
-    /// The `q` quantile (0 to 1) of the 2xx latencies.
+    /// The `q` quantile (0 to 1) of the 2xx latencies ([`jig_policy::stats::quantile`]); zero without any.
     pub fn quantile(&self, q: f64) -> Duration {
-        quantile(&self.latencies, q)
+        quantile(&self.latencies, q).unwrap_or_default()
     }
-}
-
-/// The `q` quantile (0 to 1) of `sorted` by nearest rank; zero when empty.
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
 /// The request every connection sends.
@@ -150,42 +144,16 @@ pub async fn open_loop(
     seed: u64,
 ) -> Vec<Record> {
     let started = Instant::now();
-    let mut rng = seed.max(1);
-    let mut uniform = move || {
-        // xorshift64*, in (0, 1].
-        rng ^= rng >> 12;
-        rng ^= rng << 25;
-        rng ^= rng >> 27;
-        ((rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-    };
     let mut running = Vec::new();
-    let mut span_start = Duration::ZERO;
-    'spans: for &(length, rate) in schedule {
-        let span_end = span_start + length;
-        let mut next = span_start;
-        loop {
-            if rate <= 0.0 {
-                break;
-            }
-            // Exponential gaps; a gap that crosses the span's end restarts in the next span (memoryless).
-            next += Duration::from_secs_f64(-uniform().ln() / rate);
-            if next >= span_end {
-                break;
-            }
-            if running.len() >= max_requests {
-                break 'spans;
-            }
-            tokio::time::sleep_until((started + next).into()).await;
-            let i = running.len();
-            let (target, body, headers) = (target.clone(), bodies[i % bodies.len()].clone(), headers.to_vec());
-            let sent = started.elapsed();
-            running.push(tokio::spawn(async move {
-                let t = Instant::now();
-                let status = send_once(&target, body, &headers).await.unwrap_or(0);
-                Record { sent, latency: t.elapsed(), status }
-            }));
-        }
-        span_start = span_end;
+    for (i, next) in arrivals(schedule, seed).take(max_requests).enumerate() {
+        tokio::time::sleep_until((started + next).into()).await;
+        let (target, body, headers) = (target.clone(), bodies[i % bodies.len()].clone(), headers.to_vec());
+        let sent = started.elapsed();
+        running.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let status = send_once(&target, body, &headers).await.unwrap_or(0);
+            Record { sent, latency: t.elapsed(), status }
+        }));
     }
     let mut records = Vec::with_capacity(running.len());
     for r in running {
@@ -194,6 +162,27 @@ pub async fn open_loop(
         }
     }
     records
+}
+
+/// The arrival times of a Poisson process following `schedule` (see [`open_loop`]), from the start of the run,
+/// seeded by `seed`: exponential gaps at each span's rate; a gap that crosses the span's end restarts in the
+/// next span (arrivals are memoryless), and a span of rate 0 has none.
+fn arrivals(schedule: &[(Duration, f64)], seed: u64) -> impl Iterator<Item = Duration> + '_ {
+    let mut rng = SplitMix64::new(seed);
+    let (mut span, mut span_start, mut next) = (0, Duration::ZERO, Duration::ZERO);
+    std::iter::from_fn(move || {
+        loop {
+            let &(length, rate) = schedule.get(span)?;
+            let span_end = span_start + length;
+            if rate > 0.0 {
+                next += Duration::from_secs_f64(rng.exponential(1.0 / rate));
+                if next < span_end {
+                    return Some(next);
+                }
+            }
+            (span, span_start, next) = (span + 1, span_end, span_end);
+        }
+    })
 }
 
 /// One request on a fresh connection; its status once the whole answer arrived.
@@ -243,7 +232,7 @@ impl OpenLoopSummary {
         let ok = records.iter().filter(|r| (200..300).contains(&r.status)).count();
         let mut latencies: Vec<Duration> = records.iter().map(|r| r.latency).collect();
         latencies.sort();
-        let q = |q: f64| quantile(&latencies, q).as_secs_f64() * 1e3;
+        let q = |q: f64| quantile(&latencies, q).unwrap_or_default().as_secs_f64() * 1e3;
         OpenLoopSummary {
             sent: records.len(),
             ok,
@@ -350,5 +339,26 @@ mod tests {
         assert_eq!(plot.matches("<circle").count(), 4);
         assert_eq!(plot.matches("#d22").count(), 2, "two red points");
         assert!(plot.contains("a &lt;test>") && plot.ends_with("</svg>\n"));
+    }
+
+    /// Arrivals are Poisson at each span's rate: counts within a few standard deviations (√n), exponential
+    /// gaps (as many shorter than the mean gap's ln 2 as longer), none in a span of rate 0, reproducible by seed.
+    #[test]
+    fn arrivals_follow_the_schedule_as_a_poisson_process() {
+        let secs = Duration::from_secs;
+        let schedule = [(secs(20), 500.0), (secs(10), 0.0), (secs(20), 1000.0)];
+        let times: Vec<Duration> = arrivals(&schedule, 7).collect();
+        let count = |from: u64, to: u64| times.iter().filter(|t| (secs(from)..secs(to)).contains(t)).count() as f64;
+        let within = |n: f64, expected: f64| (n - expected).abs() < 4.0 * expected.sqrt();
+        assert!(within(count(0, 20), 10_000.0), "{} in the first span", count(0, 20));
+        assert_eq!(count(20, 30), 0.0, "none at rate 0");
+        assert!(within(count(30, 50), 20_000.0), "{} in the last span", count(30, 50));
+        assert!(times.windows(2).all(|w| w[0] < w[1]) && times.last() < Some(&secs(50)));
+        let first: Vec<Duration> = times.iter().copied().take_while(|&t| t < secs(20)).collect();
+        let gaps: Vec<f64> = first.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 500.0).collect();
+        let short = gaps.iter().filter(|&&g| g < std::f64::consts::LN_2).count() as f64;
+        assert!((short / gaps.len() as f64 - 0.5).abs() < 0.02, "{short} of {} gaps below the median", gaps.len());
+        assert_eq!(arrivals(&schedule, 7).take(100).collect::<Vec<_>>(), times[..100]);
+        assert_ne!(arrivals(&schedule, 8).next(), times.first().copied());
     }
 }

@@ -63,24 +63,19 @@ mod tests {
     /// A held-out trace, made here rather than by the training script: a rate wandering around `base`, bursts
     /// of twice it for 30–90 s, and arrivals per second drawn around the rate (normal approximation).
     fn held_out(seconds: usize, base: f64, seed: u64) -> Vec<f64> {
-        let mut state = seed;
-        let mut uniform = move || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rng = jig_policy::rng::SplitMix64::new(seed);
         let mut burst_until = 0;
         (0..seconds)
             .map(|t| {
                 let x = t as f64;
                 let mut rate = base * (1.0 + 0.3 * (x / 1300.0).sin() + 0.15 * (x / 410.0 + 1.0).sin());
-                if t >= burst_until && uniform() < 1.0 / 900.0 {
-                    burst_until = t + 30 + (uniform() * 60.0) as usize;
+                if t >= burst_until && rng.uniform() < 1.0 / 900.0 {
+                    burst_until = t + 30 + (rng.uniform() * 60.0) as usize;
                 }
                 if t < burst_until {
                     rate *= 2.0;
                 }
-                let normal = (-2.0 * uniform().max(1e-12).ln()).sqrt() * (std::f64::consts::TAU * uniform()).cos();
-                (rate + rate.sqrt() * normal).round().max(0.0)
+                (rate + rate.sqrt() * rng.normal()).round().max(0.0)
             })
             .collect()
     }

@@ -5,11 +5,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+use jig_tensor::DType;
+
 use crate::bundle::{Bundle, is_inside};
 use crate::error::InvalidName;
 use crate::manifest::MANIFEST_VERSION;
 use crate::planner::{IPA_VARIANTS, IpaSettings, PLANNERS};
-use crate::tensors::DATATYPES;
 
 /// The most tasks an app declares.
 pub const MAX_TASKS: usize = 256;
@@ -86,11 +87,11 @@ impl Bundle {
                 if t.name.is_empty() {
                     return Err(format!("`tensors.{key}` has no name; give the name v2 clients call it by"));
                 }
-                if !DATATYPES.contains(&t.datatype.as_str()) {
+                if DType::from_oip_name(&t.datatype).is_none() {
                     return Err(format!(
                         "`tensors.{key}.datatype = \"{}\"`: say one of {}",
                         t.datatype,
-                        DATATYPES.join(", ")
+                        DType::OIP_NAMES.join(", ")
                     ));
                 }
                 if let Some(d) = t.shape.iter().find(|&&d| d < -1) {

@@ -87,5 +87,5 @@ pub use error::{InvalidBundle, InvalidName};
 pub use graph::{Build, Edge, Task, TaskLimits};
 pub use manifest::{AppLimits, Demand, MANIFEST_VERSION, Manifest, Slo};
 pub use planner::{IPA_VARIANTS, IpaSettings, PLANNERS, QueryClass};
-pub use tensors::{AppTensors, DATATYPES, TensorDecl};
+pub use tensors::{AppTensors, TensorDecl};
 pub use variant::Variant;

@@ -363,8 +363,8 @@ fn output_within(mut command: Command, timeout: Duration) -> Option<String> {
 /// The GPUs `nvidia-smi`'s query lists (see [`Devices::from_nvidia_smi`]), without their MIG instances; `None`
 /// when it does not answer.
 fn query_gpus() -> Option<Vec<Gpu>> {
-    nvidia_smi(&["--query-gpu=index,name,uuid,memory.total,mig.mode.current", "--format=csv,noheader,nounits"])
-        .map(|query| parse_gpu_query(&query))
+    let query = format!("--query-gpu={}", GPU_QUERY.join(","));
+    nvidia_smi(&[&query, "--format=csv,noheader,nounits"]).map(|query| parse_gpu_query(&query))
 }
 
 /// The GPUs `nvidia-smi` lists (or, without it, those CUDA sees), with CUDA's SM counts and the MIG
@@ -460,24 +460,44 @@ pub fn cuda_gpus() -> Option<Vec<CudaDevice>> {
 /// are what a profiler started with profiling off (`ncu --profile-from-start off`) measures. The device's
 /// primary context, which ONNX Runtime's CUDA provider uses, is made current on this thread for the range.
 /// An error when there is no CUDA driver or it refuses.
-pub fn in_profiler_range<R>(ordinal: i32, f: impl FnOnce() -> R) -> Result<R, String> {
+pub fn in_profiler_range<R>(ordinal: i32, f: impl FnOnce() -> R) -> Result<R, ProfilerRangeError> {
     use cudarc::driver::{result, sys};
     // SAFETY: only probes whether the library can be opened; cudarc panics on first use without it.
     if !unsafe { sys::is_culib_present() } {
-        return Err("no CUDA driver (libcuda) on this machine".into());
+        return Err(ProfilerRangeError::NoDriver);
     }
-    let failed = |what: &str, e: result::DriverError| format!("CUDA device {ordinal}: {what}: {e}");
-    result::init().map_err(|e| failed("cannot initialise the driver", e))?;
-    let device = result::device::get(ordinal).map_err(|e| failed("no such device", e))?;
+    let failed = |step: &'static str| move |source| ProfilerRangeError::Driver { ordinal, step, source };
+    result::init().map_err(failed("initialise the driver"))?;
+    let device = result::device::get(ordinal).map_err(failed("find the device"))?;
     // SAFETY: `device` was just returned by the driver; the primary context is retained for the process's life.
     unsafe { result::primary_ctx::retain(device).and_then(|ctx| result::ctx::set_current(ctx)) }
-        .map_err(|e| failed("cannot make its context current", e))?;
+        .map_err(failed("make its context current"))?;
     // SAFETY: a context is current on this thread; start and stop only switch the profiler's collection.
-    unsafe { sys::cuProfilerStart() }.result().map_err(|e| failed("cannot start the profiler range", e))?;
+    unsafe { sys::cuProfilerStart() }.result().map_err(failed("start the profiler range"))?;
     let out = f();
     // SAFETY: as above.
-    unsafe { sys::cuProfilerStop() }.result().map_err(|e| failed("cannot stop the profiler range", e))?;
+    unsafe { sys::cuProfilerStop() }.result().map_err(failed("stop the profiler range"))?;
     Ok(out)
+}
+
+/// Why [`in_profiler_range`] could not run its closure inside a profiler range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfilerRangeError {
+    /// `libcuda` cannot be loaded: no NVIDIA driver on this machine (or not on the library path).
+    #[error("no CUDA driver (libcuda) on this machine: profile on a machine with an NVIDIA GPU and its driver")]
+    NoDriver,
+    /// The driver refused a step of setting the range up or ending it.
+    #[error("CUDA device {ordinal}: cannot {step}")]
+    Driver {
+        /// The device, as this process sees it.
+        ordinal: i32,
+        /// What was refused: `initialise the driver`, `find the device`, `start the profiler range`, ….
+        step: &'static str,
+        /// The driver's answer.
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
 }
 
 /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, the form `nvidia-smi` and `CUDA_VISIBLE_DEVICES` use.
@@ -486,23 +506,83 @@ fn format_uuid(bytes: [u8; 16]) -> String {
     format!("GPU-{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
+/// The columns jig asks `nvidia-smi --query-gpu` for, in order.
+const GPU_QUERY: [&str; 5] = ["index", "name", "uuid", "memory.total", "mig.mode.current"];
+
 /// Parse `nvidia-smi --query-gpu=index,name,uuid,memory.total,mig.mode.current --format=csv,noheader,nounits`.
+/// A line that does not read as a GPU (`[N/A]` for its memory, a driver's new format) leaves that GPU out, with
+/// a warning that names the line: the machine's other GPUs and its CPU cores still serve.
 pub fn parse_gpu_query(text: &str) -> Vec<Gpu> {
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split(',').map(str::trim).collect();
-            let [index, name, uuid, memory, mig] = f.as_slice() else { return None };
-            Some(Gpu {
-                index: index.parse().ok()?,
-                name: name.to_string(),
-                uuid: uuid.to_string(),
-                memory_mib: memory.parse().ok()?,
+    read_gpu_query(text).filter_map(|gpu| gpu.inspect_err(|e| tracing::warn!("{e}")).ok()).collect()
+}
+
+/// A line of `nvidia-smi`'s GPU query that is not a GPU.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "line {line} of `nvidia-smi --query-gpu={}`: {detail}; the GPU is left out (is the driver's `nvidia-smi` one \
+     jig knows?)",
+    GPU_QUERY.join(",")
+)]
+struct GpuQueryError {
+    line: u64,
+    detail: String,
+}
+
+/// One line of the GPU query, its columns in [`GPU_QUERY`]'s order.
+#[derive(serde::Deserialize)]
+struct GpuRow {
+    index: u32,
+    name: String,
+    uuid: String,
+    memory_mib: u64,
+    mig_mode: String,
+}
+
+/// Each GPU of `nvidia-smi`'s GPU query, or why its line is not one. Blank lines are skipped, fields trimmed.
+fn read_gpu_query(text: &str) -> impl Iterator<Item = Result<Gpu, GpuQueryError>> + '_ {
+    let mut reader =
+        csv::ReaderBuilder::new().has_headers(false).flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes());
+    let mut record = csv::StringRecord::new();
+    std::iter::from_fn(move || {
+        loop {
+            let read = reader.read_record(&mut record);
+            // csv's own `Position::line` miscounts after blank lines (BurntSushi/rust-csv#208); the offset where
+            // the record ends is exact.
+            let end = text.as_bytes().get(..reader.position().byte() as usize).unwrap_or_default();
+            let line = end.trim_ascii_end().iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+            let error = |detail: String| Some(Err(GpuQueryError { line, detail }));
+            match read {
+                Ok(false) => return None,
+                Err(e) => return error(e.to_string()),
+                Ok(true) if record.len() == 1 && record[0].is_empty() => continue,
+                Ok(true) if record.len() != GPU_QUERY.len() => {
+                    return error(format!("{} fields, not {}", record.len(), GPU_QUERY.len()));
+                }
+                Ok(true) => {}
+            }
+            let row: GpuRow = match record.deserialize(None) {
+                Ok(row) => row,
+                Err(e) => {
+                    let field = match e.kind() {
+                        csv::ErrorKind::Deserialize { err, .. } => err.field(),
+                        _ => None,
+                    };
+                    let column = field.and_then(|i| GPU_QUERY.get(i as usize)).unwrap_or(&"a field");
+                    let value = field.and_then(|i| record.get(i as usize)).unwrap_or_default();
+                    return error(format!("`{column}` is `{value}`, not a whole number"));
+                }
+            };
+            return Some(Ok(Gpu {
+                index: row.index,
+                name: row.name,
+                uuid: row.uuid,
+                memory_mib: row.memory_mib,
                 sms: None,
-                mig_enabled: *mig == "Enabled",
+                mig_enabled: row.mig_mode == "Enabled",
                 mig_instances: Vec::new(),
-            })
-        })
-        .collect()
+            }));
+        }
+    })
 }
 
 /// Parse `nvidia-smi -L`: `GPU 0: … (UUID: GPU-…)` lines, each followed by its
@@ -552,6 +632,7 @@ mod tests {
         );
         assert_eq!(gpus.len(), 2);
         assert_eq!((gpus[0].memory_mib, gpus[0].mig_enabled, gpus[1].mig_enabled), (81559, true, false));
+        assert_eq!((gpus[0].name.as_str(), gpus[1].uuid.as_str()), ("NVIDIA H100 80GB HBM3", "GPU-77aa"));
 
         let list = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5e3c)\n  MIG 3g.40gb     Device  0: (UUID: MIG-aaaa)\n  MIG 1g.10gb     Device  1: (UUID: MIG-bbbb)\nGPU 1: NVIDIA H100 (UUID: GPU-77aa)\n";
         let migs = parse_mig_list(list);
@@ -564,6 +645,21 @@ mod tests {
         let h200 = parse_mig_list("GPU 0: NVIDIA H200 (UUID: GPU-1)\n  MIG 3g.71gb     Device  0: (UUID: MIG-cccc)\n");
         assert_eq!(h200[0].1.profile_on("NVIDIA H200"), Some(MigProfile::G3_40));
         assert_eq!(migs[0].1.profile_on("NVIDIA A30"), None, "a model jig does not know");
+    }
+
+    /// A line of the GPU query that is not a GPU is left out, and said so by its line; the others are read.
+    #[test]
+    fn a_malformed_gpu_query_line_is_named_and_left_out() {
+        let query =
+            "0, NVIDIA H100, GPU-5e3c, 81559, Enabled\n\n1, NVIDIA H100, GPU-77aa, [N/A], Disabled\n2, GPU-88bb\n";
+        let read: Vec<_> = read_gpu_query(query).collect();
+        assert_eq!(read.len(), 3);
+        assert_eq!(read[0].as_ref().map(|g| g.index).ok(), Some(0));
+        let err = read[1].as_ref().unwrap_err().to_string();
+        assert!(err.starts_with("line 3 of `nvidia-smi --query-gpu=index,name,uuid,memory.total,mig.mode.current`"));
+        assert!(err.contains("`memory.total` is `[N/A]`, not a whole number"), "{err}");
+        assert!(read[2].as_ref().unwrap_err().to_string().contains("line 4 of"), "{:?}", read[2]);
+        assert_eq!(parse_gpu_query(query).len(), 1);
     }
 
     /// `nvidia-smi`'s query and listing of an H100 80GB in MIG mode with two 3g.40gb instances, and a second

@@ -1,12 +1,14 @@
 //! Segments: where an instance runs. A set of CPU cores; a MIG instance of an NVIDIA GPU shared by 1–4 MPS
 //! processes (JigsawServe); or an MPS active-thread percentage of a whole GPU (gpu-lets).
 //!
-//! Written as `cpu:4`, `mig:0:3g.40gb:2` (GPU 0, profile 3g.40gb, 2 MPS processes) and `mps:0:50`.
+//! Written as `cpu:4`, `mig:0:3g.40gb:2` (GPU 0, profile 3g.40gb, 2 MPS processes) and `mps:0:50`: the grammar of
+//! [`jig_policy::segment`], which the planner's segment types (the same without the GPU) share.
 
 use std::fmt;
 use std::str::FromStr;
 
 pub use jig_policy::MigProfile;
+use jig_policy::segment::{ParseSegmentError, SegmentKind, SegmentName, SegmentProblem};
 
 /// Where an instance runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,56 +70,35 @@ impl Segment {
             _ => None,
         }
     }
-}
 
-impl fmt::Display for Segment {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Segment::Cpu { cores } => write!(f, "cpu:{cores}"),
-            Segment::Mig { gpu, profile, mps } => write!(f, "mig:{gpu}:{profile}:{mps}"),
-            Segment::Mps { gpu, percent } => write!(f, "mps:{gpu}:{percent}"),
+    /// Its name's parts, in the grammar the planner's segment types share.
+    fn name(&self) -> SegmentName {
+        match *self {
+            Segment::Cpu { cores } => SegmentName { kind: SegmentKind::Cpu { cores }, gpu: None },
+            Segment::Mig { gpu, profile, mps } => {
+                SegmentName { kind: SegmentKind::Mig { profile, mps }, gpu: Some(gpu) }
+            }
+            Segment::Mps { gpu, percent } => SegmentName { kind: SegmentKind::Mps { percent }, gpu: Some(gpu) },
         }
     }
 }
 
-/// Text that is not a segment; the message quotes it and says how to write one.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("segment `{text}`: {problem}")]
-pub struct ParseSegmentError {
-    /// The text given.
-    pub text: String,
-    /// What is wrong with it.
-    pub problem: String,
+impl fmt::Display for Segment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.name(), f)
+    }
 }
 
+/// A segment runs somewhere: a GPU segment must name its GPU, where a segment type need not.
 impl FromStr for Segment {
     type Err = ParseSegmentError;
     fn from_str(s: &str) -> Result<Self, ParseSegmentError> {
-        let invalid = |problem: String| ParseSegmentError { text: s.to_string(), problem };
-        let usage = "write a segment as cpu:CORES, mig:GPU:PROFILE:MPS (e.g. mig:0:3g.40gb:2) or mps:GPU:PERCENT";
-        let number = |v: &str, what: &str| {
-            v.parse::<u32>().map_err(|_| invalid(format!("{what} `{v}` is not a number; {usage}")))
-        };
-        let parts: Vec<&str> = s.split(':').collect();
-        match parts.as_slice() {
-            ["cpu", cores] => match number(cores, "cores")? {
-                0 => Err(invalid("needs at least one core".into())),
-                cores => Ok(Segment::Cpu { cores }),
-            },
-            ["mig", gpu, profile, mps] => {
-                let mps = number(mps, "MPS processes")?;
-                if !(1..=4).contains(&mps) {
-                    return Err(invalid(format!("a MIG instance is shared by 1 to 4 MPS processes, not {mps}")));
-                }
-                let profile: MigProfile =
-                    profile.parse().map_err(|e: jig_policy::UnknownMigProfile| invalid(e.to_string()))?;
-                Ok(Segment::Mig { gpu: number(gpu, "GPU")?, profile, mps: mps as u8 })
-            }
-            ["mps", gpu, percent] => match number(percent, "percentage")? {
-                p @ 1..=100 => Ok(Segment::Mps { gpu: number(gpu, "GPU")?, percent: p as u8 }),
-                p => Err(invalid(format!("an MPS percentage is 1 to 100, not {p}"))),
-            },
-            _ => Err(invalid(usage.into())),
+        let SegmentName { kind, gpu } = s.parse()?;
+        match (kind, gpu) {
+            (SegmentKind::Cpu { cores }, _) => Ok(Segment::Cpu { cores }),
+            (SegmentKind::Mig { profile, mps }, Some(gpu)) => Ok(Segment::Mig { gpu, profile, mps }),
+            (SegmentKind::Mps { percent }, Some(gpu)) => Ok(Segment::Mps { gpu, percent }),
+            (_, None) => Err(ParseSegmentError { text: s.to_string(), problem: SegmentProblem::NoGpu }),
         }
     }
 }
@@ -159,6 +140,8 @@ mod tests {
             ("mps:0:150", "1 to 100"),
             ("gpu", "write a segment as"),
             ("cpu:x", "not a number"),
+            ("mig:3g.40gb:2", "names its GPU"),
+            ("mps:50", "names its GPU"),
         ] {
             let err = s.parse::<Segment>().unwrap_err();
             assert!(err.to_string().contains(says), "{s}: {err}");

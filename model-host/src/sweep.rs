@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::executor::{BoxError, Executor};
 use crate::onnx::{ModelError, TensorSpec};
 use crate::{DType, Tensor};
+use jig_policy::stats::quantile;
 
 /// How far and how long to measure.
 #[derive(Debug, Clone)]
@@ -148,14 +149,9 @@ pub fn sweep(
         let throughput =
             times.iter().map(|t| f64::from(batch) * t.len() as f64 / t.iter().sum::<Duration>().as_secs_f64()).sum();
         let within_budget = settings.adaptive.and_then(|a| verdict(&all, a.budget, a.confidence));
-        let point = Point {
-            batch,
-            p50: all[all.len() / 2],
-            p95: all[((all.len() * 95).div_ceil(100)).saturating_sub(1)],
-            throughput,
-            runs: all.len(),
-            within_budget,
-        };
+        // The rule a deployed app's observed latencies are reported by: the planner compares the two.
+        let at = |q| quantile(&all, q).expect("every executor times at least one run");
+        let point = Point { batch, p50: at(0.5), p95: at(0.95), throughput, runs: all.len(), within_budget };
         progress(&point);
         let p95 = point.p95;
         points.push(point);

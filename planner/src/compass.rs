@@ -31,10 +31,11 @@ use good_lp::{WithInitialSolution, constraint, variable};
 
 use crate::error::PlanError;
 use crate::problem::{Class, Problem};
-use crate::solution::{Assignment, SolveOptions, Solved, highs_with};
+use crate::solution::{Assignment, Route, SolveOptions, Solved, highs_with};
 use crate::spec::SegmentKind;
 
-pub use crate::solution::{ClassPlan, Route};
+// Kept while `jig-sim` still names it here; its home is `crate::solution`.
+pub use crate::solution::ClassPlan;
 
 /// The most routes a class may have before the planner refuses the problem as too large to enumerate.
 const MAX_ROUTES: usize = 200_000;

@@ -67,3 +67,9 @@ impl From<jig_policy::UnknownMigProfile> for ParseError {
         ParseError(e.to_string())
     }
 }
+
+impl From<jig_policy::segment::ParseSegmentError> for PlanError {
+    fn from(e: jig_policy::segment::ParseSegmentError) -> Self {
+        PlanError::Input(e.to_string())
+    }
+}

@@ -5,7 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
 use crate::error::PlanError;
+use crate::profile::{Records, joined, why};
 
 /// A model's solo utilisation on a gpu-let of some size, as Nsight Compute reports it: the paper's features.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -102,16 +106,9 @@ impl MeasuredInterference {
     /// Read a utilisation table (`model,batch,l2,dram`) and a co-run table (`model,neighbour,…,slowdown`), as
     /// `scripts/gpulet_interference.py` writes them, for `models` (their names in the tables), and fit.
     pub fn read(utilisation: &Path, pairs: &Path, models: &[&str]) -> Result<MeasuredInterference, PlanError> {
-        let util = read_table(utilisation, &["model", "l2", "dram"])?;
-        let by_name: BTreeMap<&str, Utilisation> = util
-            .iter()
-            .map(|r| {
-                (
-                    r[0].as_str(),
-                    Utilisation { l2: r[1].parse().unwrap_or(f64::NAN), dram: r[2].parse().unwrap_or(f64::NAN) },
-                )
-            })
-            .collect();
+        let util: Vec<UtilisationRow> = read_table(utilisation, &["model", "l2", "dram"])?;
+        let by_name: BTreeMap<&str, Utilisation> =
+            util.iter().map(|r| (r.model.as_str(), Utilisation { l2: r.l2, dram: r.dram })).collect();
         let of = |name: &str, file: &Path| {
             by_name.get(name).copied().filter(|u| u.l2.is_finite() && u.dram.is_finite()).ok_or_else(|| {
                 PlanError::Input(format!(
@@ -122,17 +119,8 @@ impl MeasuredInterference {
             })
         };
         let mut samples = Vec::new();
-        for r in read_table(pairs, &["model", "neighbour", "slowdown"])? {
-            let slowdown = r[2].parse::<f64>().map_err(|_| {
-                PlanError::Input(format!(
-                    "{}: slowdown `{}` of `{}` beside `{}` is not a number",
-                    pairs.display(),
-                    r[2],
-                    r[0],
-                    r[1]
-                ))
-            })?;
-            samples.push(Sample { this: of(&r[0], pairs)?, other: of(&r[1], pairs)?, slowdown });
+        for r in read_table::<PairRow>(pairs, &["model", "neighbour", "slowdown"])? {
+            samples.push(Sample { this: of(&r.model, pairs)?, other: of(&r.neighbour, pairs)?, slowdown: r.slowdown });
         }
         let model = InterferenceModel::fit(&samples).map_err(|e| match e {
             PlanError::Input(why) => PlanError::Input(format!("{}: {why}", pairs.display())),
@@ -145,23 +133,66 @@ impl MeasuredInterference {
     }
 }
 
-/// The rows of a CSV table with a header (lines starting `#` are comments), as the named columns.
-fn read_table(path: &Path, columns: &[&str]) -> Result<Vec<Vec<String>>, PlanError> {
+/// A row of the utilisation table: a model's solo utilisation (its other columns, `batch`, are not read).
+#[derive(Deserialize)]
+struct UtilisationRow {
+    model: String,
+    l2: f64,
+    dram: f64,
+}
+
+/// A row of the co-run table: a model's slowdown beside a neighbour (its other columns are not read).
+#[derive(Deserialize)]
+struct PairRow {
+    model: String,
+    neighbour: String,
+    slowdown: f64,
+}
+
+/// The rows of the CSV table at `path`: a header that names at least `columns`, in any order (others are
+/// ignored), then a row per line; lines starting `#` are comments. Errors name the file and the line.
+fn read_table<Row: DeserializeOwned>(path: &Path, columns: &[&str]) -> Result<Vec<Row>, PlanError> {
     let at = |what: String| PlanError::Input(format!("{}: {what}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| at(e.to_string()))?;
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
-    let header: Vec<&str> = lines.next().ok_or_else(|| at("empty table".into()))?.split(',').map(str::trim).collect();
-    let index: Vec<usize> = columns
-        .iter()
-        .map(|c| header.iter().position(|h| h == c).ok_or_else(|| at(format!("no column `{c}` in the header"))))
-        .collect::<Result<_, _>>()?;
-    lines
-        .map(|line| {
-            let f: Vec<&str> = line.split(',').map(str::trim).collect();
-            index
-                .iter()
-                .map(|&i| f.get(i).map(|v| v.to_string()).ok_or_else(|| at(format!("short line `{line}`"))))
-                .collect()
+    let mut records = Records::new(&text, Some(b'#'));
+    let (line, header) = records
+        .next()
+        .transpose()
+        .map_err(at)?
+        .ok_or_else(|| at(format!("empty table: expected a header naming the columns {}", columns.join(", "))))?;
+    if let Some(c) = columns.iter().find(|c| !header.iter().any(|h| h == **c)) {
+        return Err(at(format!("line {line}: no column `{c}` in the header `{}`", joined(&header))));
+    }
+    records
+        .map(|record| {
+            let (line, record) = record.map_err(at)?;
+            record
+                .deserialize(Some(&header))
+                .map_err(|e| at(format!("line {line}: {} in `{}`", why(&e, &header, &record), joined(&record))))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Comments, blank lines and other columns are passed over; a malformed row is named by its file and line.
+    #[test]
+    fn a_malformed_row_is_named_by_its_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let (util, pairs) = (dir.path().join("util.csv"), dir.path().join("pairs.csv"));
+        std::fs::write(&util, "# measured\n\nmodel,batch,l2,dram\na,8,0.1,0.2\nb,8, 0.3 ,0.1\n").unwrap();
+        let rows: Vec<UtilisationRow> = read_table(&util, &["model", "l2", "dram"]).unwrap();
+        assert_eq!((rows.len(), rows[1].model.as_str(), rows[1].l2), (2, "b", 0.3));
+        std::fs::write(&pairs, "model,neighbour,slowdown\n# a comment\na,b,0.1\n\nb,a,slow\n").unwrap();
+        let err = MeasuredInterference::read(&util, &pairs, &["a"]).unwrap_err().to_string();
+        assert!(err.contains("pairs.csv: line 5: `slowdown` is not a number in `b,a,slow`"), "{err}");
+        std::fs::write(&pairs, "model,neighbour\na,b\n").unwrap();
+        let err = MeasuredInterference::read(&util, &pairs, &["a"]).unwrap_err().to_string();
+        assert!(err.contains("pairs.csv: line 1: no column `slowdown`"), "{err}");
+        std::fs::write(&util, "model,batch,l2,dram\na,8,0.1\n").unwrap();
+        let err = MeasuredInterference::read(&util, &pairs, &["a"]).unwrap_err().to_string();
+        assert!(err.contains("util.csv: line 2: the row ends before column `dram` in `a,8,0.1`"), "{err}");
+    }
 }

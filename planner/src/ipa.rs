@@ -40,7 +40,7 @@ use crate::problem::{Config, Problem};
 use crate::solution::{Assignment, SolveOptions, Solved, highs_with};
 use crate::spec::{IpaVariants, SegmentKind};
 
-pub use crate::evaluate::queueing_ms;
+use crate::evaluate::queueing_ms;
 
 /// The stages of `problem` in pipeline order, or an error naming the task that makes it no chain.
 pub fn stages(problem: &Problem) -> Result<Vec<usize>, PlanError> {

@@ -9,10 +9,11 @@
 //!
 //! ## Modules
 //!
-//! * [`spec`]: the input spec, and the [`Strategy`] its `app.planner` names; [`profile`]: the CSV profile table
-//!   `jig profile` writes.
+//! * [`spec`]: the input spec, the [`Strategy`] its `app.planner` names, and its segment types
+//!   ([`spec::SegmentKind`], whose names `jig_policy::segment` parses for the runtime too); [`profile`]: the CSV
+//!   profile table `jig profile` writes.
 //! * [`problem`]: the validated problem (graph checked and ordered, paths and weights, profiles joined).
-//! * [`solution`]: what every strategy returns ([`solution::Solved`]: its [`evaluate::Assignment`]s, Compass's
+//! * [`solution`]: what every strategy returns ([`solution::Solved`]: its [`solution::Assignment`]s, Compass's
 //!   class plans, PPipe's pipelines) and how they run HiGHS ([`SolveOptions`]).
 //! * [`strategy`]: which planner plans a problem (`app.planner`): the one entry point, [`solve`] /
 //!   [`solve_from`], that the deploy path, the controller and the simulator call.
@@ -34,9 +35,11 @@
 //! Imports go one way, so that no module imports one that imports it back: `error`, `spec`, `profile`,
 //! `placement`, `interference` and `solution` import no strategy; `problem`, `evaluate` and `baselines` build on
 //! them; each strategy's module (`milp`, `ipa`, `compass`, `gpulet`, `ppipe`) on those; `strategy`, which
-//! dispatches to every strategy, on those; `plan` and `max_demand` on `strategy`. The old paths of the items
-//! moved down (`milp::Solved`, `compass::ClassPlan`, `strategy::Strategy`, `gpulet::MeasuredInterference`, …)
-//! are re-exported there.
+//! dispatches to every strategy, on those; `plan` and `max_demand` on `strategy`. Items are named where they
+//! live (`solution::Solved`, `interference::MeasuredInterference`, `spec::Strategy`, …), or by the crate-root
+//! re-exports below; the few old paths `jig-sim` still names (`milp::{Solved, SolveOptions}`,
+//! `evaluate::Assignment`, `compass::ClassPlan`, `ppipe::app::PipelinePlan`, `gpulet::{InterferenceModel,
+//! MeasuredInterference, Utilisation}`) are re-exported there until it names the new ones.
 //!
 //! The paper's applications, demand traces and the discrete-event simulation of plans live in `jig-sim`; the
 //! `jig plan` command in the `jig` binary.

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use crate::error::PlanError;
 use crate::problem::Problem;
 use crate::solution::{Assignment, SolveOptions};
-use crate::spec::{Features, Uninformed, Weighting};
-use crate::strategy::{Strategy, solve_from};
+use crate::spec::{Features, Strategy, Uninformed, Weighting};
+use crate::strategy::solve_from;
 
 /// The paper's Figure 3 (traffic analysis, 840 slices): maximum demand normalised to Unopt, in the order of
 /// [`Features::combinations`] (Unopt, S, A, T, A+T, S+T, A+S, A+S+T).

@@ -360,7 +360,7 @@ impl Problem {
         // Segment types.
         let mut segments: Vec<Segment> = Vec::new();
         for s in &spec.segments {
-            let kind = SegmentKind::parse(&s.name).map_err(|e| input(e.0))?;
+            let kind = SegmentKind::parse(&s.name).map_err(|e| input(e.to_string()))?;
             let name = kind.name();
             if segments.iter().any(|x| x.name == name) {
                 return Err(input(format!("segment type `{name}` is declared twice")));

@@ -14,14 +14,15 @@
 //!   running batches back to back;
 //! * `device`: the processor or GPU measured, so tables from different machines are not mixed up.
 //!
-//! Names must not contain commas; rows may come in any order.
+//! Fields are trimmed and blank lines skipped; a name with a comma is quoted (`"…"`), as CSV quotes it. Rows
+//! may come in any order.
 
-use std::fmt::Write as _;
+use serde::Deserialize;
 
 use crate::error::ParseError;
 
 /// One measured point.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ProfileRow {
     /// The model slot, as named in the bundle manifest; a task's `slot` in the spec.
     pub slot: String,
@@ -44,17 +45,18 @@ pub struct ProfileRow {
 /// The header line a profile table starts with; it names the columns in order.
 pub const HEADER: &str = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device";
 
-/// The CSV text of `rows`.
+/// The CSV text of `rows` (names quoted where CSV needs it).
 pub fn to_csv(rows: &[ProfileRow]) -> String {
-    let mut out = format!("{HEADER}\n");
+    let mut out = csv::Writer::from_writer(Vec::new());
+    let written = "writing CSV to memory cannot fail";
+    out.write_record(HEADER.split(',')).expect(written);
     for r in rows {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{:.3},{:.3},{:.2},{}",
-            r.slot, r.variant, r.segment, r.batch, r.p50_ms, r.p95_ms, r.throughput_rps, r.device
-        );
+        let (p50, p95, rps) =
+            (format!("{:.3}", r.p50_ms), format!("{:.3}", r.p95_ms), format!("{:.2}", r.throughput_rps));
+        let batch = r.batch.to_string();
+        out.write_record([&r.slot, &r.variant, &r.segment, &batch, &p50, &p95, &rps, &r.device]).expect(written);
     }
-    out
+    String::from_utf8(out.into_inner().expect(written)).expect("CSV of strings is UTF-8")
 }
 
 /// Read the profile table at `path`, which measures `what` (`the models`, `the blocks`): errors name the file.
@@ -66,39 +68,96 @@ pub fn read(path: &std::path::Path, what: &str) -> Result<Vec<ProfileRow>, crate
 
 /// Parse a profile table; errors name the line and what is wrong with it.
 pub fn from_csv(text: &str) -> Result<Vec<ProfileRow>, ParseError> {
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-    match lines.next() {
-        Some((_, header)) if header.trim() == HEADER => {}
-        Some((_, header)) => {
-            return Err(ParseError(format!("line 1: expected the header `{HEADER}`, found `{header}`")));
+    let header = csv::StringRecord::from(HEADER.split(',').collect::<Vec<_>>());
+    let mut records = Records::new(text, None);
+    match records.next().transpose().map_err(ParseError)? {
+        Some((_, found)) if found == header => {}
+        Some((line, found)) => {
+            return Err(ParseError(format!("line {line}: expected the header `{HEADER}`, found `{}`", joined(&found))));
         }
-        None => return Err(ParseError("the profile table is empty".into())),
+        None => return Err(ParseError(format!("the profile table is empty: write the header `{HEADER}` first"))),
     }
-    lines
-        .map(|(i, line)| {
-            let at = |what: &str| ParseError(format!("line {}: {what} in `{line}`", i + 1));
-            let f: Vec<&str> = line.split(',').map(str::trim).collect();
-            let [slot, variant, segment, batch, p50, p95, rps, device] = f.as_slice() else {
-                return Err(at("expected 8 comma-separated fields"));
-            };
-            let number = |v: &str, name: &str| -> Result<f64, ParseError> {
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite() && *x >= 0.0)
-                    .ok_or_else(|| at(&format!("`{name}` is not a non-negative number")))
-            };
-            Ok(ProfileRow {
-                slot: slot.to_string(),
-                variant: variant.to_string(),
-                segment: segment.to_string(),
-                batch: batch.parse().map_err(|_| at("`batch` is not a whole number"))?,
-                p50_ms: number(p50, "p50_ms")?,
-                p95_ms: number(p95, "p95_ms")?,
-                throughput_rps: number(rps, "throughput_rps")?,
-                device: device.to_string(),
-            })
+    records
+        .map(|record| {
+            let (line, record) = record.map_err(ParseError)?;
+            let at = |what: &str| ParseError(format!("line {line}: {what} in `{}`", joined(&record)));
+            if record.len() != header.len() {
+                return Err(at(&format!("expected {} comma-separated fields, found {}", header.len(), record.len())));
+            }
+            let row: ProfileRow = record.deserialize(Some(&header)).map_err(|e| at(&why(&e, &header, &record)))?;
+            for (name, value) in
+                [("p50_ms", row.p50_ms), ("p95_ms", row.p95_ms), ("throughput_rps", row.throughput_rps)]
+            {
+                if !(value.is_finite() && value >= 0.0) {
+                    return Err(at(&format!("`{name}` is not a non-negative number")));
+                }
+            }
+            Ok(row)
         })
         .collect()
+}
+
+/// The records of a CSV table held in memory, each with the line it ends on: fields trimmed, rows of any length
+/// (each table checks its own), blank lines and lines starting with the `comment` byte skipped. The errors are
+/// the messages of the rare records csv cannot read at all.
+pub(crate) struct Records<'a> {
+    text: &'a str,
+    reader: csv::Reader<&'a [u8]>,
+}
+
+impl<'a> Records<'a> {
+    /// The records of `text`.
+    pub(crate) fn new(text: &'a str, comment: Option<u8>) -> Self {
+        let reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .comment(comment)
+            .from_reader(text.as_bytes());
+        Records { text, reader }
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<(u64, csv::StringRecord), String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut record = csv::StringRecord::new();
+        loop {
+            match self.reader.read_record(&mut record) {
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e.to_string())),
+                // A line of blanks.
+                Ok(true) if record.len() == 1 && record[0].is_empty() => continue,
+                Ok(true) => {
+                    // csv's own `Position::line` is the line after the previous record, before the blank and comment
+                    // lines it skipped (BurntSushi/rust-csv#208); the offset where this record ends is exact.
+                    let read = self.text.as_bytes().get(..self.reader.position().byte() as usize).unwrap_or_default();
+                    let line = read.trim_ascii_end().iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+                    return Some(Ok((line, record)));
+                }
+            }
+        }
+    }
+}
+
+/// What is wrong with `row`, which csv could not deserialize, naming the column by `header`.
+pub(crate) fn why(error: &csv::Error, header: &csv::StringRecord, row: &csv::StringRecord) -> String {
+    let csv::ErrorKind::Deserialize { err, .. } = error.kind() else { return error.to_string() };
+    match (err.kind(), err.field().and_then(|i| header.get(i as usize))) {
+        (csv::DeserializeErrorKind::ParseInt(_), Some(column)) => format!("`{column}` is not a whole number"),
+        (csv::DeserializeErrorKind::ParseFloat(_), Some(column)) => format!("`{column}` is not a number"),
+        (csv::DeserializeErrorKind::UnexpectedEndOfRow, _) => {
+            format!("the row ends before column `{}`", header.get(row.len()).unwrap_or_default())
+        }
+        (kind, Some(column)) => format!("`{column}`: {kind}"),
+        (kind, None) => kind.to_string(),
+    }
+}
+
+/// A record as its line reads (fields trimmed), for messages.
+pub(crate) fn joined(record: &csv::StringRecord) -> String {
+    record.iter().collect::<Vec<_>>().join(",")
 }
 
 #[cfg(test)]
@@ -121,5 +180,25 @@ mod tests {
         let err = from_csv(&format!("{HEADER}\nrec,v,cpu:1,x,1,2,3,d\n")).unwrap_err().to_string();
         assert!(err.starts_with("line 2") && err.contains("batch"), "{err}");
         assert!(from_csv("a,b\n").unwrap_err().to_string().contains("header"));
+        let with_comma = vec![ProfileRow { device: "Xeon, 2 cores".into(), ..rows[0].clone() }];
+        assert_eq!(from_csv(&to_csv(&with_comma)).unwrap(), with_comma, "a name with a comma is quoted");
+    }
+
+    /// Blank lines (and lines of blanks) are skipped, fields trimmed, CRLF read; a malformed row is named by its
+    /// line in the file, blank lines counted.
+    #[test]
+    fn a_malformed_row_is_named_by_its_line() {
+        let good = "rec, v , cpu:1, 1, 1.5, 2, 3, d";
+        let text = format!("\n{HEADER}\r\n{good}\r\n\n   \n{good}\n");
+        assert_eq!(from_csv(&text).unwrap().len(), 2);
+        assert_eq!(from_csv(&text).unwrap()[0].variant, "v");
+        let bad = |row: &str| from_csv(&format!("{text}\n{row}\n")).unwrap_err().to_string();
+        let err = bad("rec,v,cpu:1,1,1.5,-2,3,d");
+        assert!(err.starts_with("line 8: `p95_ms` is not a non-negative number"), "{err}");
+        assert!(bad("rec,v,cpu:1,1,1.5,fast,3,d").starts_with("line 8: `p95_ms` is not a number"));
+        assert!(bad("rec,v,cpu:1,1,1.5").starts_with("line 8: expected 8 comma-separated fields, found 5"));
+        let err = from_csv("\n\nslot,variant\n").unwrap_err().to_string();
+        assert!(err.starts_with("line 3: expected the header"), "{err}");
+        assert!(from_csv(" \n").unwrap_err().to_string().contains("empty"));
     }
 }

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ParseError, PlanError};
 pub use jig_policy::MigProfile;
+/// Where a segment type runs, parsed from its name by the grammar the runtime's placed segments share.
+pub use jig_policy::segment::SegmentKind;
 
 /// Everything the planner needs besides the profile table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,84 +160,12 @@ pub struct PathSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SegmentSpec {
-    /// `mig:PROFILE:MPS` (e.g. `mig:2g.20gb:3`) or `cpu:CORES`; profile rows name their segment the same way
-    /// (with the GPU index after `mig:`, which is dropped).
+    /// `mig:PROFILE:MPS` (e.g. `mig:2g.20gb:3`), `mps:PERCENT` or `cpu:CORES`; profile rows name their segment
+    /// the same way (with the GPU index after `mig:` or `mps:`, which is dropped): [`SegmentKind::parse`].
     pub name: String,
     /// s_n, the cost in slices (GPU slices or CPU cores); [`SegmentKind::default_slices`] when absent.
     #[serde(default)]
     pub slices: Option<u32>,
-}
-
-/// Where a segment type runs, parsed from its name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SegmentKind {
-    /// A MIG instance of an H100 80GB with `mps` identical MPS processes in it.
-    Mig {
-        /// The MIG profile, e.g. `2g.20gb`.
-        profile: MigProfile,
-        /// MPS processes in the instance, 1–4; a profiled throughput is of all of them together.
-        mps: u8,
-    },
-    /// A share of a whole GPU (MIG off) through `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, as gpu-lets partition
-    /// one; shares on one GPU add up to at most 100.
-    Mps {
-        /// Percent of the GPU's SMs, 1–100.
-        percent: u8,
-    },
-    /// A set of CPU cores.
-    Cpu {
-        /// Cores taken; also the default slice cost.
-        cores: u32,
-    },
-}
-
-impl SegmentKind {
-    /// Parse `mig:PROFILE:MPS`, `mig:GPU:PROFILE:MPS` (as profile tables write it), `mps:PERCENT`,
-    /// `mps:GPU:PERCENT` or `cpu:N`.
-    pub fn parse(name: &str) -> Result<Self, ParseError> {
-        let parts: Vec<&str> = name.split(':').collect();
-        match parts.as_slice() {
-            ["mig", profile, mps] | ["mig", _, profile, mps] => {
-                let profile: MigProfile = profile.parse()?;
-                let mps: u8 = mps
-                    .parse()
-                    .map_err(|_| ParseError(format!("segment `{name}`: MPS count `{mps}` is not a number")))?;
-                if !(1..=4).contains(&mps) {
-                    return Err(ParseError(format!("segment `{name}`: MPS count must be 1 to 4")));
-                }
-                Ok(Self::Mig { profile, mps })
-            }
-            ["mps", percent] | ["mps", _, percent] => match percent.parse::<u8>() {
-                Ok(percent @ 1..=100) => Ok(Self::Mps { percent }),
-                _ => Err(ParseError(format!("segment `{name}`: an MPS share is 1 to 100 percent, not `{percent}`"))),
-            },
-            ["cpu", cores] => match cores.parse::<u32>() {
-                Ok(cores) if cores > 0 => Ok(Self::Cpu { cores }),
-                _ => Err(ParseError(format!("segment `{name}`: core count `{cores}` is not a positive number"))),
-            },
-            _ => Err(ParseError(format!("segment `{name}`: expected `mig:PROFILE:MPS`, `mps:PERCENT` or `cpu:CORES`"))),
-        }
-    }
-
-    /// The canonical name, `mig:PROFILE:MPS`, `mps:PERCENT` or `cpu:N`.
-    pub fn name(&self) -> String {
-        match self {
-            Self::Mig { profile, mps } => format!("mig:{profile}:{mps}"),
-            Self::Mps { percent } => format!("mps:{percent}"),
-            Self::Cpu { cores } => format!("cpu:{cores}"),
-        }
-    }
-
-    /// Slice cost when the spec gives none: the GPU slices a MIG instance effectively takes given its placement
-    /// rules (1g.20gb blocks two memory slots like 2g.20gb, 3g.40gb four like 4g.40gb); an MPS share's part
-    /// of a GPU's seven slices, rounded up; or the core count.
-    pub fn default_slices(&self) -> u32 {
-        match self {
-            Self::Mig { profile, .. } => profile.effective_slices(),
-            Self::Mps { percent } => (u32::from(*percent) * 7).div_ceil(100),
-            Self::Cpu { cores } => *cores,
-        }
-    }
 }
 
 /// The capacity a plan may use.
@@ -632,7 +562,7 @@ mod tests {
         assert_eq!((share.name(), share.default_slices()), ("mps:30".into(), 3), "30% of 7 slices, rounded up");
         assert_eq!(SegmentKind::parse("mps:100").unwrap().default_slices(), 7);
         assert_eq!(SegmentKind::parse("cpu:4").unwrap(), SegmentKind::Cpu { cores: 4 });
-        for (bad, says) in [("mps:0:0", "1 to 100"), ("mps:0:101", "1 to 100"), ("gpu:1", "expected")] {
+        for (bad, says) in [("mps:0:0", "1 to 100"), ("mps:0:101", "1 to 100"), ("gpu:1", "write a segment as")] {
             let error = SegmentKind::parse(bad).unwrap_err().to_string();
             assert!(error.contains(says), "{bad}: {error}");
         }

@@ -12,7 +12,7 @@ use crate::problem::Problem;
 use crate::solution::{Assignment, SolveOptions, Solved};
 use crate::spec::Features;
 
-pub use crate::spec::Strategy;
+use crate::spec::Strategy;
 
 /// How a plan's instances of one task batch and drop, as its strategy's latency model assumes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -5,10 +5,9 @@
 //! tiny pipelines it plans as exhaustive search does, and a re-plan from the running plan finds what a fresh
 //! one does.
 
-use jig_planner::milp::SolveOptions;
 use jig_planner::profile::ProfileRow;
 use jig_planner::spec::*;
-use jig_planner::{Features, Problem, plan};
+use jig_planner::{Features, Problem, SolveOptions, plan};
 use proptest::prelude::*;
 // The proptest trait, not the planner `Strategy` that `jig_planner::spec::*` brings too.
 use proptest::strategy::Strategy;

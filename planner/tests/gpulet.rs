@@ -95,7 +95,7 @@ fn a_rate_no_gpu_let_can_serve_is_named() {
 /// predicts held-out pairs as closely as the noise allows, and refuses samples that cannot determine it.
 #[test]
 fn the_interference_model_is_fitted_by_least_squares() {
-    use jig_planner::gpulet::{InterferenceModel, Sample, Utilisation};
+    use jig_planner::interference::{InterferenceModel, Sample, Utilisation};
     let truth = [0.10, 0.25, 0.05, 0.30, 0.01];
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut uniform = || {
@@ -141,7 +141,7 @@ fn interference_makes_the_schedule_more_conservative() {
 
 #[test]
 fn measured_interference_is_read_fitted_and_its_gaps_named() {
-    use jig_planner::gpulet::MeasuredInterference;
+    use jig_planner::interference::MeasuredInterference;
     let dir = tempfile::tempdir().unwrap();
     let util = dir.path().join("util.csv");
     let pairs = dir.path().join("pairs.csv");

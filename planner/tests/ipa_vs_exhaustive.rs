@@ -4,11 +4,10 @@
 //! base allocation, one batch size and the fewest replicas that serve the stage's demand, per stage); and a
 //! graph that is no chain is refused by name.
 
-use jig_planner::evaluate::evaluate;
-use jig_planner::ipa::{base_allocations, queueing_ms, stages};
-use jig_planner::milp::SolveOptions;
+use jig_planner::evaluate::{evaluate, queueing_ms};
+use jig_planner::ipa::{base_allocations, stages};
 use jig_planner::spec::*;
-use jig_planner::{PlanError, Problem, solve};
+use jig_planner::{PlanError, Problem, SolveOptions, solve};
 use proptest::prelude::*;
 // The proptest trait, not the planner `Strategy` that `jig_planner::spec::*` brings too.
 use proptest::strategy::Strategy;

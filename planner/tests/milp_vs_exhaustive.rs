@@ -6,12 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use jig_planner::evaluate::{Assignment, evaluate, evaluate_as};
+use jig_planner::evaluate::{evaluate, evaluate_as};
 use jig_planner::exhaustive;
-use jig_planner::milp::{SolveOptions, solve};
+use jig_planner::milp::solve;
 use jig_planner::profile::ProfileRow;
+use jig_planner::solution::Assignment;
 use jig_planner::spec::*;
-use jig_planner::{Features, PlanError, Problem};
+use jig_planner::{Features, PlanError, Problem, SolveOptions};
 use proptest::prelude::*;
 // The proptest trait, not the planner `Strategy` that `jig_planner::spec::*` brings too.
 use proptest::strategy::Strategy;

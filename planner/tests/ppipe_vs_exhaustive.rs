@@ -6,9 +6,8 @@
 
 use std::collections::HashMap;
 
-use jig_planner::milp::SolveOptions;
 use jig_planner::ppipe::{BlockedModel, Class, PpipeProblem, Scheme, solve};
-use jig_planner::{PlanError, exhaustive};
+use jig_planner::{PlanError, SolveOptions, exhaustive};
 use proptest::prelude::*;
 
 fn problem(

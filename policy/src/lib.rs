@@ -7,7 +7,11 @@
 //! * [`route`]: which instance of a slot the next request goes to;
 //! * [`queue`]: when an instance starts a batch, which waiting requests it takes, and which it drops early;
 //! * [`reserve`]: PPipe's reservation-based batching over pooled pipelines: which pipeline, path and batch size;
-//! * [`mig`]: the MIG profiles segments are made of, which both sides name and size alike.
+//! * [`mig`]: the MIG profiles segments are made of, which both sides name and size alike;
+//! * [`segment`]: the one grammar of segment names, for the planner's segment types and the runtime's placed
+//!   segments alike;
+//! * [`rng`]: the seeded generator every simulated draw (and `jig bench`'s arrivals, the synthetic weights) comes from;
+//! * [`stats`]: the one quantile rule that simulated, benchmarked, observed and profiled latencies are reported by.
 //!
 //! Routing, queueing and reservations are generic over the clock ([`Time`]): `std::time::Instant` in the runtime, a
 //! `Duration` since the start of the simulation in the simulator. Nothing here blocks or depends on any other
@@ -18,7 +22,10 @@
 pub mod mig;
 pub mod queue;
 pub mod reserve;
+pub mod rng;
 pub mod route;
+pub mod segment;
+pub mod stats;
 
 use std::time::{Duration, Instant};
 

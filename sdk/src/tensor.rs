@@ -13,6 +13,23 @@ use crate::{Error, Result};
 pub use wire::Dtype as DType;
 
 impl DType {
+    /// The Open Inference Protocol's name of this element type (`FP32`, `INT64`, …), by which a tensor envelope
+    /// ([`crate::envelope::TensorMeta`]) names it: the host's one table of them, [`jig_tensor::DType::oip_name`].
+    pub fn oip_name(self) -> &'static str {
+        host(self).oip_name()
+    }
+
+    /// The element type the Open Inference Protocol names `name`; otherwise an invalid-input error that lists the
+    /// names there are.
+    pub fn from_oip_name(name: &str) -> Result<Self> {
+        jig_tensor::DType::from_oip_name(name).map(guest).ok_or_else(|| {
+            Error::invalid_input(format!(
+                "`datatype` \"{name}\" is none of {}",
+                jig_tensor::DType::OIP_NAMES.join(", ")
+            ))
+        })
+    }
+
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
@@ -21,6 +38,38 @@ impl DType {
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
         }
+    }
+}
+
+/// The host's element type that is `dtype`: the two mirror `dtype` in `wit/function.wit`, variant for variant.
+fn host(dtype: DType) -> jig_tensor::DType {
+    match dtype {
+        DType::F32 => jig_tensor::DType::F32,
+        DType::F16 => jig_tensor::DType::F16,
+        DType::F64 => jig_tensor::DType::F64,
+        DType::U8 => jig_tensor::DType::U8,
+        DType::I8 => jig_tensor::DType::I8,
+        DType::U16 => jig_tensor::DType::U16,
+        DType::I16 => jig_tensor::DType::I16,
+        DType::I32 => jig_tensor::DType::I32,
+        DType::I64 => jig_tensor::DType::I64,
+        DType::Bool => jig_tensor::DType::Bool,
+    }
+}
+
+/// The element type that is the host's `dtype`; see [`host`].
+fn guest(dtype: jig_tensor::DType) -> DType {
+    match dtype {
+        jig_tensor::DType::F32 => DType::F32,
+        jig_tensor::DType::F16 => DType::F16,
+        jig_tensor::DType::F64 => DType::F64,
+        jig_tensor::DType::U8 => DType::U8,
+        jig_tensor::DType::I8 => DType::I8,
+        jig_tensor::DType::U16 => DType::U16,
+        jig_tensor::DType::I16 => DType::I16,
+        jig_tensor::DType::I32 => DType::I32,
+        jig_tensor::DType::I64 => DType::I64,
+        jig_tensor::DType::Bool => DType::Bool,
     }
 }
 
@@ -238,6 +287,19 @@ mod tests {
         assert!(Tensor::new(DType::F32, &[2, 2], vec![0; 15]).is_err());
         assert!(Tensor::new(DType::I64, &[u64::MAX, 2], vec![]).is_err());
         assert_eq!(Tensor::new(DType::I64, &[2], vec![0; 16]).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn element_types_take_the_hosts_protocol_names_and_read_them_back() {
+        for host_type in jig_tensor::DType::ALL {
+            let dtype = guest(host_type);
+            assert_eq!(host(dtype), host_type);
+            assert_eq!(dtype.oip_name(), host_type.oip_name());
+            assert_eq!(DType::from_oip_name(dtype.oip_name()).unwrap(), dtype);
+        }
+        assert_eq!(DType::F32.oip_name(), "FP32");
+        let err = DType::from_oip_name("F32").unwrap_err().to_string();
+        assert!(err.contains("`datatype` \"F32\" is none of FP32, FP16"), "{err}");
     }
 
     #[test]

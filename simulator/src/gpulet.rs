@@ -17,8 +17,7 @@ use std::time::Duration;
 
 use jig_planner::PlanError;
 use jig_planner::gpulet::{GpuletPlan, GpuletProblem, Scheduler, max_scale};
-
-use crate::simulate::Rng;
+use jig_policy::rng::SplitMix64;
 
 /// What became of one model's requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -62,7 +61,7 @@ pub fn serve(
     seed: u64,
     slowdown: impl Fn(usize) -> f64,
 ) -> Vec<Served> {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     let slo: Vec<Duration> = problem.models.iter().map(|m| Duration::from_secs_f64(m.slo_ms / 1e3)).collect();
     // Each model's gpu-let loads, and their rates: where its requests go.
     let routes: Vec<Vec<(usize, usize, f64)>> = (0..problem.models.len())

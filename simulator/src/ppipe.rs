@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use jig_planner::ppipe::{PpipePlan, PpipeProblem};
 use jig_policy::reserve::{Decision, Instance, Pipeline, Scheduler, Stage, per_batch};
-
-use crate::simulate::Rng;
+use jig_policy::rng::SplitMix64;
 
 /// What happened to a run's requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,7 +83,7 @@ pub fn pipelines(problem: &PpipeProblem, plan: &PpipePlan) -> Vec<Pipeline> {
 pub fn attainment(problem: &PpipeProblem, plan: &PpipePlan, rate_rps: f64, seconds: f64, seed: u64) -> Attainment {
     let slo = Duration::from_secs_f64(problem.slo_ms / 1e3);
     let mut scheduler = Scheduler::new(pipelines(problem, plan)).expect("a plan's pipelines are well formed");
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     let end = Duration::from_secs_f64(seconds);
     let mut next_arrival = Duration::from_secs_f64(rng.exponential(1.0 / rate_rps));
     let mut wake: Option<Duration> = None;

@@ -38,6 +38,55 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every element type, in the order of `dtype` in `sdk/wit/function.wit`.
+    pub const ALL: [DType; 10] = [
+        DType::F32,
+        DType::F16,
+        DType::F64,
+        DType::U8,
+        DType::I8,
+        DType::U16,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+
+    /// The Open Inference Protocol's names of [`DType::ALL`], in that order: what a message about a name jig
+    /// does not serve lists.
+    pub const OIP_NAMES: [&'static str; 10] = {
+        let mut names = [""; 10];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = Self::ALL[i].oip_name();
+            i += 1;
+        }
+        names
+    };
+
+    /// The Open Inference Protocol's name of this element type (`FP32`, `INT64`, …). The one table of them: the
+    /// v2 codec, bundles' `[tensors]` and tensor envelopes (in glue too, through `jig-sdk`) all read it, here in
+    /// the lowest crate they share.
+    pub const fn oip_name(self) -> &'static str {
+        match self {
+            DType::F32 => "FP32",
+            DType::F16 => "FP16",
+            DType::F64 => "FP64",
+            DType::U8 => "UINT8",
+            DType::I8 => "INT8",
+            DType::U16 => "UINT16",
+            DType::I16 => "INT16",
+            DType::I32 => "INT32",
+            DType::I64 => "INT64",
+            DType::Bool => "BOOL",
+        }
+    }
+
+    /// The element type the Open Inference Protocol names `name` (`FP32` → `F32`), if jig serves it.
+    pub fn from_oip_name(name: &str) -> Option<DType> {
+        Self::ALL.into_iter().find(|d| d.oip_name() == name)
+    }
+
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
@@ -165,5 +214,18 @@ mod tests {
         assert!(matches!(Tensor::new(DType::I64, vec![u64::MAX, 4], vec![]), Err(TensorError::TooLarge { .. })));
         assert_eq!(Tensor::new(DType::Bool, vec![3], vec![0, 1, 2]), Err(TensorError::InvalidBool { index: 2 }));
         assert_eq!(Tensor::new(DType::U8, vec![], vec![5]).unwrap().len(), 1, "a scalar has one element");
+    }
+
+    #[test]
+    fn every_element_type_has_one_protocol_name_that_reads_back() {
+        for (i, d) in DType::ALL.into_iter().enumerate() {
+            assert_eq!(DType::from_oip_name(d.oip_name()), Some(d));
+            assert_eq!(DType::OIP_NAMES[i], d.oip_name());
+        }
+        let mut names = DType::OIP_NAMES.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), DType::ALL.len(), "names are distinct");
+        assert_eq!(DType::from_oip_name("F32"), None, "jig's own name is not the protocol's");
     }
 }

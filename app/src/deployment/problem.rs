@@ -7,7 +7,7 @@ use std::path::Path;
 
 use jig_api::{ObservedGlue, ObservedLatency};
 use jig_manifest::{Bundle, IpaSettings};
-use jig_planner::gpulet::MeasuredInterference;
+use jig_planner::interference::MeasuredInterference;
 use jig_planner::profile::ProfileRow;
 use jig_planner::spec::{
     AppSpec, ClassSpec, DemandSpec, IpaSpec, IpaVariants, Objective, Resources, SegmentKind, SegmentSpec, TaskSpec,

@@ -9,8 +9,8 @@ use jig_api::{
     ClassRoute, ClassRoutes, Deployment, InstancePlace, PipelinePool, PlannedInstances, PooledPipeline, RouteStep,
 };
 use jig_manifest::Bundle;
-use jig_planner::evaluate::Assignment;
 use jig_planner::plan::{PlanEntry, TaskPlan};
+use jig_planner::solution::Assignment;
 use jig_planner::spec::SegmentKind;
 use jig_planner::{Features, PlanError, Problem, SolveOptions};
 

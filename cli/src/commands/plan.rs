@@ -16,10 +16,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use jig_planner::mig_parted::{config_name, mig_parted_config};
-use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
 use jig_planner::spec::Features;
-use jig_planner::{Plan, max_demand};
+use jig_planner::{Plan, SolveOptions, max_demand};
 use jig_policy::mig::{GPU_80GB, GPUS_WITH_LAYOUTS, GpuModel};
 use jig_sim::apps::PaperApp;
 

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use jig_planner::SolveOptions;
 use jig_planner::max_demand;
-use jig_planner::milp::SolveOptions;
 use jig_planner::problem::Problem;
 use jig_planner::spec::Features;
 

@@ -1,5 +1,7 @@
 //! A small builder over [`crate::onnx`]: layers as method calls, weights filled deterministically.
 
+use jig_policy::rng::SplitMix64;
+
 use crate::onnx::{Attr, Dim, ElemType, Initializer, Model, Node, ValueInfo};
 
 /// Builds one model's graph. Weights come from a generator seeded by the model's name, so the same name
@@ -7,7 +9,7 @@ use crate::onnx::{Attr, Dim, ElemType, Initializer, Model, Node, ValueInfo};
 pub struct Builder {
     nodes: Vec<Node>,
     initializers: Vec<Initializer>,
-    state: u64,
+    rng: SplitMix64,
     next: usize,
 }
 
@@ -15,7 +17,7 @@ impl Builder {
     pub fn new(name: &str) -> Self {
         // FNV-1a of the name seeds splitmix64.
         let seed = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-        Builder { nodes: Vec::new(), initializers: Vec::new(), state: seed, next: 0 }
+        Builder { nodes: Vec::new(), initializers: Vec::new(), rng: SplitMix64::new(seed), next: 0 }
     }
 
     fn fresh(&mut self, prefix: &str) -> String {
@@ -23,13 +25,10 @@ impl Builder {
         format!("{prefix}{}", self.next)
     }
 
+    /// Uniform in [-1, 1), from the top 24 bits (an f32's precision) of the next draw: the published models'
+    /// weights are these exact values.
     fn uniform(&mut self) -> f32 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        (z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        (self.rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
     }
 
     /// A weight tensor of `dims`, uniform in ±√(3 / fan_in): activations keep their scale through the layer.

@@ -13,60 +13,20 @@
 //! Without `port` (the last partition) it **returns** the output as a tensor envelope.
 
 use jig_sdk::envelope::{Envelope, TRAILER_RESERVE, TensorMeta};
-use jig_sdk::tensor::DType;
-use jig_sdk::{Error, Function, Result, Tensor};
-
-/// The Open Inference Protocol's name of `dtype`.
-pub fn datatype(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F16 => "FP16",
-        DType::F32 => "FP32",
-        DType::F64 => "FP64",
-        DType::U8 => "UINT8",
-        DType::U16 => "UINT16",
-        DType::I8 => "INT8",
-        DType::I16 => "INT16",
-        DType::I32 => "INT32",
-        DType::I64 => "INT64",
-        DType::Bool => "BOOL",
-    }
-}
-
-/// The element type an Open Inference Protocol name stands for.
-pub fn dtype(datatype: &str) -> Result<DType> {
-    [
-        DType::F16,
-        DType::F32,
-        DType::F64,
-        DType::U8,
-        DType::U16,
-        DType::I8,
-        DType::I16,
-        DType::I32,
-        DType::I64,
-        DType::Bool,
-    ]
-    .into_iter()
-    .find(|&d| self::datatype(d) == datatype)
-    .ok_or_else(|| {
-        Error::invalid_input(format!(
-            "`datatype` \"{datatype}\" is none of FP16, FP32, FP64, UINT8, UINT16, INT8, INT16, INT32, INT64, BOOL"
-        ))
-    })
-}
+use jig_sdk::{DType, Error, Function, Result, Tensor};
 
 /// `tensor` as a tensor envelope.
 pub fn encode(tensor: &Tensor) -> Vec<u8> {
     let mut body = Vec::with_capacity(tensor.bytes().len() + TRAILER_RESERVE);
     body.extend_from_slice(tensor.bytes());
-    let meta = TensorMeta { datatype: datatype(tensor.dtype()).into(), shape: tensor.shape().to_vec() };
+    let meta = TensorMeta { datatype: tensor.dtype().oip_name().into(), shape: tensor.shape().to_vec() };
     Envelope { meta, body }.encode()
 }
 
 /// The tensor a tensor envelope holds.
 pub fn decode(payload: Vec<u8>) -> Result<Tensor> {
     let Envelope { meta, body } = Envelope::<TensorMeta>::decode(payload)?;
-    Tensor::new(dtype(&meta.datatype)?, &meta.shape, body)
+    Tensor::new(DType::from_oip_name(&meta.datatype)?, &meta.shape, body)
 }
 
 pub struct Forward;

@@ -201,9 +201,9 @@ pub fn to_gpulets(problem: &Problem) -> Result<AppGpulets, PlanError> {
 #[cfg(test)]
 mod tests {
     use crate::error::PlanError;
-    use crate::milp::SolveOptions;
     use crate::placement::Device;
     use crate::profile::ProfileRow;
+    use crate::solution::SolveOptions;
     use crate::spec::{Features, PlanSpec};
     use crate::{Problem, Strategy, plan};
 
@@ -286,7 +286,7 @@ mod tests {
     /// det and rec beside each other slow each other by 30%, by the interference model fitted to their measured
     /// utilisations: (c1 … c5) = (0, 0, 0, 0, 0.3) for every pair.
     fn interfering(p: &mut Problem) {
-        use super::super::{InterferenceModel, MeasuredInterference, Utilisation};
+        use crate::interference::{InterferenceModel, MeasuredInterference, Utilisation};
         let utilisation = vec![Utilisation { l2: 0.2, dram: 0.2 }; p.tasks.len()];
         let model = InterferenceModel { coefficients: [0.0, 0.0, 0.0, 0.0, 0.3] };
         let measured = MeasuredInterference { model, utilisation, fit_error: 0.0, samples: 5 };

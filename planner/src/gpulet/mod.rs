@@ -23,7 +23,7 @@
 //! **Files.** `problem.rs`: what gpu-lets plans, its schedules, and the duty cycle every scheduler checks
 //! gpu-lets with; this file: Algorithm 1, squishy bin packing, [`max_scale`] and the `[gpulet]` spec;
 //! `ideal.rs`: the exhaustive search; `app.rs`: an app's problem as the `gpulet` strategy plans it. The
-//! interference model is [`crate::interference`]'s, re-exported here.
+//! interference model is [`crate::interference`]'s.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -36,7 +36,8 @@ use crate::error::PlanError;
 pub mod app;
 mod ideal;
 mod problem;
-pub use crate::interference::{InterferenceModel, MeasuredInterference, Sample, Utilisation};
+// Kept while `jig-sim` still names them here; their home is `crate::interference`.
+pub use crate::interference::{InterferenceModel, MeasuredInterference, Utilisation};
 pub use ideal::{IDEAL_GPUS, ideal};
 pub use problem::{Gpulet, GpuletModel, GpuletPlan, GpuletProblem, Interference, Load, no_interference};
 use problem::{duty_cycle, plan_of, sizes};

@@ -10,6 +10,7 @@ use crate::solution::Assignment;
 use crate::spec::Features;
 use formulation::{Relax, solve_relaxed};
 
+// Kept while `jig-sim` still names them here; their home is `crate::solution`.
 pub use crate::solution::{SolveOptions, Solved};
 
 /// Solve the MILP for `problem` in the configuration space `features`.

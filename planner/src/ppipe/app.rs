@@ -33,6 +33,7 @@ use crate::problem::Problem;
 use crate::solution::{Assignment, SolveOptions, Solved};
 use crate::spec::SegmentKind;
 
+// Kept while `jig-sim` still names it here; its home is `crate::solution`.
 pub use crate::solution::PipelinePlan;
 
 use super::{BlockedModel, Class, PpipeProblem, Scheme};
@@ -219,9 +220,9 @@ pub fn to_ppipe(problem: &Problem) -> Result<AppPools, PlanError> {
 #[cfg(test)]
 mod tests {
     use crate::error::PlanError;
-    use crate::milp::SolveOptions;
     use crate::placement::Device;
     use crate::profile::ProfileRow;
+    use crate::solution::SolveOptions;
     use crate::spec::{Features, PlanSpec};
     use crate::{Problem, Strategy, plan};
 

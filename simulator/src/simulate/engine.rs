@@ -11,11 +11,11 @@ use jig_planner::ppipe::app::PipelinePlan;
 use jig_planner::problem::Problem;
 use jig_planner::spec::SegmentKind;
 use jig_policy::reserve::Resource;
+use jig_policy::rng::SplitMix64;
 use jig_policy::{BatchPolicy, Queue, Time as _, WeightedRoundRobin};
 
 use super::agenda::{Agenda, Event};
 use super::report::BinRun;
-use super::rng::Rng;
 use super::state::{Head, Instance, Job, NO_ROUTE, task_bits};
 
 /// z of the 95th percentile of the standard normal.
@@ -24,7 +24,7 @@ const Z95: f64 = 1.644_853_6;
 /// One bin's simulation of a plan: its clock and events, its instances and routers, and what it measured.
 pub(super) struct Sim<'a> {
     pub(super) problem: &'a Problem,
-    rng: Rng,
+    rng: SplitMix64,
     /// Time outside the model at each task: overhead and glue.
     pub(super) outside_ms: Vec<f64>,
     pub(super) hop: Duration,
@@ -239,7 +239,7 @@ impl<'a> Sim<'a> {
         let admit_limit = (capacity * problem.slo_latency_ms / 1000.0).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
         Sim {
             problem,
-            rng: Rng(seed),
+            rng: SplitMix64::new(seed),
             outside_ms: vec![0.0; n],
             hop: Duration::ZERO,
             cores: problem.cpu_cores.unwrap_or(problem.slices),
@@ -537,10 +537,10 @@ impl<'a> Sim<'a> {
 mod tests {
     use super::*;
     use crate::apps::PaperApp;
-    use crate::simulate::report::quantile;
     use jig_planner::milp::SolveOptions;
     use jig_planner::solve;
     use jig_planner::spec::Features;
+    use jig_policy::stats::quantile;
 
     /// A `mig:…:K` instance is K processes serving together, as the profiler measures it and the app runs it:
     /// at a rate two processes keep up with, read as one process its queue would grow.
@@ -577,7 +577,7 @@ mod tests {
         assert!(run.requests > 3000, "{}", run.requests);
         assert!(run.units > run.requests as f64, "each frame leads to about 2.5 car and person requests");
         assert!(run.violations / run.units < 0.01, "{} of {}", run.violations, run.units);
-        let p99 = quantile(&run.latencies_ms, 0.99);
+        let p99 = quantile(&run.latencies_ms, 0.99).unwrap_or_default();
         assert!(p99 > 0.0 && p99 <= problem.slo_latency_ms, "p99 {p99} ms");
         // Three times the demand the plan was made for: queues grow and requests miss their deadline.
         let over = run_bin(&problem, &solved.assignments, (600.0, 20.0), &Outside::default(), 7);
@@ -590,12 +590,15 @@ mod tests {
             7,
         );
         let fast = run_bin(&problem, &solved.assignments, (20.0, 20.0), &Outside::default(), 7);
-        let (p50_slow, p50_fast) = (quantile(&slow.latencies_ms, 0.5), quantile(&fast.latencies_ms, 0.5));
+        let (p50_slow, p50_fast) = (
+            quantile(&slow.latencies_ms, 0.5).unwrap_or_default(),
+            quantile(&fast.latencies_ms, 0.5).unwrap_or_default(),
+        );
         assert!((p50_slow - p50_fast - 100.0).abs() < 20.0, "{p50_slow} vs {p50_fast}: two tasks × 50 ms");
         // A hop into each task adds its time, and the deadline grows by the deepest path's hops.
         let hops =
             run_bin(&problem, &solved.assignments, (20.0, 20.0), &Outside { hop_ms: 10.0, ..Outside::default() }, 7);
-        let p50_hops = quantile(&hops.latencies_ms, 0.5);
+        let p50_hops = quantile(&hops.latencies_ms, 0.5).unwrap_or_default();
         // (About 20 ms: some of it overlaps time the requests would have waited for a batch, and the hops move
         // arrivals, so the company an instance expects, and waits for, moves too.)
         assert!(p50_hops > p50_fast + 5.0 && p50_hops <= p50_fast + 30.0, "{p50_hops} vs {p50_fast}: two hops × 10 ms");
@@ -720,7 +723,7 @@ mod tests {
             spare.violations,
             spare.units
         );
-        let p50 = |r: &BinRun| quantile(&r.latencies_ms, 0.5);
+        let p50 = |r: &BinRun| quantile(&r.latencies_ms, 0.5).unwrap_or_default();
         assert!(p50(&spare) >= p50(&alone) + 9.0, "{} vs {}", p50(&spare), p50(&alone));
         // A task's own glue time runs as the overhead does.
         let own = run_bin(&problem, &plan, (60.0, 30.0), &Outside { glue_ms: &[10.0], ..Outside::default() }, 3);

@@ -41,7 +41,7 @@
 //! * `engine`: the discrete-event run of one bin of a plan ([`run_bin`], [`run_plan`], [`Outside`]);
 //! * `pipelines`: the engine's PPipe data plane, a head booking batches along pooled pipelines;
 //! * `state` and `agenda`: the engine's records (requests, instances, the head) and its events in time order;
-//! * `rng`: SplitMix64, the seeded source of every draw (also `ppipe`'s and `gpulet`'s);
+//! * every draw (here and in `ppipe` and `gpulet`) comes from [`jig_policy::rng::SplitMix64`], seeded;
 //! * `report`: what a run measured and reports ([`BinRun`], [`BinReport`], [`Simulation`]);
 //! * `render`: the reports as text and SVG ([`summary`], [`configurations`], [`svg`]).
 
@@ -52,23 +52,21 @@ mod pipelines;
 mod render;
 mod replan;
 mod report;
-mod rng;
 mod state;
 
 pub use engine::{Outside, run_bin, run_plan};
 pub use options::{Controller, NodeFailures, SimOptions};
 pub use render::{configurations, summary, svg};
 pub use report::{BinReport, BinRun, ClassOutcome, Instances, Simulation};
-pub(crate) use rng::Rng;
 
 use jig_planner::error::PlanError;
 use jig_planner::evaluate::Assignment;
 use jig_planner::problem::Problem;
 use jig_planner::spec::DemandSpec;
+use jig_policy::stats::quantile;
 
 use crate::trace::Trace;
 use replan::{Planned, Replanner};
-use report::quantile;
 
 /// Latency SLOs each bin runs at least, so that overloads show.
 const OVERLOAD_SLOS: f64 = 10.0;
@@ -180,8 +178,8 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             violations: run.violations,
             violation_rate: if run.units > 0.0 { run.violations / run.units } else { 0.0 },
             accuracy_drop: 1.0 - run.accuracy(problem),
-            p50_ms: quantile(&run.latencies_ms, 0.50),
-            p99_ms: quantile(&run.latencies_ms, 0.99),
+            p50_ms: quantile(&run.latencies_ms, 0.50).unwrap_or(0.0),
+            p99_ms: quantile(&run.latencies_ms, 0.99).unwrap_or(0.0),
             classes: classes
                 .iter()
                 .zip(&run.classes)

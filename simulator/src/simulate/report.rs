@@ -195,11 +195,3 @@ impl BinRun {
         if weight > 0.0 { sum / weight } else { 1.0 }
     }
 }
-
-/// The `q` quantile of `sorted` (nearest rank); 0 when it is empty.
-pub(super) fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}

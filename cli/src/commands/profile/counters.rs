@@ -122,7 +122,7 @@ pub(super) fn kernels_of(bundle: &Bundle, slot: &str, batch: u32) -> anyhow::Res
     for _ in 0..WARM_UP {
         model.run(&inputs)?;
     }
-    jig_model_host::device::in_profiler_range(0, || model.run(&inputs)).map_err(anyhow::Error::msg)??;
+    jig_model_host::device::in_profiler_range(0, || model.run(&inputs))??;
     Ok(())
 }
 
