@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::http::Body;
 use bytes::Bytes;
-use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 use jig_api::{AppList, AppStatus, Deleted, ErrorKind};
 use jig_app::App;
@@ -64,7 +64,7 @@ impl Gateway {
         json(StatusCode::OK, &AppList { apps: apps.iter().map(|a| self.status(a)).collect() })
     }
 
-    pub(crate) async fn deploy(self: Arc<Self>, request: Request<Incoming>) -> Reply {
+    pub(crate) async fn deploy(self: Arc<Self>, request: Request<Body>) -> Reply {
         let max = self.config.max_bundle_mib << 20;
         // Uploads are buffered whole: a few at a time, each within a time limit.
         let Ok(_upload) = self.uploads.acquire().await else {

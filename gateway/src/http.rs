@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use jig_api::{ErrorBody, ErrorKind, Route};
@@ -61,8 +61,11 @@ impl Gateway {
             };
             let _ = stream.set_nodelay(true);
             let gateway = self.clone();
-            let service = hyper::service::service_fn(move |request| {
+            let limit = self.config.max_request_mib << 20;
+            let drain_for = Duration::from_secs_f64(self.config.body_timeout_s);
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let gateway = gateway.clone();
+                let request = request.map(|body| Body { incoming: Some(body), limit, drain_for });
                 async move { Ok::<_, Infallible>(gateway.handle(request).await) }
             });
             let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
@@ -80,7 +83,7 @@ impl Gateway {
     }
 
     /// Route one request to its handler.
-    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Reply {
+    async fn handle(self: Arc<Self>, request: Request<Body>) -> Reply {
         let path = request.uri().path().to_owned();
         let Some(route) = Route::parse(request.method().as_str(), &path) else {
             return error(
@@ -134,7 +137,7 @@ impl Gateway {
 }
 
 /// Check `Authorization: Bearer TOKEN` when a token is configured: the 401 reply when it is not given.
-pub(crate) fn refuse_unauthorized(request: &Request<Incoming>, token: Option<&str>) -> Option<Reply> {
+pub(crate) fn refuse_unauthorized(request: &Request<Body>, token: Option<&str>) -> Option<Reply> {
     let token = token?;
     let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let bearer = given.and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
@@ -185,8 +188,57 @@ impl Drop for PeerHold {
     }
 }
 
+/// A request's body. Dropped before its end (a refusal before it was read: 401, 404), it is read to its end in the
+/// background, at most the gateway's request limit within its body timeout: a client still sending then reads
+/// the answer instead of a connection reset under its last writes.
+pub(crate) struct Body {
+    incoming: Option<Incoming>,
+    limit: u64,
+    drain_for: Duration,
+}
+
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match self.get_mut().incoming.as_mut() {
+            Some(incoming) => std::pin::Pin::new(incoming).poll_frame(cx),
+            None => std::task::Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.as_ref().is_none_or(hyper::body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.incoming.as_ref().map_or_else(|| SizeHint::with_exact(0), hyper::body::Body::size_hint)
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        let Some(mut incoming) = self.incoming.take().filter(|b| !hyper::body::Body::is_end_stream(b)) else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (limit, drain_for) = (self.limit, self.drain_for);
+        runtime.spawn(tokio::time::timeout(drain_for, async move {
+            let mut read = 0u64;
+            while let Some(Ok(frame)) = incoming.frame().await {
+                read += frame.data_ref().map_or(0, |d| d.len() as u64);
+                if read > limit {
+                    break;
+                }
+            }
+        }));
+    }
+}
+
 /// The whole body, at most `max` bytes: 413 beyond, 400 when the client stops sending before its end.
-pub(crate) async fn read_body(request: Request<Incoming>, max: u64, what: &str) -> Result<Bytes, Reply> {
+pub(crate) async fn read_body(request: Request<Body>, max: u64, what: &str) -> Result<Bytes, Reply> {
     let too_large =
         || error(ErrorKind::TooLarge, format!("the {what} is larger than this gateway's limit of {max} bytes"));
     let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::http::Body;
 use base64::Engine as _;
 use bytes::Bytes;
-use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
 use jig_api::{ErrorKind, InvokeResponse, OutputPart};
@@ -20,7 +20,7 @@ use crate::{CLASS_HEADER, Gateway, TIMEOUT_HEADER};
 
 impl Gateway {
     /// Run one invocation of app `name` and answer it.
-    pub(crate) async fn invoke(self: Arc<Self>, name: &str, request: Request<Incoming>) -> Reply {
+    pub(crate) async fn invoke(self: Arc<Self>, name: &str, request: Request<Body>) -> Reply {
         let arrived = Instant::now();
         if let Some(reply) = refuse_unauthorized(&request, self.config.invoke_token.as_deref()) {
             return reply;
@@ -80,7 +80,7 @@ impl Gateway {
     /// request's `deadline`: a body still arriving then is a request that missed it.
     pub(crate) async fn whole_body(
         &self,
-        request: Request<Incoming>,
+        request: Request<Body>,
         what: &str,
         deadline: Instant,
     ) -> Result<Bytes, Reply> {
@@ -160,13 +160,13 @@ fn output_part(output: jig_app::Output) -> OutputPart {
 }
 
 /// The query class the request names (`jig-class`), if any: owned, as the request's body is read after it.
-pub(crate) fn request_class(request: &Request<Incoming>) -> Option<String> {
+pub(crate) fn request_class(request: &Request<Body>) -> Option<String> {
     request.headers().get(CLASS_HEADER).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned())
 }
 
 /// The request's [`TIMEOUT_HEADER`], if it has one, cut to `max`; what is wrong (a 400) when it is not a positive
 /// number of milliseconds.
-pub(crate) fn request_timeout(request: &Request<Incoming>, max: Duration) -> Result<Option<Duration>, String> {
+pub(crate) fn request_timeout(request: &Request<Body>, max: Duration) -> Result<Option<Duration>, String> {
     match request.headers().get(TIMEOUT_HEADER).map(|v| v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())) {
         None => Ok(None),
         // A client may not hold what it is admitted to for longer than the gateway allows.

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::http::Body;
 use bytes::{Bytes, BytesMut};
-use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
 
@@ -56,7 +56,7 @@ impl Gateway {
     }
 
     /// `GET /v2/models/{model}`.
-    pub(crate) fn v2_model(&self, model: &str, request: &Request<Incoming>) -> Reply {
+    pub(crate) fn v2_model(&self, model: &str, request: &Request<Body>) -> Reply {
         if let Some(reply) = refuse_unauthorized(request, self.config.invoke_token.as_deref()) {
             return reply;
         }
@@ -96,7 +96,7 @@ impl Gateway {
     }
 
     /// `GET /v2/models/{model}/ready`: 200 while the slot has a running instance.
-    pub(crate) fn v2_model_ready(&self, model: &str, request: &Request<Incoming>) -> Reply {
+    pub(crate) fn v2_model_ready(&self, model: &str, request: &Request<Body>) -> Reply {
         if let Some(reply) = refuse_unauthorized(request, self.config.invoke_token.as_deref()) {
             return reply;
         }
@@ -116,7 +116,7 @@ impl Gateway {
     }
 
     /// `POST /v2/models/{model}/infer`.
-    pub(crate) async fn v2_infer(self: Arc<Self>, model: &str, request: Request<Incoming>) -> Reply {
+    pub(crate) async fn v2_infer(self: Arc<Self>, model: &str, request: Request<Body>) -> Reply {
         let arrived = Instant::now();
         if let Some(reply) = refuse_unauthorized(&request, self.config.invoke_token.as_deref()) {
             return reply;
@@ -146,7 +146,7 @@ impl Gateway {
         pool: &Pool,
         model: &str,
         arrived: Instant,
-        request: Request<Incoming>,
+        request: Request<Body>,
     ) -> (Reply, bool) {
         let timeout = match request_timeout(&request, self.max_timeout()) {
             Ok(timeout) => timeout,
@@ -200,7 +200,7 @@ impl Gateway {
     }
 
     /// A v2 call of app `app`: its input as a tensor envelope to the entry task, its tensor envelope back.
-    async fn v2_run_app(&self, app: &App, tensors: &AppTensors, arrived: Instant, request: Request<Incoming>) -> Reply {
+    async fn v2_run_app(&self, app: &App, tensors: &AppTensors, arrived: Instant, request: Request<Body>) -> Reply {
         let model = app.name.as_str();
         let timeout = match request_timeout(&request, self.max_timeout()) {
             Ok(timeout) => timeout,
@@ -304,7 +304,7 @@ fn unknown_model(model: &str, detail: &str) -> Reply {
 }
 
 /// The length of the JSON part of a body with binary tensors after it (`Inference-Header-Content-Length`).
-fn json_length(request: &Request<Incoming>) -> Result<Option<usize>, String> {
+fn json_length(request: &Request<Body>) -> Result<Option<usize>, String> {
     match request.headers().get(BINARY_HEADER).map(|v| v.to_str().ok()?.trim().parse::<usize>().ok()) {
         None => Ok(None),
         Some(Some(n)) => Ok(Some(n)),

@@ -1186,3 +1186,32 @@ fn a_gateway_given_more_cores_than_the_machine_has_says_how_many_it_has() {
     assert!(!up.status.success(), "{said}");
     assert!(said.contains("`cores` is 100000, but this machine lets jig run on"), "{said}");
 }
+
+/// A refusal before the body is read (no such app, no token, no route) is still an answer the client reads:
+/// the gateway reads what the client is sending (within its limits) before it closes, rather than resetting a
+/// connection that still has bytes in flight. A client that sends its whole body before it reads (httpx, as
+/// KServe's client uses it) failed on the reset, without the answer.
+#[test]
+fn a_client_refused_before_its_body_was_read_reads_the_refusal() {
+    use std::io::{Read, Write};
+    let state = tempfile::tempdir().unwrap();
+    let config = state.path().join("gateway.toml");
+    std::fs::write(&config, "invoke_token = \"secret\"\n").unwrap();
+    let gateway = Gateway::start(&state.path().join("state"), &["--config", config.to_str().unwrap()]);
+    let body = vec![7u8; 16 << 20];
+    for (path, auth, status) in [
+        ("/v1/apps/nope/invoke", true, "404"),
+        ("/v2/models/nope/infer", true, "404"),
+        ("/v1/apps/nope/invoke", false, "401"),
+        ("/no/such/route", false, "404"),
+    ] {
+        let mut stream = std::net::TcpStream::connect(&gateway.addr).unwrap();
+        let auth = if auth { "authorization: Bearer secret\r\n" } else { "" };
+        let head = format!("POST {path} HTTP/1.1\r\nhost: jig\r\n{auth}content-length: {}\r\n\r\n", body.len());
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&body).unwrap_or_else(|e| panic!("{path}: the gateway cut the body off: {e}"));
+        let mut answer = [0u8; 12];
+        stream.read_exact(&mut answer).unwrap();
+        assert!(String::from_utf8_lossy(&answer).ends_with(status), "{path}: {}", String::from_utf8_lossy(&answer));
+    }
+}
