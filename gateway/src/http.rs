@@ -237,7 +237,9 @@ impl Drop for Body {
     }
 }
 
-/// The whole body, at most `max` bytes: 413 beyond, 400 when the client stops sending before its end.
+/// The whole body, at most `max` bytes, decompressed when it came with `Content-Encoding: gzip` or `deflate`
+/// (at most `max` bytes decompressed too): 413 beyond, 400 when the client stops sending before its end or sends
+/// what does not decompress.
 pub(crate) async fn read_body(request: Request<Body>, max: u64, what: &str) -> Result<Bytes, Reply> {
     let too_large =
         || error(ErrorKind::TooLarge, format!("the {what} is larger than this gateway's limit of {max} bytes"));
@@ -245,10 +247,56 @@ pub(crate) async fn read_body(request: Request<Body>, max: u64, what: &str) -> R
     if declared.is_some_and(|n| n > max) {
         return Err(too_large());
     }
-    match Limited::new(request.into_body(), max as usize).collect().await {
-        Ok(body) => Ok(body.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(error(ErrorKind::InvalidRequest, format!("the {what} could not be read: {e}"))),
+    let encoding = match request.headers().get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?").trim()) {
+        None | Some("identity") => None,
+        Some(e) if e.eq_ignore_ascii_case("gzip") => Some(Encoding::Gzip),
+        Some(e) if e.eq_ignore_ascii_case("deflate") => Some(Encoding::Deflate),
+        Some(other) => {
+            let message =
+                format!("`Content-Encoding: {other}` is not supported: send the {what} as gzip, deflate or plain");
+            return Err(error(ErrorKind::InvalidRequest, message));
+        }
+    };
+    let body = match Limited::new(request.into_body(), max as usize).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+        Err(e) => return Err(error(ErrorKind::InvalidRequest, format!("the {what} could not be read: {e}"))),
+    };
+    let Some(encoding) = encoding else { return Ok(body) };
+    // Off the async executor (up to `max` bytes to inflate), and one byte past the limit, so that a bomb is refused
+    // at the limit rather than inflated whole.
+    let inflated = tokio::task::spawn_blocking(move || {
+        let decoder: Box<dyn std::io::Read + '_> = match encoding {
+            Encoding::Gzip => Box::new(flate2::read::GzDecoder::new(&body[..])),
+            Encoding::Deflate => Box::new(flate2::read::ZlibDecoder::new(&body[..])),
+        };
+        let mut plain = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(decoder, max + 1), &mut plain).map(|_| plain)
+    })
+    .await
+    .map_err(|e| error(ErrorKind::Internal, format!("decompressing the {what} failed: {e}")))?;
+    match inflated {
+        Ok(plain) if plain.len() as u64 > max => Err(too_large()),
+        Ok(plain) => Ok(plain.into()),
+        Err(e) => {
+            Err(error(ErrorKind::InvalidRequest, format!("the {what} does not decompress as {}: {e}", encoding.name())))
+        }
+    }
+}
+
+/// A request body's `Content-Encoding`, as the Open Inference Protocol allows it.
+#[derive(Debug, Clone, Copy)]
+enum Encoding {
+    Gzip,
+    Deflate,
+}
+
+impl Encoding {
+    fn name(self) -> &'static str {
+        match self {
+            Encoding::Gzip => "gzip",
+            Encoding::Deflate => "deflate",
+        }
     }
 }
 

@@ -1215,3 +1215,41 @@ fn a_client_refused_before_its_body_was_read_reads_the_refusal() {
         assert!(String::from_utf8_lossy(&answer).ends_with(status), "{path}: {}", String::from_utf8_lossy(&answer));
     }
 }
+
+/// A body sent with `Content-Encoding: gzip` or `deflate` (tritonclient's `request_compression_algorithm`) is
+/// served as the plain one; another encoding, a body that does not decompress, and one that inflates past the
+/// limit are the client's errors.
+#[test]
+fn compressed_bodies_are_served_as_plain_ones() {
+    use std::io::Write;
+    let scratch = tempfile::tempdir().unwrap();
+    jig_tests::probe_app(&scratch.path().join("app"), "squeezed", 0.7, None);
+    let gateway = start_with_config(scratch.path(), "max_request_mib = 1\n");
+    let deployed = gateway.jig("deploy").arg(scratch.path().join("app")).output().unwrap();
+    assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    let payload =
+        serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [2, 64], "values": vec![0.25; 128]});
+    let plain = payload.to_string().into_bytes();
+    let squeeze = |encoder: &mut dyn Write| encoder.write_all(&plain).unwrap();
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    squeeze(&mut gzip);
+    let mut deflate = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    squeeze(&mut deflate);
+    let path = "/v1/apps/squeezed/invoke";
+    let expected = gateway.http("POST", path, &[], &plain);
+    assert_eq!(expected.status, 200, "{}", expected.text());
+    for (encoding, body) in [("gzip", gzip.finish().unwrap()), ("deflate", deflate.finish().unwrap())] {
+        let reply = gateway.http("POST", path, &[("content-encoding", encoding)], &body);
+        assert_eq!(reply.status, 200, "{encoding}: {}", reply.text());
+        assert_eq!(reply.json()["outputs"], expected.json()["outputs"], "{encoding}");
+    }
+    let br = gateway.http("POST", path, &[("content-encoding", "br")], &plain);
+    assert_eq!(br.status, 400, "{}", br.text());
+    assert!(br.text().contains("gzip, deflate"), "{}", br.text());
+    let corrupt = gateway.http("POST", path, &[("content-encoding", "gzip")], b"not gzip at all");
+    assert_eq!(corrupt.status, 400, "{}", corrupt.text());
+    let mut bomb = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    bomb.write_all(&vec![b' '; 2 << 20]).unwrap();
+    let bomb = gateway.http("POST", path, &[("content-encoding", "gzip")], &bomb.finish().unwrap());
+    assert_eq!(bomb.status, 413, "two MiB inflated past a one-MiB limit: {}", bomb.text());
+}
