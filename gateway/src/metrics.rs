@@ -20,6 +20,8 @@
 //! | `jig_cpu_cores` | state | cores the gateway may give instances: `free`, or `held` by an app's instances |
 //! | `jig_gpu_mps_free_percent` | gpu | percent of a GPU's SMs no app's `mps:` share holds |
 //! | `jig_gpu_mig_instances` | gpu, state | a GPU's MIG instances, `free` or `held` |
+//! | `jig_build_info` | version | 1, labelled with the running jig's version |
+//! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_start_time_seconds` | | the gateway process, as every Prometheus client library exports it (from `/proc`) |
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -36,6 +38,11 @@ use jig_app::{App, TaskObserver};
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AppLabels {
     app: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabels {
+    version: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -123,7 +130,13 @@ pub struct Metrics {
 impl Metrics {
     /// A registry with every family, reporting the instances of `apps` on each scrape.
     pub fn new(apps: Apps) -> Metrics {
-        let mut registry = Registry::with_prefix("jig");
+        // The process's own figures keep their conventional names; jig's are under `jig_`.
+        let mut root = Registry::default();
+        root.register_collector(Box::new(ProcessCollector));
+        let registry = root.sub_registry_with_prefix("jig");
+        let build_info = Family::<VersionLabels, Gauge>::default();
+        build_info.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
+        registry.register("build_info", "1, labelled with the running jig's version", build_info);
         let requests = Family::<CodeLabels, Counter>::default();
         let request_duration = HistogramFamily::<AppLabels>::new_with_constructor(latency_histogram as fn() -> _);
         let slo_violations = Family::<AppLabels, Counter>::default();
@@ -150,7 +163,7 @@ impl Metrics {
         registry.register("task_duration_seconds", "Glue invocation latency", task_duration.clone());
         registry.register_collector(Box::new(InstanceCollector { apps: apps.clone() }));
         Metrics {
-            registry: Arc::new(registry),
+            registry: Arc::new(root),
             requests,
             request_duration,
             slo_violations,
@@ -222,6 +235,51 @@ pub struct InFlight(Gauge);
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.dec();
+    }
+}
+
+/// The process's own figures (`process_*`, as Prometheus' client libraries name them), read from `/proc` at
+/// scrape time; none where there is no `/proc`.
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl prometheus_client::collector::Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return Ok(()) };
+        // proc(5)'s fields, numbered from 1; the second, the command, is in parentheses and may hold spaces.
+        let after_command: Vec<&str> =
+            stat.rsplit_once(')').map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        let field = |n: usize| after_command.get(n - 3).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+        // SAFETY: sysconf reads a constant of the system.
+        let (ticks, page) =
+            unsafe { (libc::sysconf(libc::_SC_CLK_TCK) as f64, libc::sysconf(libc::_SC_PAGESIZE) as f64) };
+        let boot = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse::<f64>().ok()))
+            .unwrap_or(0.0);
+        let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()) as f64;
+        let counter = ConstCounter::new(0.0f64);
+        let cpu = (field(14) + field(15)) / ticks.max(1.0);
+        ConstCounter::new(cpu).encode(encoder.encode_descriptor(
+            "process_cpu_seconds",
+            "User and system CPU time spent, seconds",
+            None,
+            counter.metric_type(),
+        )?)?;
+        let gauge = ConstGauge::new(0.0f64);
+        for (name, help, value) in [
+            ("process_resident_memory_bytes", "Resident memory size, bytes", field(24) * page),
+            ("process_virtual_memory_bytes", "Virtual memory size, bytes", field(23)),
+            ("process_open_fds", "Open file descriptors", fds),
+            (
+                "process_start_time_seconds",
+                "Start time since the Unix epoch, seconds",
+                boot + field(22) / ticks.max(1.0),
+            ),
+        ] {
+            ConstGauge::new(value).encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+        }
+        Ok(())
     }
 }
 

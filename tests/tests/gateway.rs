@@ -1253,3 +1253,25 @@ fn compressed_bodies_are_served_as_plain_ones() {
     let bomb = gateway.http("POST", path, &[("content-encoding", "gzip")], &bomb.finish().unwrap());
     assert_eq!(bomb.status, 413, "two MiB inflated past a one-MiB limit: {}", bomb.text());
 }
+
+/// `/metrics` carries the build's version and the process's own figures under their conventional names, beside
+/// jig's.
+#[test]
+fn metrics_carry_the_build_and_the_process() {
+    let state = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(state.path(), &[]);
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    let value = |name: &str| -> f64 {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}: {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(value(&format!("jig_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"))), 1.0);
+    assert!(value("process_resident_memory_bytes ") > 1e6, "{metrics}");
+    assert!(value("process_virtual_memory_bytes ") >= value("process_resident_memory_bytes "));
+    assert!(value("process_open_fds ") >= 3.0);
+    assert!(value("process_cpu_seconds_total ") >= 0.0);
+    let started = value("process_start_time_seconds ");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    assert!(started <= now + 1.0 && started > now - 600.0, "started {started}, now {now}");
+    assert!(metrics.contains("# TYPE jig_cpu_cores gauge"), "jig's own keep their prefix");
+}
