@@ -65,11 +65,7 @@ impl NewCommand {
         let (sdk, checkout) = sdk_dependency(self.sdk.as_deref())?;
         let crate_file = name.replace('-', "_");
         for (path, text) in files(self.template) {
-            let text = text
-                .replace("{{name}}", name)
-                .replace("{{crate}}", name)
-                .replace("{{crate_file}}", &crate_file)
-                .replace("{{sdk}}", &sdk);
+            let text = text.replace("{{name}}", name).replace("{{crate_file}}", &crate_file).replace("{{sdk}}", &sdk);
             let path = dir.join(path);
             std::fs::create_dir_all(path.parent().unwrap_or(&dir))
                 .and_then(|()| std::fs::write(&path, text))
