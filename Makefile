@@ -52,8 +52,8 @@ demo: build examples
 cluster-demo: build examples
 	@scripts/cluster_demo.sh
 
-# The end-to-end tests in tests/ run the `jig` binary as a user does; `cargo test` builds it for the `jig`
-# package's own integration tests (cli/tests/).
+# The end-to-end tests (cli/tests/e2e) run the `jig` binary as a user does; cargo builds it for them, as they
+# are the `jig` package's integration tests.
 test: build check-manifests
 	$(CARGO) test --workspace
 

@@ -76,7 +76,7 @@ PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models
 # PPipe's pre-partitioning (scripts/partition_model.py): the PP-OCRv4 recognizer cut into 10 blocks of about
 # equal estimated runtime on CPU (a fixed cost model over the layers' shapes, so the same blocks on every machine,
 # byte for byte), each an ONNX model, and into two partitions of five blocks each (ppocr-rec.part0.onnx, part1),
-# which tests/tests/partition.rs serves as a pipeline of two pools; about a second, redone only when the model or
+# which cli/tests/e2e/partition.rs serves as a pipeline of two pools; about a second, redone only when the model or
 # the script is newer than the blocks. The detector is left out: it has 50 valid cuts, but its feature pyramid
 # taps the backbone from the first stride-4 stage on, so more than half its runtime (37 of 69 ms at 640x640)
 # lies under skip connections with no cut in them, and its blocks come out 36.7 ms beside 0.1 ms.

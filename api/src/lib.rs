@@ -501,7 +501,7 @@ pub enum ErrorKind {
     Overloaded,
     /// 503: a model instance dropped the request early: it could no longer make its deadline.
     Dropped,
-    /// 503: the gateway is shutting down.
+    /// 503: the gateway is shutting down, or it (or the model asked of) is not ready yet (`/readyz`).
     Unavailable,
     /// 504: the deadline passed.
     Deadline,

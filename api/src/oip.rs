@@ -11,7 +11,7 @@
 //! names, [`DType::oip_name`].
 
 use bytes::{BufMut, Bytes, BytesMut};
-use jig_tensor::{DType, Tensor, TensorError};
+use jig_wire::{DType, Tensor, TensorError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -53,11 +53,19 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
             "summary": "Liveness: `ok` while the gateway runs.",
             "responses": { "200": text("ok") },
         }),
+        Route::Ready => json!({
+            "summary": "Readiness: `ready` when every app the gateway should run runs with an instance in each model \
+                slot; otherwise 503 and what is not ready (an app starting, or whose start failed).",
+            "responses": { "200": text("ready"), "503": text("not ready: and a line for each app or model that is not") },
+        }),
         Route::Metrics => json!({
             "summary": "Prometheus/OpenMetrics text: requests, latencies, SLO violations, drops, instances, devices.",
             "responses": { "200": {
                 "description": "The metrics.",
-                "content": { "application/openmetrics-text": { "schema": { "type": "string" } } },
+                "content": {
+                    "application/openmetrics-text": { "schema": { "type": "string" } },
+                    "text/plain": { "schema": { "type": "string" } },
+                },
             } },
         }),
         Route::Ui => json!({
@@ -147,8 +155,8 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
             "responses": { "200": body::<Health>(generator, "Live: `{\"live\": true}`.") },
         }),
         Route::V2Ready => json!({
-            "summary": "Open Inference Protocol: ready to serve the apps it has.",
-            "responses": { "200": body::<Health>(generator, "Ready: `{\"ready\": true}`.") },
+            "summary": "Open Inference Protocol: ready, as `/readyz` (503 while it is not).",
+            "responses": { "200": body::<Health>(generator, "Ready: `{\"ready\": true}`."), "503": error(generator) },
         }),
         Route::V2Model(_) => json!({
             "summary": "Open Inference Protocol: a model slot's declared inputs and outputs (also at \
@@ -161,7 +169,8 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
             },
         }),
         Route::V2ModelReady(_) => json!({
-            "summary": "Open Inference Protocol: 200 when the model slot has a running instance.",
+            "summary": "Open Inference Protocol: 200 when the model slot (each slot of an app model) has a running \
+                instance; 503 while it has none or its app is starting.",
             "security": token,
             "parameters": [model],
             "responses": {

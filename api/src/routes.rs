@@ -4,8 +4,10 @@
 /// A route of the HTTP API, with the app it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route<'a> {
-    /// `GET /healthz`
+    /// `GET /healthz`: liveness.
     Health,
+    /// `GET /readyz`: readiness, every app the gateway should run running with an instance in each model slot.
+    Ready,
     /// `GET /metrics`
     Metrics,
     /// `GET /openapi.json`
@@ -40,8 +42,9 @@ pub enum Route<'a> {
 
 impl<'a> Route<'a> {
     /// One of each route, naming the app `{app}` (a v2 model `{model}`) as the API description writes it.
-    pub const ALL: [Route<'static>; 16] = [
+    pub const ALL: [Route<'static>; 17] = [
         Route::Health,
+        Route::Ready,
         Route::Metrics,
         Route::OpenApi,
         Route::Ui,
@@ -64,6 +67,7 @@ impl<'a> Route<'a> {
         let parts: Vec<&'a str> = path.trim_matches('/').split('/').collect();
         Some(match (method, parts.as_slice()) {
             ("GET", ["healthz"]) => Route::Health,
+            ("GET", ["readyz"]) => Route::Ready,
             ("GET", ["metrics"]) => Route::Metrics,
             ("GET", ["openapi.json"]) => Route::OpenApi,
             ("GET", ["ui"]) => Route::Ui,
@@ -92,6 +96,7 @@ impl<'a> Route<'a> {
     pub fn template(&self) -> (&'static str, &'static str) {
         match self {
             Route::Health => ("GET", "/healthz"),
+            Route::Ready => ("GET", "/readyz"),
             Route::Metrics => ("GET", "/metrics"),
             Route::OpenApi => ("GET", "/openapi.json"),
             Route::Ui => ("GET", "/ui"),
@@ -119,6 +124,22 @@ impl<'a> Route<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The HTTP API reference lists each route once, as `METHOD TEMPLATE`, and no route the gateway lacks.
+    #[test]
+    fn the_http_reference_lists_every_route() {
+        let reference = include_str!("../../docs/src/reference/http-api.md");
+        let mut listed: Vec<&str> = reference
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `")?.split_once('`').map(|(route, _)| route))
+            .filter(|route| route.split_once(' ').is_some_and(|(_, path)| path.starts_with('/')))
+            .collect();
+        let mut routes: Vec<String> =
+            Route::ALL.iter().map(|r| r.template()).map(|(method, path)| format!("{method} {path}")).collect();
+        listed.sort();
+        routes.sort();
+        assert_eq!(listed, routes, "docs/src/reference/http-api.md's table against Route::ALL");
+    }
 
     #[test]
     fn every_route_parses_back_from_its_template_and_others_do_not() {

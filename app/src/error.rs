@@ -100,7 +100,9 @@ pub enum AppError {
         source: InvokeError,
     },
     /// The deadline passed while a task waited for one of its `concurrency` permits.
-    #[error("app `{app}`: task `{task}` could not start before the deadline (all {limit} of its slots were busy)")]
+    #[error(
+        "app `{app}`: task `{task}` could not start before the deadline (all {limit} of its `concurrency` permits were busy)"
+    )]
     Queued {
         /// The app.
         app: String,

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use hyper::Method;
 use jig_client::load::{LoadReport, Target, closed_loop};
-use jig_tests::{Etcd, Process};
+use jig_test_support::{Etcd, Process};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

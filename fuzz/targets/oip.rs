@@ -3,7 +3,7 @@
 //! its own tensors as outputs.
 
 use jig_api::oip::{Declared, decode_request, encode_response};
-use jig_tensor::DType;
+use jig_wire::DType;
 
 fn main() {
     let inputs = [Declared { name: "x", dtype: DType::F32 }, Declared { name: "ids", dtype: DType::I64 }];

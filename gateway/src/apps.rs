@@ -120,6 +120,7 @@ impl Gateway {
         }
         // Requests already running keep their `Arc` of the old app and finish on it.
         self.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), app.clone());
+        self.clear_unready(&name);
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().deployed();
         self.clone().collect_garbage().await;
         tracing::info!(app = %name, bundle = %app.bundle, "deployed");
@@ -144,6 +145,7 @@ impl Gateway {
             Err(e) => return error(ErrorKind::Internal, format!("app `{name}`: cannot delete it: {e}")),
         }
         self.apps.write().unwrap_or_else(|p| p.into_inner()).remove(name);
+        self.clear_unready(name);
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
         self.clone().collect_garbage().await;
         tracing::info!(app = %name, "deleted");

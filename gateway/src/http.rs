@@ -102,13 +102,17 @@ impl Gateway {
         }
         match route {
             Route::Health => text(StatusCode::OK, "ok\n"),
+            Route::Ready => self.readyz(),
             Route::Metrics => {
+                use crate::metrics::exposition::{OPENMETRICS, TEXT, to_text_format, wants_openmetrics};
                 self.metrics.machine(&self.machine());
-                let mut reply = text(StatusCode::OK, self.metrics.encode());
-                reply.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-                );
+                let accept = request.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+                let (body, kind) = match wants_openmetrics(accept) {
+                    true => (self.metrics.encode(), OPENMETRICS),
+                    false => (to_text_format(&self.metrics.encode()), TEXT),
+                };
+                let mut reply = text(StatusCode::OK, body);
+                reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
                 reply
             }
             Route::OpenApi => json(StatusCode::OK, &jig_api::openapi()),
@@ -300,7 +304,7 @@ impl Encoding {
     }
 }
 
-fn text(code: StatusCode, body: impl Into<String>) -> Reply {
+pub(crate) fn text(code: StatusCode, body: impl Into<String>) -> Reply {
     let mut reply = Response::new(Full::new(Bytes::from(body.into())));
     *reply.status_mut() = code;
     reply.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));

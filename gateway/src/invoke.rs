@@ -13,7 +13,7 @@ use hyper::{Request, StatusCode};
 use jig_api::{ErrorKind, InvokeResponse, OutputPart};
 use jig_app::AppError;
 use jig_runtime::{FunctionError, InferError, InvokeError};
-use jig_sdk::Envelope;
+use jig_wire::Envelope;
 
 use crate::http::{Reply, error, json, read_body, refuse_unauthorized};
 use crate::{CLASS_HEADER, Gateway, TIMEOUT_HEADER};
@@ -99,22 +99,35 @@ impl Gateway {
     }
 
     /// Count an answered invocation and add the timing header.
-    pub(crate) fn answered(&self, app: &str, arrived: Instant, mut reply: Reply, early_drop: bool) -> Reply {
+    pub(crate) fn answered(&self, app: &str, arrived: Instant, reply: Reply, early_drop: bool) -> Reply {
         let elapsed = arrived.elapsed();
         let code = reply.status().as_u16();
         self.metrics.request_done(app, code, elapsed, early_drop);
         if matches!(code, 429 | 503 | 504) {
             self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(app.to_string()).or_default().violated();
         }
-        if matches!(code, 429 | 503) {
-            // Refused for load: a second is about how long the controller's next look or a queue takes.
-            reply.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        if let Ok(value) = HeaderValue::from_str(&format!("total;dur={:.3}", elapsed.as_secs_f64() * 1e3)) {
-            reply.headers_mut().insert("server-timing", value);
-        }
-        reply
+        timed(reply, elapsed)
     }
+
+    /// Count an answered direct call of `app`'s model slot `slot` (apart from the app's invocations and its
+    /// demand) and add the timing header.
+    pub(crate) fn model_answered(&self, app: &str, slot: &str, arrived: Instant, reply: Reply) -> Reply {
+        let elapsed = arrived.elapsed();
+        self.metrics.model_request_done(app, slot, reply.status().as_u16(), elapsed);
+        timed(reply, elapsed)
+    }
+}
+
+/// `reply` with `Server-Timing` (and `Retry-After` on a refusal for load), answered after `elapsed`.
+fn timed(mut reply: Reply, elapsed: std::time::Duration) -> Reply {
+    if matches!(reply.status().as_u16(), 429 | 503) {
+        // Refused for load: a second is about how long the controller's next look or a queue takes.
+        reply.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if let Ok(value) = HeaderValue::from_str(&format!("total;dur={:.3}", elapsed.as_secs_f64() * 1e3)) {
+        reply.headers_mut().insert("server-timing", value);
+    }
+    reply
 }
 
 /// The kind, and so the HTTP status, of a failed invocation: the one place an app's errors meet the wire.

@@ -5,7 +5,7 @@
 //!
 //! The routes, their answers and error kinds are `jig-api`'s: this crate writes those types and nothing else.
 //! Every error answer is a `jig_api::ErrorBody` whose kind sets its status (`jig_api::ErrorKind::status`); a
-//! failed invocation is classified once, in `invoke::classify`. `GET /metrics` is the Prometheus text format
+//! failed invocation is classified once, in `invoke::classify`. `GET /metrics` is OpenMetrics or the Prometheus text format
 //! (`metrics`).
 //!
 //! This file holds the [`Gateway`] itself (its state, and how it starts); the rest, one concept a file:
@@ -37,6 +37,7 @@ mod invoke;
 mod metrics;
 mod oip;
 mod predictor;
+mod ready;
 mod replica;
 mod store;
 
@@ -91,6 +92,9 @@ pub struct Gateway {
     demand: std::sync::Mutex<HashMap<String, controller::DemandWindows>>,
     /// IPA's load predictor, when one was found.
     peaks: Option<predictor::PeakPredictor>,
+    /// Apps the gateway should run and does not, and why: being started from the cluster's state, or their
+    /// start failed ([`ready`]).
+    unready: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl Gateway {
@@ -127,6 +131,7 @@ impl Gateway {
             uploads: Semaphore::new(2),
             demand: Default::default(),
             peaks,
+            unready: Default::default(),
         });
         if !gateway.uses_nodes() {
             let devices = gateway.hosts.launcher.devices();
@@ -154,7 +159,10 @@ impl Gateway {
                     tracing::info!(app = %name, bundle = %app.bundle, deployed_at = app.deployed_at, "restored");
                     gateway.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name, app);
                 }
-                Err(e) => tracing::error!(app = %name, "cannot restore: {e:#}"),
+                Err(e) => {
+                    tracing::error!(app = %name, "cannot restore: {e:#}");
+                    gateway.set_unready(&name, format!("cannot start: {e:#}"));
+                }
             }
         }
         tokio::spawn(gateway.clone().control());

@@ -24,11 +24,11 @@ use jig_api::oip::{
 use jig_app::App;
 use jig_manifest::{AppTensors, TensorDecl};
 use jig_model_host::instance::InstanceError;
-use jig_model_host::onnx::TensorSpec;
+use jig_model_host::onnx::{ModelError, TensorSpec};
 use jig_model_host::pool::Pool;
 use jig_model_host::{DType, Tensor};
-use jig_sdk::Envelope;
-use jig_sdk::envelope::{TRAILER_RESERVE, TensorMeta};
+use jig_wire::Envelope;
+use jig_wire::envelope::{TRAILER_RESERVE, TensorMeta};
 
 use crate::{Gateway, Reply, classify, error, json, refuse_unauthorized, request_class, request_timeout};
 
@@ -45,14 +45,16 @@ impl Gateway {
         )
     }
 
-    /// `GET /v2/health/live` (`live`) or `GET /v2/health/ready`: while the gateway runs, it serves.
+    /// `GET /v2/health/live` (`live`: while the gateway runs) or `GET /v2/health/ready` (as `/readyz`, see
+    /// [`crate::ready`]).
     pub(crate) fn v2_health(&self, live: bool) -> Reply {
-        let health = if live {
-            Health { live: Some(true), ..Health::default() }
-        } else {
-            Health { ready: Some(true), ..Health::default() }
-        };
-        json(StatusCode::OK, &health)
+        if live {
+            return json(StatusCode::OK, &Health { live: Some(true), ..Health::default() });
+        }
+        match self.unready() {
+            why if why.is_empty() => json(StatusCode::OK, &Health { ready: Some(true), ..Health::default() }),
+            why => error(ErrorKind::Unavailable, format!("not ready: {}", why.join("; "))),
+        }
     }
 
     /// `GET /v2/models/{model}`.
@@ -95,22 +97,25 @@ impl Gateway {
         )
     }
 
-    /// `GET /v2/models/{model}/ready`: 200 while the slot has a running instance.
+    /// `GET /v2/models/{model}/ready`: 200 while the slot (each slot of an app that is a model) has a running
+    /// instance; 503 while its app is starting or could not start ([`crate::ready`]).
     pub(crate) fn v2_model_ready(&self, model: &str, request: &Request<Body>) -> Reply {
         if let Some(reply) = refuse_unauthorized(request, self.config.invoke_token.as_deref()) {
             return reply;
         }
-        if !model.contains(SLOT_SEPARATOR) {
-            return match self.find_app(model) {
-                Ok(_) => json(StatusCode::OK, &Health { name: Some(model.into()), ready: Some(true), live: None }),
-                Err(detail) => unknown_model(model, &detail),
-            };
+        let (app, slot) = match model.split_once(SLOT_SEPARATOR) {
+            Some((app, slot)) => (app, Some(slot)),
+            None => (model, None),
+        };
+        if let Some(unready) = self.model_unready(app, slot) {
+            return unready;
         }
-        match self.find_slot(model) {
-            Ok((_, pool)) if pool.instances().next().is_some() => {
-                json(StatusCode::OK, &Health { name: Some(model.into()), ready: Some(true), live: None })
-            }
-            Ok(_) => not_ready(model),
+        let found = match slot {
+            None => self.find_app(model).map(drop),
+            Some(_) => self.find_slot(model).map(drop),
+        };
+        match found {
+            Ok(()) => json(StatusCode::OK, &Health { name: Some(model.into()), ready: Some(true), live: None }),
             Err(detail) => unknown_model(model, &detail),
         }
     }
@@ -135,50 +140,49 @@ impl Gateway {
             Ok(found) => found,
             Err(detail) => return unknown_model(model, &detail),
         };
-        let _in_flight = self.metrics.request_started(&app.name);
-        let (reply, early_drop) = self.v2_run(&app, &pool, model, arrived, request).await;
-        self.answered(&app.name, arrived, reply, early_drop)
+        // A direct call of a slot is the model's request, not the app's: counted apart, and not demand.
+        let slot = model.split_once(SLOT_SEPARATOR).map_or(model, |(_, slot)| slot);
+        let _in_flight = self.metrics.model_request_started(&app.name, slot);
+        let reply = self.v2_run(&app, &pool, model, arrived, request).await;
+        self.model_answered(&app.name, slot, arrived, reply)
     }
 
-    async fn v2_run(
-        &self,
-        app: &App,
-        pool: &Pool,
-        model: &str,
-        arrived: Instant,
-        request: Request<Body>,
-    ) -> (Reply, bool) {
+    async fn v2_run(&self, app: &App, pool: &Pool, model: &str, arrived: Instant, request: Request<Body>) -> Reply {
         let timeout = match request_timeout(&request, self.max_timeout()) {
             Ok(timeout) => timeout,
-            Err(bad) => return (error(ErrorKind::InvalidRequest, bad), false),
+            Err(bad) => return error(ErrorKind::InvalidRequest, bad),
         };
         let class = request_class(&request);
         let class = class.as_deref();
         let deadline = app.deadline(arrived, timeout, class);
         let json_length = match json_length(&request) {
             Ok(length) => length,
-            Err(bad) => return (error(ErrorKind::InvalidRequest, bad), false),
+            Err(bad) => return error(ErrorKind::InvalidRequest, bad),
         };
         let body = match self.whole_body(request, "inference request", deadline).await {
             Ok(body) => body,
-            Err(reply) => return (reply, false),
+            Err(reply) => return reply,
         };
         // Admitted only once its body is here: a client that sends headers and no body holds no place.
         let admitted = match app.admit(class) {
             Ok(admitted) => admitted,
-            Err(e) => return (error(classify(&e, deadline), e.to_string()), false),
+            Err(e) => return error(classify(&e, deadline), e.to_string()),
         };
-        let Some(instance) = pool.instances().next() else { return (not_ready(model), false) };
+        let Some(instance) = pool.instances().next() else { return not_ready(model) };
         let (request, inputs) = match decode_request(model, &declared(instance.inputs()), &body, json_length) {
             Ok(parsed) => parsed,
-            Err(refused) => return (error(ErrorKind::InvalidRequest, refused.to_string()), false),
+            Err(refused) => return error(ErrorKind::InvalidRequest, refused.to_string()),
         };
         let outputs = match tokio::time::timeout_at(deadline.into(), pool.infer(inputs, deadline)).await {
             Err(_) => {
                 admitted.settle(false);
-                return (error(ErrorKind::Deadline, format!("model `{model}` did not answer by the deadline")), false);
+                return error(ErrorKind::Deadline, format!("model `{model}` did not answer by the deadline"));
             }
-            Ok(None) => return (not_ready(model), false),
+            Ok(None) => return not_ready(model),
+            // The client's fault, said in its model's terms (not the instance's or the variant's name).
+            Ok(Some(Err(InstanceError::Input { source: ModelError::Input { detail, .. }, .. }))) => {
+                return error(ErrorKind::InvalidInput, format!("model `{model}`: {detail}"));
+            }
             Ok(Some(Err(e))) => {
                 let kind = match &e {
                     InstanceError::Dropped { .. } => ErrorKind::Dropped,
@@ -188,14 +192,14 @@ impl Gateway {
                 if kind == ErrorKind::Dropped {
                     admitted.settle(false);
                 }
-                return (error(kind, format!("model `{model}`: {e}")), kind == ErrorKind::Dropped);
+                return error(kind, format!("model `{model}`: {e}"));
             }
             Ok(Some(Ok(outputs))) => outputs,
         };
         admitted.settle(Instant::now() <= deadline);
         match respond(model, &declared(instance.outputs()), &request, outputs) {
-            Ok(reply) => (reply, false),
-            Err(refused) => (error(ErrorKind::InvalidRequest, refused.to_string()), false),
+            Ok(reply) => reply,
+            Err(refused) => error(ErrorKind::InvalidRequest, refused.to_string()),
         }
     }
 

@@ -48,6 +48,9 @@ impl Gateway {
         }) {
             return;
         }
+        if running.is_none() {
+            self.set_unready(&name, "starting");
+        }
         let gateway = self.clone();
         let record = wanted.record.clone();
         let started = tokio::task::spawn_blocking(move || -> Result<App, StartError> {
@@ -64,10 +67,20 @@ impl Gateway {
                 let windows = controller::DemandWindows::from_rates(&wanted.record.demand_windows);
                 self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_insert(windows);
                 self.apps.write().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), Arc::new(app));
+                self.clear_unready(&name);
                 tracing::info!(app = %name, "running the cluster's deployment");
             }
-            Ok(Err(e)) => tracing::error!(app = %name, "cannot run the cluster's deployment: {e}"),
-            Err(e) => tracing::error!(app = %name, "cannot run the cluster's deployment: {e}"),
+            Ok(Err(e)) => self.cannot_run(&name, e.to_string()),
+            Err(e) => self.cannot_run(&name, e.to_string()),
+        }
+    }
+
+    /// A failed start of the cluster's deployment: logged, and keeping this replica unready only when it runs
+    /// no version of the app (one it runs serves on).
+    fn cannot_run(&self, name: &str, why: String) {
+        tracing::error!(app = %name, "cannot run the cluster's deployment: {why}");
+        if self.app(name).is_none() {
+            self.set_unready(name, format!("cannot start: {why}"));
         }
     }
 
@@ -84,6 +97,7 @@ impl Gateway {
                             Change::Put(app) => self.clone().apply(*app).await,
                             Change::Deleted(name) => {
                                 let _control = self.control.lock().await;
+                                self.clear_unready(&name);
                                 if self.apps.write().unwrap_or_else(|p| p.into_inner()).remove(&name).is_some() {
                                     tracing::info!(app = %name, "deleted in the cluster");
                                 }
@@ -103,6 +117,7 @@ impl Gateway {
                         self.clone().apply(app).await;
                     }
                     self.apps.write().unwrap_or_else(|p| p.into_inner()).retain(|name, _| names.contains(name));
+                    self.unready.lock().unwrap_or_else(|p| p.into_inner()).retain(|name, _| names.contains(name));
                     revision = now;
                 }
                 Err(e) => tracing::warn!("cluster state (etcd) unreachable: {e:#}; serving the apps as last seen"),

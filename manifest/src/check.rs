@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use jig_tensor::DType;
+use jig_wire::DType;
 
 use crate::bundle::{Bundle, is_inside};
 use crate::error::InvalidName;

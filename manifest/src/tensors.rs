@@ -1,6 +1,6 @@
 //! An app as a model of the Open Inference Protocol (`[tensors]`): the tensor its entry takes and the one it
 //! answers ([`AppTensors`], [`TensorDecl`]), by the protocol's names of the element types jig serves
-//! ([`jig_tensor::DType::OIP_NAMES`], the one table of them, which the gateway's v2 codec reads too).
+//! ([`jig_wire::DType::OIP_NAMES`], the one table of them, which the gateway's v2 codec reads too).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,7 @@ pub struct AppTensors {
 pub struct TensorDecl {
     /// Its name in v2 requests and answers.
     pub name: String,
-    /// Its element type, by the protocol's name: one of [`jig_tensor::DType::OIP_NAMES`].
+    /// Its element type, by the protocol's name: one of [`jig_wire::DType::OIP_NAMES`].
     pub datatype: String,
     /// Its shape, -1 where any size goes (the batch); metadata for clients.
     #[serde(default)]

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use jig_tensor::Spare;
+use jig_wire::Spare;
 
 use crate::regions::SharedBuffer;
 use crate::{Tensor, TensorError};

@@ -236,7 +236,7 @@ struct Engine {
     /// Held while a batch is formed and run.
     running: Mutex<()>,
     /// Memory for stacked batches the executor does not provide (in process), reused from batch to batch.
-    spare: Arc<jig_tensor::Spare>,
+    spare: Arc<jig_wire::Spare>,
 }
 
 impl Engine {

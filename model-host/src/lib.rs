@@ -13,7 +13,6 @@
 //!   an executor; [`pool`] spreads a slot's requests over its instances by planned throughput.
 //! * [`launch`]: the one way to start a model on a segment, in this process on pinned cores or in a worker
 //!   bound to a GPU device and MPS share, for serving and for profiling alike.
-//! * [`frame`]: the length-prefixed, bounded bincode frames of the worker socket and the node protocol.
 //! * [`worker`]: a model in a child process (one per GPU segment), fed through shared memory, restarted if it dies.
 //!
 //! Below both [`instance`] and [`worker`], so that neither imports the other: `executor.rs`, what an instance
@@ -31,7 +30,6 @@
 mod batch;
 pub mod device;
 mod executor;
-pub mod frame;
 pub mod instance;
 pub mod launch;
 pub mod mps;
@@ -43,4 +41,4 @@ mod shm;
 pub mod sweep;
 pub mod worker;
 
-pub use jig_tensor::{DType, Tensor, TensorError};
+pub use jig_wire::{DType, Tensor, TensorError};

@@ -34,14 +34,14 @@ pub fn pipe_dir(device: &str) -> PathBuf {
 /// `jig profile`, may share it); a daemon started otherwise is left alone.
 #[derive(Debug)]
 pub struct MpsDaemon {
-    /// The device's registry slot, locked while a daemon is started, shared or stopped.
-    slot: Arc<Slot>,
+    /// The device's registry entry, locked while a daemon is started, shared or stopped.
+    entry: Arc<Entry>,
     /// The daemon; `None` only while the handle is being dropped.
     daemon: Option<Arc<Running>>,
 }
 
 /// One device's (one pipe directory's) entry in the registry: its daemon while any handle holds it.
-type Slot = Mutex<Weak<Running>>;
+type Entry = Mutex<Weak<Running>>;
 
 /// A daemon that handles share; dropping the last of them stops it if jig started it and no other process uses it.
 #[derive(Debug)]
@@ -56,10 +56,10 @@ struct Running {
     users: Option<std::fs::File>,
 }
 
-/// The daemons of this process, one slot per pipe directory (a device under a root), kept for the process's
+/// The daemons of this process, one entry per pipe directory (a device under a root), kept for the process's
 /// lifetime (a few devices at most).
-fn registry() -> &'static Mutex<HashMap<PathBuf, Arc<Slot>>> {
-    static DAEMONS: OnceLock<Mutex<HashMap<PathBuf, Arc<Slot>>>> = OnceLock::new();
+fn registry() -> &'static Mutex<HashMap<PathBuf, Arc<Entry>>> {
+    static DAEMONS: OnceLock<Mutex<HashMap<PathBuf, Arc<Entry>>>> = OnceLock::new();
     DAEMONS.get_or_init(Mutex::default)
 }
 
@@ -117,10 +117,10 @@ impl MpsDaemon {
     /// [`MpsDaemon::ensure`] with another control program and root directory (tests use a stand-in).
     pub fn ensure_with(program: &Path, root: &Path, device: &str) -> Result<MpsDaemon, MpsError> {
         let pipe = root.join(device).join("pipe");
-        let slot = lock(registry()).entry(pipe).or_default().clone();
+        let entry = lock(registry()).entry(pipe).or_default().clone();
         // Held while the daemon starts, so that two users of a device start one daemon between them, and
         // while a last handle stops it (see `Drop`), so that no user is handed a daemon that is quitting.
-        let mut shared = lock(&slot);
+        let mut shared = lock(&entry);
         let daemon = match shared.upgrade() {
             Some(daemon) => daemon,
             None => {
@@ -130,7 +130,7 @@ impl MpsDaemon {
             }
         };
         drop(shared);
-        Ok(MpsDaemon { slot, daemon: Some(daemon) })
+        Ok(MpsDaemon { entry, daemon: Some(daemon) })
     }
 
     fn running(&self) -> &Running {
@@ -155,9 +155,9 @@ impl MpsDaemon {
 
 impl Drop for MpsDaemon {
     fn drop(&mut self) {
-        // The last handle stops the daemon (`Running::drop`) with the device's slot locked: a user that
+        // The last handle stops the daemon (`Running::drop`) with the device's entry locked: a user that
         // arrives meanwhile waits, then starts a daemon afresh.
-        let _slot = lock(&self.slot);
+        let _entry = lock(&self.entry);
         self.daemon.take();
     }
 }
@@ -285,7 +285,7 @@ impl Drop for Running {
         if let Err(e) = quit {
             tracing::warn!(device = %self.device, "stopping its MPS control daemon: {e}");
         }
-        // `quit` returns before the daemon is gone: a user arriving next (waiting on the slot) starts afresh
+        // `quit` returns before the daemon is gone: a user arriving next (waiting on the entry) starts afresh
         // only once this one no longer answers.
         if !wait_until(|| !answers(&self.pipe)) {
             tracing::warn!(device = %self.device, "its MPS control daemon still answers 5 s after `quit`");

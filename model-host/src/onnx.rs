@@ -196,7 +196,7 @@ impl TensorSpec {
 impl std::fmt::Display for TensorSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let dims: Vec<String> = self.shape.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
-        write!(f, "`{}`: {:?} [{}]", self.name, self.dtype, dims.join(", "))
+        write!(f, "`{}`: {} [{}]", self.name, self.dtype.oip_name(), dims.join(", "))
     }
 }
 
@@ -560,7 +560,8 @@ fn check_parts<'a>(
         let shape_ok = spec.shape.len() == shape.len()
             && spec.shape.iter().zip(shape).all(|(want, got)| want.is_none_or(|w| w == *got));
         if spec.dtype != dtype || !shape_ok {
-            return Err(error(format!("input {spec} cannot take a {dtype:?} tensor of shape {shape:?}")));
+            let dtype = dtype.oip_name();
+            return Err(error(format!("input {spec} cannot take a {dtype} tensor of shape {shape:?}")));
         }
     }
     Ok(())
@@ -741,7 +742,7 @@ fn from_ort(model: &str, value: ort::value::DynValue) -> Result<Tensor, ModelErr
         return Tensor::new(dtype, shape, Vec::new()).map_err(|e| failed(e.to_string()));
     }
     let data = tensor.data_ptr().cast::<u8>();
-    let bytes = jig_tensor::Bytes::from_owner(OrtBytes { _value: tensor, data, len });
+    let bytes = jig_wire::Bytes::from_owner(OrtBytes { _value: tensor, data, len });
     Tensor::new(dtype, shape, bytes).map_err(|e| failed(e.to_string()))
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use jig_policy::WeightedRoundRobin;
-use jig_tensor::Bytes;
+use jig_wire::Bytes;
 
 use crate::Tensor;
 use crate::instance::{Instance, InstanceError};

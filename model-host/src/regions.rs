@@ -10,7 +10,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use jig_tensor::Bytes;
+use jig_wire::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::shm::Shm;

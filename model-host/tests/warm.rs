@@ -1,8 +1,7 @@
-//! Warm batches in process touch no fresh memory. Alone in its test binary: it counts this process's page
-//! faults, which other tests running beside it would add to.
+//! Warm batches in process touch no fresh memory. Its own test binary, the one beside model-host's others
+//! (`tests/model_host`): it counts this process's page faults, which tests running beside it would add to.
 
-mod common;
-use common::{minor_faults, model_path};
+use jig_test_support::{minor_faults, model};
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +18,7 @@ async fn a_warm_batch_touches_no_fresh_memory_in_process() {
     let policy = BatchPolicy::planned(8, Duration::ZERO, Duration::ZERO, Duration::from_secs(10));
     let config = InstanceConfig { policy, ..InstanceConfig::new("cpu/add") };
     let instance = Launcher::discover()
-        .start_instance(config, "add", &model_path("add"), Placement::new(Segment::Cpu { cores: 1 }))
+        .start_instance(config, "add", &model("add"), Placement::new(Segment::Cpu { cores: 1 }))
         .unwrap();
     let row = 3 * 640 * 640;
     let x: Vec<f32> = (0..8 * row).map(|i| (i % 97) as f32).collect();

@@ -12,7 +12,7 @@ use jig_model_host::device::Devices;
 use jig_model_host::instance::{BoxError, Executor};
 use jig_model_host::onnx::TensorSpec;
 use jig_model_host::segment::Segment;
-use jig_tensor::{Spare, Tensor};
+use jig_wire::{Spare, Tensor};
 use sha2::{Digest, Sha256};
 
 use crate::protocol::{

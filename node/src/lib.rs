@@ -14,15 +14,16 @@
 //!   an ordinary [`Instance`](jig_model_host::instance::Instance): a batch goes to the node and its outputs come
 //!   back. A connection that breaks fails the batch in flight at once (the kernel closes a dead node's socket;
 //!   a node that stops answering fails it after [`Access::timeout`]); the next batch connects again.
-//! * [`registry`]: nodes registered in the cluster state (etcd), where gateway replicas find them.
+//! * `registry` (feature `registry`): nodes registered in the cluster state (etcd), where gateway replicas find
+//!   them.
 //! * [`tls`]: the optional TLS under the frames ([`tls::Link`], one connection in clear or in TLS).
 //! * [`protocol`]: the frames. Tensor bytes cross the network once, raw, after the frame that describes them:
-//!   written from the tensors' own memory and read into reused buffers ([`jig_tensor::Spare`]).
+//!   written from the tensors' own memory and read into reused buffers ([`jig_wire::Spare`]).
 //!
 //! **Security.** Gateway and node prove the cluster's shared token to each other, the node first, with
 //! HMAC-SHA256 over fresh nonces of both ([`protocol::proof`]): the token itself never crosses the wire, a
 //! recorded handshake proves nothing later, and a gateway tells an impostor at a node's address nothing. Every
-//! frame is bounded before it is decoded ([`jig_model_host::frame`]), and a peer has `hello_timeout` from its
+//! frame is bounded before it is decoded ([`jig_wire::frame`]), and a peer has `hello_timeout` from its
 //! connect to prove itself (its TLS handshake included), however slowly it sends. Frames travel in TLS when the
 //! node has a certificate and the gateway the CA that signed it ([`tls`]); otherwise in clear: run such nodes
 //! on a private network (a Kubernetes cluster's pod network).
@@ -31,6 +32,7 @@
 
 pub mod client;
 pub mod protocol;
+#[cfg(feature = "registry")]
 pub mod registry;
 pub mod server;
 pub mod tls;

@@ -1,6 +1,6 @@
 //! Frames between a gateway and a `jig node` on TCP.
 //!
-//! A frame ([`jig_model_host::frame`]) is a little-endian `u32` body length and the bincode-2 (standard
+//! A frame ([`jig_wire::frame`]) is a little-endian `u32` body length and the bincode-2 (standard
 //! configuration) encoding of a [`Request`] or a [`Reply`]. Tensor bytes follow the frame that describes them
 //! ([`Head`]s), raw and in order, each as long as its element type and shape say: they are written from the
 //! tensors' memory and read into their buffers with no encoding. A model's bytes follow the same way, when the
@@ -19,9 +19,9 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use jig_model_host::device::Devices;
-use jig_model_host::frame;
 use jig_model_host::onnx::TensorSpec;
-use jig_tensor::{DType, Spare, Tensor};
+use jig_wire::frame;
+use jig_wire::{DType, Spare, Tensor};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 

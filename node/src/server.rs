@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use jig_model_host::instance::Executor;
 use jig_model_host::launch::{Launcher, Placement};
 use jig_model_host::segment::Segment;
-use jig_tensor::Spare;
+use jig_wire::Spare;
 use sha2::{Digest, Sha256};
 
 use crate::protocol::{

@@ -35,7 +35,7 @@ use crate::solution::{Assignment, Route, SolveOptions, Solved, highs_with};
 use crate::spec::SegmentKind;
 
 // Kept while `jig-sim` still names it here; its home is `crate::solution`.
-pub use crate::solution::ClassPlan;
+use crate::solution::ClassPlan;
 
 /// The most routes a class may have before the planner refuses the problem as too large to enumerate.
 const MAX_ROUTES: usize = 200_000;

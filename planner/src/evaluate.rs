@@ -12,7 +12,7 @@ use crate::problem::Problem;
 use crate::spec::{Strategy, Weighting};
 
 // Kept while `jig-sim` still names it here; its home is `crate::solution`.
-pub use crate::solution::Assignment;
+use crate::solution::Assignment;
 
 /// The model's quantities on one plan, and the constraints it breaks. Per-task vectors follow
 /// [`Problem::tasks`], per-path ones [`Problem::paths`].

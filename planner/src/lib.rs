@@ -37,9 +37,7 @@
 //! them; each strategy's module (`milp`, `ipa`, `compass`, `gpulet`, `ppipe`) on those; `strategy`, which
 //! dispatches to every strategy, on those; `plan` and `max_demand` on `strategy`. Items are named where they
 //! live (`solution::Solved`, `interference::MeasuredInterference`, `spec::Strategy`, …), or by the crate-root
-//! re-exports below; the few old paths `jig-sim` still names (`milp::{Solved, SolveOptions}`,
-//! `evaluate::Assignment`, `compass::ClassPlan`, `ppipe::app::PipelinePlan`, `gpulet::{InterferenceModel,
-//! MeasuredInterference, Utilisation}`) are re-exported there until it names the new ones.
+//! re-exports below, and by no other path.
 //!
 //! The paper's applications, demand traces and the discrete-event simulation of plans live in `jig-sim`; the
 //! `jig plan` command in the `jig` binary.

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use jig_tensor::{Bytes, DType, Tensor, TensorError};
+pub use jig_wire::{Bytes, DType, Tensor, TensorError};
 
 /// One `infer` call of a glue function.
 #[derive(Debug)]

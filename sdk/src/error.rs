@@ -62,6 +62,12 @@ impl From<InferError> for Error {
     }
 }
 
+impl From<jig_wire::envelope::EnvelopeError> for Error {
+    fn from(e: jig_wire::envelope::EnvelopeError) -> Self {
+        Error::invalid_input(e.to_string())
+    }
+}
+
 impl From<serde_json::Error> for Error {
     /// JSON that does not parse came from the caller.
     fn from(e: serde_json::Error) -> Self {

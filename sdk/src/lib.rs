@@ -50,7 +50,7 @@
 #![deny(missing_docs)]
 
 pub mod audio;
-pub mod envelope;
+pub use jig_wire::envelope;
 mod error;
 pub mod image;
 #[cfg(not(target_family = "wasm"))]

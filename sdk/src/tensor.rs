@@ -14,7 +14,7 @@ pub use wire::Dtype as DType;
 
 impl DType {
     /// The Open Inference Protocol's name of this element type (`FP32`, `INT64`, …), by which a tensor envelope
-    /// ([`crate::envelope::TensorMeta`]) names it: the host's one table of them, [`jig_tensor::DType::oip_name`].
+    /// ([`crate::envelope::TensorMeta`]) names it: the host's one table of them, [`jig_wire::DType::oip_name`].
     pub fn oip_name(self) -> &'static str {
         host(self).oip_name()
     }
@@ -22,11 +22,8 @@ impl DType {
     /// The element type the Open Inference Protocol names `name`; otherwise an invalid-input error that lists the
     /// names there are.
     pub fn from_oip_name(name: &str) -> Result<Self> {
-        jig_tensor::DType::from_oip_name(name).map(guest).ok_or_else(|| {
-            Error::invalid_input(format!(
-                "`datatype` \"{name}\" is none of {}",
-                jig_tensor::DType::OIP_NAMES.join(", ")
-            ))
+        jig_wire::DType::from_oip_name(name).map(guest).ok_or_else(|| {
+            Error::invalid_input(format!("`datatype` \"{name}\" is none of {}", jig_wire::DType::OIP_NAMES.join(", ")))
         })
     }
 
@@ -42,34 +39,34 @@ impl DType {
 }
 
 /// The host's element type that is `dtype`: the two mirror `dtype` in `wit/function.wit`, variant for variant.
-fn host(dtype: DType) -> jig_tensor::DType {
+fn host(dtype: DType) -> jig_wire::DType {
     match dtype {
-        DType::F32 => jig_tensor::DType::F32,
-        DType::F16 => jig_tensor::DType::F16,
-        DType::F64 => jig_tensor::DType::F64,
-        DType::U8 => jig_tensor::DType::U8,
-        DType::I8 => jig_tensor::DType::I8,
-        DType::U16 => jig_tensor::DType::U16,
-        DType::I16 => jig_tensor::DType::I16,
-        DType::I32 => jig_tensor::DType::I32,
-        DType::I64 => jig_tensor::DType::I64,
-        DType::Bool => jig_tensor::DType::Bool,
+        DType::F32 => jig_wire::DType::F32,
+        DType::F16 => jig_wire::DType::F16,
+        DType::F64 => jig_wire::DType::F64,
+        DType::U8 => jig_wire::DType::U8,
+        DType::I8 => jig_wire::DType::I8,
+        DType::U16 => jig_wire::DType::U16,
+        DType::I16 => jig_wire::DType::I16,
+        DType::I32 => jig_wire::DType::I32,
+        DType::I64 => jig_wire::DType::I64,
+        DType::Bool => jig_wire::DType::Bool,
     }
 }
 
 /// The element type that is the host's `dtype`; see [`host`].
-fn guest(dtype: jig_tensor::DType) -> DType {
+fn guest(dtype: jig_wire::DType) -> DType {
     match dtype {
-        jig_tensor::DType::F32 => DType::F32,
-        jig_tensor::DType::F16 => DType::F16,
-        jig_tensor::DType::F64 => DType::F64,
-        jig_tensor::DType::U8 => DType::U8,
-        jig_tensor::DType::I8 => DType::I8,
-        jig_tensor::DType::U16 => DType::U16,
-        jig_tensor::DType::I16 => DType::I16,
-        jig_tensor::DType::I32 => DType::I32,
-        jig_tensor::DType::I64 => DType::I64,
-        jig_tensor::DType::Bool => DType::Bool,
+        jig_wire::DType::F32 => DType::F32,
+        jig_wire::DType::F16 => DType::F16,
+        jig_wire::DType::F64 => DType::F64,
+        jig_wire::DType::U8 => DType::U8,
+        jig_wire::DType::I8 => DType::I8,
+        jig_wire::DType::U16 => DType::U16,
+        jig_wire::DType::I16 => DType::I16,
+        jig_wire::DType::I32 => DType::I32,
+        jig_wire::DType::I64 => DType::I64,
+        jig_wire::DType::Bool => DType::Bool,
     }
 }
 
@@ -291,7 +288,7 @@ mod tests {
 
     #[test]
     fn element_types_take_the_hosts_protocol_names_and_read_them_back() {
-        for host_type in jig_tensor::DType::ALL {
+        for host_type in jig_wire::DType::ALL {
             let dtype = guest(host_type);
             assert_eq!(host(dtype), host_type);
             assert_eq!(dtype.oip_name(), host_type.oip_name());

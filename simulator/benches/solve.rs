@@ -92,7 +92,7 @@ fn main() {
                 let started = Instant::now();
                 let started_from = solve_from(&grown, Features::ALL, &options, &first).expect("feasible");
                 warm.push(started.elapsed().as_secs_f64());
-                let cost = |s: &jig_planner::milp::Solved| {
+                let cost = |s: &jig_planner::solution::Solved| {
                     s.assignments.iter().map(|a| a.instances * grown.segments[a.segment].slices).sum::<u32>()
                 };
                 eprintln!(
@@ -296,7 +296,7 @@ fn compass(options: SolveOptions) {
                 let started = Instant::now();
                 let b = solve_from(&changed, Features::ALL, &options, &first).expect("warm");
                 warm.push(started.elapsed().as_secs_f64());
-                let summary = |s: &jig_planner::milp::Solved| {
+                let summary = |s: &jig_planner::solution::Solved| {
                     let served: f64 = s.classes.iter().map(|c| c.served_rps).sum();
                     let cores: u32 =
                         s.assignments.iter().map(|a| a.instances * changed.segments[a.segment].slices).sum();

@@ -410,7 +410,8 @@ mod tests {
 
     #[test]
     fn planning_with_interference_serves_more_than_ignoring_it() {
-        use jig_planner::gpulet::{InterferenceModel, MeasuredInterference, Scheduler, Utilisation};
+        use jig_planner::gpulet::Scheduler;
+        use jig_planner::interference::{InterferenceModel, MeasuredInterference, Utilisation};
         // Every model runs 40% slower beside any other: gpu-lets without interference co-locates them anyway.
         let p = GpuletProblem {
             interference: Some(MeasuredInterference {

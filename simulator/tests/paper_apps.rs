@@ -55,7 +55,7 @@ fn a_re_plan_from_the_last_plan_has_a_plan_when_its_search_is_cut_short() {
                     .unwrap()
                     .throughput_rps;
                 let rate_rps = a.rate_rps * 1.1;
-                jig_planner::evaluate::Assignment {
+                jig_planner::solution::Assignment {
                     instances: ((rate_rps / h) - 1e-9).ceil().max(1.0) as u32,
                     rate_rps,
                     ..*a
@@ -63,7 +63,7 @@ fn a_re_plan_from_the_last_plan_has_a_plan_when_its_search_is_cut_short() {
             })
             .collect();
         // Objective (14): the search may trade slices for accuracy, never end below its start.
-        let objective = |plan: &[jig_planner::evaluate::Assignment]| {
+        let objective = |plan: &[jig_planner::solution::Assignment]| {
             let e = evaluate(&grown, plan);
             grown.objective.alpha * e.accuracy - grown.objective.beta * f64::from(e.slices)
         };

@@ -2,6 +2,7 @@
 //! the batch policy its plan gives it, grouped by variant and segment type for what the app observes.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,48 @@ pub struct ModelHosts {
     pub launcher: Launcher,
     /// How to reach the nodes instances are placed on; `None`: the gateway has none.
     pub nodes: Option<jig_node::Access>,
+}
+
+/// Why [`ModelHosts::start`] started no instance.
+pub(super) enum Unstarted {
+    /// The place names a node, and the gateway has no access to nodes.
+    NoNodeAccess { node: String },
+    /// The launcher or the node could not start it.
+    Launch(LaunchError),
+}
+
+impl ModelHosts {
+    /// Start one instance of the model at `path` at `place`: on this machine's segments through the launcher
+    /// (pinned to the place's cores, or bound to its device), or on the `jig node` the place names, whose
+    /// batches the instance's queue and batcher, here, send there. The one way an app starts an instance.
+    pub(super) fn start(
+        &self,
+        config: InstanceConfig,
+        model: &str,
+        path: &Path,
+        segment: Segment,
+        place: &InstancePlace,
+    ) -> Result<Instance, Unstarted> {
+        let Some(node) = &place.node else {
+            return self
+                .launcher
+                .start_instance(config, model, path, placement(segment, place))
+                .map_err(Unstarted::Launch);
+        };
+        let access = self.nodes.as_ref().ok_or_else(|| Unstarted::NoNodeAccess { node: node.clone() })?;
+        let spec = jig_node::RemoteSpec {
+            node: node.clone(),
+            access: access.clone(),
+            instance: config.name.clone(),
+            model_name: model.to_string(),
+            model_path: path.to_path_buf(),
+            segment,
+            device: place.device.clone(),
+            cores: place.cores.iter().map(|&c| c as usize).collect(),
+        };
+        Instance::start(config, move || Ok(jig_node::Remote::connect(spec)?))
+            .map_err(|e| Unstarted::Launch(LaunchError::Instance(e)))
+    }
 }
 
 /// The instances of one variant on one segment type, and what the profile table says of them.
@@ -104,37 +147,17 @@ pub(super) fn start_models(
                 } else {
                     BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
                 };
-                let model_error = |source| StartError::Model {
-                    app: app.clone(),
-                    source: Box::new(source),
-                    bundle: bundle.dir.clone(),
-                };
-                let instance = match &place.node {
-                    None => hosts
-                        .launcher
-                        .start_instance(config, &variant.name, &bundle.model_path(variant), placement(segment, &place))
-                        .map_err(model_error)?,
-                    Some(node) => {
-                        let access = hosts.nodes.as_ref().ok_or_else(|| {
-                            refused(format!(
-                                "the plan places an instance on node {node}, but the gateway has no node token \
-                                 (`node_token_file`)"
-                            ))
-                        })?;
-                        let spec = jig_node::RemoteSpec {
-                            node: node.clone(),
-                            access: access.clone(),
-                            instance: config.name.clone(),
-                            model_name: variant.name.clone(),
-                            model_path: bundle.model_path(variant),
-                            segment,
-                            device: place.device.clone(),
-                            cores: place.cores.iter().map(|&c| c as usize).collect(),
-                        };
-                        Instance::start(config, move || Ok(jig_node::Remote::connect(spec)?))
-                            .map_err(|e| model_error(LaunchError::Instance(e)))?
-                    }
-                };
+                let instance = hosts
+                    .start(config, &variant.name, &bundle.model_path(variant), segment, &place)
+                    .map_err(|e| match e {
+                        Unstarted::NoNodeAccess { node } => refused(format!(
+                            "the plan places an instance on node {node}, but the gateway has no node token \
+                             (`node_token_file`)"
+                        )),
+                        Unstarted::Launch(source) => {
+                            StartError::Model { app: app.clone(), source: Box::new(source), bundle: bundle.dir.clone() }
+                        }
+                    })?;
                 // A `mig:…:K` instance's rate is that of its K processes together.
                 let rate = planned.rate_rps / f64::from(processes);
                 let instance = Arc::new(instance);

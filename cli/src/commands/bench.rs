@@ -94,7 +94,7 @@ fn bench(args: BenchCommand) -> anyhow::Result<ExitCode> {
     let read = |p: &PathBuf| -> anyhow::Result<Bytes> {
         let body = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
         Ok(match &meta {
-            Some(meta) => jig_sdk::Envelope { meta: meta.clone(), body }.encode().into(),
+            Some(meta) => jig_wire::Envelope { meta: meta.clone(), body }.encode().into(),
             None => body.into(),
         })
     };

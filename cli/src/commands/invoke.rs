@@ -45,7 +45,7 @@ fn invoke(args: InvokeCommand) -> anyhow::Result<ExitCode> {
     let mut payload = crate::input::read_input(&args.input)?;
     if let Some(meta) = &args.meta {
         let meta: serde_json::Value = serde_json::from_str(meta).context("--meta is not valid JSON")?;
-        payload = jig_sdk::Envelope { meta, body: payload }.encode();
+        payload = jig_wire::Envelope { meta, body: payload }.encode();
     }
     let mut headers = Vec::new();
     if let Some(ms) = args.timeout_ms {

@@ -1,6 +1,6 @@
 //! `jig run FUNCTION.wasm [INPUT]`: invoke a glue function once, locally, and print what it returned and
 //! emitted. The input is a file (`-` or nothing for standard input); `--meta JSON` wraps it in the envelope
-//! framing of `jig_sdk::envelope` (body, JSON metadata, u32 length) for functions such as `crop`;
+//! framing of `jig_wire::envelope` (body, JSON metadata, u32 length) for functions such as `crop`;
 //! `--model SLOT=MODEL.onnx` serves a model slot with an ONNX model on this machine's CPU cores.
 //!
 //! Exit status: 0 on success, 1 when the function failed, 2 when it could not be loaded or the command line
@@ -19,7 +19,7 @@ use jig_model_host::launch::{Launcher, Placement};
 use jig_model_host::pool::Pool;
 use jig_model_host::segment::Segment;
 use jig_runtime::{FunctionLimits, FunctionOptions, Outcome, Runtime, RuntimeConfig};
-use jig_sdk::Envelope;
+use jig_wire::Envelope;
 
 use crate::input::{parse_config, read_input, safe_stem, write_file};
 

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::mailbox::{Mailbox, SPIN};
 use super::pin::HostPin;
-use super::protocol::{Reply, Request, Slot, read_frame, write_frame};
+use super::protocol::{Reply, Request, SharedTensor, read_frame, write_frame};
 use crate::Tensor;
 use crate::onnx::{BoundRun, Model, ModelError, TensorView, TensorViewMut};
 use crate::regions::Region;
@@ -105,17 +105,17 @@ fn gone(e: io::Error) -> io::Result<()> {
 /// Bound runs a worker keeps (see [`Mapped::bound`]).
 const BOUND_KEPT: usize = 4;
 
-/// A run bound to the slots of its inputs and outputs.
+/// A run bound to the places of its inputs and outputs.
 struct Bound {
-    inputs: Vec<Slot>,
-    places: Vec<Slot>,
+    inputs: Vec<SharedTensor>,
+    places: Vec<SharedTensor>,
     run: BoundRun,
 }
 
 /// The parent's regions as this process maps them.
 struct Mapped {
-    /// The last few batches' runs, bound to their input and output slots, the latest first: a batch over the
-    /// same slots as one of them (a busy instance's batches take turns over a few regions) runs it again.
+    /// The last few batches' runs, bound to their input and output places, the latest first: a batch over the
+    /// same places as one of them (a busy instance's batches take turns over a few regions) runs it again.
     /// Dropped whenever a region is mapped or unmapped, before the memory they read goes.
     bound: Vec<Bound>,
     regions: HashMap<u64, Shm>,
@@ -167,22 +167,27 @@ impl Mapped {
         }
     }
 
-    /// The bytes of `slot`, as a raw range: inputs and outputs lie in different regions, borrowed together.
-    fn bytes(&mut self, slot: &Slot, what: &str) -> Result<*mut [u8], String> {
+    /// The bytes of `place`, as a raw range: inputs and outputs lie in different regions, borrowed together.
+    fn bytes(&mut self, place: &SharedTensor, what: &str) -> Result<*mut [u8], String> {
         let shm = self
             .regions
-            .get_mut(&slot.region)
-            .ok_or_else(|| format!("{what} lies in unknown region {}", slot.region))?;
-        let range = slot
+            .get_mut(&place.region)
+            .ok_or_else(|| format!("{what} lies in unknown region {}", place.region))?;
+        let range = place
             .range(shm.len())
-            .ok_or_else(|| format!("{what} {slot:?} lies outside its {}-byte region", shm.len()))?;
+            .ok_or_else(|| format!("{what} {place:?} lies outside its {}-byte region", shm.len()))?;
         Ok(&mut shm.bytes_mut()[range] as *mut [u8])
     }
 
     /// Put first in [`Mapped::bound`] the run of `inputs` into `places`, bound now unless it is there already.
-    /// A slot outside the mapped regions is an error (outer); ONNX Runtime refusing to bind them is another
+    /// A place outside the mapped regions is an error (outer); ONNX Runtime refusing to bind them is another
     /// (inner), after which the outputs go unplaced.
-    fn bind(&mut self, model: &Model, inputs: &[Slot], places: &[Slot]) -> Result<Result<(), ModelError>, String> {
+    fn bind(
+        &mut self,
+        model: &Model,
+        inputs: &[SharedTensor],
+        places: &[SharedTensor],
+    ) -> Result<Result<(), ModelError>, String> {
         if let Some(at) = self.bound.iter().position(|b| b.inputs == inputs && b.places == places) {
             let hit = self.bound.remove(at);
             self.bound.insert(0, hit);
@@ -198,9 +203,9 @@ impl Mapped {
         let mut targets = places
             .iter()
             .zip(&place_bytes)
-            .map(|(slot, &bytes)| {
-                TensorViewMut::new(slot.dtype, &slot.shape, unsafe { &mut *bytes })
-                    .ok_or_else(|| format!("output place {slot:?} does not hold its shape's elements"))
+            .map(|(place, &bytes)| {
+                TensorViewMut::new(place.dtype, &place.shape, unsafe { &mut *bytes })
+                    .ok_or_else(|| format!("output place {place:?} does not hold its shape's elements"))
             })
             .collect::<Result<Vec<_>, _>>()?;
         // SAFETY: as above.
@@ -212,7 +217,12 @@ impl Mapped {
 
     /// Run the model on the inputs where they lie. With `places`, it writes the outputs there and answers
     /// `None`; else (or when they do not fit) it answers the outputs, to be placed.
-    fn run(&mut self, model: &Model, inputs: &[Slot], places: Option<&[Slot]>) -> Result<Option<Vec<Tensor>>, String> {
+    fn run(
+        &mut self,
+        model: &Model,
+        inputs: &[SharedTensor],
+        places: Option<&[SharedTensor]>,
+    ) -> Result<Option<Vec<Tensor>>, String> {
         let Some(places) = places.filter(|_| self.bind_outputs) else {
             return self.run_unplaced(model, inputs).map(Some);
         };
@@ -239,19 +249,18 @@ impl Mapped {
             .into_iter()
             .zip(places)
             .zip(&place_bytes)
-            .map(|((tensor, slot), &bytes)| match tensor {
+            .map(|((tensor, place), &bytes)| match tensor {
                 Some(tensor) => Ok(tensor),
                 // SAFETY: as above; the run is over, so this only reads what it wrote.
-                None => {
-                    Tensor::new(slot.dtype, slot.shape.clone(), unsafe { (*bytes).to_vec() }).map_err(|e| e.to_string())
-                }
+                None => Tensor::new(place.dtype, place.shape.clone(), unsafe { (*bytes).to_vec() })
+                    .map_err(|e| e.to_string()),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
 
     /// Run the model on the inputs where they lie, its outputs where ONNX Runtime puts them.
-    fn run_unplaced(&mut self, model: &Model, inputs: &[Slot]) -> Result<Vec<Tensor>, String> {
+    fn run_unplaced(&mut self, model: &Model, inputs: &[SharedTensor]) -> Result<Vec<Tensor>, String> {
         let input_bytes = inputs.iter().map(|s| self.bytes(s, "an input")).collect::<Result<Vec<_>, _>>()?;
         // SAFETY: each pointer is a range of a mapping that lives in `self.regions` for this whole call, which the
         // parent does not touch until this run is answered.
@@ -260,16 +269,16 @@ impl Mapped {
     }
 
     /// Copy `outputs` to where the parent placed them.
-    fn place(&mut self, outputs: &[Tensor], places: &[Slot]) -> Result<(), String> {
+    fn place(&mut self, outputs: &[Tensor], places: &[SharedTensor]) -> Result<(), String> {
         if outputs.len() != places.len() {
             return Err(format!("{} places for {} outputs", places.len(), outputs.len()));
         }
-        for (tensor, slot) in outputs.iter().zip(places) {
-            let bytes = self.bytes(slot, "an output")?;
+        for (tensor, place) in outputs.iter().zip(places) {
+            let bytes = self.bytes(place, "an output")?;
             // SAFETY: a range of a live mapping, borrowed alone.
             let bytes = unsafe { &mut *bytes };
             if bytes.len() != tensor.data().len() {
-                return Err(format!("output place {slot:?} is not the output's {} bytes", tensor.data().len()));
+                return Err(format!("output place {place:?} is not the output's {} bytes", tensor.data().len()));
             }
             bytes.copy_from_slice(tensor.data());
         }
@@ -279,16 +288,16 @@ impl Mapped {
 
 /// Views of `inputs` over their bytes.
 fn views<'a>(
-    inputs: &'a [Slot],
+    inputs: &'a [SharedTensor],
     bytes: &[*mut [u8]],
     borrow: impl Fn(*mut [u8]) -> &'a [u8],
 ) -> Result<Vec<TensorView<'a>>, String> {
     inputs
         .iter()
         .zip(bytes)
-        .map(|(slot, &bytes)| {
-            TensorView::new(slot.dtype, &slot.shape, borrow(bytes))
-                .ok_or_else(|| format!("input {slot:?} does not hold its shape's elements"))
+        .map(|(place, &bytes)| {
+            TensorView::new(place.dtype, &place.shape, borrow(bytes))
+                .ok_or_else(|| format!("input {place:?} does not hold its shape's elements"))
         })
         .collect()
 }

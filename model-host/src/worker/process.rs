@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::error::WorkerError;
 use super::learnt::{Learnt, REMEMBERED_SHAPES};
 use super::mailbox::{Mailbox, SPIN};
-use super::protocol::{Reply, Request, Slot, read_frame, write_frame};
+use super::protocol::{Reply, Request, SharedTensor, read_frame, write_frame};
 use super::rendezvous::{Accept, Rendezvous};
 use super::spec::WorkerSpec;
 use crate::onnx::TensorSpec;
@@ -174,7 +174,7 @@ impl Process {
     pub(super) fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>, Fault> {
         // Inputs already in a region are read where they lie; others are copied into one, held until answered.
         let mut copied = Vec::new();
-        let mut slots = Vec::with_capacity(inputs.len());
+        let mut input_places = Vec::with_capacity(inputs.len());
         for tensor in inputs {
             let (region, offset) = match self.regions.locate(tensor.data()) {
                 Some(found) => found,
@@ -186,7 +186,7 @@ impl Process {
                     (region, 0)
                 }
             };
-            slots.push(Slot {
+            input_places.push(SharedTensor {
                 region,
                 dtype: tensor.dtype(),
                 shape: tensor.shape().to_vec(),
@@ -202,9 +202,9 @@ impl Process {
         self.next_id += 1;
         let id = self.next_id;
         let (open, close) = self.regions.changes();
-        let outputs = places.as_ref().map(|p| p.iter().map(|(slot, _)| slot.clone()).collect());
+        let outputs = places.as_ref().map(|p| p.iter().map(|(place, _)| place.clone()).collect());
         let asked = Instant::now();
-        let mut reply = self.ask(&Request::Run { id, open, close, inputs: slots, outputs }, id, spin)?;
+        let mut reply = self.ask(&Request::Run { id, open, close, inputs: input_places, outputs }, id, spin)?;
         let took = asked.elapsed();
         if let Reply::Sized { outputs: shapes, .. } = reply {
             if self.learnt.len() >= REMEMBERED_SHAPES {
@@ -213,7 +213,7 @@ impl Process {
             let placed = self.places(&shapes)?;
             self.learnt.insert(key, Learnt { outputs: shapes, took });
             let open = self.regions.announcements();
-            let outputs = placed.iter().map(|(slot, _)| slot.clone()).collect();
+            let outputs = placed.iter().map(|(place, _)| place.clone()).collect();
             places = Some(placed);
             reply = self.ask(&Request::Place { id, open, outputs }, id, SPIN)?;
         } else if let Some(learnt) = self.learnt.get_mut(&key) {
@@ -223,8 +223,8 @@ impl Process {
         match (reply, places) {
             (Reply::Done { .. }, Some(places)) => places
                 .into_iter()
-                .map(|(slot, buffer)| {
-                    Tensor::new(slot.dtype, slot.shape, buffer.freeze())
+                .map(|(place, buffer)| {
+                    Tensor::new(place.dtype, place.shape, buffer.freeze())
                         .map_err(|e| Fault::Protocol(format!("malformed output: {e}")))
                 })
                 .collect(),
@@ -234,7 +234,7 @@ impl Process {
     }
 
     /// A region for each output of these types and shapes.
-    fn places(&self, shapes: &[(DType, Vec<u64>)]) -> Result<Vec<(Slot, SharedBuffer)>, Fault> {
+    fn places(&self, shapes: &[(DType, Vec<u64>)]) -> Result<Vec<(SharedTensor, SharedBuffer)>, Fault> {
         shapes
             .iter()
             .map(|(dtype, shape)| {
@@ -242,9 +242,14 @@ impl Process {
                     .bytes_for(shape)
                     .ok_or_else(|| Fault::Protocol(format!("an output of shape {shape:?} overflows memory")))?;
                 let buffer = self.regions.take(len).map_err(Fault::Memory)?;
-                let slot =
-                    Slot { region: buffer.region(), dtype: *dtype, shape: shape.clone(), offset: 0, len: len as u64 };
-                Ok((slot, buffer))
+                let place = SharedTensor {
+                    region: buffer.region(),
+                    dtype: *dtype,
+                    shape: shape.clone(),
+                    offset: 0,
+                    len: len as u64,
+                };
+                Ok((place, buffer))
             })
             .collect()
     }

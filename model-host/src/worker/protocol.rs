@@ -1,7 +1,7 @@
 //! Control messages between a parent and its worker, and their framing on the socket.
 //!
 //! A frame is the bincode-2 (standard configuration) encoding of a [`Request`] or a [`Reply`]; on the socket
-//! (`Load` and its answer) it is a [`crate::frame`], in the [`super::mailbox`] (everything after) its length is
+//! (`Load` and its answer) it is a [`jig_wire::frame`], in the [`super::mailbox`] (everything after) its length is
 //! in the mailbox's header. Frames carry only descriptors: tensor bytes live in shared
 //! regions.
 
@@ -14,9 +14,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::DType;
-use crate::frame;
 use crate::onnx::{SessionOptions, TensorSpec};
 use crate::regions::Region;
+use jig_wire::frame;
 
 /// The largest frame either side accepts. Descriptors are small; a larger length prefix means the peer is not
 /// speaking this protocol, and refusing it keeps a corrupt prefix from allocating gigabytes.
@@ -46,9 +46,9 @@ pub enum Request {
         /// Regions the parent has let go of, to unmap.
         close: Vec<u64>,
         /// The inputs, in the model's declared order.
-        inputs: Vec<Slot>,
+        inputs: Vec<SharedTensor>,
         /// Where to write the outputs, in declared order, when the parent knows their shapes.
-        outputs: Option<Vec<Slot>>,
+        outputs: Option<Vec<SharedTensor>>,
     },
     /// Where to write the outputs of the run that was answered `Sized`. Answered by `Done` or `Failed`.
     Place {
@@ -57,7 +57,7 @@ pub enum Request {
         /// Regions to map first, as in `Run`.
         open: Vec<Region>,
         /// Where each output goes, in declared order.
-        outputs: Vec<Slot>,
+        outputs: Vec<SharedTensor>,
     },
 }
 
@@ -99,7 +99,7 @@ pub enum Reply {
 
 /// Where one tensor lies in a shared region.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Slot {
+pub struct SharedTensor {
     /// The region it lies in.
     pub region: u64,
     /// The element type.
@@ -112,7 +112,7 @@ pub struct Slot {
     pub len: u64,
 }
 
-impl Slot {
+impl SharedTensor {
     /// The byte range, if it lies within a region of `size` bytes.
     pub fn range(&self, size: usize) -> Option<std::ops::Range<usize>> {
         let start = usize::try_from(self.offset).ok()?;
@@ -178,7 +178,7 @@ mod tests {
             id: 7,
             open: vec![Region { id: 1, path: "/dev/shm/x".into(), size: 4096 }],
             close: vec![],
-            inputs: vec![Slot { region: 1, dtype: DType::I64, shape: vec![2, 4], offset: 64, len: 64 }],
+            inputs: vec![SharedTensor { region: 1, dtype: DType::I64, shape: vec![2, 4], offset: 64, len: 64 }],
             outputs: None,
         };
         write_frame(&a, &mut buf, &run).unwrap();
@@ -199,10 +199,10 @@ mod tests {
     }
 
     #[test]
-    fn slots_out_of_bounds_have_no_range() {
-        let slot = |offset, len| Slot { region: 0, dtype: DType::U8, shape: vec![len], offset, len };
-        assert_eq!(slot(8, 8).range(16), Some(8..16));
-        assert_eq!(slot(8, 9).range(16), None);
-        assert_eq!(slot(u64::MAX, 2).range(16), None);
+    fn places_out_of_bounds_have_no_range() {
+        let place = |offset, len| SharedTensor { region: 0, dtype: DType::U8, shape: vec![len], offset, len };
+        assert_eq!(place(8, 8).range(16), Some(8..16));
+        assert_eq!(place(8, 9).range(16), None);
+        assert_eq!(place(u64::MAX, 2).range(16), None);
     }
 }

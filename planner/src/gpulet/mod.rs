@@ -15,7 +15,7 @@
 //! rate-against-size curve; `p_ideal` is rounded up to a split size the GPU offers; a model's share of its rate
 //! is what the gpu-let serves of what is left of it; "temporally sharable" is the duty cycle above; a gpu-let's
 //! interference is a slowdown, `L · (1 + intf(model, size, neighbour))`, neighbour being what runs on the other
-//! half of its GPU (none before that half is allocated), as [`InterferenceModel`] predicts it (the paper's
+//! half of its GPU (none before that half is allocated), as [`InterferenceModel`](crate::interference::InterferenceModel) predicts it (the paper's
 //! `interference_factor`, read as the fractional growth of the latency). A newcomer is placed beside a half only
 //! if that half's models still hold their SLOs slowed by it: the paper checks the newcomer's batch, but both are
 //! slowed, and both are served slowed.
@@ -37,7 +37,7 @@ pub mod app;
 mod ideal;
 mod problem;
 // Kept while `jig-sim` still names them here; their home is `crate::interference`.
-pub use crate::interference::{InterferenceModel, MeasuredInterference, Utilisation};
+use crate::interference::MeasuredInterference;
 pub use ideal::{IDEAL_GPUS, ideal};
 pub use problem::{Gpulet, GpuletModel, GpuletPlan, GpuletProblem, Interference, Load, no_interference};
 use problem::{duty_cycle, plan_of, sizes};

@@ -11,7 +11,7 @@ use crate::spec::Features;
 use formulation::{Relax, solve_relaxed};
 
 // Kept while `jig-sim` still names them here; their home is `crate::solution`.
-pub use crate::solution::{SolveOptions, Solved};
+use crate::solution::{SolveOptions, Solved};
 
 /// Solve the MILP for `problem` in the configuration space `features`.
 pub fn solve(problem: &Problem, features: Features, options: &SolveOptions) -> Result<Solved, PlanError> {

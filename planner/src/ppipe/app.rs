@@ -34,7 +34,7 @@ use crate::solution::{Assignment, SolveOptions, Solved};
 use crate::spec::SegmentKind;
 
 // Kept while `jig-sim` still names it here; its home is `crate::solution`.
-pub use crate::solution::PipelinePlan;
+use crate::solution::PipelinePlan;
 
 use super::{BlockedModel, Class, PpipeProblem, Scheme};
 

@@ -21,7 +21,7 @@
 //! the rest of the units' models whole.
 //!
 //! Where it stands (issue 19): the program, checked against exhaustive search on small clusters
-//! (`planner/tests/ppipe_vs_exhaustive.rs`), planning `[ppipe]` specs ([`PpipeSpec`]) in `jig plan` and
+//! (`planner/tests/planner/ppipe_vs_exhaustive.rs`), planning `[ppipe]` specs ([`PpipeSpec`]) in `jig plan` and
 //! `jig simulate` (whose data plane is `jig_sim::ppipe`), and deployments of a model cut into a chain of tasks
 //! ([`app`], `planner = "ppipe"`). At the paper's size (10 blocks, two classes of 25 and 75 units with four share
 //! sizes, five batch sizes, three partitions) it solves in seconds (`BENCH_APP=ppipe cargo bench -p jig-sim

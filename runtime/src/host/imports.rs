@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use jig_tensor::Spare;
+use jig_wire::Spare;
 use wasmtime::component::{ComponentType, Lift, Linker, Lower, WasmList};
 
 use super::jig::function::types as wire;

@@ -5,10 +5,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use jig_planner::compass::ClassPlan;
-use jig_planner::evaluate::Assignment;
-use jig_planner::ppipe::app::PipelinePlan;
 use jig_planner::problem::Problem;
+use jig_planner::solution::Assignment;
+use jig_planner::solution::ClassPlan;
+use jig_planner::solution::PipelinePlan;
 use jig_planner::spec::SegmentKind;
 use jig_policy::reserve::Resource;
 use jig_policy::rng::SplitMix64;
@@ -537,7 +537,7 @@ impl<'a> Sim<'a> {
 mod tests {
     use super::*;
     use crate::apps::PaperApp;
-    use jig_planner::milp::SolveOptions;
+    use jig_planner::SolveOptions;
     use jig_planner::solve;
     use jig_planner::spec::Features;
     use jig_policy::stats::quantile;

@@ -60,8 +60,8 @@ pub use render::{configurations, summary, svg};
 pub use report::{BinReport, BinRun, ClassOutcome, Instances, Simulation};
 
 use jig_planner::error::PlanError;
-use jig_planner::evaluate::Assignment;
 use jig_planner::problem::Problem;
+use jig_planner::solution::Assignment;
 use jig_planner::spec::DemandSpec;
 use jig_policy::stats::quantile;
 

@@ -1,7 +1,7 @@
 //! How a simulation runs: its settings ([`SimOptions`]), the nodes that fail under it ([`NodeFailures`]) and the
 //! deployed app's controller it can stand in for ([`Controller`]). Plain data, kept apart from the code that reads it.
 
-use jig_planner::milp::SolveOptions;
+use jig_planner::SolveOptions;
 use jig_planner::spec::{DemandSpec, Features, Replan};
 
 /// How to simulate.

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use jig_planner::ppipe::app::PipelinePlan;
+use jig_planner::solution::PipelinePlan;
 use jig_policy::reserve::{Decision, Pipeline, Scheduler, Stage, per_batch};
 
 use super::agenda::Event;
@@ -119,7 +119,7 @@ impl Sim<'_> {
 mod tests {
     use super::*;
     use crate::simulate::engine::{Outside, run_plan};
-    use jig_planner::milp::SolveOptions;
+    use jig_planner::SolveOptions;
     use jig_planner::problem::Problem;
     use jig_planner::solve;
     use jig_planner::spec::Features;

@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use jig_planner::compass::ClassPlan;
 use jig_planner::error::PlanError;
-use jig_planner::evaluate::Assignment;
 use jig_planner::max_demand::max_demand;
-use jig_planner::milp::Solved;
-use jig_planner::ppipe::app::PipelinePlan;
 use jig_planner::problem::Problem;
+use jig_planner::solution::Assignment;
+use jig_planner::solution::ClassPlan;
+use jig_planner::solution::PipelinePlan;
+use jig_planner::solution::Solved;
 use jig_planner::{solve, solve_from};
 
 use super::options::SimOptions;
