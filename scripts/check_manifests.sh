@@ -49,7 +49,7 @@ from kubernetes_validate import utils as kv
 
 directory, version = sys.argv[1], sys.argv[2]
 # The gateway.toml keys this deployment may use (see deploy/README.md), and their types.
-GATEWAY_KEYS = {"listen": str, "state_dir": str, "token": str, "nodes": list, "node_token_file": str, "etcd": list}
+GATEWAY_KEYS = {"listen": str, "grpc_listen": str, "state_dir": str, "token": str, "nodes": list, "node_token_file": str, "etcd": list}
 WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet")
 failed = False
 

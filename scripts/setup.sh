@@ -60,7 +60,7 @@ fi
 # The clients users of Triton and KServe have, which the tests run against the gateway's Open Inference
 # Protocol, apart from the packages above (their numpy and HTTP stacks are theirs).
 CLIENT_DIR=.jig/python-clients
-CLIENT_PACKAGES="tritonclient[http]==2.73.0 kserve==0.21.0"
+CLIENT_PACKAGES="tritonclient[http,grpc]==2.73.0 kserve==0.21.0"
 step="Python clients into $CLIENT_DIR" rerun="make setup"
 if [ "$(cat "$CLIENT_DIR/.jig-installed" 2>/dev/null)" != "$CLIENT_PACKAGES" ]; then
     echo "setup: installing $CLIENT_PACKAGES into $CLIENT_DIR (from PyPI)"

@@ -229,12 +229,12 @@ pub enum DecodeError {
         /// The parameter's value, as JSON.
         value: String,
     },
-    /// A `binary_data_size` other than the input's datatype and shape make.
-    #[error("input `{input}`: `binary_data_size` is {size} bytes, but {datatype} of shape {shape:?} is {expected}")]
+    /// Binary data (HTTP's `binary_data_size`, gRPC's contents) of another size than the datatype and shape make.
+    #[error("input `{input}`: its binary data is {size} bytes, but {datatype} of shape {shape:?} is {expected}")]
     BinarySizeMismatch {
         /// The input.
         input: String,
-        /// Its `binary_data_size`.
+        /// The size of its binary data.
         size: usize,
         /// Its datatype, as given.
         datatype: String,
@@ -254,7 +254,10 @@ pub enum DecodeError {
         left: usize,
     },
     /// An input with neither `data` nor binary data.
-    #[error("input `{input}` has neither `data` nor a `binary_data_size` parameter")]
+    #[error(
+        "input `{input}` has no elements: neither `data` nor a `binary_data_size` parameter (over gRPC, neither \
+             `contents` nor `raw_input_contents`)"
+    )]
     NoData {
         /// The input.
         input: String,
@@ -366,10 +369,64 @@ fn inputs(
     request: &InferRequest,
     mut binary: Bytes,
 ) -> Result<Vec<Tensor>, DecodeError> {
-    let declared = || specs.iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
-    let mut given: Vec<Option<Tensor>> = vec![None; specs.len()];
+    let mut given = Vec::with_capacity(request.inputs.len());
     for input in &request.inputs {
-        let name = || input.name.clone();
+        let data = match binary_size(&input.parameters) {
+            Some(size) => {
+                let size = size?;
+                if size > binary.len() {
+                    return Err(DecodeError::BinaryDataShort { input: input.name.clone(), size, left: binary.len() });
+                }
+                GivenData::Raw(binary.split_to(size))
+            }
+            None => input.data.as_ref().map_or(GivenData::Missing, GivenData::Json),
+        };
+        given.push(GivenInput { name: &input.name, datatype: &input.datatype, shape: &input.shape, data });
+    }
+    let tensors = take_inputs(model, specs, given)?;
+    if !binary.is_empty() {
+        return Err(DecodeError::UnclaimedBinaryData { bytes: binary.len() });
+    }
+    Ok(tensors)
+}
+
+/// One input as a request carries it, before it is checked against what the model declares: over HTTP, an
+/// input of the JSON request; over gRPC, one of `ModelInferRequest`'s.
+#[derive(Debug)]
+pub struct GivenInput<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its datatype, by the protocol's name.
+    pub datatype: &'a str,
+    /// Its shape.
+    pub shape: &'a [u64],
+    /// Its elements.
+    pub data: GivenData<'a>,
+}
+
+/// An input's elements as a request carries them.
+#[derive(Debug)]
+pub enum GivenData<'a> {
+    /// Little-endian bytes: HTTP's binary data, gRPC's raw or typed contents.
+    Raw(Bytes),
+    /// JSON elements, flat or nested, row-major.
+    Json(&'a Value),
+    /// None given.
+    Missing,
+}
+
+/// `given` as tensors in the order of `specs`, each checked against its declaration: a known input, given once,
+/// of the declared datatype, with as many elements as its shape holds. What both transports of the protocol
+/// decode with.
+pub fn take_inputs<'a>(
+    model: &str,
+    specs: &[Declared<'_>],
+    given: impl IntoIterator<Item = GivenInput<'a>>,
+) -> Result<Vec<Tensor>, DecodeError> {
+    let declared = || specs.iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
+    let mut taken: Vec<Option<Tensor>> = vec![None; specs.len()];
+    for input in given {
+        let name = || input.name.to_string();
         let Some(index) = specs.iter().position(|s| s.name == input.name) else {
             return Err(DecodeError::UnknownInput { model: model.into(), input: name(), declared: declared() });
         };
@@ -379,53 +436,44 @@ fn inputs(
                 model: model.into(),
                 input: name(),
                 declared: dtype.oip_name(),
-                given: input.datatype.clone(),
+                given: input.datatype.to_string(),
             });
         }
         let expected = dtype
-            .bytes_for(&input.shape)
-            .ok_or_else(|| DecodeError::TooLarge { input: name(), shape: input.shape.clone() })?;
-        let data = match binary_size(&input.parameters) {
-            Some(size) => {
-                let size = size?;
-                if size != expected {
-                    return Err(DecodeError::BinarySizeMismatch {
-                        input: name(),
-                        size,
-                        datatype: input.datatype.clone(),
-                        shape: input.shape.clone(),
-                        expected,
-                    });
-                }
-                if size > binary.len() {
-                    return Err(DecodeError::BinaryDataShort { input: name(), size, left: binary.len() });
-                }
-                binary.split_to(size)
+            .bytes_for(input.shape)
+            .ok_or_else(|| DecodeError::TooLarge { input: name(), shape: input.shape.to_vec() })?;
+        let data = match input.data {
+            GivenData::Raw(bytes) if bytes.len() != expected => {
+                return Err(DecodeError::BinarySizeMismatch {
+                    input: name(),
+                    size: bytes.len(),
+                    datatype: input.datatype.to_string(),
+                    shape: input.shape.to_vec(),
+                    expected,
+                });
             }
-            None => {
-                let data = input.data.as_ref().ok_or_else(|| DecodeError::NoData { input: name() })?;
-                let bytes = encode(&input.name, dtype, data)?;
+            GivenData::Raw(bytes) => bytes,
+            GivenData::Json(data) => {
+                let bytes = encode(input.name, dtype, data)?;
                 if bytes.len() != expected {
                     return Err(DecodeError::ElementCount {
                         input: name(),
-                        shape: input.shape.clone(),
+                        shape: input.shape.to_vec(),
                         expected: expected / dtype.size(),
                         given: bytes.len() / dtype.size(),
                     });
                 }
                 bytes
             }
+            GivenData::Missing => return Err(DecodeError::NoData { input: name() }),
         };
-        let tensor = Tensor::new(dtype, input.shape.clone(), data)
+        let tensor = Tensor::new(dtype, input.shape.to_vec(), data)
             .map_err(|source| DecodeError::Tensor { input: name(), source })?;
-        if given[index].replace(tensor).is_some() {
+        if taken[index].replace(tensor).is_some() {
             return Err(DecodeError::Repeated { input: name() });
         }
     }
-    if !binary.is_empty() {
-        return Err(DecodeError::UnclaimedBinaryData { bytes: binary.len() });
-    }
-    given
+    taken
         .into_iter()
         .zip(specs)
         .map(|(tensor, spec)| {

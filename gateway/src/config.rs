@@ -17,6 +17,8 @@ use crate::predictor;
 pub struct GatewayConfig {
     /// Address to listen on; port 0 picks a free one.
     pub listen: SocketAddr,
+    /// Address to serve the Open Inference Protocol over gRPC on (port 0: a free one); none serves no gRPC.
+    pub grpc_listen: Option<SocketAddr>,
     /// Where deployed bundles and apps are kept.
     pub state_dir: PathBuf,
     /// Bearer token for the control API; none leaves it open (fine on loopback only).
@@ -79,6 +81,7 @@ impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            grpc_listen: None,
             state_dir: default_state_dir(),
             token: None,
             invoke_token: None,

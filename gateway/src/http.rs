@@ -86,6 +86,16 @@ impl Gateway {
     async fn handle(self: Arc<Self>, request: Request<Body>) -> Reply {
         let path = request.uri().path().to_owned();
         let Some(route) = Route::parse(request.method().as_str(), &path) else {
+            // KServe's v1 protocol (`/v1/models/NAME:predict`) has no mapping onto slots' typed tensors.
+            if let Some(model) = path.strip_prefix("/v1/models/").and_then(|m| m.split(':').next()) {
+                return error(
+                    ErrorKind::NotFound,
+                    format!(
+                        "KServe's v1 protocol is not served; jig speaks the Open Inference Protocol (KServe v2): \
+                         POST /v2/models/{model}/infer (a model is APP.SLOT, or an app that declares `[tensors]`)"
+                    ),
+                );
+            }
             return error(
                 ErrorKind::NotFound,
                 format!(
@@ -133,7 +143,7 @@ impl Gateway {
             Route::V2Server => self.v2_server(),
             Route::V2Live => self.v2_health(true),
             Route::V2Ready => self.v2_health(false),
-            Route::V2Model(model) => self.v2_model(model, &request),
+            Route::V2Model(model) => self.v2_model_metadata(model, &request),
             Route::V2ModelReady(model) => self.v2_model_ready(model, &request),
             Route::V2Infer(model) => self.v2_infer(model, request).await,
         }
@@ -142,19 +152,19 @@ impl Gateway {
 
 /// Check `Authorization: Bearer TOKEN` when a token is configured: the 401 reply when it is not given.
 pub(crate) fn refuse_unauthorized(request: &Request<Body>, token: Option<&str>) -> Option<Reply> {
-    let token = token?;
     let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let bearer = given.and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
+    unauthorized(given, token).map(|why| error(ErrorKind::Unauthorized, why))
+}
+
+/// Why an `Authorization` value (an HTTP header, gRPC metadata) does not carry `token`, when one is configured.
+pub(crate) fn unauthorized(authorization: Option<&str>, token: Option<&str>) -> Option<&'static str> {
+    let token = token?;
+    let bearer = authorization.and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
     match bearer {
         // In constant time, so that how long a refusal takes tells nothing of the token.
         Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => None,
-        Some(_) => {
-            Some(error(ErrorKind::Unauthorized, "wrong token; pass the gateway's token with --token or JIG_TOKEN"))
-        }
-        None => Some(error(
-            ErrorKind::Unauthorized,
-            "this gateway needs a token: send `Authorization: Bearer TOKEN` (--token or JIG_TOKEN)",
-        )),
+        Some(_) => Some("wrong token; pass the gateway's token with --token or JIG_TOKEN"),
+        None => Some("this gateway needs a token: send `Authorization: Bearer TOKEN` (--token or JIG_TOKEN)"),
     }
 }
 

@@ -101,25 +101,22 @@ impl Gateway {
     /// Count an answered invocation and add the timing header.
     pub(crate) fn answered(&self, app: &str, arrived: Instant, reply: Reply, early_drop: bool) -> Reply {
         let elapsed = arrived.elapsed();
-        let code = reply.status().as_u16();
+        self.count_answer(app, reply.status().as_u16(), elapsed, early_drop);
+        timed(reply, elapsed)
+    }
+
+    /// Count an invocation of `app` answered with `code` after `elapsed`: its metrics, and a violation of its
+    /// demand's SLO when it was refused for load or late.
+    pub(crate) fn count_answer(&self, app: &str, code: u16, elapsed: std::time::Duration, early_drop: bool) {
         self.metrics.request_done(app, code, elapsed, early_drop);
         if matches!(code, 429 | 503 | 504) {
             self.demand.lock().unwrap_or_else(|p| p.into_inner()).entry(app.to_string()).or_default().violated();
         }
-        timed(reply, elapsed)
-    }
-
-    /// Count an answered direct call of `app`'s model slot `slot` (apart from the app's invocations and its
-    /// demand) and add the timing header.
-    pub(crate) fn model_answered(&self, app: &str, slot: &str, arrived: Instant, reply: Reply) -> Reply {
-        let elapsed = arrived.elapsed();
-        self.metrics.model_request_done(app, slot, reply.status().as_u16(), elapsed);
-        timed(reply, elapsed)
     }
 }
 
 /// `reply` with `Server-Timing` (and `Retry-After` on a refusal for load), answered after `elapsed`.
-fn timed(mut reply: Reply, elapsed: std::time::Duration) -> Reply {
+pub(crate) fn timed(mut reply: Reply, elapsed: std::time::Duration) -> Reply {
     if matches!(reply.status().as_u16(), 429 | 503) {
         // Refused for load: a second is about how long the controller's next look or a queue takes.
         reply.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -22,8 +22,9 @@
 //! | `controller.rs` | demand windows and re-planning |
 //! | `predictor.rs` | IPA's load predictor |
 //! | `store.rs` | the state directory: bundles and app records |
-//! | `metrics.rs` | the Prometheus metrics |
-//! | `oip.rs` | Open Inference Protocol v2 |
+//! | `metrics/` | the Prometheus metrics, and the two formats a scraper may ask for |
+//! | `ready.rs` | readiness: what the gateway and each model still lack before they are ready |
+//! | `oip/` | the Open Inference Protocol (v2): models, metadata and runs shared by `http.rs` and `grpc.rs` |
 
 #![deny(missing_docs)]
 

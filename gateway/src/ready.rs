@@ -6,11 +6,10 @@
 //! `/v2/health/live`) is only that the gateway answers.
 
 use hyper::StatusCode;
-use jig_api::ErrorKind;
 use jig_app::App;
 
 use crate::Gateway;
-use crate::http::{Reply, error, text};
+use crate::http::{Reply, text};
 
 impl Gateway {
     /// Note that the app `name` should run and does not, and why.
@@ -49,8 +48,8 @@ impl Gateway {
         }
     }
 
-    /// The 503 of a model that is not ready, or `None` when the app `app` (all its slots, or only `slot`) is.
-    pub(crate) fn model_unready(&self, app: &str, slot: Option<&str>) -> Option<Reply> {
+    /// Why a model is not ready, or `None` when the app `app` (all its slots, or only `slot`) is.
+    pub(crate) fn model_unready(&self, app: &str, slot: Option<&str>) -> Option<String> {
         let reason = self.unready.lock().unwrap_or_else(|p| p.into_inner()).get(app).cloned();
         let why = match (reason, self.app(app)) {
             (Some(reason), None) => vec![format!("app `{app}`: {reason}")],
@@ -60,7 +59,7 @@ impl Gateway {
                 .collect(),
             (None, None) => return None,
         };
-        (!why.is_empty()).then(|| error(ErrorKind::Unavailable, format!("not ready: {}", why.join("; "))))
+        (!why.is_empty()).then(|| format!("not ready: {}", why.join("; ")))
     }
 }
 

@@ -17,6 +17,10 @@ pub struct UpCommand {
     /// Address to listen on (port 0 picks a free port). Default: the config's `listen`, else 127.0.0.1:8080.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Also serve the Open Inference Protocol over gRPC on this address (port 0 picks a free port), for Triton's
+    /// and KServe's gRPC clients. Default: the config's `grpc_listen`, else no gRPC.
+    #[arg(long)]
+    grpc_listen: Option<SocketAddr>,
     /// The state directory: deployed bundles and apps. Default: $XDG_DATA_HOME/jig or ~/.local/share/jig.
     #[arg(long, env = "JIG_STATE_DIR")]
     state_dir: Option<PathBuf>,
@@ -64,6 +68,9 @@ fn serve(args: UpCommand) -> anyhow::Result<ExitCode> {
     if let Some(listen) = args.listen {
         config.listen = listen;
     }
+    if let Some(grpc) = args.grpc_listen {
+        config.grpc_listen = Some(grpc);
+    }
     if let Some(dir) = args.state_dir {
         config.state_dir = dir;
     }
@@ -84,13 +91,40 @@ fn serve(args: UpCommand) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let grpc = match config.grpc_listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (gRPC)"))?,
+            ),
+            None => None,
+        };
         let state_dir = config.state_dir.clone();
         let gateway = Gateway::start(config).await?;
         let address = listener.local_addr()?;
+        let also = match &grpc {
+            Some(grpc) => format!(" and grpc://{}", grpc.local_addr()?),
+            None => String::new(),
+        };
         // The first line on standard output, for scripts that start a gateway on port 0.
-        println!("jig gateway listening on http://{address} (state in {})", state_dir.display());
+        println!("jig gateway listening on http://{address}{also} (state in {})", state_dir.display());
         std::io::stdout().flush()?;
-        gateway.serve(listener, shutdown_signal()).await;
+        // One signal stops both servers.
+        let (stop, stopped) = tokio::sync::watch::channel(());
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stop.send(());
+        });
+        let until_stopped = |mut stopped: tokio::sync::watch::Receiver<()>| async move {
+            let _ = stopped.changed().await;
+        };
+        if let Some(grpc) = grpc {
+            let (gateway, stopped) = (gateway.clone(), stopped.clone());
+            tokio::spawn(async move {
+                if let Err(e) = gateway.serve_grpc(grpc, until_stopped(stopped)).await {
+                    tracing::error!("the gRPC server stopped: {e:#}");
+                }
+            });
+        }
+        gateway.serve(listener, until_stopped(stopped)).await;
         eprintln!("jig gateway stopped");
         Ok(ExitCode::SUCCESS)
     })

@@ -222,6 +222,10 @@ fn the_api_description_and_the_routes_agree() {
         "{}",
         reply.text()
     );
+    // KServe's v1 `:predict` is told where to go.
+    let v1 = gateway.http("POST", "/v1/models/shop.det:predict", &[], b"{\"instances\": []}");
+    assert_eq!(v1.status, 404);
+    assert!(v1.text().contains("POST /v2/models/shop.det/infer"), "{}", v1.text());
 }
 
 #[test]
@@ -976,7 +980,7 @@ fn triton_and_kserve_clients_run_a_model_slot_over_the_open_inference_protocol()
     let scratch = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     mixed_slot_bundle(dir.path());
-    let gateway = start_with_config(scratch.path(), "invoke_token = \"let-me-in\"\n");
+    let gateway = start_with_config(scratch.path(), "invoke_token = \"let-me-in\"\ngrpc_listen = \"127.0.0.1:0\"\n");
     assert_ok(&deploy(&gateway, dir.path(), &[]));
 
     // Health is open; the models are behind the invoke token, as /v1 invocations are.
@@ -1023,17 +1027,25 @@ fn triton_and_kserve_clients_run_a_model_slot_over_the_open_inference_protocol()
     assert!(said.starts_with("model `shop.m`: ") && said.contains("FP32"), "{said}");
     assert!(!said.contains("instance") && !said.contains("F32 ") && !said.contains('#'), "{said}");
 
-    // The real clients users of Triton and KServe have (set-up installs them into .jig/python-clients).
-    for client in ["triton_client.py", "kserve_client.py"] {
+    // The real clients users of Triton and KServe have (set-up installs them into .jig/python-clients), over
+    // HTTP and over gRPC.
+    let grpc = gateway.grpc_addr.clone().expect("the gateway serves gRPC on `grpc_listen`");
+    for (client, addr) in [
+        ("triton_client.py", &gateway.addr),
+        ("kserve_client.py", &gateway.addr),
+        ("triton_grpc_client.py", &grpc),
+        ("kserve_grpc_client.py", &grpc),
+    ] {
         let output = std::process::Command::new("python3")
             .arg(root().join("tests/oip").join(client))
-            .args([gateway.addr.as_str(), "shop.m", "let-me-in"])
+            .args([addr.as_str(), "shop.m", "let-me-in"])
             .env("PYTHONPATH", root().join(".jig/python-clients"))
             .output()
             .unwrap();
         let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         assert!(
-            output.status.success() && said.trim_end().ends_with("ok"),
+            // KServe's client logs the refusals it is shown to standard error.
+            output.status.success() && String::from_utf8_lossy(&output.stdout).trim_end().ends_with("ok"),
             "{client}: {said}\n(scripts/setup.sh installs the clients into .jig/python-clients)"
         );
     }

@@ -136,6 +136,8 @@ pub struct Gateway {
     pub child: Child,
     /// `127.0.0.1:PORT`.
     pub addr: String,
+    /// Where it serves gRPC (`--grpc-listen`), `127.0.0.1:PORT`.
+    pub grpc_addr: Option<String>,
 }
 
 impl Gateway {
@@ -163,7 +165,8 @@ impl Gateway {
             .and_then(|rest| rest.split_whitespace().next())
             .unwrap_or_else(|| panic!("the gateway did not say where it listens: {line:?}"))
             .to_string();
-        Gateway { child, addr }
+        let grpc_addr = line.split("grpc://").nth(1).and_then(|rest| rest.split_whitespace().next()).map(String::from);
+        Gateway { child, addr, grpc_addr }
     }
 
     pub fn url(&self) -> String {
