@@ -15,9 +15,13 @@ use jig_client::{Answer, Client, Unreachable};
 /// Where the talking commands find the gateway.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GatewayArgs {
-    /// The gateway's URL.
+    /// The gateway's URL: http://HOST:PORT, or https:// (a gateway behind an Ingress or a TLS proxy).
     #[arg(long, env = "JIG_GATEWAY", default_value = "http://127.0.0.1:8080", global = true)]
     gateway: String,
+    /// The certificate authority (a PEM file) that signed an https:// gateway's certificate; without it, the
+    /// system's.
+    #[arg(long, env = "JIG_GATEWAY_CA", global = true)]
+    gateway_ca: Option<std::path::PathBuf>,
     /// The gateway's bearer token, if it has one.
     #[arg(long, env = "JIG_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
@@ -31,13 +35,18 @@ impl GatewayArgs {
     pub fn from_env(json: bool) -> GatewayArgs {
         GatewayArgs {
             gateway: std::env::var("JIG_GATEWAY").unwrap_or_else(|_| "http://127.0.0.1:8080".into()),
+            gateway_ca: std::env::var_os("JIG_GATEWAY_CA").map(Into::into),
             token: std::env::var("JIG_TOKEN").ok(),
             json,
         }
     }
 
     pub fn client(&self) -> anyhow::Result<Client> {
-        Client::new(&self.gateway, self.token.clone())
+        let client = Client::new(&self.gateway, self.token.clone())?;
+        match &self.gateway_ca {
+            Some(ca) => client.trusting(ca),
+            None => Ok(client),
+        }
     }
 }
 

@@ -1,8 +1,11 @@
 //! The HTTP client of the `jig` commands that talk to a gateway (`deploy`, `apps`, `status`, `invoke`,
-//! `delete`): one HTTP/1.1 request per connection, plain `http://` (a gateway beyond loopback sits behind a
-//! TLS-terminating proxy).
+//! `delete`): one HTTP/1.1 request per connection, to `http://` or to `https://` (a gateway behind an Ingress or
+//! a TLS-terminating proxy), trusting the system's certificate authorities or the one given
+//! ([`Client::trusting`]).
 
+use std::path::Path;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -19,7 +22,26 @@ pub struct Client {
     /// The path prefix the gateway is mounted at, without a trailing `/`.
     prefix: String,
     token: Option<String>,
+    /// TLS, for an `https://` gateway.
+    tls: Option<Tls>,
 }
+
+/// TLS to the gateway: the name its certificate must carry, and the authorities trusted to sign it.
+#[derive(Clone)]
+struct Tls {
+    server_name: rustls_pki_types::ServerName<'static>,
+    config: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls").field("server_name", &self.server_name).finish_non_exhaustive()
+    }
+}
+
+/// A connection to the gateway, plain or in TLS, as hyper drives it.
+trait Connection: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Connection for T {}
 
 /// A gateway's answer.
 #[derive(Debug)]
@@ -76,18 +98,57 @@ pub struct Unreachable {
 }
 
 impl Client {
-    /// A client for the gateway at `url` (`http://host:port[/prefix]`).
+    /// A client for the gateway at `url` (`http://host:port[/prefix]`, or `https://…`, which trusts the
+    /// system's certificate authorities until [`Client::trusting`] names one).
     pub fn new(url: &str, token: Option<String>) -> anyhow::Result<Client> {
         let uri: Uri = url.parse().map_err(|e| anyhow::anyhow!("--gateway {url:?} is not a URL: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            anyhow::bail!("--gateway {url:?}: only http:// URLs are supported (put TLS in a proxy in front)");
-        }
+        let (secure, default_port) = match uri.scheme_str() {
+            Some("http") => (false, 80),
+            Some("https") => (true, 443),
+            _ => anyhow::bail!("--gateway {url:?}: give an http:// or https:// URL"),
+        };
         let authority = uri.authority().ok_or_else(|| anyhow::anyhow!("--gateway {url:?} names no host"))?;
+        let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_string();
         let authority = match authority.port_u16() {
             Some(_) => authority.to_string(),
-            None => format!("{}:80", authority.host()),
+            None => format!("{}:{default_port}", authority.host()),
         };
-        Ok(Client { authority, prefix: uri.path().trim_end_matches('/').to_string(), token })
+        let tls = match secure {
+            false => None,
+            true => {
+                let server_name = rustls_pki_types::ServerName::try_from(host.clone()).map_err(|_| {
+                    anyhow::anyhow!("--gateway {url:?}: `{host}` is not a name a certificate can carry")
+                })?;
+                Some(Tls { server_name, config: tls_config(system_roots()?)? })
+            }
+        };
+        Ok(Client { authority, prefix: uri.path().trim_end_matches('/').to_string(), token, tls })
+    }
+
+    /// Trust only the certificate authorities in the PEM file `ca` for an `https://` gateway (a private CA, as a
+    /// cluster's own); an `http://` gateway is refused, so that a CA given is never silently unused.
+    pub fn trusting(mut self, ca: &Path) -> anyhow::Result<Client> {
+        let Some(tls) = &mut self.tls else {
+            anyhow::bail!("--gateway-ca {}: the gateway's URL is http://; give its https:// URL", ca.display());
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        use rustls_pki_types::pem::PemObject;
+        let certs = rustls_pki_types::CertificateDer::pem_file_iter(ca)
+            .map_err(|e| anyhow::anyhow!("--gateway-ca {}: {e}", ca.display()))?;
+        for cert in certs {
+            let cert = cert.map_err(|e| anyhow::anyhow!("--gateway-ca {}: {e}", ca.display()))?;
+            roots.add(cert).map_err(|e| anyhow::anyhow!("--gateway-ca {}: not a CA certificate: {e}", ca.display()))?;
+        }
+        if roots.is_empty() {
+            anyhow::bail!("--gateway-ca {}: no PEM certificate in it", ca.display());
+        }
+        tls.config = tls_config(roots)?;
+        Ok(self)
+    }
+
+    /// Whether the gateway is reached over TLS (`https://`).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// `host:port`.
@@ -100,9 +161,23 @@ impl Client {
         &self.prefix
     }
 
-    /// The gateway's URL, `http://host:port[/prefix]`.
+    /// The gateway's URL, `http[s]://host:port[/prefix]`.
     pub fn url(&self) -> String {
-        format!("http://{}{}", self.authority, self.prefix)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.authority, self.prefix)
+    }
+
+    /// A connection to the gateway: TCP, and TLS over it for an `https://` gateway.
+    async fn connect(&self) -> std::io::Result<Box<dyn Connection>> {
+        let stream = tokio::net::TcpStream::connect(&self.authority).await?;
+        let _ = stream.set_nodelay(true);
+        match &self.tls {
+            None => Ok(Box::new(stream)),
+            Some(tls) => {
+                let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+                Ok(Box::new(connector.connect(tls.server_name.clone(), stream).await?))
+            }
+        }
     }
 
     /// Send one request; `progress(sent, total)` is called as the body goes out.
@@ -115,7 +190,7 @@ impl Client {
         progress: Option<Box<dyn FnMut(u64, u64) + Send>>,
     ) -> Result<Answer, Unreachable> {
         let unreachable = |detail: String| Unreachable { url: self.url(), detail };
-        let stream = tokio::net::TcpStream::connect(&self.authority).await.map_err(|e| unreachable(e.to_string()))?;
+        let stream = self.connect().await.map_err(|e| unreachable(e.to_string()))?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
             .map_err(|e| unreachable(e.to_string()))?;
@@ -172,4 +247,27 @@ impl Body for Upload {
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.data.len() as u64)
     }
+}
+
+/// The system's certificate authorities (`SSL_CERT_FILE`, else the distribution's bundle).
+fn system_roots() -> anyhow::Result<rustls::RootCertStore> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        let why = found.errors.first().map_or("none found".to_string(), ToString::to_string);
+        anyhow::bail!(
+            "cannot read this system's certificate authorities ({why}); name the gateway's with --gateway-ca"
+        );
+    }
+    Ok(roots)
+}
+
+fn tls_config(roots: rustls::RootCertStore) -> anyhow::Result<Arc<rustls::ClientConfig>> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }

@@ -100,6 +100,13 @@ fn bench(args: BenchCommand) -> anyhow::Result<ExitCode> {
     };
     let bodies: Vec<Bytes> = args.inputs.iter().map(read).collect::<anyhow::Result<_>>()?;
     let client = args.target.client()?;
+    if client.is_tls() {
+        // Its load generator holds many connections open at exact times: TLS in it would measure the handshakes.
+        anyhow::bail!(
+            "jig bench measures a gateway over plain http:// (on its machine or its network), not through TLS; \
+             give the gateway's http:// address"
+        );
+    }
     // The app must be there (and the gateway up) before the clock starts.
     match block_on(client.send(Method::GET, "/healthz", &[], Bytes::new(), None))? {
         Err(e) => return Ok(failed(Failure::Unreachable(e))),

@@ -7,6 +7,7 @@ mod cluster;
 mod gateway;
 mod gpu_machine;
 mod gpu_refused;
+mod https;
 mod new;
 mod node;
 mod paper_apps;
