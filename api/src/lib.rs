@@ -33,6 +33,7 @@
 pub mod oip;
 mod openapi;
 mod routes;
+pub mod triton;
 
 pub use openapi::openapi;
 pub use routes::Route;

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::oip::{Health, InferRequest, InferResponse, ModelMetadata, ServerMetadata};
 use crate::routes::Route;
+use crate::triton::{ModelConfig, ModelStatistics, RepositoryIndexRequest, RepositoryModel};
 use crate::{AppList, AppStatus, CLASS_HEADER, Deleted, ErrorBody, InvokeResponse, MachineStatus, TIMEOUT_HEADER};
 
 /// The OpenAPI document of the API.
@@ -200,6 +201,41 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
                 "200": body::<InferResponse>(generator, "The outputs."),
                 "400": error(generator), "401": error(generator), "404": error(generator), "413": error(generator),
                 "500": error(generator), "503": error(generator), "504": error(generator),
+            },
+        }),
+        Route::V2ModelConfig(_) => json!({
+            "summary": "Triton's model configuration: what the plan serves the model with (batch, instances, batching).",
+            "security": token,
+            "parameters": [model],
+            "responses": {
+                "200": body::<ModelConfig>(generator, "The configuration."),
+                "401": error(generator), "404": error(generator), "503": error(generator),
+            },
+        }),
+        Route::V2ModelStats(_) => json!({
+            "summary": "Triton's statistics: the model's requests by outcome, rows and batches since its instances started.",
+            "security": token,
+            "parameters": [model],
+            "responses": {
+                "200": body::<ModelStatistics>(generator, "One model's statistics."),
+                "401": error(generator), "404": error(generator),
+            },
+        }),
+        Route::V2Stats => json!({
+            "summary": "Triton's statistics of every model.",
+            "security": token,
+            "responses": { "200": body::<ModelStatistics>(generator, "Every model's statistics."), "401": error(generator) },
+        }),
+        Route::V2RepositoryIndex => json!({
+            "summary": "Triton's model repository: every v2 model and whether it is ready (`{\"ready\": true}`: only those).",
+            "security": token,
+            "requestBody": {
+                "required": false,
+                "content": { "application/json": { "schema": generator.subschema_for::<RepositoryIndexRequest>() } },
+            },
+            "responses": {
+                "200": body::<Vec<RepositoryModel>>(generator, "The models."),
+                "400": error(generator), "401": error(generator),
             },
         }),
     };

@@ -38,11 +38,19 @@ pub enum Route<'a> {
     V2ModelReady(&'a str),
     /// `POST /v2/models/{model}/infer`
     V2Infer(&'a str),
+    /// `GET /v2/models/{model}/config`: Triton's model configuration extension ([`crate::triton`]).
+    V2ModelConfig(&'a str),
+    /// `GET /v2/models/{model}/stats`: Triton's statistics extension.
+    V2ModelStats(&'a str),
+    /// `GET /v2/models/stats`: every model's statistics.
+    V2Stats,
+    /// `POST /v2/repository/index`: Triton's model repository extension.
+    V2RepositoryIndex,
 }
 
 impl<'a> Route<'a> {
     /// One of each route, naming the app `{app}` (a v2 model `{model}`) as the API description writes it.
-    pub const ALL: [Route<'static>; 17] = [
+    pub const ALL: [Route<'static>; 21] = [
         Route::Health,
         Route::Ready,
         Route::Metrics,
@@ -60,6 +68,10 @@ impl<'a> Route<'a> {
         Route::V2Model("{model}"),
         Route::V2ModelReady("{model}"),
         Route::V2Infer("{model}"),
+        Route::V2ModelConfig("{model}"),
+        Route::V2ModelStats("{model}"),
+        Route::V2Stats,
+        Route::V2RepositoryIndex,
     ];
 
     /// The route a request for `method` (`GET`, `POST`, …) and `path` takes, or `None`.
@@ -80,6 +92,7 @@ impl<'a> Route<'a> {
             ("GET", ["v2"]) => Route::V2Server,
             ("GET", ["v2", "health", "live"]) => Route::V2Live,
             ("GET", ["v2", "health", "ready"]) => Route::V2Ready,
+            ("GET", ["v2", "models", "stats"]) => Route::V2Stats,
             // A model has one version, `1` (the app's deployment); the protocol's versioned paths name it.
             ("GET", ["v2", "models", model] | ["v2", "models", model, "versions", "1"]) => Route::V2Model(model),
             ("GET", ["v2", "models", model, "ready"] | ["v2", "models", model, "versions", "1", "ready"]) => {
@@ -88,6 +101,14 @@ impl<'a> Route<'a> {
             ("POST", ["v2", "models", model, "infer"] | ["v2", "models", model, "versions", "1", "infer"]) => {
                 Route::V2Infer(model)
             }
+            ("GET", ["v2", "models", model, "config"] | ["v2", "models", model, "versions", "1", "config"]) => {
+                Route::V2ModelConfig(model)
+            }
+            ("GET", ["v2", "models", model, "stats"] | ["v2", "models", model, "versions", "1", "stats"]) => {
+                Route::V2ModelStats(model)
+            }
+            ("POST", ["v2", "repository", "index"]) => Route::V2RepositoryIndex,
+
             _ => return None,
         })
     }
@@ -112,6 +133,10 @@ impl<'a> Route<'a> {
             Route::V2Model(_) => ("GET", "/v2/models/{model}"),
             Route::V2ModelReady(_) => ("GET", "/v2/models/{model}/ready"),
             Route::V2Infer(_) => ("POST", "/v2/models/{model}/infer"),
+            Route::V2ModelConfig(_) => ("GET", "/v2/models/{model}/config"),
+            Route::V2ModelStats(_) => ("GET", "/v2/models/{model}/stats"),
+            Route::V2Stats => ("GET", "/v2/models/stats"),
+            Route::V2RepositoryIndex => ("POST", "/v2/repository/index"),
         }
     }
 

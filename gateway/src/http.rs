@@ -146,6 +146,10 @@ impl Gateway {
             Route::V2Model(model) => self.v2_model_metadata(model, &request),
             Route::V2ModelReady(model) => self.v2_model_ready(model, &request),
             Route::V2Infer(model) => self.v2_infer(model, request).await,
+            Route::V2ModelConfig(model) => self.v2_model_config(model, &request),
+            Route::V2ModelStats(model) => self.v2_stats(Some(model), &request),
+            Route::V2Stats => self.v2_stats(None, &request),
+            Route::V2RepositoryIndex => self.v2_repository_index(request).await,
         }
     }
 }

@@ -33,6 +33,15 @@ assert inputs["ids"]["datatype"] == "INT64", metadata
 assert [t["name"] for t in metadata["outputs"]] == ["y"], metadata
 assert client.get_model_metadata(model, model_version="1", headers=headers()) == metadata
 
+# Triton's repository, configuration and statistics extensions.
+index = client.get_model_repository_index(headers=headers())
+assert {"name": model, "version": "1", "state": "READY", "reason": ""} in index, index
+config = client.get_model_config(model, headers=headers())
+assert config["max_batch_size"] >= 1 and config["platform"] == "onnxruntime_onnx", config
+assert {"name": "x", "data_type": "TYPE_FP32", "dims": [4]} in config["input"], config
+assert config["instance_group"] and config["instance_group"][0]["kind"] == "KIND_CPU", config
+before = client.get_inference_statistics(model, headers=headers())["model_stats"][0]
+
 x = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
 ids = np.arange(12, dtype=np.int64).reshape(3, 4) - 5
 for binary in (True, False):
@@ -45,6 +54,11 @@ for binary in (True, False):
     y = result.as_numpy("y")
     assert y.shape == (3, 4) and np.array_equal(y, x * ids.astype(np.float32)), (binary, y)
     assert result.get_response()["id"] == "r1", result.get_response()
+
+after = client.get_inference_statistics(model, headers=headers())["model_stats"][0]
+assert after["name"] == model and after["inference_count"] >= before["inference_count"] + 6, (before, after)
+assert after["inference_stats"]["success"]["count"] >= before["inference_stats"]["success"]["count"] + 2, after
+assert client.get_inference_statistics(headers=headers())["model_stats"], "no statistics of every model"
 
 # Malformed requests come back as the client's exception carrying the gateway's message.
 try:

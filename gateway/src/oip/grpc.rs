@@ -269,11 +269,9 @@ impl GrpcInferenceService for Grpc {
         _: Request<ServerMetadataRequest>,
     ) -> Result<Response<ServerMetadataResponse>, Status> {
         let metadata = super::http::server_metadata();
-        Ok(Response::new(ServerMetadataResponse {
-            name: metadata.name,
-            version: metadata.version,
-            extensions: metadata.extensions,
-        }))
+        // Triton's repository, configuration and statistics extensions are served over HTTP only.
+        let extensions = metadata.extensions.into_iter().filter(|e| e == "binary_tensor_data").collect();
+        Ok(Response::new(ServerMetadataResponse { name: metadata.name, version: metadata.version, extensions }))
     }
 
     async fn model_metadata(

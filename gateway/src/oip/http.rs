@@ -66,6 +66,48 @@ impl Gateway {
         }
     }
 
+    /// `GET /v2/models/{model}/config`.
+    pub(crate) fn v2_model_config(&self, model: &str, request: &Request<Body>) -> Reply {
+        if let Some(reply) = refuse_unauthorized(request, self.config.invoke_token.as_deref()) {
+            return reply;
+        }
+        match self.v2_config(model) {
+            Ok(config) => json(StatusCode::OK, &config),
+            Err(refusal) => refusal.reply(),
+        }
+    }
+
+    /// `GET /v2/models/{model}/stats`, or `GET /v2/models/stats` (`model` `None`).
+    pub(crate) fn v2_stats(&self, model: Option<&str>, request: &Request<Body>) -> Reply {
+        if let Some(reply) = refuse_unauthorized(request, self.config.invoke_token.as_deref()) {
+            return reply;
+        }
+        match self.v2_statistics(model) {
+            Ok(stats) => json(StatusCode::OK, &stats),
+            Err(refusal) => refusal.reply(),
+        }
+    }
+
+    /// `POST /v2/repository/index`, its body `{"ready": true}` for only the ready models (or none).
+    pub(crate) async fn v2_repository_index(&self, request: Request<Body>) -> Reply {
+        if let Some(reply) = refuse_unauthorized(&request, self.config.invoke_token.as_deref()) {
+            return reply;
+        }
+        let deadline = Instant::now() + self.max_timeout();
+        let body = match self.whole_body(request, "repository index request", deadline).await {
+            Ok(body) => body,
+            Err(reply) => return reply,
+        };
+        let asked: jig_api::triton::RepositoryIndexRequest = match body.is_empty() {
+            true => Default::default(),
+            false => match serde_json::from_slice(&body) {
+                Ok(asked) => asked,
+                Err(e) => return error(ErrorKind::InvalidRequest, format!("the repository index request: {e}")),
+            },
+        };
+        json(StatusCode::OK, &self.v2_repository(asked.ready))
+    }
+
     /// `POST /v2/models/{model}/infer`.
     pub(crate) async fn v2_infer(self: Arc<Self>, name: &str, request: Request<Body>) -> Reply {
         let arrived = Instant::now();
@@ -123,7 +165,10 @@ pub(crate) fn server_metadata() -> ServerMetadata {
     ServerMetadata {
         name: "jig".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        extensions: vec!["binary_tensor_data".into()],
+        // Triton's names for what is served: over HTTP all of them, over gRPC the core protocol.
+        extensions: ["binary_tensor_data", "model_repository", "model_configuration", "statistics"]
+            .map(String::from)
+            .to_vec(),
     }
 }
 

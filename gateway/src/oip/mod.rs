@@ -1,7 +1,8 @@
 //! The Open Inference Protocol (KServe v2) on the gateway: each deployed app's model slots served as v2
 //! models named `APP.SLOT`, and each app that declares `[tensors]` as the v2 model `APP`, so that Triton's and
 //! KServe's clients work with jig, over HTTP ([`http`], the gateway's port) and over gRPC ([`grpc`], `jig up
-//! --grpc-listen`). Both decode into the same tensors ([`jig_api::oip::take_inputs`]) and run here.
+//! --grpc-listen`). Both decode into the same tensors ([`jig_api::oip::take_inputs`]) and run here. Triton's
+//! repository index, model configuration and statistics extensions are in [`triton`] (served over HTTP).
 //!
 //! A v2 call of a slot runs it on its planned instances, batched with the app's own calls to it, under the app's
 //! invoke token, deadline (`jig-timeout-ms`, else the SLO), admission and metrics. It is not app demand: the
@@ -12,6 +13,7 @@
 
 pub(crate) mod grpc;
 mod http;
+mod triton;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

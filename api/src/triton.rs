@@ -1,0 +1,128 @@
+//! Triton's extensions to the Open Inference Protocol, as jig maps them onto apps and slots: the model
+//! repository's index (`POST /v2/repository/index`: every v2 model and its state), the model configuration (`GET /v2/models/{model}/config`, the subset of Triton's
+//! `ModelConfig` a plan fills) and statistics (`GET /v2/models/{model}/stats`, `GET /v2/models/stats`). The
+//! field names are Triton's, so that its clients (`tritonclient`, perf_analyzer) read them.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `POST /v2/repository/index`: the request body (optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RepositoryIndexRequest {
+    /// Only the models that are ready.
+    #[serde(default)]
+    pub ready: bool,
+}
+
+/// One model of the repository index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RepositoryModel {
+    /// `APP.SLOT`, or `APP` for an app that declares `[tensors]`.
+    pub name: String,
+    /// Always `1`: the app's deployment.
+    pub version: String,
+    /// `READY`, or `UNAVAILABLE` (its app is starting or cannot start, or the slot has no instance).
+    pub state: String,
+    /// Why it is unavailable; empty when ready.
+    pub reason: String,
+}
+
+/// `GET /v2/models/{model}/config`: what the plan serves the model with, in Triton's terms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelConfig {
+    /// The model's v2 name.
+    pub name: String,
+    /// `onnxruntime_onnx` for a slot, `jig_app` for an app.
+    pub platform: String,
+    /// `onnxruntime` or `jig`.
+    pub backend: String,
+    /// The largest batch the plan runs (0: the model has no batch dimension, so `dims` are whole shapes).
+    pub max_batch_size: u32,
+    /// The inputs, without the batch dimension when `max_batch_size` is above 0.
+    pub input: Vec<ConfigTensor>,
+    /// The outputs, likewise.
+    pub output: Vec<ConfigTensor>,
+    /// The planned instances, by segment: `KIND_CPU` or `KIND_GPU`, and how many.
+    pub instance_group: Vec<InstanceGroup>,
+    /// The planned wait for a fuller batch, when the plan waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_batching: Option<DynamicBatching>,
+}
+
+/// An input or output of [`ModelConfig`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigTensor {
+    /// Its name.
+    pub name: String,
+    /// Triton's name of its type: `TYPE_FP32`, `TYPE_INT64`, …
+    pub data_type: String,
+    /// Its dimensions, -1 where any size goes.
+    pub dims: Vec<i64>,
+}
+
+/// Instances of a model on one kind of segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InstanceGroup {
+    /// The variant and segment, `VARIANT@SEGMENT`.
+    pub name: String,
+    /// `KIND_CPU` or `KIND_GPU`.
+    pub kind: String,
+    /// How many instances.
+    pub count: u32,
+}
+
+/// The plan's batching of a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DynamicBatching {
+    /// How long a batch waits for company, µs.
+    pub max_queue_delay_microseconds: u64,
+}
+
+/// `GET /v2/models/{model}/stats`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelStatistics {
+    /// One entry per model asked for.
+    pub model_stats: Vec<ModelStats>,
+}
+
+/// What a model's instances have done since they started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelStats {
+    /// The model's v2 name.
+    pub name: String,
+    /// Always `1`.
+    pub version: String,
+    /// Rows inferred (a batch of 8 is 8).
+    pub inference_count: u64,
+    /// Batches run.
+    pub execution_count: u64,
+    /// Requests by outcome, and time in batches.
+    pub inference_stats: InferStats,
+}
+
+/// Requests by outcome, and the time batches took. jig keeps no per-model queue or end-to-end time (the
+/// gateway's `jig_model_request_duration_seconds` histogram has the latter): those `ns` are 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InferStats {
+    /// Requests answered.
+    pub success: StatDuration,
+    /// Requests refused for their inputs, dropped for their deadline, or whose batch failed.
+    pub fail: StatDuration,
+    /// Not kept.
+    pub queue: StatDuration,
+    /// Not kept apart from `compute_infer`.
+    pub compute_input: StatDuration,
+    /// Batches run, and the time they took.
+    pub compute_infer: StatDuration,
+    /// Not kept apart from `compute_infer`.
+    pub compute_output: StatDuration,
+}
+
+/// A count and the nanoseconds it took.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatDuration {
+    /// How many.
+    pub count: u64,
+    /// Nanoseconds, in all.
+    pub ns: u64,
+}

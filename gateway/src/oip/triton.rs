@@ -1,0 +1,152 @@
+//! Triton's extensions to the protocol ([`jig_api::triton`]) over the gateway's apps: the repository index (each
+//! app's slots, and each app that declares `[tensors]`, with its state), a model's configuration as its plan
+//! serves it, and its statistics from its instances' counters.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use jig_api::oip::SLOT_SEPARATOR;
+use jig_api::triton::{
+    ConfigTensor, DynamicBatching, InferStats, InstanceGroup, ModelConfig, ModelStatistics, ModelStats,
+    RepositoryModel, StatDuration,
+};
+use jig_model_host::onnx::TensorSpec;
+
+use super::{Model, Refusal, not_ready};
+use crate::Gateway;
+
+impl Gateway {
+    /// Every v2 model and its state (`ready_only`: only those ready), by name: each running app's slots and,
+    /// for an app that declares `[tensors]`, the app; an app that should run and does not, by its name.
+    pub(crate) fn v2_repository(&self, ready_only: bool) -> Vec<RepositoryModel> {
+        let mut models = BTreeMap::new();
+        let apps: Vec<_> = self.apps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for app in &apps {
+            let mut names: Vec<String> =
+                app.models().iter().map(|(slot, _)| format!("{}{SLOT_SEPARATOR}{slot}", app.name)).collect();
+            if app.tensors.is_some() {
+                names.push(app.name.clone());
+            }
+            for name in names {
+                let reason = self.v2_ready(&name).err().map(|r| r.message).unwrap_or_default();
+                models.insert(name, reason);
+            }
+        }
+        for (app, reason) in self.unready.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            models.entry(app.clone()).or_insert_with(|| reason.clone());
+        }
+        models
+            .into_iter()
+            .filter(|(_, reason)| !ready_only || reason.is_empty())
+            .map(|(name, reason)| RepositoryModel {
+                name,
+                version: jig_api::oip::VERSION.into(),
+                state: if reason.is_empty() { "READY" } else { "UNAVAILABLE" }.into(),
+                reason,
+            })
+            .collect()
+    }
+
+    /// The model `name`'s configuration: the batch, instances and batching its plan gives it.
+    pub(crate) fn v2_config(&self, name: &str) -> Result<ModelConfig, Refusal> {
+        let model = self.v2_model(name)?;
+        let (app, slot, pool) = match &model {
+            Model::App { tensors, .. } => {
+                let tensor = |decl: &jig_manifest::TensorDecl| ConfigTensor {
+                    name: decl.name.clone(),
+                    data_type: format!("TYPE_{}", decl.datatype),
+                    dims: decl.shape.clone(),
+                };
+                return Ok(ModelConfig {
+                    name: name.into(),
+                    platform: "jig_app".into(),
+                    backend: "jig".into(),
+                    max_batch_size: 0,
+                    input: vec![tensor(&tensors.input)],
+                    output: vec![tensor(&tensors.output)],
+                    instance_group: Vec::new(),
+                    dynamic_batching: None,
+                });
+            }
+            Model::Slot { app, slot, pool } => (app, slot, pool),
+        };
+        let instance = pool.instances().next().ok_or_else(|| not_ready(name))?;
+        let planned: Vec<_> = app.deployment.instances.iter().filter(|p| &p.slot == slot).collect();
+        // Batched when every input's first dimension is free: then the plan's largest batch, and shapes without it.
+        let batched = instance.inputs().iter().all(|s| s.shape.first().is_some_and(Option::is_none));
+        let max_batch_size = if batched { planned.iter().map(|p| p.max_batch).max().unwrap_or(1).max(1) } else { 0 };
+        let tensors = |specs: &[TensorSpec]| -> Vec<ConfigTensor> {
+            specs
+                .iter()
+                .map(|s| ConfigTensor {
+                    name: s.name.clone(),
+                    data_type: format!("TYPE_{}", s.dtype.oip_name()),
+                    dims: s.shape.iter().skip(usize::from(batched)).map(|d| d.map_or(-1, |d| d as i64)).collect(),
+                })
+                .collect()
+        };
+        let wait_ms = planned.iter().map(|p| p.wait_ms).fold(0.0, f64::max);
+        Ok(ModelConfig {
+            name: name.into(),
+            platform: "onnxruntime_onnx".into(),
+            backend: "onnxruntime".into(),
+            max_batch_size,
+            input: tensors(instance.inputs()),
+            output: tensors(instance.outputs()),
+            instance_group: planned
+                .iter()
+                .map(|p| InstanceGroup {
+                    name: format!("{}@{}", p.variant, p.segment),
+                    kind: if p.segment.starts_with("cpu") { "KIND_CPU" } else { "KIND_GPU" }.into(),
+                    count: p.count,
+                })
+                .collect(),
+            dynamic_batching: (wait_ms > 0.0)
+                .then(|| DynamicBatching { max_queue_delay_microseconds: (wait_ms * 1000.0).round() as u64 }),
+        })
+    }
+
+    /// Statistics of the model `name`, or of every model of the repository.
+    pub(crate) fn v2_statistics(&self, name: Option<&str>) -> Result<ModelStatistics, Refusal> {
+        let names = match name {
+            Some(name) => vec![name.to_string()],
+            None => self.v2_repository(true).into_iter().map(|m| m.name).collect(),
+        };
+        let model_stats = names.iter().map(|name| self.v2_model_stats(name)).collect::<Result<_, _>>()?;
+        Ok(ModelStatistics { model_stats })
+    }
+
+    fn v2_model_stats(&self, name: &str) -> Result<ModelStats, Refusal> {
+        let mut stats = ModelStats {
+            name: name.into(),
+            version: jig_api::oip::VERSION.into(),
+            inference_count: 0,
+            execution_count: 0,
+            inference_stats: InferStats::default(),
+        };
+        match self.v2_model(name)? {
+            Model::App { app, .. } => {
+                let answered = app.answered();
+                stats.inference_count = answered;
+                stats.execution_count = answered;
+                stats.inference_stats.success.count = answered;
+            }
+            Model::Slot { pool, .. } => {
+                let (mut requests, mut fail, mut busy_ns) = (0, 0, 0);
+                for instance in pool.instances() {
+                    let s = instance.stats();
+                    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+                    requests += load(&s.requests);
+                    fail += load(&s.failed) + load(&s.dropped_late) + load(&s.dropped_stale);
+                    stats.inference_count += load(&s.rows);
+                    stats.execution_count += load(&s.batches);
+                    busy_ns += load(&s.busy_ns);
+                }
+                stats.inference_stats.success.count = requests.saturating_sub(fail);
+                stats.inference_stats.fail.count = fail;
+                stats.inference_stats.compute_infer = StatDuration { count: stats.execution_count, ns: busy_ns };
+            }
+        }
+        Ok(stats)
+    }
+}
