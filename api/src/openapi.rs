@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::oip::{Health, InferRequest, InferResponse, ModelMetadata, ServerMetadata};
 use crate::routes::Route;
-use crate::triton::{ModelConfig, ModelStatistics, RepositoryIndexRequest, RepositoryModel};
+use crate::triton::{ModelConfig, ModelControl, ModelStatistics, RepositoryIndexRequest, RepositoryModel};
 use crate::{AppList, AppStatus, CLASS_HEADER, Deleted, ErrorBody, InvokeResponse, MachineStatus, TIMEOUT_HEADER};
 
 /// The OpenAPI document of the API.
@@ -236,6 +236,26 @@ fn operation(route: Route, generator: &mut SchemaGenerator) -> Value {
             "responses": {
                 "200": body::<Vec<RepositoryModel>>(generator, "The models."),
                 "400": error(generator), "401": error(generator),
+            },
+        }),
+        Route::V2Load(_) => json!({
+            "summary": "Triton's model control: an unloaded slot's instances planned (within what is free) and started \
+                again; a loaded model, or an app, is loaded already.",
+            "security": token,
+            "parameters": [model],
+            "responses": {
+                "200": body::<ModelControl>(generator, "Loaded."),
+                "400": error(generator), "401": error(generator), "404": error(generator), "500": error(generator),
+            },
+        }),
+        Route::V2Unload(_) => json!({
+            "summary": "Triton's model control: a slot's instances stopped; its app runs on, and a call of the slot is \
+                told it has no running instance (503) until it is loaded.",
+            "security": token,
+            "parameters": [model],
+            "responses": {
+                "200": body::<ModelControl>(generator, "Unloaded."),
+                "400": error(generator), "401": error(generator), "404": error(generator), "500": error(generator),
             },
         }),
     };

@@ -46,11 +46,15 @@ pub enum Route<'a> {
     V2Stats,
     /// `POST /v2/repository/index`: Triton's model repository extension.
     V2RepositoryIndex,
+    /// `POST /v2/repository/models/{model}/load`: model control, a slot's instances planned and started again.
+    V2Load(&'a str),
+    /// `POST /v2/repository/models/{model}/unload`: model control, a slot's instances stopped.
+    V2Unload(&'a str),
 }
 
 impl<'a> Route<'a> {
     /// One of each route, naming the app `{app}` (a v2 model `{model}`) as the API description writes it.
-    pub const ALL: [Route<'static>; 21] = [
+    pub const ALL: [Route<'static>; 23] = [
         Route::Health,
         Route::Ready,
         Route::Metrics,
@@ -72,6 +76,8 @@ impl<'a> Route<'a> {
         Route::V2ModelStats("{model}"),
         Route::V2Stats,
         Route::V2RepositoryIndex,
+        Route::V2Load("{model}"),
+        Route::V2Unload("{model}"),
     ];
 
     /// The route a request for `method` (`GET`, `POST`, …) and `path` takes, or `None`.
@@ -108,6 +114,8 @@ impl<'a> Route<'a> {
                 Route::V2ModelStats(model)
             }
             ("POST", ["v2", "repository", "index"]) => Route::V2RepositoryIndex,
+            ("POST", ["v2", "repository", "models", model, "load"]) => Route::V2Load(model),
+            ("POST", ["v2", "repository", "models", model, "unload"]) => Route::V2Unload(model),
 
             _ => return None,
         })
@@ -137,12 +145,24 @@ impl<'a> Route<'a> {
             Route::V2ModelStats(_) => ("GET", "/v2/models/{model}/stats"),
             Route::V2Stats => ("GET", "/v2/models/stats"),
             Route::V2RepositoryIndex => ("POST", "/v2/repository/index"),
+            Route::V2Load(_) => ("POST", "/v2/repository/models/{model}/load"),
+            Route::V2Unload(_) => ("POST", "/v2/repository/models/{model}/unload"),
         }
     }
 
-    /// Whether the route needs the gateway's `token` (invocations, v1 and v2, need `invoke_token` instead).
+    /// Whether the route needs the gateway's `token` (invocations, v1 and v2, need `invoke_token` instead):
+    /// the control API, model control included.
     pub fn needs_token(&self) -> bool {
-        matches!(self, Route::Devices | Route::ListApps | Route::Deploy | Route::Status(_) | Route::Delete(_))
+        matches!(
+            self,
+            Route::Devices
+                | Route::ListApps
+                | Route::Deploy
+                | Route::Status(_)
+                | Route::Delete(_)
+                | Route::V2Load(_)
+                | Route::V2Unload(_)
+        )
     }
 }
 

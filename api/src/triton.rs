@@ -1,5 +1,6 @@
 //! Triton's extensions to the Open Inference Protocol, as jig maps them onto apps and slots: the model
-//! repository's index (`POST /v2/repository/index`: every v2 model and its state), the model configuration (`GET /v2/models/{model}/config`, the subset of Triton's
+//! repository (`POST /v2/repository/index`: every v2 model and its state; `…/models/{model}/load` and
+//! `…/unload`: model control of a slot's instances), the model configuration (`GET /v2/models/{model}/config`, the subset of Triton's
 //! `ModelConfig` a plan fills) and statistics (`GET /v2/models/{model}/stats`, `GET /v2/models/stats`). The
 //! field names are Triton's, so that its clients (`tritonclient`, perf_analyzer) read them.
 
@@ -21,7 +22,7 @@ pub struct RepositoryModel {
     pub name: String,
     /// Always `1`: the app's deployment.
     pub version: String,
-    /// `READY`, or `UNAVAILABLE` (its app is starting or cannot start, or the slot has no instance).
+    /// `READY`, or `UNAVAILABLE` (unloaded, its app is starting or cannot start, or the slot has no instance).
     pub state: String,
     /// Why it is unavailable; empty when ready.
     pub reason: String,
@@ -126,3 +127,7 @@ pub struct StatDuration {
     /// Nanoseconds, in all.
     pub ns: u64,
 }
+
+/// `POST /v2/repository/models/{model}/load` and `…/unload`: an empty JSON object on success.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelControl {}

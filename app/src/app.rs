@@ -10,7 +10,7 @@ mod executor;
 mod instances;
 mod routing;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -71,6 +71,9 @@ pub struct App {
     /// How often the controller predicts its demand and re-plans it, where that is not at each demand window:
     /// IPA's adaptation interval (`[ipa] interval_s`) for an app planned by IPA.
     pub adaptation_interval: Option<Duration>,
+    /// Model slots whose instances model control stopped (Triton's `unload`): they run none, whatever the plan
+    /// says, until loaded again; a call of one is told it has no running instance.
+    pub unloaded: BTreeSet<String>,
     tasks: Vec<Arc<TaskRuntime>>,
     entry: usize,
     max_inflight: u32,
@@ -127,9 +130,26 @@ impl App {
         deployed_at: u64,
         deployment: Deployment,
     ) -> Result<App, StartError> {
+        Self::start_unloaded(runtime, hosts, bundle, hash, deployed_at, deployment, BTreeSet::new())
+    }
+
+    /// [`App::start`] with the model slots `unloaded` stopped: the deployment's instances of them are left out.
+    pub fn start_unloaded(
+        runtime: &Runtime,
+        hosts: &ModelHosts,
+        bundle: &Bundle,
+        hash: &str,
+        deployed_at: u64,
+        mut deployment: Deployment,
+        unloaded: BTreeSet<String>,
+    ) -> Result<App, StartError> {
         let m = &bundle.manifest;
         let app = m.name.clone();
-        let (models, groups) = start_models(hosts, bundle, &deployment)?;
+        deployment.instances.retain(|planned| !unloaded.contains(&planned.slot));
+        let (mut models, groups) = start_models(hosts, bundle, &deployment)?;
+        for slot in &unloaded {
+            models.insert(slot, Arc::new(jig_model_host::pool::Pool::new(Vec::new())));
+        }
         let models = Arc::new(models);
         let index: HashMap<&str, usize> = m.tasks.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
         let mut tasks = Vec::with_capacity(m.tasks.len());
@@ -182,6 +202,7 @@ impl App {
             tensors: m.tensors.clone(),
             adaptation_interval: (planner == jig_planner::Strategy::Ipa)
                 .then(|| m.ipa.clone().unwrap_or_default().interval()),
+            unloaded,
             tasks,
             entry,
             max_inflight: m.limits.max_inflight,
@@ -222,6 +243,7 @@ impl App {
             planner: self.planner,
             tensors: self.tensors.clone(),
             adaptation_interval: self.adaptation_interval,
+            unloaded: self.unloaded.clone(),
             tasks: self.tasks.clone(),
             entry: self.entry,
             max_inflight: self.max_inflight,

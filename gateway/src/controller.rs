@@ -394,11 +394,14 @@ impl Gateway {
         let (name, hash, deployed_at) = (app.name.clone(), app.bundle.clone(), app.deployed_at);
         let current = app.deployment.clone();
         let observed = app.observations();
+        let unloaded = app.unloaded.clone();
         let clustered = self.cluster.is_some();
         let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<Replanned>> {
             let bundle = gateway.store.bundle(&hash)?;
             let capacity = gateway.free_capacity(Some(&name));
-            let deployment = jig_app::deployment::plan(&bundle, &rates, &capacity, &observed);
+            let mut deployment = jig_app::deployment::plan(&bundle, &rates, &capacity, &observed);
+            // Slots model control unloaded stay so.
+            deployment.instances.retain(|planned| !unloaded.contains(&planned.slot));
             {
                 let mut demand = gateway.demand.lock().unwrap_or_else(|p| p.into_inner());
                 let windows = demand.entry(name.clone()).or_default();
@@ -419,7 +422,15 @@ impl Gateway {
             if !clustered {
                 gateway.store.put_app(&record)?;
             }
-            let app = App::start(&gateway.runtime, &gateway.hosts, &bundle, &hash, deployed_at, deployment)?;
+            let app = App::start_unloaded(
+                &gateway.runtime,
+                &gateway.hosts,
+                &bundle,
+                &hash,
+                deployed_at,
+                deployment,
+                unloaded,
+            )?;
             Ok(Some(Replanned::New(Box::new(app), record)))
         })
         .await??;

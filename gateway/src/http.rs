@@ -150,6 +150,14 @@ impl Gateway {
             Route::V2ModelStats(model) => self.v2_stats(Some(model), &request),
             Route::V2Stats => self.v2_stats(None, &request),
             Route::V2RepositoryIndex => self.v2_repository_index(request).await,
+            Route::V2Load(model) => match self.v2_load(model).await {
+                Ok(()) => json(StatusCode::OK, &jig_api::triton::ModelControl {}),
+                Err(refusal) => refusal.reply(),
+            },
+            Route::V2Unload(model) => match self.v2_unload(model).await {
+                Ok(()) => json(StatusCode::OK, &jig_api::triton::ModelControl {}),
+                Err(refusal) => refusal.reply(),
+            },
         }
     }
 }

@@ -55,6 +55,9 @@ impl Gateway {
             (Some(reason), None) => vec![format!("app `{app}`: {reason}")],
             (_, Some(running)) => idle_slots(&running)
                 .into_iter()
+                .chain(running.unloaded.iter().map(|s| {
+                    format!("model `{app}.{s}` is unloaded (POST /v2/repository/models/{app}.{s}/load loads it)")
+                }))
                 .filter(|line| slot.is_none_or(|s| line.starts_with(&format!("model `{app}.{s}`"))))
                 .collect(),
             (None, None) => return None,
@@ -63,11 +66,12 @@ impl Gateway {
     }
 }
 
-/// A line for each of the app's model slots that has no running instance.
+/// A line for each of the app's model slots that has no running instance (those model control unloaded aside:
+/// the gateway is ready without them, as Triton's is without its unloaded models).
 fn idle_slots(app: &App) -> Vec<String> {
     app.models()
         .iter()
-        .filter(|(_, pool)| pool.instances().next().is_none())
+        .filter(|(slot, pool)| pool.instances().next().is_none() && !app.unloaded.contains(*slot))
         .map(|(slot, _)| format!("model `{}.{slot}` has no running instance", app.name))
         .collect()
 }

@@ -60,6 +60,21 @@ assert after["name"] == model and after["inference_count"] >= before["inference_
 assert after["inference_stats"]["success"]["count"] >= before["inference_stats"]["success"]["count"] + 2, after
 assert client.get_inference_statistics(headers=headers())["model_stats"], "no statistics of every model"
 
+# Model control: an unloaded slot has no instance (503) and is not ready, the server is; a load brings it back.
+client.unload_model(model, headers=headers())
+assert not client.is_model_ready(model, headers=headers()), "an unloaded model is ready"
+assert client.is_server_ready(), "an unloaded model made the server unready"
+try:
+    client.infer(model, tensors, headers=headers())
+    raise AssertionError("an unloaded model answered")
+except InferenceServerException as e:
+    assert "no running instance" in str(e), str(e)
+unloaded = [m for m in client.get_model_repository_index(headers=headers()) if m["name"] == model]
+assert unloaded[0]["state"] == "UNAVAILABLE" and "unloaded" in unloaded[0]["reason"], unloaded
+client.load_model(model, headers=headers())
+assert client.is_model_ready(model, headers=headers()), "a loaded model is not ready"
+assert np.array_equal(client.infer(model, tensors, headers=headers()).as_numpy("y"), x * ids.astype(np.float32))
+
 # Malformed requests come back as the client's exception carrying the gateway's message.
 try:
     bad = http.InferInput("x", [3, 4], "INT64")

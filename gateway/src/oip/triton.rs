@@ -1,15 +1,20 @@
 //! Triton's extensions to the protocol ([`jig_api::triton`]) over the gateway's apps: the repository index (each
 //! app's slots, and each app that declares `[tensors]`, with its state), a model's configuration as its plan
-//! serves it, and its statistics from its instances' counters.
+//! serves it, its statistics from its instances' counters, and model control: `unload` stops a slot's
+//! instances (the app runs on without them; a call of the slot is told it has none), `load` plans them again.
+//! Model control acts on this gateway's copy of the app: a restart or a redeploy loads every slot again.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use jig_api::ErrorKind;
 use jig_api::oip::SLOT_SEPARATOR;
 use jig_api::triton::{
     ConfigTensor, DynamicBatching, InferStats, InstanceGroup, ModelConfig, ModelStatistics, ModelStats,
     RepositoryModel, StatDuration,
 };
+use jig_app::App;
 use jig_model_host::onnx::TensorSpec;
 
 use super::{Model, Refusal, not_ready};
@@ -148,5 +153,102 @@ impl Gateway {
             }
         }
         Ok(stats)
+    }
+}
+
+impl Gateway {
+    /// Model control's `unload` of `APP.SLOT`: the app starts again without the slot's instances (a copy beside
+    /// the running one, swapped in as a re-plan is), and the slot stays unloaded across re-plans until loaded.
+    pub(crate) async fn v2_unload(self: &Arc<Self>, name: &str) -> Result<(), Refusal> {
+        let (app, slot) = self.controlled(name, "unload")?;
+        if app.unloaded.contains(&slot) {
+            return Ok(());
+        }
+        let mut unloaded = app.unloaded.clone();
+        unloaded.insert(slot);
+        self.restart_with(app, None, unloaded).await
+    }
+
+    /// Model control's `load`: of `APP.SLOT`, an unloaded slot's instances planned again (within what is free)
+    /// and started; a loaded model, or an app (`APP`), is loaded already.
+    pub(crate) async fn v2_load(self: &Arc<Self>, name: &str) -> Result<(), Refusal> {
+        if !name.contains(SLOT_SEPARATOR) {
+            return self.v2_model(name).map(drop);
+        }
+        let (app, slot) = self.controlled(name, "load")?;
+        if !app.unloaded.contains(&slot) {
+            return Ok(());
+        }
+        let mut unloaded = app.unloaded.clone();
+        unloaded.remove(&slot);
+        let record = self.store.apps_list().ok().and_then(|apps| apps.into_iter().find(|r| r.name == app.name));
+        let windows = record.map(|r| r.demand_windows).unwrap_or_default();
+        self.restart_with(app, Some(windows), unloaded).await
+    }
+
+    /// The running app and slot model control names, or why it cannot act on them.
+    fn controlled(&self, name: &str, what: &str) -> Result<(Arc<App>, String), Refusal> {
+        let Some((_, slot)) = name.split_once(SLOT_SEPARATOR) else {
+            let message = format!("model `{name}` is an app: deploy it (`jig deploy`) or delete it (`jig delete`)");
+            return Err(Refusal::new(ErrorKind::InvalidRequest, message));
+        };
+        if self.cluster.is_some() {
+            let message = format!(
+                "cannot {what} `{name}` on one replica of a cluster: every replica runs the cluster's deployment \
+                 (redeploy the app to change it)"
+            );
+            return Err(Refusal::new(ErrorKind::InvalidRequest, message));
+        }
+        let Model::Slot { app, .. } = self.v2_model(name)? else {
+            return Err(Refusal::new(ErrorKind::NotFound, format!("no model slot `{name}`")));
+        };
+        if app.planner == jig_planner::Strategy::Compass || app.planner == jig_planner::Strategy::Ppipe {
+            let message = format!(
+                "cannot {what} `{name}`: app `{}` is planned by {:?}, whose routes need every slot",
+                app.name, app.planner
+            );
+            return Err(Refusal::new(ErrorKind::InvalidRequest, message));
+        }
+        Ok((app, slot.to_string()))
+    }
+
+    /// Start `app` again with the slots `unloaded` stopped: under its deployment, or planned anew for `windows`
+    /// (req/s), and swap it in unless it was redeployed or deleted meanwhile.
+    async fn restart_with(
+        self: &Arc<Self>,
+        app: Arc<App>,
+        windows: Option<Vec<f64>>,
+        unloaded: std::collections::BTreeSet<String>,
+    ) -> Result<(), Refusal> {
+        let _control = self.control.lock().await;
+        let gateway = self.clone();
+        let running = app.clone();
+        let started = tokio::task::spawn_blocking(move || -> Result<App, String> {
+            let bundle = gateway.store.bundle(&running.bundle).map_err(|e| e.to_string())?;
+            let deployment = match windows {
+                None => running.deployment.clone(),
+                Some(windows) => {
+                    let capacity = gateway.free_capacity(Some(&running.name));
+                    let observed = running.observations();
+                    jig_app::deployment::plan_for_deploy(&bundle, &windows, &capacity, &observed)
+                        .map_err(|e| e.to_string())?
+                }
+            };
+            let (runtime, hosts) = (&gateway.runtime, &gateway.hosts);
+            App::start_unloaded(runtime, hosts, &bundle, &running.bundle, running.deployed_at, deployment, unloaded)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|started| started);
+        let mut new = started.map_err(|why| Refusal::new(ErrorKind::Internal, format!("app `{}`: {why}", app.name)))?;
+        new.replans = app.replans;
+        new.continue_counts(&app);
+        let mut apps = self.apps.write().unwrap_or_else(|p| p.into_inner());
+        if apps.get(&app.name).is_some_and(|a| Arc::ptr_eq(a, &app)) {
+            apps.insert(app.name.clone(), Arc::new(new));
+            tracing::info!(app = %app.name, "model control: running without slots {:?}", apps[&app.name].unloaded);
+        }
+        Ok(())
     }
 }
