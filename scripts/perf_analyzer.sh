@@ -6,12 +6,12 @@
 #   scripts/perf_analyzer.sh 127.0.0.1:8080 shop.m --concurrency-range 1:4
 #   PROTOCOL=grpc scripts/perf_analyzer.sh 127.0.0.1:8081 shop.m
 #
-# perf_analyzer reads the model's metadata and configuration (GET /v2/models/MODEL and …/config: the plan's
-# largest batch as max_batch_size, the inputs' dims) to make its inputs, and its statistics (…/stats) for the
-# server-side split. It comes with Triton's client SDK (the tritonserver:*-py3-sdk image, or `pip install
-# perf-analyzer` where PyPI has a build for the machine; this repository's machines have none, so it was not run
-# here). Over gRPC perf_analyzer also asks Triton's ModelConfig RPC, which jig serves over HTTP only: use the
-# HTTP mode for now. A gateway with an `invoke_token` takes it as JIG_TOKEN.
+# perf_analyzer reads the model's metadata and configuration (GET /v2/models/MODEL and …/config, or the
+# ModelMetadata and ModelConfig RPCs: the plan's largest batch as max_batch_size, the inputs' dims) to make its
+# inputs, and its statistics for the server-side split. It comes with Triton's client SDK (the
+# tritonserver:*-py3-sdk image, or `pip install perf-analyzer` where PyPI has a build for the machine; this
+# repository's machines have none, so it was not run here). A gateway with an `invoke_token` takes it as
+# JIG_TOKEN.
 set -euo pipefail
 
 if [ $# -lt 2 ]; then

@@ -27,6 +27,15 @@ assert inputs["x"]["datatype"] == "FP32" and inputs["x"]["shape"] == ["-1", "4"]
 assert inputs["ids"]["datatype"] == "INT64", metadata
 assert [t["name"] for t in metadata["outputs"]] == ["y"], metadata
 
+# Triton's configuration, statistics and repository RPCs.
+config = client.get_model_config(model, headers=headers, as_json=True)["config"]
+assert int(config["max_batch_size"]) >= 1 and config["platform"] == "onnxruntime_onnx", config
+assert {"name": "x", "data_type": "TYPE_FP32", "dims": ["4"]} in config["input"], config
+assert config["instance_group"][0]["kind"] == "KIND_CPU", config
+index = client.get_model_repository_index(headers=headers, as_json=True)["models"]
+assert {"name": model, "version": "1", "state": "READY"}.items() <= next(m for m in index if m["name"] == model).items()
+before = client.get_inference_statistics(model, headers=headers, as_json=True)["model_stats"][0]
+
 x = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
 ids = np.arange(12, dtype=np.int64).reshape(3, 4) - 5
 tensors = [grpc.InferInput("x", [3, 4], "FP32"), grpc.InferInput("ids", [3, 4], "INT64")]
@@ -36,6 +45,15 @@ result = client.infer(model, tensors, outputs=[grpc.InferRequestedOutput("y")], 
 y = result.as_numpy("y")
 assert y.shape == (3, 4) and np.array_equal(y, x * ids.astype(np.float32)), y
 assert result.get_response().id == "g1", result.get_response()
+
+after = client.get_inference_statistics(model, headers=headers, as_json=True)["model_stats"][0]
+assert int(after["inference_count"]) >= int(before.get("inference_count", 0)) + 3, (before, after)
+
+# Model control over gRPC: unloaded, the model is not ready; loaded again, it answers.
+client.unload_model(model, headers=headers)
+assert not client.is_model_ready(model, headers=headers), "an unloaded model is ready"
+client.load_model(model, headers=headers)
+assert client.is_model_ready(model, headers=headers), "a loaded model is not ready"
 
 # Refusals come back as the client's exception with the gateway's message and the protocol's status.
 try:

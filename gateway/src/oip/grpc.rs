@@ -1,6 +1,7 @@
 //! The Open Inference Protocol over gRPC (`inference.GRPCInferenceService`, proto/grpc_predict_v2.proto) on its
-//! own port (`jig up --grpc-listen`): the same models, readiness, metadata and errors as over HTTP, for Triton's
-//! and KServe's gRPC clients (and perf_analyzer's gRPC mode). Tensors come as `raw_input_contents` (each input's
+//! own port (`jig up --grpc-listen`): the same models, readiness, metadata and errors as over HTTP, and Triton's
+//! model configuration, statistics, repository index and model control, for Triton's and KServe's gRPC clients
+//! (and perf_analyzer's gRPC mode). Tensors come as `raw_input_contents` (each input's
 //! little-endian bytes, as the clients send them) or typed `contents`, and go back as `raw_output_contents`.
 //!
 //! Metadata carries what HTTP headers do: `authorization: Bearer TOKEN` (the gateway's `invoke_token`), the
@@ -80,6 +81,15 @@ impl Grpc {
     fn authorize(&self, metadata: &MetadataMap) -> Result<(), Status> {
         let given = metadata.get("authorization").and_then(|v| v.to_str().ok());
         match crate::http::unauthorized(given, self.0.config.invoke_token.as_deref()) {
+            None => Ok(()),
+            Some(why) => Err(Status::unauthenticated(why)),
+        }
+    }
+
+    /// The 401 of a model control call without the gateway's control `token`, when it has one.
+    fn control(&self, metadata: &MetadataMap) -> Result<(), Status> {
+        let given = metadata.get("authorization").and_then(|v| v.to_str().ok());
+        match crate::http::unauthorized(given, self.0.config.token.as_deref()) {
             None => Ok(()),
             Some(why) => Err(Status::unauthenticated(why)),
         }
@@ -269,9 +279,11 @@ impl GrpcInferenceService for Grpc {
         _: Request<ServerMetadataRequest>,
     ) -> Result<Response<ServerMetadataResponse>, Status> {
         let metadata = super::http::server_metadata();
-        // Triton's repository, configuration and statistics extensions are served over HTTP only.
-        let extensions = metadata.extensions.into_iter().filter(|e| e == "binary_tensor_data").collect();
-        Ok(Response::new(ServerMetadataResponse { name: metadata.name, version: metadata.version, extensions }))
+        Ok(Response::new(ServerMetadataResponse {
+            name: metadata.name,
+            version: metadata.version,
+            extensions: metadata.extensions,
+        }))
     }
 
     async fn model_metadata(
@@ -296,5 +308,110 @@ impl GrpcInferenceService for Grpc {
         self.authorize(request.metadata())?;
         let (metadata, _, request) = request.into_parts();
         Ok(Response::new(self.infer(&metadata, request).await?))
+    }
+
+    async fn model_config(&self, request: Request<ModelConfigRequest>) -> Result<Response<ModelConfigResponse>, Status> {
+        self.authorize(request.metadata())?;
+        let config = self.0.v2_config(&request.get_ref().name)?;
+        let data_type = |name: &str| DataType::from_str_name(name).unwrap_or(DataType::TypeInvalid) as i32;
+        let config = ModelConfig {
+            name: config.name,
+            platform: config.platform,
+            backend: config.backend,
+            max_batch_size: i32::try_from(config.max_batch_size).unwrap_or(i32::MAX),
+            input: config
+                .input
+                .into_iter()
+                .map(|t| ModelInput { data_type: data_type(&t.data_type), name: t.name, dims: t.dims })
+                .collect(),
+            output: config
+                .output
+                .into_iter()
+                .map(|t| ModelOutput { data_type: data_type(&t.data_type), name: t.name, dims: t.dims })
+                .collect(),
+            instance_group: config
+                .instance_group
+                .into_iter()
+                .map(|g| ModelInstanceGroup {
+                    kind: model_instance_group::Kind::from_str_name(&g.kind).unwrap_or_default() as i32,
+                    name: g.name,
+                    count: i32::try_from(g.count).unwrap_or(i32::MAX),
+                })
+                .collect(),
+            dynamic_batching: config.dynamic_batching.map(|b| ModelDynamicBatching {
+                max_queue_delay_microseconds: b.max_queue_delay_microseconds,
+            }),
+        };
+        Ok(Response::new(ModelConfigResponse { config: Some(config) }))
+    }
+
+    async fn model_statistics(
+        &self,
+        request: Request<ModelStatisticsRequest>,
+    ) -> Result<Response<ModelStatisticsResponse>, Status> {
+        self.authorize(request.metadata())?;
+        let name = Some(request.get_ref().name.as_str()).filter(|n| !n.is_empty());
+        let duration = |d: jig_api::triton::StatDuration| Some(StatisticDuration { count: d.count, ns: d.ns });
+        let model_stats = self
+            .0
+            .v2_statistics(name)?
+            .model_stats
+            .into_iter()
+            .map(|s| ModelStatistics {
+                name: s.name,
+                version: s.version,
+                last_inference: 0,
+                inference_count: s.inference_count,
+                execution_count: s.execution_count,
+                inference_stats: Some(InferStatistics {
+                    success: duration(s.inference_stats.success),
+                    fail: duration(s.inference_stats.fail),
+                    queue: duration(s.inference_stats.queue),
+                    compute_input: duration(s.inference_stats.compute_input),
+                    compute_infer: duration(s.inference_stats.compute_infer),
+                    compute_output: duration(s.inference_stats.compute_output),
+                }),
+            })
+            .collect();
+        Ok(Response::new(ModelStatisticsResponse { model_stats }))
+    }
+
+    async fn repository_index(
+        &self,
+        request: Request<RepositoryIndexRequest>,
+    ) -> Result<Response<RepositoryIndexResponse>, Status> {
+        self.authorize(request.metadata())?;
+        let models = self
+            .0
+            .v2_repository(request.get_ref().ready)
+            .into_iter()
+            .map(|m| repository_index_response::ModelIndex {
+                name: m.name,
+                version: m.version,
+                state: m.state,
+                reason: m.reason,
+            })
+            .collect();
+        Ok(Response::new(RepositoryIndexResponse { models }))
+    }
+
+    async fn repository_model_load(
+        &self,
+        request: Request<RepositoryModelLoadRequest>,
+    ) -> Result<Response<RepositoryModelLoadResponse>, Status> {
+        self.control(request.metadata())?;
+        let RepositoryModelLoadRequest { repository_name, model_name } = request.into_inner();
+        self.0.v2_load(if model_name.is_empty() { &repository_name } else { &model_name }).await?;
+        Ok(Response::new(RepositoryModelLoadResponse {}))
+    }
+
+    async fn repository_model_unload(
+        &self,
+        request: Request<RepositoryModelUnloadRequest>,
+    ) -> Result<Response<RepositoryModelUnloadResponse>, Status> {
+        self.control(request.metadata())?;
+        let RepositoryModelUnloadRequest { repository_name, model_name } = request.into_inner();
+        self.0.v2_unload(if model_name.is_empty() { &repository_name } else { &model_name }).await?;
+        Ok(Response::new(RepositoryModelUnloadResponse {}))
     }
 }

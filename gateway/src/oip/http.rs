@@ -165,7 +165,7 @@ pub(crate) fn server_metadata() -> ServerMetadata {
     ServerMetadata {
         name: "jig".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        // Triton's names for what is served: over HTTP all of them, over gRPC the core protocol.
+        // Triton's names for what is served, over HTTP and gRPC alike.
         extensions: ["binary_tensor_data", "model_repository", "model_configuration", "statistics"]
             .map(String::from)
             .to_vec(),
