@@ -12,6 +12,7 @@ mod new;
 mod node;
 mod paper_apps;
 mod partition;
+mod reproductions;
 mod sign_reader;
 mod ui;
 mod worker;
