@@ -125,6 +125,25 @@ pub fn base_allocations(problem: &Problem, threshold_rps: f64, stages: &[usize])
         .collect()
 }
 
+/// The variant a baseline fixes stage `t` to, as the paper's do (`base`: [`base_allocations`]): FA2-low
+/// (`lightest`) its lightest, the fewest cores at its base allocation, then the fastest there at batch 1;
+/// FA2-high (`heaviest`) its most accurate. `None` for IPA, which switches.
+pub fn fixed_variant(problem: &Problem, base: &[Vec<Option<usize>>], t: usize) -> Option<usize> {
+    let weight = |v: usize| -> Option<(u32, f64)> {
+        let s = base[t][v]?;
+        let at_base = problem.configs.iter().filter(|c| c.task == t && c.variant == v && c.segment == s);
+        Some((problem.segments[s].slices, at_base.min_by_key(|c| c.batch)?.latency_ms))
+    };
+    match problem.ipa.variants {
+        IpaVariants::Switch => None,
+        IpaVariants::Heaviest => Some(problem.tasks[t].best),
+        IpaVariants::Lightest => (0..problem.tasks[t].variants.len())
+            .filter_map(|v| weight(v).map(|w| (v, w)))
+            .min_by(|(_, (s1, l1)), (_, (s2, l2))| s1.cmp(s2).then(l1.total_cmp(l2)))
+            .map(|(v, _)| v),
+    }
+}
+
 /// Plan `problem` (its `ipa` weights) as IPA does.
 pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanError> {
     let started = Instant::now();
@@ -137,16 +156,7 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
         problem.configs.iter().filter(|c| matches!(problem.segments[c.segment].kind, SegmentKind::Cpu { .. }));
     let profiled = cpu_types.count();
 
-    // The baselines fix each stage's variant: its least accurate one, or its most accurate (`best`).
-    let lightest = |t: usize| {
-        let variants = &problem.tasks[t].variants;
-        (0..variants.len()).min_by(|&a, &b| variants[a].accuracy.total_cmp(&variants[b].accuracy))
-    };
-    let allowed = |t: usize, v: usize| match weights.variants {
-        IpaVariants::Switch => true,
-        IpaVariants::Lightest => lightest(t) == Some(v),
-        IpaVariants::Heaviest => problem.tasks[t].best == v,
-    };
+    let allowed = |t: usize, v: usize| fixed_variant(problem, &base, t).is_none_or(|f| f == v);
     // Candidates: each stage's variants on their base allocation, at every profiled batch that could fit.
     struct Candidate {
         config: usize,

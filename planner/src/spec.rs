@@ -307,7 +307,8 @@ pub struct IpaSpec {
     /// th of Eq. 1: the req/s one replica must sustain at batch 1 on its variant's base allocation.
     pub threshold_rps: f64,
     /// Which variants a stage may run: `switch` (IPA: any), or one fixed, as the paper's baselines run:
-    /// `lightest` (FA2-low) or `heaviest` (FA2-high, the most accurate).
+    /// `lightest` (FA2-low: the fewest cores at its base allocation, then the fastest) or `heaviest` (FA2-high,
+    /// the most accurate).
     pub variants: IpaVariants,
     /// Replicas of every stage fixed to this many (RIM: model switching and batching without scaling); 0:
     /// chosen by the program.
@@ -327,7 +328,8 @@ pub enum IpaVariants {
     /// Any: model switching, as IPA does.
     #[default]
     Switch,
-    /// Each stage's least accurate variant (FA2-low).
+    /// Each stage's lightest variant (FA2-low): the fewest cores at its base allocation, then the fastest at
+    /// batch 1 there.
     Lightest,
     /// Each stage's most accurate variant (FA2-high).
     Heaviest,

@@ -5,7 +5,7 @@
 //! graph that is no chain is refused by name.
 
 use jig_planner::evaluate::{evaluate, queueing_ms};
-use jig_planner::ipa::{base_allocations, stages};
+use jig_planner::ipa::{base_allocations, fixed_variant, stages};
 use jig_planner::spec::*;
 use jig_planner::{PlanError, Problem, SolveOptions, solve};
 use proptest::prelude::*;
@@ -116,13 +116,8 @@ fn exhaustive(problem: &Problem) -> Option<f64> {
     let choices: Vec<Vec<&jig_planner::problem::Config>> = order
         .iter()
         .map(|&t| {
-            let variants = &problem.tasks[t].variants;
-            let lightest = (0..variants.len()).min_by(|&a, &b| variants[a].accuracy.total_cmp(&variants[b].accuracy));
-            let allowed = |v: usize| match problem.ipa.variants {
-                IpaVariants::Switch => true,
-                IpaVariants::Lightest => Some(v) == lightest,
-                IpaVariants::Heaviest => v == problem.tasks[t].best,
-            };
+            let fixed = fixed_variant(problem, &base, t);
+            let allowed = |v: usize| fixed.is_none_or(|f| f == v);
             problem
                 .configs
                 .iter()
