@@ -130,23 +130,31 @@ impl App {
         deployed_at: u64,
         deployment: Deployment,
     ) -> Result<App, StartError> {
-        Self::start_unloaded(runtime, hosts, bundle, hash, deployed_at, deployment, BTreeSet::new())
+        Self::start_from(runtime, hosts, bundle, hash, deployed_at, deployment, None, BTreeSet::new())
     }
 
-    /// [`App::start`] with the model slots `unloaded` stopped: the deployment's instances of them are left out.
-    pub fn start_unloaded(
+    /// [`App::start`] of a new deployment of a running app, `previous` (a re-plan, or model control), with the
+    /// model slots `unloaded` stopped (the deployment's instances of them left out). Where `previous` runs the same
+    /// bundle, the groups of instances both deployments plan alike keep running in the new copy.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_from(
         runtime: &Runtime,
         hosts: &ModelHosts,
         bundle: &Bundle,
         hash: &str,
         deployed_at: u64,
         mut deployment: Deployment,
+        previous: Option<&App>,
         unloaded: BTreeSet<String>,
     ) -> Result<App, StartError> {
         let m = &bundle.manifest;
         let app = m.name.clone();
         deployment.instances.retain(|planned| !unloaded.contains(&planned.slot));
-        let (mut models, groups) = start_models(hosts, bundle, &deployment)?;
+        let kept: Vec<_> = previous
+            .filter(|p| p.bundle == hash)
+            .map(|p| p.deployment.instances.iter().zip(&p.groups).collect())
+            .unwrap_or_default();
+        let (mut models, groups) = start_models(hosts, bundle, &deployment, &kept)?;
         for slot in &unloaded {
             models.insert(slot, Arc::new(jig_model_host::pool::Pool::new(Vec::new())));
         }

@@ -395,6 +395,7 @@ impl Gateway {
         let current = app.deployment.clone();
         let observed = app.observations();
         let unloaded = app.unloaded.clone();
+        let running = app.clone();
         let clustered = self.cluster.is_some();
         let started = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<Replanned>> {
             let bundle = gateway.store.bundle(&hash)?;
@@ -422,15 +423,10 @@ impl Gateway {
             if !clustered {
                 gateway.store.put_app(&record)?;
             }
-            let app = App::start_unloaded(
-                &gateway.runtime,
-                &gateway.hosts,
-                &bundle,
-                &hash,
-                deployed_at,
-                deployment,
-                unloaded,
-            )?;
+            // What both plans run alike keeps running: only what changed loads beside it.
+            let (runtime, hosts) = (&gateway.runtime, &gateway.hosts);
+            let app =
+                App::start_from(runtime, hosts, &bundle, &hash, deployed_at, deployment, Some(&running), unloaded)?;
             Ok(Some(Replanned::New(Box::new(app), record)))
         })
         .await??;

@@ -53,9 +53,12 @@ impl Gateway {
         }
         let gateway = self.clone();
         let record = wanted.record.clone();
+        let previous = running.clone();
         let started = tokio::task::spawn_blocking(move || -> Result<App, StartError> {
             let bundle = gateway.store.bundle(&record.bundle)?;
-            App::start(&gateway.runtime, &gateway.hosts, &bundle, &record.bundle, record.deployed_at, wanted.deployment)
+            let (runtime, hosts) = (&gateway.runtime, &gateway.hosts);
+            let (hash, at, deployment) = (&record.bundle, record.deployed_at, wanted.deployment);
+            App::start_from(runtime, hosts, &bundle, hash, at, deployment, previous.as_deref(), Default::default())
         })
         .await;
         match started {

@@ -84,11 +84,17 @@ pub(super) struct Group {
 /// Start the deployment's instances, each in its planned place: pinned to its cores, or in a worker bound, by
 /// UUID, to the GPU or MIG instance its place names (one worker for each of a `mig:…:K` instance's K processes),
 /// on this machine or on the `jig node` the place names (the instance's queue and batcher stay here).
+///
+/// A group the running deployment has already, `kept` (its planned instances and their group: the same slot,
+/// variant, segment, batch, count and places), keeps its running instances, with their batch policies: a re-plan
+/// then loads only what changed, instead of a second copy of everything beside the first on the same cores.
 pub(super) fn start_models(
     hosts: &ModelHosts,
     bundle: &Bundle,
     deployment: &Deployment,
+    kept: &[(&jig_api::PlannedInstances, &Group)],
 ) -> Result<(ModelSlots, Vec<Group>), StartError> {
+    let mut kept: Vec<_> = kept.to_vec();
     let app = &bundle.manifest.name;
     let refused = |detail: String| StartError::Deployment { app: app.clone(), detail };
     // The profile table, for what observed latencies are compared with; a bundle without one compares none.
@@ -111,6 +117,30 @@ pub(super) fn start_models(
                 .map(|r| (r.batch, (r.p50_ms, r.p95_ms)))
                 .collect(),
         };
+        let same = |(old, _): &(&jig_api::PlannedInstances, &Group)| {
+            (&old.slot, &old.variant, &old.segment, old.max_batch, old.count, &old.places)
+                == (
+                    &planned.slot,
+                    &planned.variant,
+                    &planned.segment,
+                    planned.max_batch,
+                    planned.count,
+                    &planned.places,
+                )
+        };
+        if !pipelined.contains(&planned.slot.as_str())
+            && let Some(at) = kept.iter().position(same)
+        {
+            let (_, running) = kept.swap_remove(at);
+            group.instances = running.instances.clone();
+            // A `mig:…:K` instance's rate is that of its K processes together, as below.
+            let per = group.instances.len().max(1) as f64 / f64::from(planned.count.max(1));
+            for instance in &group.instances {
+                by_slot.entry(planned.slot.as_str()).or_default().push((instance.clone(), planned.rate_rps / per));
+            }
+            groups.push(group);
+            continue;
+        }
         let variant = bundle.manifest.variants.iter().find(|v| v.slot == planned.slot && v.name == planned.variant);
         let variant = variant.ok_or_else(|| {
             refused(format!(

@@ -975,6 +975,49 @@ fn mixed_slot_bundle(dir: &Path) {
     bundle(dir, manifest, &[("glue/echo.wasm", &component("echo")), ("models/mixed.onnx", &model("mixed"))]);
 }
 
+/// Model control of one slot restarts the app without it, and the other slot keeps its running instance (its
+/// counters go on): a new copy loads only what changed.
+#[test]
+fn unloading_a_slot_keeps_the_other_slots_instances_running() {
+    let (scratch, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    mixed_slot_bundle(dir.path());
+    let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
+    let extra = "[[variants]]\nslot = \"n\"\nname = \"small\"\nmodel = \"models/mlp.onnx\"\n";
+    std::fs::write(dir.path().join("jig.toml"), format!("{manifest}{extra}")).unwrap();
+    std::fs::copy(model("mlp"), dir.path().join("models/mlp.onnx")).unwrap();
+    let gateway = start_with_config(scratch.path(), "cores = 2\n");
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let infer = br#"{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},
+        {"name":"ids","shape":[1,4],"datatype":"INT64","data":[1,1,1,1]}]}"#;
+    for _ in 0..3 {
+        let reply = gateway.http("POST", "/v2/models/shop.m/infer", &[], infer);
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    let served_by_m = |gateway: &Gateway| -> u64 {
+        let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+        let line = metrics.lines().find(|l| l.starts_with("jig_instance_requests_total{app=\"shop\",slot=\"m\""));
+        line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or_else(|| panic!("no counter of m: {metrics}"))
+    };
+    assert_eq!(served_by_m(&gateway), 3);
+
+    let unloaded = gateway.http("POST", "/v2/repository/models/shop.n/unload", &[], b"{}");
+    assert_eq!(unloaded.status, 200, "{}", unloaded.text());
+    assert_eq!(gateway.http("GET", "/v2/models/shop.n/ready", &[], b"").status, 503);
+    assert_eq!(gateway.http("GET", "/v2/models/shop.m/ready", &[], b"").status, 200);
+    assert_eq!(gateway.http("GET", "/readyz", &[], b"").status, 200, "an unloaded slot keeps the gateway ready");
+    assert_eq!(served_by_m(&gateway), 3, "slot m's instance was started anew, not kept");
+    let status = gateway.http("GET", "/v1/apps/shop", &[], b"").json();
+    let slots: Vec<&str> =
+        status["deployment"]["instances"].as_array().unwrap().iter().map(|i| i["slot"].as_str().unwrap()).collect();
+    assert_eq!(slots, ["m"], "{status}");
+
+    let loaded = gateway.http("POST", "/v2/repository/models/shop.n/load", &[], b"{}");
+    assert_eq!(loaded.status, 200, "{}", loaded.text());
+    assert_eq!(gateway.http("GET", "/v2/models/shop.n/ready", &[], b"").status, 200);
+    let whole = gateway.http("POST", "/v2/repository/models/shop/unload", &[], b"{}");
+    assert_eq!(whole.status, 400, "an app is unloaded by deleting it: {}", whole.text());
+}
+
 #[test]
 fn triton_and_kserve_clients_run_a_model_slot_over_the_open_inference_protocol() {
     let scratch = tempfile::tempdir().unwrap();

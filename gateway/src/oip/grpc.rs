@@ -310,7 +310,10 @@ impl GrpcInferenceService for Grpc {
         Ok(Response::new(self.infer(&metadata, request).await?))
     }
 
-    async fn model_config(&self, request: Request<ModelConfigRequest>) -> Result<Response<ModelConfigResponse>, Status> {
+    async fn model_config(
+        &self,
+        request: Request<ModelConfigRequest>,
+    ) -> Result<Response<ModelConfigResponse>, Status> {
         self.authorize(request.metadata())?;
         let config = self.0.v2_config(&request.get_ref().name)?;
         let data_type = |name: &str| DataType::from_str_name(name).unwrap_or(DataType::TypeInvalid) as i32;
@@ -338,9 +341,9 @@ impl GrpcInferenceService for Grpc {
                     count: i32::try_from(g.count).unwrap_or(i32::MAX),
                 })
                 .collect(),
-            dynamic_batching: config.dynamic_batching.map(|b| ModelDynamicBatching {
-                max_queue_delay_microseconds: b.max_queue_delay_microseconds,
-            }),
+            dynamic_batching: config
+                .dynamic_batching
+                .map(|b| ModelDynamicBatching { max_queue_delay_microseconds: b.max_queue_delay_microseconds }),
         };
         Ok(Response::new(ModelConfigResponse { config: Some(config) }))
     }

@@ -235,7 +235,8 @@ impl Gateway {
                 }
             };
             let (runtime, hosts) = (&gateway.runtime, &gateway.hosts);
-            App::start_unloaded(runtime, hosts, &bundle, &running.bundle, running.deployed_at, deployment, unloaded)
+            let (hash, deployed_at) = (&running.bundle, running.deployed_at);
+            App::start_from(runtime, hosts, &bundle, hash, deployed_at, deployment, Some(&running), unloaded)
                 .map_err(|e| e.to_string())
         })
         .await
