@@ -95,7 +95,7 @@ fn mismatched_inputs_name_the_model_and_input() {
     let wrong_dtype = Tensor::from_f32(vec![1, 4], &[1.0; 4]).unwrap();
     let err = model.run(&[x.clone(), wrong_dtype]).unwrap_err();
     assert!(
-        matches!(&err, ModelError::Input { model, detail } if model == "mixed" && detail.contains("`ids`") && detail.contains("F32")),
+        matches!(&err, ModelError::Input { model, detail } if model == "mixed" && detail.contains("`ids`") && detail.contains("FP32")),
         "{err}"
     );
 
