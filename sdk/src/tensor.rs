@@ -27,14 +27,9 @@ impl DType {
         })
     }
 
-    /// Bytes per element.
+    /// Bytes per element ([`jig_wire::DType::size`]).
     pub fn size(self) -> usize {
-        match self {
-            DType::U8 | DType::I8 | DType::Bool => 1,
-            DType::F16 | DType::U16 | DType::I16 => 2,
-            DType::F32 | DType::I32 => 4,
-            DType::F64 | DType::I64 => 8,
-        }
+        host(self).size()
     }
 }
 
