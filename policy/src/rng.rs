@@ -1,6 +1,8 @@
-//! jig's one pseudo-random generator: SplitMix64 (Steele, Lea and Flood, 2014), seedable and the same on every
-//! platform, so that a seed replays a run exactly. The simulator draws every arrival, latency and fan-out from
-//! it, the synthetic models their weights, `jig bench` its Poisson arrivals.
+//! jig's pseudo-random generators, in one place: [`SplitMix64`] (Steele, Lea and Flood, 2014), seedable and the
+//! same on every platform, so that a seed replays a run exactly. The simulator draws every arrival, latency and
+//! fan-out from it, the synthetic models their weights, `jig bench` its Poisson arrivals. [`XorShift64`] is
+//! kept for one use only, the noise of the generated diurnal days (`jig trace`): the published reproductions
+//! rest on those days; new code takes SplitMix64.
 //!
 //! Not for secrets: it is fast and statistically sound, not unpredictable. The simulator's figures and the
 //! synthetic models' bytes are published: the sequence and the conversions below must never change.
@@ -48,9 +50,53 @@ impl SplitMix64 {
     }
 }
 
+/// Marsaglia's xorshift64 (shifts 13, 7, 17) from a seed spread by the golden ratio: the noise of the generated
+/// diurnal days (`jig_sim::trace`), whose sequence the published reproductions rest on. Use [`SplitMix64`]
+/// elsewhere.
+#[derive(Debug, Clone)]
+pub struct XorShift64 {
+    state: u64,
+}
+
+impl XorShift64 {
+    /// The generator `seed` starts (never the all-zero state).
+    pub fn new(seed: u64) -> Self {
+        XorShift64 { state: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1 }
+    }
+
+    /// The next 64 bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.state
+    }
+
+    /// Uniform in [-1, 1): the top 53 bits, scaled.
+    pub fn signed_unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The diurnal days' noise: the first draws from seed 1 (`jig trace`'s default), which they rest on.
+    #[test]
+    fn the_days_noise_is_xorshift64s() {
+        let mut rng = XorShift64::new(1);
+        let first: Vec<u64> = (0..2).map(|_| rng.next_u64()).collect();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64 | 1;
+        let mut expect = Vec::new();
+        for _ in 0..2 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            expect.push(state);
+        }
+        assert_eq!(first, expect);
+    }
 
     /// The reference sequence (Vigna's `splitmix64.c` from seed 0): published figures and model bytes rest on it.
     #[test]

@@ -13,6 +13,7 @@
 use std::f64::consts::TAU;
 
 use jig_planner::ParseError;
+use jig_policy::rng::XorShift64;
 
 /// A request rate per bin.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,13 +28,8 @@ impl Trace {
     /// A day (86 400 s) of `bins` bins whose busiest bin has `peak` req/s; `seed` picks the noise.
     pub fn diurnal(peak: f64, bins: usize, seed: u64) -> Trace {
         let bins = bins.max(1);
-        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut noise = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-        };
+        let mut rng = XorShift64::new(seed);
+        let mut noise = || rng.signed_unit();
         let shape: Vec<f64> = (0..bins)
             .map(|i| {
                 let hour = 24.0 * (i as f64 + 0.5) / bins as f64;
@@ -60,12 +56,23 @@ impl Trace {
 
     /// Read a trace written as CSV; errors name the line.
     pub fn from_csv(text: &str) -> Result<Trace, ParseError> {
-        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-        match lines.next() {
-            Some((_, header)) if header.trim() == "start_s,rps" => {}
-            Some((n, header)) => {
-                return Err(ParseError(format!("line {}: expected the header `start_s,rps`, got {header:?}", n + 1)));
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .from_reader(text.as_bytes());
+        let mut records = reader.records();
+        let line = |record: &csv::StringRecord| record.position().map_or(0, |p| p.line());
+        match records.next() {
+            Some(Ok(header)) if header.iter().eq(["start_s", "rps"]) => {}
+            Some(Ok(header)) => {
+                let got = header.iter().collect::<Vec<_>>().join(",");
+                return Err(ParseError(format!(
+                    "line {}: expected the header `start_s,rps`, got {got:?}",
+                    line(&header)
+                )));
             }
+            Some(Err(e)) => return Err(ParseError(format!("not CSV: {e}"))),
             None => {
                 return Err(ParseError(
                     "the trace is empty; expected the header `start_s,rps` and one row per bin".into(),
@@ -74,11 +81,16 @@ impl Trace {
         }
         let mut starts = Vec::new();
         let mut rates = Vec::new();
-        for (n, line) in lines {
-            let bad = |what: &str| ParseError(format!("line {}: {what} in {line:?}", n + 1));
-            let (start, rate) = line.split_once(',').ok_or_else(|| bad("expected `start_s,rps`"))?;
-            let start: f64 = start.trim().parse().map_err(|_| bad("`start_s` is not a number"))?;
-            let rate: f64 = rate.trim().parse().map_err(|_| bad("`rps` is not a number"))?;
+        for record in records {
+            let record = record.map_err(|e| ParseError(format!("not CSV: {e}")))?;
+            let row = record.iter().collect::<Vec<_>>().join(",");
+            let bad = |what: &str| ParseError(format!("line {}: {what} in {row:?}", line(&record)));
+            let [start, rate] = [record.get(0), record.get(1)];
+            let (Some(start), Some(rate), 2) = (start, rate, record.len()) else {
+                return Err(bad("expected `start_s,rps`"));
+            };
+            let start: f64 = start.parse().map_err(|_| bad("`start_s` is not a number"))?;
+            let rate: f64 = rate.parse().map_err(|_| bad("`rps` is not a number"))?;
             if !(rate.is_finite() && rate >= 0.0) {
                 return Err(bad("`rps` must be a non-negative rate"));
             }
