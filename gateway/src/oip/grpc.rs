@@ -45,10 +45,12 @@ impl Gateway {
             .max_decoding_message_size(limit)
             .max_encoding_message_size(usize::MAX);
         tonic::transport::Server::builder()
-            // A connection that stops answering pings is closed; a request never runs past the gateway's
-            // longest deadline.
+            // A connection that stops answering pings is closed; a call never runs past the gateway's longest
+            // deadline.
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+            // One client's connection holds at most this many calls at once (HTTP/2 streams).
+            .max_concurrent_streams(Some(128))
             .timeout(self.max_timeout() + Duration::from_secs(1))
             .add_service(service)
             .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), shutdown)
