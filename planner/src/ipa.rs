@@ -156,7 +156,9 @@ pub fn solve(problem: &Problem, options: &SolveOptions) -> Result<Solved, PlanEr
         problem.configs.iter().filter(|c| matches!(problem.segments[c.segment].kind, SegmentKind::Cpu { .. }));
     let profiled = cpu_types.count();
 
-    let allowed = |t: usize, v: usize| fixed_variant(problem, &base, t).is_none_or(|f| f == v);
+    // Each stage's fixed variant, once (a baseline's), not once per candidate.
+    let fixed: Vec<Option<usize>> = (0..base.len()).map(|t| fixed_variant(problem, &base, t)).collect();
+    let allowed = |t: usize, v: usize| fixed[t].is_none_or(|f| f == v);
     // Candidates: each stage's variants on their base allocation, at every profiled batch that could fit.
     struct Candidate {
         config: usize,
