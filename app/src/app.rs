@@ -10,9 +10,9 @@ mod executor;
 mod instances;
 mod routing;
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -86,6 +86,10 @@ pub struct App {
     invocations: Arc<Vec<AtomicU64>>,
     /// Each task's completed invocations and their glue's CPU time (`Outcome::glue`), nanoseconds, likewise.
     glue: Arc<Vec<(AtomicU64, AtomicU64)>>,
+    /// Each task's (started, completed) invocations at the deploy and at the close of each demand window since,
+    /// oldest first, the last [`FACTOR_WINDOWS`] + 1 of them: factors are observed from the oldest, over the
+    /// last windows and the open one, as JigsawServe averages a factor over its past five (§3.2). Likewise.
+    window_marks: Arc<Mutex<VecDeque<Vec<(u64, u64)>>>>,
     /// The CPU time unpinned instances of the deployments this one replaced spent, ms ([`App::continue_counts`]).
     unpinned_before_ms: f64,
     /// Requests whose graph ran to its end, likewise.
@@ -99,6 +103,9 @@ pub struct App {
     /// PPipe's pooled pipelines, for an app planned by PPipe: the head every request's batch is booked at.
     pipelines: Option<Arc<Pipelines>>,
 }
+
+/// How many demand windows (and the open one) a factor is observed over: JigsawServe's five.
+pub const FACTOR_WINDOWS: usize = jig_planner::spec::DemandSpec::WINDOWS;
 
 /// A request admitted by [`App::admit`], counted against the app's limits while it lives.
 pub struct Admitted {
@@ -219,6 +226,7 @@ impl App {
             models,
             invocations: Arc::new(m.tasks.iter().map(|_| AtomicU64::new(0)).collect()),
             glue: Arc::new(m.tasks.iter().map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect()),
+            window_marks: Arc::new(Mutex::new(VecDeque::from([vec![(0, 0); m.tasks.len()]]))),
             unpinned_before_ms: 0.0,
             answered: Arc::default(),
             model_edges,
@@ -260,6 +268,7 @@ impl App {
             models: self.models.clone(),
             invocations: self.invocations.clone(),
             glue: self.glue.clone(),
+            window_marks: self.window_marks.clone(),
             unpinned_before_ms: self.unpinned_before_ms,
             answered: self.answered.clone(),
             model_edges: self.model_edges.clone(),
@@ -291,6 +300,7 @@ impl App {
         if previous.bundle == self.bundle {
             self.invocations = previous.invocations.clone();
             self.glue = previous.glue.clone();
+            self.window_marks = previous.window_marks.clone();
             self.unpinned_before_ms = previous.observed_unpinned_ms();
             self.answered = previous.answered.clone();
         }
@@ -299,12 +309,32 @@ impl App {
         }
     }
 
-    /// The factor observed on each edge between model tasks: invocations of the downstream task per completed
-    /// invocation of the upstream one (a task reached from two model tasks counts for both). Completed, not
-    /// started: under a backlog the upstream task's queued invocations have sent nothing downstream yet.
+    /// Close a demand window: factors are observed over the last [`FACTOR_WINDOWS`] and the open one.
+    pub fn close_window(&self) {
+        let mut marks = self.window_marks.lock().unwrap_or_else(|p| p.into_inner());
+        marks.push_back(self.counts());
+        while marks.len() > FACTOR_WINDOWS + 1 {
+            marks.pop_front();
+        }
+    }
+
+    /// Each task's (started, completed) invocations since the deploy.
+    fn counts(&self) -> Vec<(u64, u64)> {
+        (self.invocations.iter().zip(self.glue.iter()))
+            .map(|(started, (completed, _))| (started.load(Ordering::Relaxed), completed.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// The factor observed on each edge between model tasks over the last [`FACTOR_WINDOWS`] demand windows and
+    /// the open one: invocations of the downstream task per completed invocation of the upstream one (a task
+    /// reached from two model tasks counts for both). Completed, not started: under a backlog the upstream
+    /// task's queued invocations have sent nothing downstream yet.
     pub fn observed_factors(&self) -> Vec<ObservedFactor> {
-        let started = |t: usize| self.invocations[t].load(Ordering::Relaxed);
-        let completed = |t: usize| self.glue[t].0.load(Ordering::Relaxed);
+        let now = self.counts();
+        let since = self.window_marks.lock().unwrap_or_else(|p| p.into_inner()).front().cloned();
+        let since = |t: usize| since.as_ref().and_then(|marks| marks.get(t)).copied().unwrap_or((0, 0));
+        let started = |t: usize| now[t].0.saturating_sub(since(t).0);
+        let completed = |t: usize| now[t].1.saturating_sub(since(t).1);
         self.model_edges
             .iter()
             .map(|&(from, to)| ObservedFactor {

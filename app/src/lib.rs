@@ -18,7 +18,7 @@ mod error;
 mod pipelines;
 mod slots;
 
-pub use app::{Admitted, App, DEFAULT_DEADLINE, ModelHosts, Output, TaskObserver};
+pub use app::{Admitted, App, DEFAULT_DEADLINE, FACTOR_WINDOWS, ModelHosts, Output, TaskObserver};
 pub use deployment::Deployment;
 pub use error::{AppError, StartError};
 pub use pipelines::{Booked, HeadStats};

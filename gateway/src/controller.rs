@@ -11,7 +11,8 @@
 //! the prediction differs from the demand the current deployment was planned for by more than
 //! `replan_threshold` (relative), when more than 1% of the window's requests violated their SLO
 //! (`jig_planner::spec::Replan`, which `jig simulate --replan-threshold` follows too), or when a
-//! multiplicative factor observed on an edge between model tasks (over at least
+//! multiplicative factor observed on an edge between model tasks (over the last
+//! [`FACTOR_WINDOWS`](jig_app::FACTOR_WINDOWS) windows and the open one, at least
 //! [`MIN_FACTOR_SAMPLES`](jig_app::deployment::MIN_FACTOR_SAMPLES) invocations) moved by more than
 //! `replan_threshold` from the one planned with, or when a planned group's observed batch latency (over at
 //! least [`MIN_LATENCY_SAMPLES`](jig_app::deployment::MIN_LATENCY_SAMPLES) batches of one size) refines its
@@ -232,6 +233,7 @@ impl Gateway {
                     .map(|app| {
                         let windows = demand.entry(app.name.clone()).or_default();
                         windows.close(length);
+                        app.close_window();
                         (app.clone(), windows.rates())
                     })
                     .collect()

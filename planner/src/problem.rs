@@ -25,7 +25,8 @@ pub struct Problem {
     pub tasks: Vec<Task>,
     /// Tasks in topological order.
     pub topo: Vec<usize>,
-    /// The paths with their fractions f_p and weights g_p; every task lies on at least one.
+    /// The paths with their fractions f_p and weights g_p; every task lies on at least one. Unless the spec
+    /// names them, every root-to-sink path, weighed by the product of the factors along it.
     pub paths: Vec<Path>,
     /// The declared segment types, in the spec's order.
     pub segments: Vec<Segment>,
@@ -333,10 +334,17 @@ impl Problem {
                 }
                 out
             }
+            // JigsawServe weighs each path by the requests that take it (§3.2, Eq. 12): a path's share of the
+            // sink invocations a request makes, the product of the factors along it (each task's most accurate
+            // variant's, as A_max and Appendix B take them; observed factors where a deployment has them).
+            // Equal shares where every path's product is 0.
             None => {
                 let all = root_to_sink_paths(&succs, &preds);
-                let f = 1.0 / all.len() as f64;
-                all.into_iter().map(|p| (p, f)).collect()
+                let along =
+                    |p: &[usize]| p.windows(2).map(|w| tasks[w[0]].factor(tasks[w[0]].best, w[1])).product::<f64>();
+                let weights: Vec<f64> = all.iter().map(|p| along(p)).collect();
+                let equal = weights.iter().sum::<f64>() <= 0.0;
+                all.into_iter().zip(weights).map(|(p, w)| (p, if equal { 1.0 } else { w })).collect()
             }
         };
         let total: f64 = raw_paths.iter().map(|p| p.1).sum();

@@ -88,7 +88,9 @@ pub struct AppSpec {
     /// a root and a sink.
     #[serde(default)]
     pub edges: Vec<EdgeSpec>,
-    /// Paths and their request fractions f_p; when absent, every root-to-sink path with equal fractions.
+    /// Paths and their request fractions f_p; when absent, every root-to-sink path, its fraction in proportion
+    /// to the product of the factors along it (each task's most accurate variant's): the share of the sink
+    /// invocations a request makes that take it.
     #[serde(default)]
     pub paths: Option<Vec<PathSpec>>,
     /// The planner strategy: `jigsaw` (the default) or `ipa`.

@@ -224,3 +224,26 @@ fn each_task_may_wait_its_share_of_the_slo_before_it_is_stale() {
     assert!(plan.stale_after_ms("detect").unwrap() >= 2.0 * task("detect"), "never less than the plan's 2·L̂");
     assert_eq!(plan.stale_after_ms("nothing"), None);
 }
+
+#[test]
+fn paths_the_spec_does_not_name_are_weighed_by_the_factors_along_them() {
+    // det-l, the most accurate detector, sends 2 to classify and 0.5 to read: paths 0.8 and 0.2.
+    let fan_out = SPEC
+        .replace(
+            r#"edges = [{ from = "detect", to = "classify" }]"#,
+            r#"edges = [{ from = "detect", to = "classify" }, { from = "detect", to = "read" }]"#,
+        )
+        .replace("factors = { classify = 2 }", "factors = { classify = 2, read = 0.5 }")
+        .replacen("[[segments]]", "[[app.tasks]]\nname = \"read\"\nslot = \"classify\"\nvariants = [{ name = \"cls\", accuracy = 0.9 }]\n\n[[segments]]", 1);
+    let p = problem(&fan_out).unwrap();
+    let fraction = |last: &str| {
+        let path = p.paths.iter().find(|path| p.tasks[*path.tasks.last().unwrap()].name == last).unwrap();
+        path.fraction
+    };
+    assert!((fraction("classify") - 0.8).abs() < 1e-9 && (fraction("read") - 0.2).abs() < 1e-9);
+
+    // No request reaches a sink along any path: equal shares.
+    let none = fan_out.replace("classify = 2, read = 0.5", "classify = 0, read = 0");
+    let p = problem(&none).unwrap();
+    assert!(p.paths.iter().all(|path| (path.fraction - 0.5).abs() < 1e-9));
+}
