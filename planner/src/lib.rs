@@ -54,7 +54,8 @@
 //! slo_latency_ms = 650                 # SLO_l
 //! slo_accuracy = 0.9                   # SLO_a, a fraction of the best achievable A_obj
 //! edges = [{ from = "detect", to = "car" }]
-//! paths = [{ tasks = ["detect", "car"], fraction = 1.0 }]   # optional: root-to-sink paths, equal f_p
+//! paths = [{ tasks = ["detect", "car"], fraction = 1.0 }]   # optional: every root-to-sink path, f_p ∝ Π F
+//! staleness_ms = 20                    # optional: stale after L̂ + this; the task's SLO share by default
 //! planner = "jigsaw"                  # optional: `jigsaw`, `ipa`, `compass`, `gpulet`, `ppipe` (Strategy)
 //! classes = [{ name = "fast", slo_latency_ms = 300, slo_accuracy = 0.9, share = 0.5 }]   # compass only
 //!

@@ -230,6 +230,7 @@ mod tests {
                 paths: None,
                 planner: Default::default(),
                 classes: Vec::new(),
+                staleness_ms: None,
             },
             segments: ["cpu:1", "cpu:2"].map(|name| SegmentSpec { name: name.into(), slices: None }).into(),
             resources: Resources { slices: 4, cores_per_host: Some(4), ..Resources::default() },

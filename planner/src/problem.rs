@@ -36,6 +36,9 @@ pub struct Problem {
     pub slo_latency_ms: f64,
     /// SLO_a: the lower bound on A_obj, a fraction of the best achievable accuracy.
     pub slo_accuracy: f64,
+    /// JigsawServe's staleness beyond L̂, ms ([`AppSpec::staleness_ms`](crate::spec::AppSpec)); `None`: the
+    /// task's share of the SLO.
+    pub staleness_ms: Option<f64>,
     /// S_avail: GPU slices (or CPU cores) available in all.
     pub slices: u32,
     /// At most this many cores in all `cpu:` segments ([`Resources::cpu_cores`](crate::spec::Resources)).
@@ -231,6 +234,9 @@ impl Problem {
         }
         if !number_ok(spec.app.slo_accuracy) {
             return Err(input("slo_accuracy must be a non-negative fraction".into()));
+        }
+        if spec.app.staleness_ms.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
+            return Err(input("staleness_ms must be a positive number of milliseconds".into()));
         }
         if !(number_ok(spec.objective.alpha) && number_ok(spec.objective.beta)) {
             return Err(input("objective weights must be non-negative numbers".into()));
@@ -462,6 +468,7 @@ impl Problem {
             configs,
             slo_latency_ms: spec.app.slo_latency_ms,
             slo_accuracy: spec.app.slo_accuracy,
+            staleness_ms: spec.app.staleness_ms,
             slices: spec.resources.slices,
             cpu_cores: spec.resources.cpu_cores,
             gpu_slices: spec.resources.gpu_slices,

@@ -100,6 +100,11 @@ pub struct AppSpec {
     /// class with the app's SLOs.
     #[serde(default)]
     pub classes: Vec<ClassSpec>,
+    /// JigsawServe's staleness (§3.3, §4.4): how long beyond its wait bound L̂ a request may wait at a task
+    /// without being picked up before it is dropped as stale, ms (the paper: 20 for SLOs of 650-700 ms, 40 for
+    /// 1550). Absent: the task's share of the SLO on its tightest path.
+    #[serde(default)]
+    pub staleness_ms: Option<f64>,
 }
 
 /// A task t: one node of the function graph, and the model variants that may serve it.

@@ -29,8 +29,9 @@ pub struct TaskPolicy {
 ///
 /// * JigsawServe (§3.3): a batch waits up to L̂, the slowest planned batch latency of the task; a request is
 ///   dropped once less time is left than L̂ and then, on the slowest path on, the fastest planned type of
-///   every later task; it is stale after the task's share of the SLO on its tightest path, in proportion to
-///   the 2·L̂ each task of the path is budgeted (2·L̂ where no path takes it).
+///   every later task; it is stale once it waited the problem's staleness beyond L̂ (the paper's 20 or 40 ms,
+///   [`Problem::staleness_ms`]), or where none is set, after the task's share of the SLO on its tightest path,
+///   in proportion to the 2·L̂ each task of the path is budgeted (2·L̂ where no path takes it).
 /// * IPA (§4.3, §4.5): a batch waits for b rows up to the (b − 1)/λ its latency model counts; a request is
 ///   dropped only once it has passed its deadline, or after waiting twice the SLO.
 /// * gpu-lets and PPipe: as JigsawServe (their batches take at most half the SLO: a batch may wait one batch
@@ -68,15 +69,18 @@ pub fn runtime_policies(problem: &Problem, plan: &[Assignment]) -> Vec<TaskPolic
                 .filter_map(|p| p.tasks.iter().position(|&u| u == t).map(|i| &p.tasks[i + 1..]))
                 .map(|rest| rest.iter().map(|&u| if fastest_ms[u].is_finite() { fastest_ms[u] } else { 0.0 }).sum())
                 .fold(0.0, f64::max);
-            let stale_ms = problem
-                .paths
-                .iter()
-                .filter(|p| p.tasks.contains(&t))
-                .map(|p| p.tasks.iter().map(|&u| 2.0 * wait_ms[u]).sum::<f64>())
-                .filter(|&budget| budget > 0.0)
-                .map(|budget| problem.slo_latency_ms * 2.0 * wait_ms[t] / budget)
-                .reduce(f64::min)
-                .unwrap_or(2.0 * wait_ms[t]);
+            let slo_share = || {
+                problem
+                    .paths
+                    .iter()
+                    .filter(|p| p.tasks.contains(&t))
+                    .map(|p| p.tasks.iter().map(|&u| 2.0 * wait_ms[u]).sum::<f64>())
+                    .filter(|&budget| budget > 0.0)
+                    .map(|budget| problem.slo_latency_ms * 2.0 * wait_ms[t] / budget)
+                    .reduce(f64::min)
+                    .unwrap_or(2.0 * wait_ms[t])
+            };
+            let stale_ms = problem.staleness_ms.map_or_else(slo_share, |s| wait_ms[t] + s);
             TaskPolicy { wait_ms: wait_ms[t], drop_budget_ms: wait_ms[t] + after, stale_ms }
         })
         .collect()

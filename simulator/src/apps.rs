@@ -124,6 +124,15 @@ impl PaperApp {
         }
     }
 
+    /// The paper's staleness (§4.4): 20 ms for social media and traffic analysis, 40 ms for the AR assistant,
+    /// "in proportion to their end-to-end latency SLOs".
+    pub fn staleness_ms(self) -> f64 {
+        match self {
+            Self::SocialMedia | Self::TrafficAnalysis => 20.0,
+            Self::ArAssistant => 40.0,
+        }
+    }
+
     /// (task, slot, variants) in graph order, edges, paths with fractions, latency SLO.
     #[allow(clippy::type_complexity)]
     fn graph(
@@ -197,6 +206,7 @@ impl PaperApp {
                 ),
                 planner: Default::default(),
                 classes: Vec::new(),
+                staleness_ms: Some(self.staleness_ms()),
             },
             segments: analytic::segment_kinds().iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
             resources: Resources { slices, ..Resources::default() },

@@ -147,6 +147,7 @@ pub fn problem(
                     share: c.share,
                 })
                 .collect(),
+            staleness_ms: None,
         },
         segments: segments.into_iter().map(|name| SegmentSpec { name, slices: None }).collect(),
         resources: Resources {

@@ -51,6 +51,11 @@ pub struct SimulateCommand {
     /// app's depth in hops, as the paper adds them to the SLO (§4.4); 10 with --app, 0 otherwise.
     #[arg(long)]
     pub hop_ms: Option<f64>,
+    /// How long beyond its wait bound L̂ a request may wait at a task without being picked up before it is
+    /// dropped as stale, ms: with --app the paper's (§4.4: 20, the AR assistant 40); otherwise the spec's
+    /// `staleness_ms`, or the task's share of the SLO on its tightest path.
+    #[arg(long)]
+    pub staleness_ms: Option<f64>,
     /// Plan a bundle with what its deployed app observed: this file holds `jig status APP --json` (factors,
     /// glue times and batch latencies, used as the app's controller re-plans with them).
     #[arg(long)]
@@ -335,6 +340,12 @@ impl SimulateCommand {
         let mut problem = source.problem(self.planning.slices, None, (28, 1.0), observed.as_ref())?;
         if let Some(planner) = self.planning.planner {
             problem.strategy = planner;
+        }
+        if let Some(staleness) = self.staleness_ms {
+            if !(staleness.is_finite() && staleness > 0.0) {
+                bail!("--staleness-ms must be a positive number of milliseconds");
+            }
+            problem.staleness_ms = Some(staleness);
         }
         // The paper adds ~10 ms per communication hop (§4.4); a bundle's --overhead-ms is measured instead.
         let hop_ms = self.hop_ms.unwrap_or(if matches!(source, Source::Paper { .. }) { 10.0 } else { 0.0 });

@@ -247,3 +247,15 @@ fn paths_the_spec_does_not_name_are_weighed_by_the_factors_along_them() {
     let p = problem(&none).unwrap();
     assert!(p.paths.iter().all(|path| (path.fraction - 0.5).abs() < 1e-9));
 }
+
+#[test]
+fn a_spec_with_the_papers_staleness_makes_each_task_stale_that_long_after_its_wait_bound() {
+    let spec = SPEC.replace("slo_accuracy = 0.9\n", "slo_accuracy = 0.9\nstaleness_ms = 20\n");
+    let plan = plan(&problem(&spec).unwrap(), Features::ALL, &SolveOptions::default()).unwrap();
+    for task in &plan.tasks {
+        let stale = plan.stale_after_ms(&task.task).unwrap();
+        assert!((stale - (task.latency_ms + 20.0)).abs() < 1e-9, "{}: stale after {stale} ms", task.task);
+    }
+    let bad = SPEC.replace("slo_accuracy = 0.9\n", "slo_accuracy = 0.9\nstaleness_ms = -1\n");
+    assert!(plan_error(&bad).contains("staleness_ms must be a positive number"), "{}", plan_error(&bad));
+}

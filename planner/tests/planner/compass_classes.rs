@@ -86,6 +86,7 @@ impl Case {
                 paths: None,
                 planner: jig_planner::Strategy::Compass,
                 classes,
+                staleness_ms: None,
             },
             segments,
             resources: Resources { slices, ..Resources::default() },

@@ -95,6 +95,7 @@ impl Case {
                 paths: None,
                 planner: jig_planner::Strategy::Ipa,
                 classes: Vec::new(),
+                staleness_ms: None,
             },
             segments,
             resources: Resources { slices: self.cores, ..Resources::default() },

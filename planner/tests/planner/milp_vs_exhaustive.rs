@@ -197,6 +197,7 @@ impl Case {
                 paths: None,
                 planner: Default::default(),
                 classes: Vec::new(),
+                staleness_ms: None,
             },
             segments: segments.iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect(),
             resources: Resources {

@@ -52,6 +52,7 @@ fn problem(tasks: &[(Vec<usize>, f64, f64)], slices: u32, demand: f64) -> Proble
             paths: None,
             planner: Default::default(),
             classes: Vec::new(),
+            staleness_ms: None,
         },
         segments: segments.into_iter().map(|name| SegmentSpec { name, slices: None }).collect(),
         resources: Resources { slices, ..Resources::default() },
