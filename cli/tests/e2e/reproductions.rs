@@ -29,7 +29,7 @@ fn compass_plan(spec: &Path, cores: u32) -> (f64, u64) {
 }
 
 /// EVALUATION §7 (scripts/reproduce_compass.sh): query classes planned together serve more than each planned
-/// alone on scarce cores: 1.47×, 2.33× and 1.18× on 4, 6 and 8 cores.
+/// alone on scarce cores: 1.96×, 2.52× and 1.43× on 4, 6 and 8 cores (2026-11-28 accuracies).
 #[test]
 fn compass_classes_planned_together_serve_more_than_each_alone_on_scarce_cores() {
     let dir = tempfile::tempdir().unwrap();
@@ -37,7 +37,7 @@ fn compass_classes_planned_together_serve_more_than_each_alone_on_scarce_cores()
     let (together, alone) = (dir.path().join("together.toml"), dir.path().join("alone.toml"));
     std::fs::write(&together, &spec).unwrap();
     std::fs::write(&alone, format!("{spec}\n[compass]\nalone = true\n")).unwrap();
-    for (cores, low, high) in [(4, 1.25, 1.7), (6, 2.0, 2.7), (8, 1.05, 1.35)] {
+    for (cores, low, high) in [(4, 1.67, 2.25), (6, 2.15, 2.9), (8, 1.2, 1.65)] {
         let ((g1, used), (g2, _)) = (compass_plan(&together, cores), compass_plan(&alone, cores));
         let ratio = g1 / g2;
         assert!((low..=high).contains(&ratio), "{cores} cores: together {g1} / alone {g2} = {ratio:.2}");
@@ -71,23 +71,23 @@ fn ipa_simulated(dir: &Path, name: &str, ipa: &str) -> (f64, f64) {
     (number(1), number(2))
 }
 
-/// EVALUATION §5 (scripts/reproduce_ipa.sh), at 60 req/s steady: IPA at α 0.1 holds about 83% of the best
-/// pipeline accuracy on the cores FA2-low (the least accurate variants) uses for about 60%; FA2-high and IPA at
-/// α 2 hold all of it, on more cores.
+/// EVALUATION §5 (scripts/reproduce_ipa.sh), at 60 req/s steady and the paper's α = 2 (fixed before the run):
+/// IPA holds the best pipeline accuracy on 9.0 cores where FA2-low (the lightest variants) holds 67% on 8.0 and
+/// FA2-high (the heaviest) all of it on 13.8.
 #[test]
-fn ipa_is_more_accurate_than_fa2_low_on_the_same_cores() {
+fn ipa_is_more_accurate_than_fa2_low_for_a_few_more_cores_and_cheaper_than_fa2_high() {
     let dir = tempfile::tempdir().unwrap();
-    let (ipa_cores, ipa_drop) = ipa_simulated(dir.path(), "ipa", "alpha = 0.1");
+    let (ipa_cores, ipa_drop) = ipa_simulated(dir.path(), "ipa", "alpha = 2");
     let (low_cores, low_drop) = ipa_simulated(dir.path(), "fa2-low", "alpha = 2\nvariants = \"lightest\"");
     let (high_cores, high_drop) = ipa_simulated(dir.path(), "fa2-high", "alpha = 2\nvariants = \"heaviest\"");
     let (ipa, low, high) = (100.0 - ipa_drop, 100.0 - low_drop, 100.0 - high_drop);
-    assert!((75.0..=92.0).contains(&ipa), "IPA's accuracy {ipa}% of the best");
-    assert!((52.0..=68.0).contains(&low), "FA2-low's accuracy {low}%");
+    assert!(ipa >= 99.0, "IPA's accuracy {ipa}% of the best");
+    assert!((57.0..=77.0).contains(&low), "FA2-low's accuracy {low}%");
     assert!(
-        ipa - low >= 15.0 && ipa_cores <= low_cores * 1.15,
+        ipa - low >= 25.0 && ipa_cores <= low_cores * 1.3,
         "IPA {ipa}% on {ipa_cores}%, FA2-low {low}% on {low_cores}%"
     );
-    assert!(high >= ipa && high_cores > ipa_cores, "FA2-high {high}% on {high_cores}%");
+    assert!(high >= 99.0 && high_cores >= ipa_cores * 1.3, "FA2-high {high}% on {high_cores}%, IPA on {ipa_cores}%");
 }
 
 /// EVALUATION §8.2: PPipe's plan for ResNet-50 on an H200 and CPU cores (measured profiles, simulated) serves
