@@ -89,7 +89,7 @@ pub struct App {
     /// Each task's (started, completed) invocations at the deploy and at the close of each demand window since,
     /// oldest first, the last [`FACTOR_WINDOWS`] + 1 of them: factors are observed from the oldest, over the
     /// last windows and the open one, as JigsawServe averages a factor over its past five (§3.2). Likewise.
-    window_marks: Arc<Mutex<VecDeque<Vec<(u64, u64)>>>>,
+    window_marks: Arc<Mutex<WindowMarks>>,
     /// The CPU time unpinned instances of the deployments this one replaced spent, ms ([`App::continue_counts`]).
     unpinned_before_ms: f64,
     /// Requests whose graph ran to its end, likewise.
@@ -103,6 +103,9 @@ pub struct App {
     /// PPipe's pooled pipelines, for an app planned by PPipe: the head every request's batch is booked at.
     pipelines: Option<Arc<Pipelines>>,
 }
+
+/// Each task's (started, completed) invocations at the deploy and at the close of each demand window since.
+type WindowMarks = VecDeque<Vec<(u64, u64)>>;
 
 /// How many demand windows (and the open one) a factor is observed over: JigsawServe's five.
 pub const FACTOR_WINDOWS: usize = jig_planner::spec::DemandSpec::WINDOWS;

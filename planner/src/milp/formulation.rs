@@ -93,17 +93,24 @@ pub(crate) fn candidates(
         let better = x.latency_ms < y.latency_ms || copies * x.throughput_rps > y.throughput_rps || sx < sy;
         no_worse && (better || a < b)
     };
+    // A type may stand in for another of its task when its variant is the same, or at least as accurate with the
+    // same factors (the same work downstream): equally accurate variants then tie no more on a slower type, which
+    // a later re-plan at more demand would swap out, loading a new group for nothing.
+    let stands_in = |a: usize, b: usize| {
+        let task = &problem.tasks[problem.configs[b].task];
+        let (va, vb) = (problem.configs[a].variant, problem.configs[b].variant);
+        va == vb
+            || (task.variants[va].accuracy >= task.variants[vb].accuracy
+                && task.variants[va].factors == task.variants[vb].factors)
+    };
     let kept = feasible
         .iter()
         .copied()
         .filter(|&b| {
             let cb = &problem.configs[b];
-            !feasible.iter().any(|&a| {
-                a != b
-                    && problem.configs[a].task == cb.task
-                    && problem.configs[a].variant == cb.variant
-                    && dominates(a, b)
-            })
+            !feasible
+                .iter()
+                .any(|&a| a != b && problem.configs[a].task == cb.task && stands_in(a, b) && dominates(a, b))
         })
         .filter_map(|i| {
             let c = &problem.configs[i];

@@ -259,3 +259,24 @@ fn a_spec_with_the_papers_staleness_makes_each_task_stale_that_long_after_its_wa
     let bad = SPEC.replace("slo_accuracy = 0.9\n", "slo_accuracy = 0.9\nstaleness_ms = -1\n");
     assert!(plan_error(&bad).contains("staleness_ms must be a positive number"), "{}", plan_error(&bad));
 }
+
+/// Of two equally accurate variants with the same factors, a plan never takes the one that is slower on the same
+/// segment: a re-plan at more demand would swap it for the faster and load a new group for nothing.
+#[test]
+fn an_equally_accurate_faster_variant_stands_in_for_a_slower_one() {
+    let spec = SPEC.replace(
+        r#"{ name = "det-l", accuracy = 1.0, factors = { classify = 2 } }]"#,
+        r#"{ name = "det-l", accuracy = 1.0, factors = { classify = 2 } }, { name = "det-l-fast", accuracy = 1.0, factors = { classify = 2 } }]"#,
+    );
+    let profile = format!(
+        "{PROFILE}detect,det-l-fast,mig:0:1g.10gb:1,1,30,35,30,test\ndetect,det-l-fast,mig:0:2g.20gb:2,2,40,45,90,test\n"
+    );
+    let p = Problem::new(&PlanSpec::from_toml(&spec).unwrap(), &from_csv(&profile).unwrap(), "test").unwrap();
+    for demand in [1.0, 11.0] {
+        let mut p = p.clone();
+        p.demand_rps = demand;
+        let plan = plan(&p, Features::ALL, &SolveOptions::default()).unwrap();
+        let detect = plan.tasks.iter().find(|t| t.task == "detect").unwrap();
+        assert!(detect.entries.iter().all(|e| e.variant != "det-l"), "at {demand} req/s:\n{}", plan.to_text());
+    }
+}
