@@ -31,6 +31,8 @@
 //! * [`plan`](mod@plan): solve → re-check → place → report, and the output [`Plan`].
 //! * [`max_demand`]: the Figure 3 bisection: the largest demand a configuration can serve.
 //! * [`mig_parted`]: a placement's MIG layout as an `nvidia-mig-parted` config, and the instances a machine lacks.
+//! * [`query_search`]: Compass's per-query searches (CAMO) against Vulcan's and VideoStorm's under planning
+//!   deadlines, on a simulated profiler, each matched by Compass's greedy scheduler (`jig simulate --searches`).
 //!
 //! Imports go one way, so that no module imports one that imports it back: `error`, `spec`, `profile`,
 //! `placement`, `interference` and `solution` import no strategy; `problem`, `evaluate` and `baselines` build on
@@ -206,6 +208,7 @@ pub mod plan;
 pub mod ppipe;
 pub mod problem;
 pub mod profile;
+pub mod query_search;
 pub mod solution;
 pub mod spec;
 pub mod strategy;

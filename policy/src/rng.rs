@@ -33,6 +33,23 @@ impl SplitMix64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// Uniform in [lo, hi).
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.uniform()
+    }
+
+    /// Uniform in 0..n (0 when n is 0): the next 64 bits modulo n.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// Shuffle `items` in place (Fisher–Yates, from the last item down).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i + 1));
+        }
+    }
+
     /// Uniform in (0, 1]: what a logarithm may take (`1 − uniform()`, exactly).
     pub fn uniform_nonzero(&mut self) -> f64 {
         1.0 - self.uniform()

@@ -25,6 +25,8 @@ use crate::problem::{PlanningArgs, Source, parse_features, read_status};
 ///                                                                   (mounted by the `jig` binary)
 /// jig simulate PPIPE_SPEC.toml [--seed 1]          PPipe, NP and DART-r: the load each serves at 99% in time
 /// jig simulate GPULET_SPEC.toml [--seed 1]         gpu-lets and SBP: the rates each fits, its schedule served
+/// jig simulate SPEC.toml --profiles profiles.csv --searches [--queries 30] [--seed 1] [--cores C]
+///                                                   Compass's CAMO against Vulcan and VideoStorm, 5 s and 15 s
 /// ```
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateCommand {
@@ -107,6 +109,23 @@ pub struct SimulateCommand {
     /// scheduler fits on the GPUs, beside the exhaustive `ideal` scheduler's.
     #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with = "adapt")]
     pub rate_levels: Option<Vec<f64>>,
+    /// Compass's per-query searches against its baselines instead, on a linear pipeline's spec with --profiles
+    /// (`jig_planner::query_search`): --queries seeded queries drawn around the spec's classes, each searched
+    /// by Vulcan-style Bayesian optimisation, VideoStorm-style hill climbing and Compass's CAMO under 5 s and
+    /// 15 s planning deadlines (simulated profiling time plus the search's measured CPU time), the compliant
+    /// plans each found matched by Compass's greedy scheduler; prints per search and deadline the SLO goodput
+    /// (req/s and queries admitted), planning time, time to the first compliant plan, plans profiled and the
+    /// goodput ratios, beside CAMO on the baselines' profiler (the paper's "w/o SLO Profiler" ablation) and an
+    /// oracle that knows every plan. --seed seeds the queries and the searches.
+    #[arg(long, conflicts_with_all = ["adapt", "rate_levels", "compare"])]
+    pub searches: bool,
+    /// With --searches, how many queries.
+    #[arg(long, default_value_t = 30, requires = "searches")]
+    pub queries: usize,
+    /// With --searches, the cores the scheduler matches the plans onto; the spec's slices and half of them
+    /// (each a row of goodput) when absent.
+    #[arg(long, requires = "searches")]
+    pub cores: Option<u32>,
 }
 
 impl SimulateCommand {
@@ -309,8 +328,34 @@ impl SimulateCommand {
         Ok(out)
     }
 
+    /// `--searches`: Compass's CAMO against Vulcan and VideoStorm on the spec's pipeline (`query_search`).
+    fn simulate_searches(&self) -> anyhow::Result<String> {
+        use jig_planner::query_search::{DEADLINES_S, Settings, compare};
+        let spec = self.planning.spec.as_deref().context("--searches needs a spec file (and --profiles FILE.csv)")?;
+        let source = Source::resolve(Some(spec), None, self.planning.profiles.as_deref(), false, "give a spec file")?;
+        if !matches!(source, Source::Spec { .. }) {
+            bail!("--searches reads a planning spec file with --profiles, not {}", spec.display());
+        }
+        let problem = source.problem(self.planning.slices, None, (28, 1.0), None)?;
+        if self.queries == 0 {
+            bail!("--queries must be at least 1");
+        }
+        let cores = match self.cores {
+            Some(0) => bail!("--cores must be at least 1"),
+            Some(c) => vec![f64::from(c)],
+            None => vec![f64::from(problem.slices), f64::from(problem.slices.div_ceil(2))],
+        };
+        let settings = Settings { queries: self.queries, seed: self.seed, cores, deadlines_s: DEADLINES_S.to_vec() };
+        let comparison = compare(&problem, &spec.display().to_string(), &settings)?;
+        Ok(comparison.render())
+    }
+
     /// Simulate and print the summary (or the bins as JSON).
     pub fn run(self) -> anyhow::Result<ExitCode> {
+        if self.searches {
+            print!("{}", self.simulate_searches()?);
+            return Ok(ExitCode::SUCCESS);
+        }
         if let Some(spec) = self.planning.spec.as_deref().filter(|s| jig_planner::ppipe::PpipeProblem::is_spec(s)) {
             print!("{}", self.simulate_ppipe(spec)?);
             return Ok(ExitCode::SUCCESS);

@@ -4,6 +4,7 @@
 
 mod cli;
 mod cluster;
+mod compass_search;
 mod gateway;
 mod gpu_machine;
 mod gpu_refused;
