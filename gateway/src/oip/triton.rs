@@ -166,7 +166,7 @@ impl Gateway {
         }
         let mut unloaded = app.unloaded.clone();
         unloaded.insert(slot);
-        self.restart_with(app, None, unloaded).await
+        self.restart_with(app, false, unloaded).await
     }
 
     /// Model control's `load`: of `APP.SLOT`, an unloaded slot's instances planned again (within what is free)
@@ -181,9 +181,7 @@ impl Gateway {
         }
         let mut unloaded = app.unloaded.clone();
         unloaded.remove(&slot);
-        let record = self.store.apps_list().ok().and_then(|apps| apps.into_iter().find(|r| r.name == app.name));
-        let windows = record.map(|r| r.demand_windows).unwrap_or_default();
-        self.restart_with(app, Some(windows), unloaded).await
+        self.restart_with(app, true, unloaded).await
     }
 
     /// The running app and slot model control names, or why it cannot act on them.
@@ -212,12 +210,12 @@ impl Gateway {
         Ok((app, slot.to_string()))
     }
 
-    /// Start `app` again with the slots `unloaded` stopped: under its deployment, or planned anew for `windows`
-    /// (req/s), and swap it in unless it was redeployed or deleted meanwhile.
+    /// Start `app` again with the slots `unloaded` stopped: under its deployment, or (`replan`) planned anew for
+    /// its stored demand windows, and swap it in unless it was redeployed or deleted meanwhile.
     async fn restart_with(
         self: &Arc<Self>,
         app: Arc<App>,
-        windows: Option<Vec<f64>>,
+        replan: bool,
         unloaded: std::collections::BTreeSet<String>,
     ) -> Result<(), Refusal> {
         let _control = self.control.lock().await;
@@ -225,14 +223,17 @@ impl Gateway {
         let running = app.clone();
         let started = tokio::task::spawn_blocking(move || -> Result<App, String> {
             let bundle = gateway.store.bundle(&running.bundle).map_err(|e| e.to_string())?;
-            let deployment = match windows {
-                None => running.deployment.clone(),
-                Some(windows) => {
-                    let capacity = gateway.free_capacity(Some(&running.name));
-                    let observed = running.observations();
-                    jig_app::deployment::plan_for_deploy(&bundle, &windows, &capacity, &observed)
-                        .map_err(|e| e.to_string())?
-                }
+            let deployment = if replan {
+                // The stored record's demand windows (file I/O: here, off the async executor).
+                let records = gateway.store.apps_list().unwrap_or_default();
+                let windows = (records.into_iter().find(|r| r.name == running.name))
+                    .map(|r| r.demand_windows)
+                    .unwrap_or_default();
+                let capacity = gateway.free_capacity(Some(&running.name));
+                jig_app::deployment::plan_for_deploy(&bundle, &windows, &capacity, &running.observations())
+                    .map_err(|e| e.to_string())?
+            } else {
+                running.deployment.clone()
             };
             let (runtime, hosts) = (&gateway.runtime, &gateway.hosts);
             let (hash, deployed_at) = (&running.bundle, running.deployed_at);
