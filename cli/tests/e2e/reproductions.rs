@@ -139,3 +139,49 @@ fn gpulets_with_interference_against_squishy_bin_packing_on_the_h200_scenarios()
     assert!((0.05..=0.15).contains(&first_four), "served against sbp, the first four: {first_four:+.3}");
     assert!((0.55..=0.75).contains(&mean(&planned)), "planned against ideal: {planned:?}");
 }
+
+/// The columns of `jig`'s table row that starts with `name` (a space's, a scheduler's), numbers with their `%`
+/// and `×` trimmed.
+fn row_numbers(text: &str, name: &str) -> Vec<f64> {
+    let row = text.lines().find(|l| l.split_whitespace().next() == Some(name));
+    let row = row.unwrap_or_else(|| panic!("no `{name}` row in {text}"));
+    row.split_whitespace().skip(1).map_while(|cell| cell.trim_end_matches(['%', '×']).parse().ok()).collect()
+}
+
+/// EVALUATION §1, JigsawServe's Figure 3 on the measured H100 table: the largest demand A+S+T serves on 840
+/// slices is 3.56× Unopt's, the most of the eight spaces; S alone 1.30×.
+#[test]
+fn figure_3_a_s_t_serves_the_most_on_the_measured_table() {
+    let profiles = root().join("docs/evaluation/measured/traffic-h100-mps.csv");
+    let output = jig()
+        .args(["plan", "--max-demand", "--app", "traffic", "--slices", "840", "--time-limit", "10", "--profiles"])
+        .arg(profiles)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}{}", String::from_utf8_lossy(&output.stderr));
+    let times = |space: &str| row_numbers(&text, space)[1];
+    let spaces = ["S", "A", "T", "A+T", "S+T", "A+S"];
+    assert!(spaces.iter().all(|s| times(s) < times("A+S+T")), "A+S+T serves the most:\n{text}");
+    assert!((3.0..=4.1).contains(&times("A+S+T")), "A+S+T {}× Unopt\n{text}", times("A+S+T"));
+    assert!((1.1..=1.5).contains(&times("S")), "S {}× Unopt\n{text}", times("S"));
+}
+
+/// EVALUATION §2, JigsawServe's Figure 4 for social media (calibrated model, a generated day, the paper's 20 ms
+/// staleness): A+S+T holds 61% of the 28 slices with 0.2% violations, the fewest slices of the spaces that
+/// serve; S+T and A+T pass 10% violations on more slices; A+S serves nothing.
+#[test]
+fn figure_4_a_s_t_serves_social_media_on_the_fewest_slices_within_its_slo() {
+    let output =
+        jig().args(["simulate", "--app", "social", "--bins", "288", "--compare", "--sample", "2000"]).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}{}", String::from_utf8_lossy(&output.stderr));
+    // slices %, accuracy drop %, violations %.
+    let (all, st, at, a_s) =
+        (row_numbers(&text, "A+S+T"), row_numbers(&text, "S+T"), row_numbers(&text, "A+T"), row_numbers(&text, "A+S"));
+    assert!((52.0..=70.0).contains(&all[0]) && all[2] < 1.0, "A+S+T {all:?}\n{text}");
+    for other in [&st, &at] {
+        assert!(other[0] > all[0] * 1.3 && other[2] > 10.0, "{other:?} against A+S+T {all:?}\n{text}");
+    }
+    assert_eq!(a_s[2], 100.0, "A+S serves nothing (Appendix B's slice budget)\n{text}");
+}
