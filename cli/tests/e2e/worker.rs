@@ -485,7 +485,10 @@ async fn concurrent_requests_placed_or_not_are_each_answered_exactly() {
     use std::sync::Arc;
     let instance = |name: &str| {
         let spec = spec(name, "mixed", model("mixed"));
-        let policy = BatchPolicy { max_batch: 4, max_wait: Duration::from_millis(2), ..BatchPolicy::default() };
+        // Nothing goes stale: 96 requests queue on two instances, longer than the default 20 ms on a busy machine.
+        let staleness = Duration::from_secs(60);
+        let policy =
+            BatchPolicy { max_batch: 4, max_wait: Duration::from_millis(2), staleness, ..BatchPolicy::default() };
         let config = InstanceConfig { policy, ..InstanceConfig::new(name) };
         (Arc::new(Instance::start(config, move || Worker::start(spec).map_err(Into::into)).unwrap()), 1.0)
     };
