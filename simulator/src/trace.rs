@@ -85,8 +85,7 @@ impl Trace {
             let record = record.map_err(|e| ParseError(format!("not CSV: {e}")))?;
             let row = record.iter().collect::<Vec<_>>().join(",");
             let bad = |what: &str| ParseError(format!("line {}: {what} in {row:?}", line(&record)));
-            let [start, rate] = [record.get(0), record.get(1)];
-            let (Some(start), Some(rate), 2) = (start, rate, record.len()) else {
+            let (2, Some(start), Some(rate)) = (record.len(), record.get(0), record.get(1)) else {
                 return Err(bad("expected `start_s,rps`"));
             };
             let start: f64 = start.parse().map_err(|_| bad("`start_s` is not a number"))?;

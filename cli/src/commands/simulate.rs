@@ -337,9 +337,6 @@ impl SimulateCommand {
             bail!("--searches reads a planning spec file with --profiles, not {}", spec.display());
         }
         let problem = source.problem(self.planning.slices, None, (28, 1.0), None)?;
-        if self.queries == 0 {
-            bail!("--queries must be at least 1");
-        }
         let cores = match self.cores {
             Some(0) => bail!("--cores must be at least 1"),
             Some(c) => vec![f64::from(c)],

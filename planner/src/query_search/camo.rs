@@ -155,7 +155,6 @@ impl<'h> Committee<'h> {
 struct Camo<'a> {
     space: &'a Space,
     query: &'a Query,
-    history: &'a History,
     profiler: Profiler<'a>,
     rng: Rng,
     /// One-step-ahead errors (own, committee) of the plans both predicted.
@@ -179,13 +178,13 @@ pub fn search_profiled(
     (sampling, prefix_cache): (Sampling, bool),
 ) -> SearchOutcome {
     let profiler = Profiler::new(space, query, sampling, prefix_cache, deadline_s);
-    let mut camo = Camo { space, query, history, profiler, rng: Rng::new(seed), errors: Vec::new(), mature: false };
+    let mut camo = Camo { space, query, profiler, rng: Rng::new(seed), errors: Vec::new(), mature: false };
     while !camo.profiler.expired() && camo.profiler.observations.len() < space.len() {
         let own = Surrogates::fit(space, &camo.profiler.observations);
-        let Some(plan) = camo.propose(own.as_ref()) else { break };
+        let committee = (!history.is_empty()).then(|| Committee::new(history, &camo.profiler.observations));
+        let Some(plan) = camo.propose(own.as_ref(), committee.as_ref()) else { break };
         let own_prediction = own.as_ref().map(|s| s.predict(&space.features(plan)));
-        let committee_prediction =
-            (!history.is_empty()).then(|| Committee::new(history, &camo.profiler.observations).predict(plan));
+        let committee_prediction = committee.as_ref().map(|c| c.predict(plan));
         let Some(o) = camo.profiler.profile(plan) else {
             if camo.profiler.expired() {
                 break;
@@ -206,14 +205,14 @@ pub fn search_profiled(
 }
 
 impl Camo<'_> {
-    /// Algorithm 1's `Propose`: the committee's vote while the query's own CAMO is immature, its own argmax after.
-    fn propose(&mut self, own: Option<&Surrogates>) -> Option<usize> {
+    /// Algorithm 1's `Propose`: the `committee`'s vote (where there is history) while the query's own CAMO is
+    /// immature, its own argmax after.
+    fn propose(&mut self, own: Option<&Surrogates>, committee: Option<&Committee>) -> Option<usize> {
         let (space, query) = (self.space, self.query);
         let pool = candidates(space, &self.profiler, &mut self.rng, CANDIDATES);
         let best = |scores: Vec<(f64, usize)>| scores.into_iter().max_by(|a, b| a.0.total_cmp(&b.0)).map(|(_, p)| p);
         let own_turn = self.mature && own.is_some();
-        if !self.history.is_empty() && !own_turn {
-            let committee = Committee::new(self.history, &self.profiler.observations);
+        if let Some(committee) = committee.filter(|_| !own_turn) {
             return best(pool.into_iter().map(|p| (committee.vote(space, query, &self.profiler, p), p)).collect());
         }
         match own {

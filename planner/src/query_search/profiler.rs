@@ -116,11 +116,14 @@ impl<'a> Profiler<'a> {
 
     /// How many of `plan`'s stages profiling it would run (the rest hit the prefix cache).
     pub fn uncached_stages(&self, plan: usize) -> usize {
-        if !self.prefix_cache {
-            return self.space.stages.len();
-        }
         let variants = self.variants(plan);
-        (1..=variants.len()).filter(|&k| !self.cache.contains(&variants[..k])).count()
+        (0..variants.len()).filter(|&k| !self.cached(&variants, k)).count()
+    }
+
+    /// Whether stage `k` of a plan of these `variants` has its outputs cached: its variant and every upstream
+    /// stage's ran already in this query's session.
+    fn cached(&self, variants: &[usize], k: usize) -> bool {
+        self.prefix_cache && self.cache.contains(&variants[..=k])
     }
 
     fn variants(&self, plan: usize) -> Vec<usize> {
@@ -144,19 +147,13 @@ impl<'a> Profiler<'a> {
         }
     }
 
-    /// The simulated seconds profiling `plan` takes now, with what the cache holds.
-    pub fn cost_s(&self, plan: usize) -> f64 {
-        let truth = self.space.truth(plan, self.query);
-        let n = self.samples(&truth);
+    /// The simulated seconds profiling `plan`, whose truth is `truth`, takes now, with what the cache holds.
+    fn cost_s(&self, plan: usize, truth: &Truth) -> f64 {
+        let n = self.samples(truth);
         let variants = self.variants(plan);
         let options = self.space.decode(plan);
-        let per_sample_ms: f64 = self
-            .space
-            .stages
-            .iter()
-            .zip(&options)
-            .enumerate()
-            .filter(|(k, _)| !(self.prefix_cache && self.cache.contains(&variants[..=*k])))
+        let per_sample_ms: f64 = (self.space.stages.iter().zip(&options).enumerate())
+            .filter(|&(k, _)| !self.cached(&variants, k))
             .map(|(_, (s, &o))| s.options[o].p50_ms / f64::from(s.options[o].batch) * self.query.latency_scale)
             .sum();
         PLAN_OVERHEAD_S + n * per_sample_ms / 1e3 / PROFILER_PARALLEL
@@ -168,7 +165,8 @@ impl<'a> Profiler<'a> {
         if self.seen(plan) {
             return None;
         }
-        let cost_s = self.cost_s(plan);
+        let truth = self.space.truth(plan, self.query);
+        let cost_s = self.cost_s(plan, &truth);
         if self.now_s() + cost_s > self.deadline_s {
             self.simulated_s += (self.deadline_s - self.now_s()).max(0.0);
             return None;
@@ -181,7 +179,6 @@ impl<'a> Profiler<'a> {
                 self.cache.insert(variants[..k].to_vec());
             }
         }
-        let truth = self.space.truth(plan, self.query);
         let compliant = self.query.compliant(&truth);
         if compliant && self.first_compliant_s.is_none() {
             self.first_compliant_s = Some(self.now_s());

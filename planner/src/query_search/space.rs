@@ -86,23 +86,10 @@ impl Query {
 }
 
 impl Space {
-    /// The space of a linear pipeline's plans; an error names the spec when the graph is not one chain.
+    /// The space of a linear pipeline's plans: an error, as Compass's planner gives it ([`crate::ipa::chain`]),
+    /// when the graph is not one chain, or naming the spec when a task has no profiled configuration.
     pub fn new(problem: &Problem, spec: &str) -> Result<Self, PlanError> {
-        let chain = |m: &str| PlanError::Input(format!("{spec}: {m}; query searches need a linear pipeline"));
-        let order = &problem.topo;
-        for (i, &t) in order.iter().enumerate() {
-            let succs = &problem.tasks[t].succs;
-            let next_ok = match order.get(i + 1) {
-                Some(&next) => succs.len() == 1 && succs[0] == next,
-                None => succs.is_empty(),
-            };
-            if !next_ok {
-                return Err(chain(&format!(
-                    "task `{}` is not followed by exactly the next task",
-                    problem.tasks[t].name
-                )));
-            }
-        }
+        let order = &crate::ipa::chain(problem, "Compass")?;
         let mut stages = Vec::with_capacity(order.len());
         for (i, &t) in order.iter().enumerate() {
             let task = &problem.tasks[t];
@@ -122,7 +109,10 @@ impl Space {
                 })
                 .collect();
             if options.is_empty() {
-                return Err(chain(&format!("task `{}` has no profiled configuration", task.name)));
+                return Err(PlanError::Input(format!(
+                    "{spec}: task `{}` has no profiled configuration; profile it (`jig profile`)",
+                    task.name
+                )));
             }
             stages.push(Stage {
                 task: task.name.clone(),
