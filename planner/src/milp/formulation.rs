@@ -95,12 +95,16 @@ pub(crate) fn candidates(
     };
     // A type may stand in for another of its task when its variant is the same, or at least as accurate with the
     // same factors (the same work downstream): equally accurate variants then tie no more on a slower type, which
-    // a later re-plan at more demand would swap out, loading a new group for nothing.
+    // a later re-plan at more demand would swap out, loading a new group for nothing. Not across variants when
+    // read literally: there requests split by capacity, so a faster type of another variant takes a share of
+    // the requests from a more accurate third type, and may lower the task's accuracy.
+    let across_variants = features.weighting != Weighting::Literal;
     let stands_in = |a: usize, b: usize| {
         let task = &problem.tasks[problem.configs[b].task];
         let (va, vb) = (problem.configs[a].variant, problem.configs[b].variant);
         va == vb
-            || (task.variants[va].accuracy >= task.variants[vb].accuracy
+            || (across_variants
+                && task.variants[va].accuracy >= task.variants[vb].accuracy
                 && task.variants[va].factors == task.variants[vb].factors)
     };
     let kept = feasible
