@@ -229,8 +229,11 @@ pub struct Instance {
 /// What runs an instance's batches, one at a time: its thread, or a caller running its own short batch.
 struct Engine {
     config: Arc<InstanceConfig>,
-    /// The configured policy, at batch 1 for a model that cannot stack requests.
-    policy: BatchPolicy,
+    /// The policy now: the configured one, or the last [`Instance::set_policy`]'s, at batch 1 for a model that
+    /// cannot stack requests.
+    policy: Mutex<BatchPolicy>,
+    /// Whether the model can stack requests into one batch (every input has a batch dimension).
+    batchable: bool,
     executor: Box<dyn Executor>,
     stats: Arc<Stats>,
     /// Held while a batch is formed and run.
@@ -240,6 +243,17 @@ struct Engine {
 }
 
 impl Engine {
+    /// The policy its batches follow now.
+    fn policy(&self) -> BatchPolicy {
+        *self.policy.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Follow `policy` from the next batch on, at batch 1 for a model that cannot stack requests.
+    fn set_policy(&self, policy: BatchPolicy) {
+        let policy = BatchPolicy { max_batch: if self.batchable { policy.max_batch } else { 1 }, ..policy };
+        *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = policy;
+    }
+
     /// Hold the engine for one batch (a batch that panicked leaves nothing to repair).
     fn hold(&self) -> MutexGuard<'_, ()> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
@@ -316,19 +330,19 @@ impl Instance {
                     // A model with an input that has no batch dimension (a Piper voice's `scales`) cannot stack
                     // requests: it runs them one at a time.
                     let batchable = executor.inputs().iter().all(TensorSpec::batchable);
-                    let policy =
-                        BatchPolicy { max_batch: if batchable { config.policy.max_batch } else { 1 }, ..config.policy };
                     let engine = Arc::new(Engine {
+                        policy: Mutex::new(config.policy),
+                        batchable,
                         config,
-                        policy,
                         executor: Box::new(executor),
                         stats: Arc::default(),
                         running: Mutex::new(()),
                         spare: Arc::default(),
                     });
+                    engine.set_policy(engine.config.policy); // at batch 1 if it cannot stack
                     let _ = ready_tx.send(Ok(engine.clone()));
                     let idle = IdleRelease::new(RELEASE_WHEN_IDLE_FOR, release_freed_memory);
-                    Batcher { queue: Queue::new(engine.policy), engine, jobs, idle }.run();
+                    Batcher { queue: Queue::new(engine.policy()), engine, jobs, idle }.run();
                     release_freed_memory();
                 })
                 .map_err(|e| start_error(e.to_string()))?;
@@ -350,6 +364,18 @@ impl Instance {
     /// [`crate::launch::Launcher`] started it).
     pub fn config(&self) -> &InstanceConfig {
         &self.engine.config
+    }
+
+    /// The batch policy it follows now: the configured one ([`InstanceConfig::policy`]) until
+    /// [`Instance::set_policy`], at batch 1 for a model that cannot stack requests.
+    pub fn policy(&self) -> BatchPolicy {
+        self.engine.policy()
+    }
+
+    /// Batch and drop under `policy` from now on, without a restart: what a re-plan that keeps the instance but
+    /// changes its batch size or wait bound does. Requests queued stay, and form their next batch under it.
+    pub fn set_policy(&self, policy: BatchPolicy) {
+        self.engine.set_policy(policy);
     }
 
     /// Memory for `len` bytes of an input that the instance reads where it lies (a worker's shared region), if
@@ -443,7 +469,7 @@ impl Instance {
             .iter()
             .try_for_each(|inputs| onnx::check_inputs(instance().as_str(), &self.inputs, inputs))
             .map_err(|source| InstanceError::Input { instance: instance(), source })?;
-        if let Some(reason) = self.engine.config.policy.refuse(now, deadline) {
+        if let Some(reason) = self.engine.policy().refuse(now, deadline) {
             stats.dropped_late.fetch_add(requests.len() as u64, Ordering::Relaxed);
             return Err(InstanceError::Dropped { instance: instance(), reason });
         }
@@ -456,7 +482,8 @@ impl Instance {
         let engine = &self.engine;
         let [inputs] = requests else { return None };
         let rows = batch::rows(inputs);
-        let at_once = rows >= engine.policy.max_batch || engine.policy.max_wait.is_zero();
+        let policy = engine.policy();
+        let at_once = rows >= policy.max_batch || policy.max_wait.is_zero();
         let short = || engine.stats.last(rows).is_some_and(|last| last < CALLER_RUNS_BELOW);
         let on_its_cores = || {
             let cores = engine.config.cores.as_ref();
@@ -550,6 +577,8 @@ impl Batcher {
                 }
                 after_batch = false;
             }
+            // A re-plan may have changed the policy since the last batch (`Instance::set_policy`).
+            self.queue.set_policy(self.engine.policy());
             // Wait for company until the policy says the batch starts.
             while let Some(start) = self.queue.start_at(Instant::now(), after_batch) {
                 let wait = start.saturating_duration_since(Instant::now());
@@ -666,7 +695,8 @@ mod tests {
         let after = Duration::from_millis(200);
         let engine = Arc::new(Engine {
             config: Arc::new(InstanceConfig::new("test")),
-            policy: BatchPolicy::default(),
+            policy: Mutex::new(BatchPolicy::default()),
+            batchable: true,
             executor: Box::new(Identity),
             stats: Arc::default(),
             running: Mutex::new(()),
@@ -676,7 +706,7 @@ mod tests {
         let batcher = {
             let engine = engine.clone();
             let idle = IdleRelease::new(after, count_release);
-            std::thread::spawn(move || Batcher { queue: Queue::new(engine.policy), engine, jobs, idle }.run())
+            std::thread::spawn(move || Batcher { queue: Queue::new(engine.policy()), engine, jobs, idle }.run())
         };
         let ask = || {
             let (reply, answer) = tokio::sync::oneshot::channel();

@@ -137,6 +137,12 @@ impl<J: Request<T>, T: Time> Queue<J, T> {
         &self.policy
     }
 
+    /// Batch and drop under `policy` from now on (a re-plan's, for an instance it keeps); the requests waiting
+    /// stay, and their next batch is formed under it.
+    pub fn set_policy(&mut self, policy: BatchPolicy) {
+        self.policy = policy;
+    }
+
     /// Requests waiting.
     pub fn len(&self) -> usize {
         self.pending.len()

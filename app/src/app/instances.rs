@@ -86,8 +86,9 @@ pub(super) struct Group {
 /// on this machine or on the `jig node` the place names (the instance's queue and batcher stay here).
 ///
 /// A group the running deployment has already, `kept` (its planned instances and their group: the same slot,
-/// variant, segment, batch, count and places), keeps its running instances, with their batch policies: a re-plan
-/// then loads only what changed, instead of a second copy of everything beside the first on the same cores.
+/// variant, segment, count and places), keeps its running instances, which take the new plan's batch policy in
+/// place: a re-plan then loads only what changed, instead of a second copy of everything beside the first on the
+/// same cores, and a new batch size or wait bound costs no restart.
 pub(super) fn start_models(
     hosts: &ModelHosts,
     bundle: &Bundle,
@@ -118,24 +119,19 @@ pub(super) fn start_models(
                 .collect(),
         };
         let same = |(old, _): &(&jig_api::PlannedInstances, &Group)| {
-            (&old.slot, &old.variant, &old.segment, old.max_batch, old.count, &old.places)
-                == (
-                    &planned.slot,
-                    &planned.variant,
-                    &planned.segment,
-                    planned.max_batch,
-                    planned.count,
-                    &planned.places,
-                )
+            (&old.slot, &old.variant, &old.segment, old.count, &old.places)
+                == (&planned.slot, &planned.variant, &planned.segment, planned.count, &planned.places)
         };
-        if !pipelined.contains(&planned.slot.as_str())
-            && let Some(at) = kept.iter().position(same)
-        {
+        let in_pipeline = pipelined.contains(&planned.slot.as_str());
+        let policy = policy(planned, in_pipeline);
+        if !in_pipeline && let Some(at) = kept.iter().position(same) {
             let (_, running) = kept.swap_remove(at);
             group.instances = running.instances.clone();
             // A `mig:…:K` instance's rate is that of its K processes together, as below.
             let per = group.instances.len().max(1) as f64 / f64::from(planned.count.max(1));
             for instance in &group.instances {
+                // From its next batch on, while the running copy still routes to it too.
+                instance.set_policy(policy);
                 by_slot.entry(planned.slot.as_str()).or_default().push((instance.clone(), planned.rate_rps / per));
             }
             groups.push(group);
@@ -161,22 +157,7 @@ pub(super) fn start_models(
                 let label = if processes > 1 { format!("{i}.{process}") } else { i.to_string() };
                 let mut config =
                     InstanceConfig::new(format!("{app}/{}/{}@{name}#{label}", planned.slot, planned.variant));
-                // As planned (§3.3): wait up to L̂ for a fuller batch, drop what can no longer make its deadline.
-                // Unplanned instances start batches at once and drop only what is past its deadline.
-                let ms = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1000.0);
-                config.policy = if pipelined.contains(&planned.slot.as_str()) {
-                    BatchPolicy::serving(1, DEFAULT_DEADLINE)
-                } else if planned.wait_ms > 0.0 {
-                    let stale = if planned.stale_ms > 0.0 { planned.stale_ms } else { 2.0 * planned.wait_ms };
-                    BatchPolicy::planned(
-                        planned.max_batch.into(),
-                        ms(planned.wait_ms),
-                        ms(planned.drop_budget_ms),
-                        ms(stale),
-                    )
-                } else {
-                    BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
-                };
+                config.policy = policy;
                 let instance = hosts
                     .start(config, &variant.name, &bundle.model_path(variant), segment, &place)
                     .map_err(|e| match e {
@@ -204,6 +185,21 @@ pub(super) fn start_models(
     Ok((slots, groups))
 }
 
+/// How the instances of `planned` batch and drop. As planned (§3.3): wait up to L̂ for a fuller batch, drop what
+/// can no longer make its deadline. Unplanned instances start batches at once and drop only what is past its
+/// deadline; a pooled pipeline's run each batch its head books alone.
+fn policy(planned: &jig_api::PlannedInstances, pipelined: bool) -> BatchPolicy {
+    let ms = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1000.0);
+    if pipelined {
+        BatchPolicy::serving(1, DEFAULT_DEADLINE)
+    } else if planned.wait_ms > 0.0 {
+        let stale = if planned.stale_ms > 0.0 { planned.stale_ms } else { 2.0 * planned.wait_ms };
+        BatchPolicy::planned(planned.max_batch.into(), ms(planned.wait_ms), ms(planned.drop_budget_ms), ms(stale))
+    } else {
+        BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
+    }
+}
+
 /// Where the launcher starts an instance placed at `place`: pinned to its cores, or bound to the device it was
 /// placed on, by UUID (a GPU instance placed on none, as the default deployment's are not, is placed by the
 /// launcher when it starts).
@@ -215,6 +211,56 @@ fn placement(segment: Segment, place: &InstancePlace) -> Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jig_api::PlannedInstances;
+
+    /// A re-plan that keeps a group's slot, variant, segment, count and places keeps its running instances, which
+    /// take the new plan's batch size and wait bound in place; one that changes the count starts new instances.
+    #[test]
+    fn a_kept_group_takes_the_new_batch_policy_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.jig/models/mlp.onnx");
+        std::fs::copy(&model, dir.path().join("mlp.onnx")).expect("`make setup` generates .jig/models");
+        std::fs::write(dir.path().join("probe.wasm"), b"").unwrap();
+        let manifest = "name = \"kept\"\n[slo]\nlatency_ms = 1000\n\n[[tasks]]\nname = \"probe\"\n\
+                        glue = \"probe.wasm\"\nslot = \"classifier\"\n\n[[variants]]\nslot = \"classifier\"\n\
+                        name = \"fast\"\nmodel = \"mlp.onnx\"\n";
+        let bundle = Bundle::with_manifest(dir.path(), manifest).unwrap();
+        let hosts = ModelHosts { launcher: Launcher::discover(), nodes: None };
+        let deployment = |max_batch: u32, wait_ms: f64, count: u32| Deployment {
+            instances: vec![PlannedInstances {
+                slot: "classifier".into(),
+                variant: "fast".into(),
+                segment: "cpu:1".into(),
+                max_batch,
+                count,
+                rate_rps: 10.0,
+                latency_ms: 20.0,
+                wait_ms,
+                drop_budget_ms: 20.0,
+                stale_ms: 200.0,
+                places: Vec::new(),
+            }],
+            ..Deployment::default()
+        };
+        let first = deployment(1, 10.0, 1);
+        let (_, groups) = start_models(&hosts, &bundle, &first, &[]).unwrap();
+        let running = groups[0].instances[0].clone();
+        assert_eq!(running.policy().max_batch, 1);
+
+        let second = deployment(4, 30.0, 1);
+        let kept: Vec<_> = first.instances.iter().zip(&groups).collect();
+        let (_, regrouped) = start_models(&hosts, &bundle, &second, &kept).unwrap();
+        assert!(Arc::ptr_eq(&regrouped[0].instances[0], &running), "the running instance was not kept");
+        assert_eq!(regrouped[0].max_batch, 4);
+        let policy = running.policy();
+        assert_eq!((policy.max_batch, policy.max_wait), (4, Duration::from_millis(30)), "{policy:?}");
+
+        let third = deployment(4, 30.0, 2);
+        let kept: Vec<_> = second.instances.iter().zip(&regrouped).collect();
+        let (_, grown) = start_models(&hosts, &bundle, &third, &kept).unwrap();
+        assert_eq!(grown[0].instances.len(), 2);
+        assert!(grown[0].instances.iter().all(|i| !Arc::ptr_eq(i, &running)), "another count starts anew");
+    }
 
     /// A planned place on the second 3g.40gb instance starts its worker on that instance, by UUID.
     #[test]

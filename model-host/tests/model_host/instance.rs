@@ -117,6 +117,40 @@ async fn a_lone_request_on_an_idle_instance_starts_at_once_not_after_the_wait_bo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_policy_applies_from_the_next_batch_without_a_restart() {
+    // What a re-plan that keeps an instance but changes its batch size does, instead of loading it again.
+    let config = InstanceConfig {
+        policy: BatchPolicy { max_batch: 2, max_wait: Duration::from_millis(200), ..BatchPolicy::default() },
+        ..InstanceConfig::new("sleepy#policy")
+    };
+    let instance = sleepy(50, config);
+    // Eight requests at once: the batches they take.
+    let burst = || async {
+        let before = instance.stats().batches.load(Ordering::Relaxed);
+        let tasks: Vec<_> = (0..8)
+            .map(|k| {
+                let instance = instance.clone();
+                tokio::spawn(async move { instance.infer(one(k as f32), far()).await })
+            })
+            .collect();
+        for (k, out) in futures_join(tasks).await.into_iter().enumerate() {
+            assert_eq!(f32s(&out.unwrap()[0]), vec![k as f32], "request {k} got another's rows");
+        }
+        instance.stats().batches.load(Ordering::Relaxed) - before
+    };
+    assert!(burst().await >= 4, "b = 2 runs eight requests in four batches at least");
+    instance.set_policy(BatchPolicy { max_batch: 8, ..instance.policy() });
+    assert_eq!(instance.policy().max_batch, 8);
+    // The first may start alone; the rest, arriving meanwhile, fill the next.
+    let batches = burst().await;
+    assert!(batches <= 2, "under b = 8, eight requests took {batches} batches");
+    instance.set_policy(BatchPolicy { min_service: Duration::from_secs(3600), ..instance.policy() });
+    let refused = instance.infer(one(1.0), far()).await;
+    assert!(matches!(refused, Err(InstanceError::Dropped { reason: DropReason::Late { .. }, .. })), "{refused:?}");
+    assert_eq!(instance.stats().requests.load(Ordering::Relaxed), 17, "one instance counted all along");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_waiting_when_a_batch_finishes_start_at_once() {
     // b = 2 and a wait bound of 10 s: only the "previous batch finished" rule can start the second batch soon.
     let config = InstanceConfig {
