@@ -48,9 +48,10 @@ pub struct GatewayConfig {
     /// Seconds a client has to send an invocation's body once its headers arrived (or less: its deadline); it is
     /// admitted, and counts against the app's capacity, only once the body is whole.
     pub body_timeout_s: f64,
-    /// Connections open at once; further clients wait in the listen backlog until one closes.
+    /// Connections open at once, over HTTP and gRPC together; further clients wait in the listen backlog until
+    /// one closes.
     pub max_connections: u32,
-    /// Connections one peer (IP address) may hold open at once; its next is closed at once, so that no one
+    /// Connections one peer (IP address) may hold open at once, over both; its next is closed at once, so that no one
     /// client takes every connection. Default: half of `max_connections`.
     pub max_connections_per_peer: Option<u32>,
     /// The longest deadline a client may ask for with `jig-timeout-ms`; a longer one is cut to it.

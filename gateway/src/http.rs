@@ -1,11 +1,10 @@
-//! The HTTP service: the accept loop with its connection caps (all at once, and per peer), routing each request
+//! The HTTP service: the accept loop (within the gateway's connection caps, `connections`), routing each request
 //! to its handler, the bearer-token check, reading a body within its limit, and the answers (plain text, JSON,
 //! and every error as a `jig_api::ErrorBody` whose kind sets the status).
 //!
 //! The handlers themselves live by what they serve: invocations in `invoke`, the app table in `apps`, the
 //! devices in `capacity`, Open Inference Protocol v2 in `oip`.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +18,6 @@ use jig_api::{ErrorBody, ErrorKind, Route};
 use serde::Serialize;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use crate::Gateway;
 
@@ -32,34 +30,16 @@ impl Gateway {
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = std::pin::pin!(shutdown);
-        // A client holds one connection permit while its connection is open, so that slow or idle clients
-        // cannot take every socket; the header timeout below ends the slow and the idle ones.
-        let connections = Arc::new(Semaphore::new(self.config.max_connections.max(1) as usize));
-        let per_peer = self.config.max_connections_per_peer.unwrap_or(self.config.max_connections / 2).max(1);
-        let peers = Peers::default();
+        // A client holds its connection's place in the caps while it is open; the header timeout below ends the
+        // slow and the idle ones.
         let header_timeout = Duration::from_secs_f64(self.config.header_timeout_s.clamp(0.1, 3600.0));
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
         loop {
-            let permit = tokio::select! {
-                permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+            let (stream, _, held) = tokio::select! {
+                accepted = self.connections.accept(&listener) => accepted,
                 () = &mut shutdown => break,
             };
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
-            };
-            let Some(held) = PeerHold::take(&peers, peer.ip(), per_peer) else {
-                continue; // the peer holds its share already: this connection is closed unanswered
-            };
-            let _ = stream.set_nodelay(true);
             let gateway = self.clone();
             let limit = self.config.max_request_mib << 20;
             let drain_for = Duration::from_secs_f64(self.config.body_timeout_s);
@@ -74,7 +54,7 @@ impl Gateway {
                 if let Err(e) = connection.await {
                     tracing::debug!("connection ended: {e}");
                 }
-                drop((permit, held));
+                drop(held);
             });
         }
         if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown()).await.is_err() {
@@ -177,40 +157,6 @@ pub(crate) fn unauthorized(authorization: Option<&str>, token: Option<&str>) -> 
         Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => None,
         Some(_) => Some("wrong token; pass the gateway's token with --token or JIG_TOKEN"),
         None => Some("this gateway needs a token: send `Authorization: Bearer TOKEN` (--token or JIG_TOKEN)"),
-    }
-}
-
-/// Connections each peer holds open.
-type Peers = Arc<std::sync::Mutex<HashMap<std::net::IpAddr, u32>>>;
-
-/// A connection a peer holds, given back when it closes.
-struct PeerHold {
-    peers: Peers,
-    peer: std::net::IpAddr,
-}
-
-impl PeerHold {
-    /// A hold for `peer`, unless it holds `max` already.
-    fn take(peers: &Peers, peer: std::net::IpAddr, max: u32) -> Option<PeerHold> {
-        let mut held = peers.lock().unwrap_or_else(|p| p.into_inner());
-        let count = held.entry(peer).or_default();
-        if *count >= max {
-            return None;
-        }
-        *count += 1;
-        Some(PeerHold { peers: peers.clone(), peer })
-    }
-}
-
-impl Drop for PeerHold {
-    fn drop(&mut self) {
-        let mut held = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = held.get_mut(&self.peer) {
-            *count -= 1;
-            if *count == 0 {
-                held.remove(&self.peer);
-            }
-        }
     }
 }
 
@@ -351,20 +297,4 @@ pub(crate) fn bytes_reply(code: StatusCode, body: Bytes) -> Reply {
 pub(crate) fn error(kind: ErrorKind, message: impl Into<String>) -> Reply {
     let code = StatusCode::from_u16(kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json(code, &ErrorBody { error: message.into(), kind })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_peer_holds_at_most_its_share_of_connections_and_gets_them_back_as_they_close() {
-        use super::{PeerHold, Peers};
-        let peers = Peers::default();
-        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let first = PeerHold::take(&peers, a, 2).unwrap();
-        let _second = PeerHold::take(&peers, a, 2).unwrap();
-        assert!(PeerHold::take(&peers, a, 2).is_none(), "a third from the same address");
-        assert!(PeerHold::take(&peers, b, 2).is_some(), "another address has its own share");
-        drop(first);
-        assert!(PeerHold::take(&peers, a, 2).is_some(), "a closed connection gives its place back");
-    }
 }

@@ -32,6 +32,7 @@ mod apps;
 mod capacity;
 pub mod cluster;
 mod config;
+mod connections;
 mod controller;
 mod http;
 mod invoke;
@@ -89,6 +90,8 @@ pub struct Gateway {
     control: tokio::sync::Mutex<()>,
     /// Bundle uploads being received at once (each is buffered whole).
     uploads: Semaphore,
+    /// Connections open at once, over HTTP and gRPC together, and per peer.
+    connections: connections::ConnectionCaps,
     /// Each app's demand, by name (see [`controller`]).
     demand: std::sync::Mutex<HashMap<String, controller::DemandWindows>>,
     /// IPA's load predictor, when one was found.
@@ -120,6 +123,7 @@ impl Gateway {
         let node_access = config.node_access(NODE_TIMEOUT)?;
         let gateway = Arc::new(Gateway {
             metrics: Metrics::new(apps.clone()),
+            connections: connections::ConnectionCaps::new(config.max_connections, config.max_connections_per_peer),
             config,
             runtime,
             hosts: ModelHosts { launcher: Launcher::discover(), nodes: node_access },

@@ -841,6 +841,28 @@ fn a_client_that_never_finishes_its_headers_is_cut_off_and_frees_its_connection(
     assert!(read.is_ok(), "the slow client's connection should be closed, not left open: {read:?}");
 }
 
+#[test]
+fn grpc_connections_count_against_the_same_caps_as_http_ones() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    let scratch = tempfile::tempdir().unwrap();
+    // Two connections at once, one a peer: a client that holds an HTTP connection gets no gRPC one.
+    let gateway = start_with_config(scratch.path(), "max_connections = 2\ngrpc_listen = \"127.0.0.1:0\"\n");
+    let grpc = gateway.grpc_addr.clone().expect("the gateway serves gRPC on `grpc_listen`");
+    // HTTP/2's client preface and an empty SETTINGS frame: a server that serves the connection answers with its own.
+    let answered = |mut stream: TcpStream| {
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = stream.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0");
+        stream.read(&mut [0u8; 64]).unwrap_or(0)
+    };
+    let http = TcpStream::connect(&gateway.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(answered(TcpStream::connect(&grpc).unwrap()), 0, "the peer's second connection was served");
+    drop(http);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(answered(TcpStream::connect(&grpc).unwrap()) > 0, "its place, given back, was not taken by gRPC");
+}
+
 /// The planned app `small`, every variant of which serves 2 req/s: one instance serves the 1 req/s planned
 /// for, and the app admits 2 requests (2 req/s × its 1 s SLO) at once.
 fn two_at_once_app(dir: &Path) {

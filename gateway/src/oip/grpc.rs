@@ -44,6 +44,11 @@ impl Gateway {
         let service = GrpcInferenceServiceServer::new(Grpc(self.clone()))
             .max_decoding_message_size(limit)
             .max_encoding_message_size(usize::MAX);
+        // Each connection within the gateway's caps (HTTP's and gRPC's together), holding its place while open.
+        let incoming = futures_util::stream::unfold((self.clone(), listener), |(gateway, listener)| async move {
+            let (stream, _, hold) = gateway.connections.accept(&listener).await;
+            Some((Ok::<_, std::io::Error>(Held { stream, _hold: hold }), (gateway, listener)))
+        });
         tonic::transport::Server::builder()
             // A connection that stops answering pings is closed; a call never runs past the gateway's longest
             // deadline.
@@ -53,9 +58,69 @@ impl Gateway {
             .max_concurrent_streams(Some(128))
             .timeout(self.max_timeout() + Duration::from_secs(1))
             .add_service(service)
-            .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), shutdown)
+            .serve_with_incoming_shutdown(incoming, shutdown)
             .await?;
         Ok(())
+    }
+}
+
+/// A connection the gRPC server serves, with its place in the gateway's connection caps.
+struct Held {
+    stream: tokio::net::TcpStream,
+    _hold: crate::connections::Hold,
+}
+
+impl tonic::transport::server::Connected for Held {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for Held {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Held {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 
