@@ -847,7 +847,8 @@ fn grpc_connections_count_against_the_same_caps_as_http_ones() {
     use std::net::TcpStream;
     let scratch = tempfile::tempdir().unwrap();
     // Two connections at once, one a peer: a client that holds an HTTP connection gets no gRPC one.
-    let gateway = start_with_config(scratch.path(), "max_connections = 2\ngrpc_listen = \"127.0.0.1:0\"\n");
+    let config = "max_connections = 2\nheader_timeout_s = 1.0\ngrpc_listen = \"127.0.0.1:0\"\n";
+    let gateway = start_with_config(scratch.path(), config);
     let grpc = gateway.grpc_addr.clone().expect("the gateway serves gRPC on `grpc_listen`");
     // HTTP/2's client preface and an empty SETTINGS frame: a server that serves the connection answers with its own.
     let answered = |mut stream: TcpStream| {
@@ -855,12 +856,21 @@ fn grpc_connections_count_against_the_same_caps_as_http_ones() {
         let _ = stream.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0");
         stream.read(&mut [0u8; 64]).unwrap_or(0)
     };
-    let http = TcpStream::connect(&gateway.addr).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // An HTTP connection kept open after its answer, so surely accepted (and for the header timeout at most).
+    let mut http = TcpStream::connect(&gateway.addr).unwrap();
+    http.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    assert!(http.read(&mut [0u8; 256]).unwrap() > 0);
     assert_eq!(answered(TcpStream::connect(&grpc).unwrap()), 0, "the peer's second connection was served");
     drop(http);
     std::thread::sleep(Duration::from_millis(300));
     assert!(answered(TcpStream::connect(&grpc).unwrap()) > 0, "its place, given back, was not taken by gRPC");
+    // A client that connects and sends nothing is closed at the header timeout, and gives its place back.
+    let mut silent = TcpStream::connect(&grpc).unwrap();
+    silent.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = Instant::now();
+    let _ = silent.read_to_end(&mut Vec::new()); // the server's SETTINGS, then the end (or a reset)
+    assert!(started.elapsed() < Duration::from_secs(5), "still open after {:?}", started.elapsed());
+    assert!(answered(TcpStream::connect(&grpc).unwrap()) > 0, "the silent client's place was not given back");
 }
 
 /// The planned app `small`, every variant of which serves 2 req/s: one instance serves the 1 req/s planned

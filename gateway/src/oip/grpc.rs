@@ -44,10 +44,13 @@ impl Gateway {
         let service = GrpcInferenceServiceServer::new(Grpc(self.clone()))
             .max_decoding_message_size(limit)
             .max_encoding_message_size(usize::MAX);
-        // Each connection within the gateway's caps (HTTP's and gRPC's together), holding its place while open.
-        let incoming = futures_util::stream::unfold((self.clone(), listener), |(gateway, listener)| async move {
+        // Each connection within the gateway's caps (HTTP's and gRPC's together), holding its place while open,
+        // and closed unless its client's preface comes within the header timeout.
+        let preface_within = Duration::from_secs_f64(self.config.header_timeout_s.clamp(0.1, 3600.0));
+        let incoming = futures_util::stream::unfold((self.clone(), listener), move |(gateway, listener)| async move {
             let (stream, _, hold) = gateway.connections.accept(&listener).await;
-            Some((Ok::<_, std::io::Error>(Held { stream, _hold: hold }), (gateway, listener)))
+            let preface_by = Some(Box::pin(tokio::time::sleep(preface_within)));
+            Some((Ok::<_, std::io::Error>(Held { stream, preface_by, read: 0, _hold: hold }), (gateway, listener)))
         });
         tonic::transport::Server::builder()
             // A connection that stops answering pings is closed; a call never runs past the gateway's longest
@@ -67,8 +70,16 @@ impl Gateway {
 /// A connection the gRPC server serves, with its place in the gateway's connection caps.
 struct Held {
     stream: tokio::net::TcpStream,
+    /// Until the client's HTTP/2 preface has come: when the connection is closed unless it has, so that a client
+    /// that connects and sends nothing does not keep its place.
+    preface_by: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// Bytes read so far, counted until the preface.
+    read: usize,
     _hold: crate::connections::Hold,
 }
+
+/// The client's preface of an HTTP/2 connection: `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`.
+const PREFACE_BYTES: usize = 24;
 
 impl tonic::transport::server::Connected for Held {
     type ConnectInfo = tonic::transport::server::TcpConnectInfo;
@@ -84,7 +95,21 @@ impl tokio::io::AsyncRead for Held {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+        use std::future::Future;
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.stream).poll_read(cx, buf);
+        let this = &mut *self;
+        if let Some(deadline) = this.preface_by.as_mut() {
+            this.read += buf.filled().len() - before;
+            if this.read >= PREFACE_BYTES {
+                this.preface_by = None;
+            } else if polled.is_pending() && deadline.as_mut().poll(cx).is_ready() {
+                let late =
+                    std::io::Error::new(std::io::ErrorKind::TimedOut, "no HTTP/2 preface within the header timeout");
+                return std::task::Poll::Ready(Err(late));
+            }
+        }
+        polled
     }
 }
 
