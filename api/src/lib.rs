@@ -168,6 +168,13 @@ pub struct ObservedLatency {
     /// The profile table's p50 for that row, ms.
     #[serde(default)]
     pub profiled_p50_ms: Option<f64>,
+    /// The mean of the same batches, ms (0 from a gateway that did not record it): what a batch occupies its
+    /// segment for on average, so what the instance's throughput follows.
+    #[serde(default)]
+    pub mean_ms: f64,
+    /// The profile table's mean for that row, ms: its rows over its throughput (batches back to back).
+    #[serde(default)]
+    pub profiled_mean_ms: Option<f64>,
 }
 
 /// A multiplicative factor the app observed: invocations of task `to` per invocation of task `from`, where a

@@ -367,6 +367,7 @@ impl App {
                 ms.sort_by(f64::total_cmp);
                 // The rule `jig profile` measured the profiled latencies by, so that the two compare.
                 let (p50_ms, p95_ms) = (quantile(&ms, 0.5)?, quantile(&ms, 0.95)?);
+                let mean_ms = ms.iter().sum::<f64>() / ms.len() as f64;
                 let batch = u32::try_from(rows).unwrap_or(u32::MAX);
                 let profiled = g.profiled_ms.get(&batch).copied();
                 Some(ObservedLatency {
@@ -376,9 +377,11 @@ impl App {
                     batch,
                     batches,
                     p95_ms,
-                    profiled_ms: profiled.map(|(_, p95)| p95),
+                    profiled_ms: profiled.map(|p| p.p95),
                     p50_ms,
-                    profiled_p50_ms: profiled.map(|(p50, _)| p50),
+                    profiled_p50_ms: profiled.map(|p| p.p50),
+                    mean_ms,
+                    profiled_mean_ms: profiled.map(|p| p.mean).filter(|m| m.is_finite()),
                 })
             })
             .collect()

@@ -77,8 +77,16 @@ pub(super) struct Group {
     pub(super) segment: String,
     pub(super) max_batch: u32,
     pub(super) instances: Vec<Arc<Instance>>,
-    /// The profile's p50 and p95 latency (ms) by batch size.
-    pub(super) profiled_ms: HashMap<u32, (f64, f64)>,
+    /// The profile's latencies by batch size.
+    pub(super) profiled_ms: HashMap<u32, Profiled>,
+}
+
+/// What a profile row says of one batch size, ms: p50, p95, and the mean (its rows over its throughput).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Profiled {
+    pub(super) p50: f64,
+    pub(super) p95: f64,
+    pub(super) mean: f64,
 }
 
 /// Start the deployment's instances, each in its planned place: pinned to its cores, or in a worker bound, by
@@ -115,7 +123,10 @@ pub(super) fn start_models(
             profiled_ms: profiles
                 .iter()
                 .filter(|r| r.slot == planned.slot && r.variant == planned.variant && r.segment == planned.segment)
-                .map(|r| (r.batch, (r.p50_ms, r.p95_ms)))
+                .map(|r| {
+                    let mean = f64::from(r.batch) * 1000.0 / r.throughput_rps;
+                    (r.batch, Profiled { p50: r.p50_ms, p95: r.p95_ms, mean })
+                })
                 .collect(),
         };
         let same = |(old, _): &(&jig_api::PlannedInstances, &Group)| {

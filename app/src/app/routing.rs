@@ -76,7 +76,7 @@ pub(super) fn pooled_pipelines(
                 .profiled_ms
                 .iter()
                 .filter(|&(&b, _)| b <= pipeline.batch)
-                .map(|(&b, &(_, p95))| (b as usize, ms(p95)))
+                .map(|(&b, p)| (b as usize, ms(p.p95)))
                 .collect();
             stages.push(StageSpec {
                 slot: pool.slot.clone(),

@@ -90,19 +90,23 @@ pub fn unplanned_cpu_ms(bundle: &Bundle, observed: &Observations) -> (f64, &'sta
     (declared, "declared")
 }
 
-/// How an observation scales its variant's profile rows on its segment: the median (and so the throughput) by
-/// observed over profiled p50, the tail by observed over profiled p95 — a busy machine stretches the tail more
-/// than the median. Each within [`MAX_REFINEMENT`] either way.
+/// How an observation scales its variant's profile rows on its segment: the median by observed over profiled
+/// p50, the tail by observed over profiled p95 — a busy machine stretches the tail more than the median — and
+/// the throughput by observed over profiled mean. Each within [`MAX_REFINEMENT`] either way.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Refinement {
-    /// The scale of p50 latencies; throughputs are divided by it.
+    /// The scale of p50 latencies.
     pub p50: f64,
     /// The scale of p95 latencies.
     pub p95: f64,
+    /// The scale of the mean batch, by which throughputs are divided: what a batch holds its segment for on
+    /// average, slow ones included (a busy machine's tail makes the mean grow faster than the median).
+    pub mean: f64,
 }
 
 /// The [`Refinement`] of `observed`; `None` before [`MIN_LATENCY_SAMPLES`] batches or without a profile row.
-/// An observation without a p50 (from an older gateway) scales the median as its p95.
+/// An observation without a p50 (from an older gateway) scales the median as its p95, and one without a mean
+/// the mean as its median.
 pub fn refinement(observed: &ObservedLatency) -> Option<Refinement> {
     let profiled = observed.profiled_ms.filter(|&p| p > 0.0)?;
     if observed.batches < MIN_LATENCY_SAMPLES || observed.p95_ms <= 0.0 {
@@ -114,7 +118,11 @@ pub fn refinement(observed: &ObservedLatency) -> Option<Refinement> {
         Some(profiled) if observed.p50_ms > 0.0 => bounded(observed.p50_ms / profiled),
         _ => p95,
     };
-    Some(Refinement { p50, p95 })
+    let mean = match observed.profiled_mean_ms.filter(|&p| p > 0.0) {
+        Some(profiled) if observed.mean_ms > 0.0 => bounded(observed.mean_ms / profiled),
+        _ => p50,
+    };
+    Some(Refinement { p50, p95, mean })
 }
 
 /// Refine profile `rows` with `observed` latencies: every row of an observed variant on its segment, at every
@@ -127,7 +135,7 @@ pub fn refine(rows: &mut [ProfileRow], observed: &[ObservedLatency]) -> Vec<Obse
         for row in rows.iter_mut().filter(|r| r.slot == o.slot && r.variant == o.variant && r.segment == o.segment) {
             row.p50_ms *= scale.p50;
             row.p95_ms = (row.p95_ms * scale.p95).max(row.p50_ms);
-            row.throughput_rps /= scale.p50;
+            row.throughput_rps /= scale.mean;
             matched = true;
         }
         if matched {
@@ -161,8 +169,10 @@ pub fn latencies_drifted(refined: &[ObservedLatency], fresh: &[ObservedLatency],
             .iter()
             .find(|r| (&r.slot, &r.variant, &r.segment) == (&o.slot, &o.variant, &o.segment))
             .and_then(refinement)
-            .unwrap_or(Refinement { p50: 1.0, p95: 1.0 });
-        (scale.p50 / planned.p50 - 1.0).abs() > threshold || (scale.p95 / planned.p95 - 1.0).abs() > threshold
+            .unwrap_or(Refinement { p50: 1.0, p95: 1.0, mean: 1.0 });
+        [(scale.p50, planned.p50), (scale.p95, planned.p95), (scale.mean, planned.mean)]
+            .iter()
+            .any(|(now, then)| (now / then - 1.0).abs() > threshold)
     })
 }
 
@@ -202,6 +212,8 @@ mod tests {
             profiled_ms: Some(50.0),
             p50_ms: 0.0,
             profiled_p50_ms: None,
+            mean_ms: 0.0,
+            profiled_mean_ms: None,
         }
     }
 
@@ -228,10 +240,20 @@ mod tests {
         // With its median observed too, an observation scales the median and throughput by the median's ratio
         // and the tail by the tail's.
         let mut split = rows();
-        refine(&mut split, &[ObservedLatency { p50_ms: 55.0, profiled_p50_ms: Some(50.0), ..observed(100.0, 40) }]);
+        let split_observation = || ObservedLatency { p50_ms: 55.0, profiled_p50_ms: Some(50.0), ..observed(100.0, 40) };
+        refine(&mut split, &[split_observation()]);
         let row = split.iter().find(|r| r.segment == "cpu:2" && r.batch == 1).unwrap();
         assert!((row.p50_ms - 55.0).abs() < 1e-9 && (row.p95_ms - 100.0).abs() < 1e-9, "{row:?}");
         assert!((row.throughput_rps - 20.0 / 1.1).abs() < 1e-9, "{row:?}");
+
+        // With its mean observed too, the throughput follows the mean: a slow tail at the same median costs
+        // throughput (here 60 ms on average where the profile's 20 req/s at batch 1 means 50).
+        let mut tailed = rows();
+        let tail = ObservedLatency { mean_ms: 60.0, profiled_mean_ms: Some(50.0), ..split_observation() };
+        refine(&mut tailed, &[tail]);
+        let row = tailed.iter().find(|r| r.segment == "cpu:2" && r.batch == 1).unwrap();
+        assert!((row.p50_ms - 55.0).abs() < 1e-9, "the median as before: {row:?}");
+        assert!((row.throughput_rps - 20.0 / 1.2).abs() < 1e-9, "{row:?}");
 
         let mut unchanged = rows();
         assert!(refine(&mut unchanged, &[observed(75.0, MIN_LATENCY_SAMPLES - 1)]).is_empty(), "too few batches");

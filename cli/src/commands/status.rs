@@ -178,11 +178,17 @@ pub fn print_status(status: &AppStatus) {
             .iter()
             .find(|r| (&r.slot, &r.variant, &r.segment) == (&o.slot, &o.variant, &o.segment))
             .and_then(jig_app::deployment::refinement)
-            .map(|scale| format!("; planned with its rows' p50 × {:.2}, p95 × {:.2}", scale.p50, scale.p95))
+            .map(|scale| {
+                format!(
+                    "; planned with its rows' p50 × {:.2}, p95 × {:.2}, throughput ÷ {:.2}",
+                    scale.p50, scale.p95, scale.mean
+                )
+            })
             .unwrap_or_default();
         println!(
-            "  latency    {}/{} on {} batch {}: {profiled}observed p50 {:.1} ms, p95 {:.1} ms over {} batches{refined}",
-            o.slot, o.variant, o.segment, o.batch, o.p50_ms, o.p95_ms, o.batches
+            "  latency    {}/{} on {} batch {}: {profiled}observed p50 {:.1} ms, mean {:.1} ms, p95 {:.1} ms over {} \
+             batches{refined}",
+            o.slot, o.variant, o.segment, o.batch, o.p50_ms, o.mean_ms, o.p95_ms, o.batches
         );
     }
     for g in &status.observed_glue {
