@@ -19,7 +19,7 @@ use super::deploy::fallback;
 use super::error::PlanningError;
 use super::graph::model_tasks;
 use super::mig::{mig_layout_hint, mig_shortfall};
-use super::observations::{Observations, planned_factors};
+use super::observations::{MIN_FACTOR_SAMPLES, MIN_LATENCY_SAMPLES, Observations, planned_factors};
 use super::problem::problem;
 
 /// The planner's time limit when deploying: the best plan found by then is used.
@@ -135,12 +135,15 @@ pub(super) fn plan_within(
     // and glue may still call them.
     let served: Vec<String> = instances.iter().map(|i: &PlannedInstances| i.slot.clone()).collect();
     let rest = fallback(bundle, &free, "");
-    instances.extend(rest.instances.into_iter().filter(|i| !served.contains(&i.slot)).map(|i| {
-        match pinned.iter().find(|p| p.slot == i.slot) {
+    let defaults: Vec<PlannedInstances> = (rest.instances.into_iter().filter(|i| !served.contains(&i.slot)))
+        .map(|i| match pinned.iter().find(|p| p.slot == i.slot) {
             Some(p) => p.clone(),
             None => i,
-        }
-    }));
+        })
+        .collect();
+    let serves_rps =
+        capacity_rps(&plan, capacity.cores(), problem.unplanned_cpu_ms).min(defaults_rps(&defaults, observed));
+    instances.extend(defaults);
     Ok(Deployment {
         source: match short {
             None => format!(
@@ -157,7 +160,7 @@ pub(super) fn plan_within(
         },
         demand_rps: Some(plan.demand_rps),
         accuracy: Some(plan.accuracy),
-        capacity_rps: Some(capacity_rps(&plan, capacity.cores(), problem.unplanned_cpu_ms)),
+        capacity_rps: Some(serves_rps),
         factors: planned_factors(bundle, &observed.factors),
         refined: refined.latencies,
         glue: refined.glue,
@@ -263,6 +266,28 @@ fn capacity_rps(plan: &jig_planner::Plan, cores: u32, unplanned_cpu_ms: f64) -> 
     } else {
         instances
     }
+}
+
+/// The entry rate the default instances (of slots no plan sizes, such as the sign reader's voice on two cores)
+/// keep up with, once observed: each runs one batch after another, so a slot's `count` instances serve `count ×
+/// rows ÷ mean batch` rows a second, and a request costs the rows its batches of the most frequent size served
+/// over the requests answered. Unbounded until a default instance is observed over [`MIN_LATENCY_SAMPLES`]
+/// batches and [`MIN_FACTOR_SAMPLES`] requests (its CPU time counts in [`capacity_rps`] either way).
+fn defaults_rps(defaults: &[PlannedInstances], observed: &Observations) -> f64 {
+    (defaults.iter())
+        .filter_map(|d| {
+            let seen = observed
+                .latencies
+                .iter()
+                .find(|o| (&o.slot, &o.variant, &o.segment) == (&d.slot, &d.variant, &d.segment))?;
+            if seen.batches < MIN_LATENCY_SAMPLES || observed.answered < MIN_FACTOR_SAMPLES || seen.mean_ms <= 0.0 {
+                return None;
+            }
+            let rows = f64::from(seen.batch);
+            let per_request = seen.batches as f64 * rows / observed.answered as f64;
+            Some(f64::from(d.count.max(1)) * rows * 1000.0 / seen.mean_ms / per_request)
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 #[cfg(test)]

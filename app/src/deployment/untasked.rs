@@ -132,6 +132,42 @@ mod tests {
     }
 
     #[test]
+    fn once_observed_a_default_instance_caps_what_the_deployment_says_it_serves() {
+        // The voice's one instance runs one line after another: observed at 80 ms a line on average, one line a
+        // request, it keeps up with 12.5 req/s, whatever det and rec would serve on the cores.
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = untasked_voice(dir.path(), 5.0);
+        let uncapped = plan(&bundle, &[], &Capacity::cpu_only(4), &Observations::default());
+        assert!(uncapped.capacity_rps.unwrap() > 20.0, "{uncapped:?}");
+        let voice = |batches: u64| jig_api::ObservedLatency {
+            slot: "voice".into(),
+            variant: "voice".into(),
+            segment: "cpu:1".into(),
+            batch: 1,
+            batches,
+            p95_ms: 120.0,
+            profiled_ms: Some(20.0),
+            p50_ms: 75.0,
+            profiled_p50_ms: Some(20.0),
+            mean_ms: 80.0,
+            profiled_mean_ms: Some(20.0),
+        };
+        let observed = |batches: u64, answered: u64| Observations {
+            latencies: vec![voice(batches)],
+            answered,
+            ..Observations::default()
+        };
+        let capped = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(100, 100));
+        assert!((capped.capacity_rps.unwrap() - 12.5).abs() < 1e-9, "{capped:?}");
+        // Two lines a request: half as many requests.
+        let two = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(200, 100));
+        assert!((two.capacity_rps.unwrap() - 6.25).abs() < 1e-9, "{two:?}");
+        // Too few batches or requests yet: no cap.
+        let early = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(10, 100));
+        assert!(early.capacity_rps.unwrap() > 20.0, "{early:?}");
+    }
+
+    #[test]
     fn without_a_core_to_spare_a_slot_no_task_names_runs_unpinned_and_the_deployment_says_so() {
         // Two cores for three model slots: det and rec cannot be planned on one, so they keep both and the voice
         // runs beside them, holding none.
