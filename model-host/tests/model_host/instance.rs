@@ -129,13 +129,7 @@ async fn a_new_policy_applies_from_the_next_batch_without_a_restart() {
     // Eight requests at once: the batches they take.
     let burst = || async {
         let before = instance.stats().batches.load(Ordering::Relaxed);
-        let tasks: Vec<_> = (0..8)
-            .map(|k| {
-                let instance = instance.clone();
-                tokio::spawn(async move { instance.infer(one(k as f32), far()).await })
-            })
-            .collect();
-        for (k, out) in futures_join(tasks).await.into_iter().enumerate() {
+        for (k, out) in at_once(&instance, 8).await.into_iter().enumerate() {
             assert_eq!(f32s(&out.unwrap()[0]), vec![k as f32], "request {k} got another's rows");
         }
         instance.stats().batches.load(Ordering::Relaxed) - before
@@ -161,14 +155,8 @@ async fn requests_waiting_when_a_batch_finishes_start_at_once() {
     };
     let instance = sleepy(100, config);
     let started = Instant::now();
-    let tasks: Vec<_> = (0..3)
-        .map(|k| {
-            let instance = instance.clone();
-            tokio::spawn(async move { instance.infer(one(k as f32), far()).await })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap().unwrap();
+    for result in at_once(&instance, 3).await {
+        result.unwrap();
     }
     assert!(started.elapsed() < Duration::from_secs(5), "the third request waited for the bound");
     assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 2);
@@ -198,13 +186,7 @@ async fn requests_nobody_picks_up_in_time_are_dropped_as_stale() {
         ..InstanceConfig::new("sleepy#2")
     };
     let instance = sleepy(150, config);
-    let tasks: Vec<_> = (0..3)
-        .map(|k| {
-            let instance = instance.clone();
-            tokio::spawn(async move { instance.infer(one(k as f32), far()).await })
-        })
-        .collect();
-    let results: Vec<_> = futures_join(tasks).await;
+    let results = at_once(&instance, 3).await;
     let stale = results
         .iter()
         .filter(|r| matches!(r, Err(InstanceError::Dropped { reason: DropReason::Stale { .. }, .. })))
@@ -212,6 +194,17 @@ async fn requests_nobody_picks_up_in_time_are_dropped_as_stale() {
     assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
     assert_eq!(stale, 2, "{results:?}");
     assert_eq!(instance.stats().dropped_stale.load(Ordering::Relaxed), 2);
+}
+
+/// `n` requests sent to `instance` at once, the k-th of value k; their results in that order.
+async fn at_once(instance: &Arc<Instance>, n: usize) -> Vec<Result<Vec<Tensor>, InstanceError>> {
+    let tasks = (0..n)
+        .map(|k| {
+            let instance = instance.clone();
+            tokio::spawn(async move { instance.infer(one(k as f32), far()).await })
+        })
+        .collect();
+    futures_join(tasks).await
 }
 
 async fn futures_join<T: Send + 'static>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
