@@ -846,10 +846,11 @@ fn grpc_connections_count_against_the_same_caps_as_http_ones() {
     use std::io::{Read, Write};
     use std::net::TcpStream;
     let scratch = tempfile::tempdir().unwrap();
-    // Two connections at once, one a peer: a client that holds an HTTP connection gets no gRPC one.
-    // A header timeout long enough that the HTTP connection below stays open however busy the machine (a second
-    // one let it close before the gRPC connection was accepted, and gave its place to it).
-    let config = "max_connections = 2\nheader_timeout_s = 4.0\ngrpc_listen = \"127.0.0.1:0\"\n";
+    // One connection a peer: a client that holds an HTTP connection gets no gRPC one. Room for more in all, so
+    // that the gRPC listener always holds a permit and refuses the connection at once: with two in all, it could
+    // wait in the backlog for the HTTP connection's permit and be served when that one's header timeout ended it.
+    let config =
+        "max_connections = 8\nmax_connections_per_peer = 1\nheader_timeout_s = 6.0\ngrpc_listen = \"127.0.0.1:0\"\n";
     let gateway = start_with_config(scratch.path(), config);
     let grpc = gateway.grpc_addr.clone().expect("the gateway serves gRPC on `grpc_listen`");
     // HTTP/2's client preface and an empty SETTINGS frame: a server that serves the connection answers with its own.
@@ -866,11 +867,15 @@ fn grpc_connections_count_against_the_same_caps_as_http_ones() {
     drop(http);
     std::thread::sleep(Duration::from_millis(300));
     assert!(answered(TcpStream::connect(&grpc).unwrap()) > 0, "its place, given back, was not taken by gRPC");
-    // A client that connects and sends nothing is closed at the header timeout, and gives its place back.
+    // A client that connects and sends nothing is served (once the last one's place is back), closed at the
+    // header timeout, and gives its place back.
+    std::thread::sleep(Duration::from_millis(300));
     let mut silent = TcpStream::connect(&grpc).unwrap();
     silent.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let started = Instant::now();
-    let _ = silent.read_to_end(&mut Vec::new()); // the server's SETTINGS, then the end (or a reset)
+    let mut settings = Vec::new();
+    let _ = silent.read_to_end(&mut settings); // the server's SETTINGS, then the end (or a reset)
+    assert!(!settings.is_empty(), "the silent client was closed unanswered, not served");
     assert!(started.elapsed() < Duration::from_secs(15), "still open after {:?}", started.elapsed());
     assert!(answered(TcpStream::connect(&grpc).unwrap()) > 0, "the silent client's place was not given back");
 }
