@@ -13,8 +13,8 @@
 //!   affect the next one.
 //! * **Limits.** Each store has a memory limit ([`FunctionLimits::memory`]); the request's deadline is
 //!   enforced by epoch interruption while the guest computes (an epoch ticks every
-//!   [`RuntimeConfig::epoch_tick`]; at each tick a running guest yields to the executor, and traps once the
-//!   deadline passed) and by a timer while it waits on the host (`infer`).
+//!   [`RuntimeConfig::epoch_tick`] while an invocation runs; at each tick a running guest yields to the
+//!   executor, and traps once the deadline passed) and by a timer while it waits on the host (`infer`).
 //! * **Bounded concurrency.** At most [`RuntimeConfig::max_invocations`] invocations hold an instance at once;
 //!   more wait for a slot (until their deadline) instead of failing.
 //! * **Memory that falls back after a burst.** Instances come from two pools: the first
@@ -31,11 +31,11 @@ mod cache;
 mod error;
 mod host;
 pub mod models;
+mod ticker;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use jig_wire::Spare;
@@ -162,7 +162,8 @@ pub struct Runtime {
     /// when there are none.
     overflow: Option<Pool>,
     config: RuntimeConfig,
-    ticker_stop: Arc<AtomicBool>,
+    /// Advances the engines' epochs while invocations run; functions loaded from the runtime hold it too.
+    ticker: Arc<ticker::Ticker>,
     /// Buffers that large tensors lifted out of guests' memory reuse (see [`host`]'s `infer`).
     spare: Arc<Spare>,
 }
@@ -246,19 +247,10 @@ impl Runtime {
             slots => Some(Pool::new(&config, slots, 0)?),
         };
 
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        {
-            let engines: Vec<Engine> =
-                [Some(&resident), overflow.as_ref()].into_iter().flatten().map(|p| p.engine.clone()).collect();
-            let (stop, tick) = (ticker_stop.clone(), config.epoch_tick);
-            std::thread::Builder::new().name("jig-epoch".into()).spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(tick);
-                    engines.iter().for_each(Engine::increment_epoch);
-                }
-            })?;
-        }
-        Ok(Runtime { resident, overflow, config, ticker_stop, spare: Arc::default() })
+        let engines: Vec<Engine> =
+            [Some(&resident), overflow.as_ref()].into_iter().flatten().map(|p| p.engine.clone()).collect();
+        let ticker = ticker::Ticker::start(engines, config.epoch_tick)?;
+        Ok(Runtime { resident, overflow, config, ticker, spare: Arc::default() })
     }
 
     /// The wasmtime engine functions are compiled for (that of the resident slots; each function is copied into
@@ -336,6 +328,7 @@ impl Runtime {
                 config: Arc::new(options.config),
                 models: options.models,
                 spare: self.spare.clone(),
+                ticker: self.ticker.clone(),
             }),
         })
     }
@@ -346,12 +339,6 @@ impl Runtime {
             let unversioned = name.split('@').next().unwrap_or(name);
             !(unversioned.starts_with("jig:function/") || WASI_PROVIDED.contains(&unversioned))
         })
-    }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -453,6 +440,7 @@ struct FunctionInner {
     config: Arc<BTreeMap<String, String>>,
     models: Arc<dyn ModelHost>,
     spare: Arc<Spare>,
+    ticker: Arc<ticker::Ticker>,
 }
 
 impl FunctionInner {
@@ -491,6 +479,7 @@ impl Function {
                 config: f.config.clone(),
                 models,
                 spare: f.spare.clone(),
+                ticker: f.ticker.clone(),
             }),
         }
     }
@@ -521,6 +510,8 @@ impl Function {
                 return Err(InvokeError::Instantiate { function: f.name.to_string(), detail: closed.to_string() });
             }
         };
+        // The epoch advances while this invocation holds its slot: its guest yields and meets its deadline.
+        let _running = f.ticker.running();
         let state = InvocationState::new(
             f.name.clone(),
             deadline,
