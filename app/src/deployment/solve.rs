@@ -135,14 +135,15 @@ pub(super) fn plan_within(
     // and glue may still call them.
     let served: Vec<String> = instances.iter().map(|i: &PlannedInstances| i.slot.clone()).collect();
     let rest = fallback(bundle, &free, "");
-    let defaults: Vec<PlannedInstances> = (rest.instances.into_iter().filter(|i| !served.contains(&i.slot)))
+    let mut defaults: Vec<PlannedInstances> = (rest.instances.into_iter().filter(|i| !served.contains(&i.slot)))
         .map(|i| match pinned.iter().find(|p| p.slot == i.slot) {
             Some(p) => p.clone(),
             None => i,
         })
         .collect();
-    let serves_rps =
-        capacity_rps(&plan, capacity.cores(), problem.unplanned_cpu_ms).min(defaults_rps(&defaults, observed));
+    let planned_rps = capacity_rps(&plan, capacity.cores(), problem.unplanned_cpu_ms);
+    size_defaults(&mut defaults, planned_rps, capacity.cores(), observed);
+    let serves_rps = planned_rps.min(defaults_rps(&defaults, observed));
     instances.extend(defaults);
     Ok(Deployment {
         source: match short {
@@ -269,25 +270,49 @@ fn capacity_rps(plan: &jig_planner::Plan, cores: u32, unplanned_cpu_ms: f64) -> 
 }
 
 /// The entry rate the default instances (of slots no plan sizes, such as the sign reader's voice on two cores)
-/// keep up with, once observed: each runs one batch after another, so a slot's `count` instances serve `count ×
-/// rows ÷ mean batch` rows a second, and a request costs the rows its batches of the most frequent size served
-/// over the requests answered. Unbounded until a default instance is observed over [`MIN_LATENCY_SAMPLES`]
-/// batches and [`MIN_FACTOR_SAMPLES`] requests (its CPU time counts in [`capacity_rps`] either way).
+/// keep up with, once observed: each slot's `count` instances serve `count` times [`default_rate_rps`].
+/// Unbounded until they are observed (their CPU time counts in [`capacity_rps`] either way).
 fn defaults_rps(defaults: &[PlannedInstances], observed: &Observations) -> f64 {
     (defaults.iter())
-        .filter_map(|d| {
-            let seen = observed
-                .latencies
-                .iter()
-                .find(|o| (&o.slot, &o.variant, &o.segment) == (&d.slot, &d.variant, &d.segment))?;
-            if seen.batches < MIN_LATENCY_SAMPLES || observed.answered < MIN_FACTOR_SAMPLES || seen.mean_ms <= 0.0 {
-                return None;
-            }
-            let rows = f64::from(seen.batch);
-            let per_request = seen.batches as f64 * rows / observed.answered as f64;
-            Some(f64::from(d.count.max(1)) * rows * 1000.0 / seen.mean_ms / per_request)
-        })
+        .filter_map(|d| Some(f64::from(d.count.max(1)) * default_rate_rps(d, observed)?))
         .fold(f64::INFINITY, f64::min)
+}
+
+/// The entry rate one of `default`'s instances keeps up with, once observed over [`MIN_LATENCY_SAMPLES`] batches
+/// and [`MIN_FACTOR_SAMPLES`] requests: it runs one batch after another, so it serves `rows ÷ mean batch` rows a
+/// second, and a request costs the rows its batches of the most frequent size served over the requests answered.
+fn default_rate_rps(default: &PlannedInstances, observed: &Observations) -> Option<f64> {
+    let key = (&default.slot, &default.variant, &default.segment);
+    let seen = observed.latencies.iter().find(|o| (&o.slot, &o.variant, &o.segment) == key)?;
+    if seen.batches < MIN_LATENCY_SAMPLES || observed.answered < MIN_FACTOR_SAMPLES || seen.mean_ms <= 0.0 {
+        return None;
+    }
+    let rows = f64::from(seen.batch);
+    let per_request = seen.batches as f64 * rows / observed.answered as f64;
+    Some(rows * 1000.0 / seen.mean_ms / per_request)
+}
+
+/// A default instance that runs unpinned is one of as many as keep up with `planned_rps`, what the rest of the
+/// plan serves, once observed ([`default_rate_rps`]): one per core of the `cores` at most, as a pool of ONNX
+/// Runtime sessions would be, where one of them, speaking one line after another, would cap the app (the sign
+/// reader's voice on two cores). Fewer than the running deployment has only once 25% more than `planned_rps`
+/// would still be served, so that the count does not flap between re-plans as contention moves the mean. One
+/// pinned to a core of its own stays one.
+fn size_defaults(defaults: &mut [PlannedInstances], planned_rps: f64, cores: u32, observed: &Observations) {
+    /// What fewer instances must serve beyond `planned_rps` before a re-plan takes one away.
+    const SHRINK_MARGIN: f64 = 1.25;
+    for d in defaults.iter_mut().filter(|d| d.places.is_empty()) {
+        let Some(each) = default_rate_rps(d, observed) else { continue };
+        if !planned_rps.is_finite() || planned_rps <= 0.0 {
+            continue;
+        }
+        let most = cores.max(1);
+        let needed = |rps: f64| ((rps / each).ceil() as u32).clamp(1, most);
+        let running = (observed.current.iter().flat_map(|c| &c.instances))
+            .find(|i| (&i.slot, &i.variant, &i.segment) == (&d.slot, &d.variant, &d.segment) && i.places.is_empty())
+            .map_or(1, |i| i.count);
+        d.count = needed(planned_rps).max(running.min(needed(planned_rps * SHRINK_MARGIN)));
+    }
 }
 
 #[cfg(test)]

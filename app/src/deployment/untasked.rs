@@ -168,6 +168,55 @@ mod tests {
     }
 
     #[test]
+    fn an_unpinned_default_instance_that_caps_the_app_gets_one_per_core_and_keeps_them_until_far_fewer_serve() {
+        // Two cores: det and rec hold both, the voice runs unpinned beside them. Observed at 80 ms a line, one
+        // line a request, one voice instance would cap the app at 12.5 req/s where det and rec serve more.
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = untasked_voice(dir.path(), 30.0);
+        let observed = |mean_ms: f64, current: Option<Deployment>| Observations {
+            latencies: vec![jig_api::ObservedLatency {
+                slot: "voice".into(),
+                variant: "voice".into(),
+                segment: "cpu:1".into(),
+                batch: 1,
+                batches: 100,
+                p95_ms: mean_ms * 1.5,
+                profiled_ms: Some(20.0),
+                p50_ms: mean_ms,
+                profiled_p50_ms: Some(20.0),
+                mean_ms,
+                profiled_mean_ms: Some(20.0),
+            }],
+            answered: 100,
+            current,
+            ..Observations::default()
+        };
+        let voice = |d: &Deployment| d.instances.iter().find(|i| i.slot == "voice").cloned().unwrap();
+        let first = plan(&bundle, &[], &Capacity::cpu_only(2), &Observations::default());
+        assert_eq!((voice(&first).count, voice(&first).segment.as_str()), (1, "cpu:1"), "{first:?}");
+        assert!(voice(&first).places.is_empty(), "{first:?}");
+
+        let slow = plan(&bundle, &[], &Capacity::cpu_only(2), &observed(80.0, Some(first.clone())));
+        assert_eq!(voice(&slow).count, 2, "one per core: {slow:?}");
+        assert!(voice(&slow).places.is_empty(), "{slow:?}");
+        assert!((slow.capacity_rps.unwrap() - 25.0).abs() < 1e-9, "two instances of 12.5 req/s: {slow:?}");
+
+        // At 18 ms a line one instance serves 55.6 req/s: enough for the 50 det and rec serve, but not for 25%
+        // more, so the two running keep running; a deployment running one keeps one.
+        let kept = plan(&bundle, &[], &Capacity::cpu_only(2), &observed(18.0, Some(slow.clone())));
+        let capacity = kept.capacity_rps.unwrap();
+        assert!(capacity < 1000.0 / 18.0 && capacity * 1.25 > 1000.0 / 18.0, "the premise: {kept:?}");
+        assert_eq!(voice(&kept).count, 2, "{kept:?}");
+        assert_eq!(voice(&plan(&bundle, &[], &Capacity::cpu_only(2), &observed(18.0, Some(first)))).count, 1);
+        // At 10 ms a line one serves three times what is planned: back to one.
+        assert_eq!(voice(&plan(&bundle, &[], &Capacity::cpu_only(2), &observed(10.0, Some(kept)))).count, 1);
+
+        // Pinned to a core of its own (four cores), it stays one.
+        let pinned = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(80.0, None));
+        assert_eq!((voice(&pinned).count, voice(&pinned).places.len()), (1, 1), "{pinned:?}");
+    }
+
+    #[test]
     fn without_a_core_to_spare_a_slot_no_task_names_runs_unpinned_and_the_deployment_says_so() {
         // Two cores for three model slots: det and rec cannot be planned on one, so they keep both and the voice
         // runs beside them, holding none.
