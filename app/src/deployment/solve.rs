@@ -269,6 +269,12 @@ fn capacity_rps(plan: &jig_planner::Plan, cores: u32, unplanned_cpu_ms: f64) -> 
     }
 }
 
+/// The share of its time a default instance is sized to be busy ([`size_defaults`]). One that serves its requests
+/// one after another queues them fast beyond it, the more so as the load stretches its batches: the sign reader's
+/// voice on 2 cores, at 13 req/s (about 0.9 busy), queued to a p50 of 1.3 s where two instances answered in
+/// 0.27 s (2026-11-28, BENCHMARKS.md).
+const DEFAULT_BUSY: f64 = 0.8;
+
 /// The entry rate the default instances (of slots no plan sizes, such as the sign reader's voice on two cores)
 /// keep up with, once observed: each slot's `count` instances serve `count` times [`default_rate_rps`].
 /// Unbounded until they are observed (their CPU time counts in [`capacity_rps`] either way).
@@ -293,11 +299,11 @@ fn default_rate_rps(default: &PlannedInstances, observed: &Observations) -> Opti
 }
 
 /// A default instance that runs unpinned is one of as many as keep up with `planned_rps`, what the rest of the
-/// plan serves, once observed ([`default_rate_rps`]): one per core of the `cores` at most, as a pool of ONNX
-/// Runtime sessions would be, where one of them, speaking one line after another, would cap the app (the sign
-/// reader's voice on two cores). Fewer than the running deployment has only once 25% more than `planned_rps`
-/// would still be served, so that the count does not flap between re-plans as contention moves the mean. One
-/// pinned to a core of its own stays one.
+/// plan serves, once observed ([`default_rate_rps`]), each [`DEFAULT_BUSY`] of the time at most: one per core of
+/// the `cores` at most, as a pool of ONNX Runtime sessions would be, where one of them, speaking one line after
+/// another, would cap the app (the sign reader's voice on two cores). Fewer than the running deployment has only
+/// once 25% more than `planned_rps` would still be served, so that the count does not flap between re-plans as
+/// contention moves the mean. One pinned to a core of its own stays one.
 fn size_defaults(defaults: &mut [PlannedInstances], planned_rps: f64, cores: u32, observed: &Observations) {
     /// What fewer instances must serve beyond `planned_rps` before a re-plan takes one away.
     const SHRINK_MARGIN: f64 = 1.25;
@@ -307,7 +313,7 @@ fn size_defaults(defaults: &mut [PlannedInstances], planned_rps: f64, cores: u32
             continue;
         }
         let most = cores.max(1);
-        let needed = |rps: f64| ((rps / each).ceil() as u32).clamp(1, most);
+        let needed = |rps: f64| ((rps / (each * DEFAULT_BUSY)).ceil() as u32).clamp(1, most);
         let running = (observed.current.iter().flat_map(|c| &c.instances))
             .find(|i| (&i.slot, &i.variant, &i.segment) == (&d.slot, &d.variant, &d.segment) && i.places.is_empty())
             .map_or(1, |i| i.count);
