@@ -29,7 +29,7 @@ Approximations (the same work, not the same bits):
 * Regions of the thresholded map are labelled from runs of pixels joined by union-find (8-connected, as the
   glue's flood fill, whose per-pixel loop would be Python); boxes, scores, unclip, top-k and reading order
   follow the glue's formulas, in float64 where it has f32.
-* Resizes are Pillow's bilinear (area-aware when shrinking, as the `image` crate's Triangle filter is).
+* Resizes are Pillow's bilinear (area-aware when shrinking, as the glue's `fast_image_resize` convolution is).
 * The dictionary is a dict loaded once, where the glue binary-searches its text per word.
 * No batching, no envelopes, JSON or HTTP, and a request's lines are read and said one after another (jig
   runs each as its own invocation, and batches concurrent ones).
