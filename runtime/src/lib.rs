@@ -13,7 +13,7 @@
 //!   affect the next one.
 //! * **Limits.** Each store has a memory limit ([`FunctionLimits::memory`]); the request's deadline is
 //!   enforced by epoch interruption while the guest computes (an epoch ticks every
-//!   [`RuntimeConfig::epoch_tick`] while an invocation runs; at each tick a running guest yields to the
+//!   [`RuntimeConfig::epoch_tick`] while invocations run; at each tick a running guest yields to the
 //!   executor, and traps once the deadline passed) and by a timer while it waits on the host (`infer`).
 //! * **Bounded concurrency.** At most [`RuntimeConfig::max_invocations`] invocations hold an instance at once;
 //!   more wait for a slot (until their deadline) instead of failing.
@@ -249,7 +249,7 @@ impl Runtime {
 
         let engines: Vec<Engine> =
             [Some(&resident), overflow.as_ref()].into_iter().flatten().map(|p| p.engine.clone()).collect();
-        let ticker = ticker::Ticker::start(engines, config.epoch_tick)?;
+        let ticker = ticker::Ticker::start(engines, config.epoch_tick, ticker::PARK_AFTER)?;
         Ok(Runtime { resident, overflow, config, ticker, spare: Arc::default() })
     }
 
