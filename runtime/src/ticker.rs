@@ -1,8 +1,8 @@
 //! The epoch ticker: a thread that advances the engines' epoch every [`RuntimeConfig::epoch_tick`] while
 //! invocations run, so that a running guest yields to the executor and meets its deadline, and that parks once
 //! none has run for [`PARK_AFTER`]. A ticker that never parked woke a thousand times a second in an idle gateway,
-//! a few per cent of a core for nothing; one that parked whenever no invocation ran served a glue-only app (photo-
-//! crops) 13–20% less on 2 cores (2026-11-28): under load it keeps ticking as before.
+//! a few per cent of a core for nothing; one that parked whenever no invocation ran served a glue-only app
+//! (photo-crops) 13–20% less on 2 cores (2026-11-28): under load it keeps ticking as before.
 //!
 //! [`RuntimeConfig::epoch_tick`]: crate::RuntimeConfig::epoch_tick
 
@@ -68,7 +68,7 @@ impl Ticker {
         Running { ticker: self.clone() }
     }
 
-    /// Whether the ticker's thread has parked for want of invocations (for tests).
+    /// Whether no invocation holds the ticker (for tests).
     #[cfg(test)]
     fn idle(&self) -> bool {
         self.shared.running.load(Ordering::Acquire) == 0
