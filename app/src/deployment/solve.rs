@@ -307,12 +307,12 @@ fn default_rate_rps(default: &PlannedInstances, observed: &Observations) -> Opti
 fn size_defaults(defaults: &mut [PlannedInstances], planned_rps: f64, cores: u32, observed: &Observations) {
     /// What fewer instances must serve beyond `planned_rps` before a re-plan takes one away.
     const SHRINK_MARGIN: f64 = 1.25;
+    if !planned_rps.is_finite() || planned_rps <= 0.0 {
+        return;
+    }
+    let most = cores.max(1);
     for d in defaults.iter_mut().filter(|d| d.places.is_empty()) {
         let Some(each) = default_rate_rps(d, observed) else { continue };
-        if !planned_rps.is_finite() || planned_rps <= 0.0 {
-            continue;
-        }
-        let most = cores.max(1);
         let needed = |rps: f64| ((rps / (each * DEFAULT_BUSY)).ceil() as u32).clamp(1, most);
         let running = (observed.current.iter().flat_map(|c| &c.instances))
             .find(|i| (&i.slot, &i.variant, &i.segment) == (&d.slot, &d.variant, &d.segment) && i.places.is_empty())

@@ -84,6 +84,24 @@ mod tests {
         Bundle::open(dir).unwrap()
     }
 
+    /// The voice's default instance on `cpu:1` as observed: `batches` batches of one line, `mean_ms` on average
+    /// (profiled at 20 ms).
+    fn voice_seen(mean_ms: f64, batches: u64) -> jig_api::ObservedLatency {
+        jig_api::ObservedLatency {
+            slot: "voice".into(),
+            variant: "voice".into(),
+            segment: "cpu:1".into(),
+            batch: 1,
+            batches,
+            p95_ms: mean_ms * 1.5,
+            profiled_ms: Some(20.0),
+            p50_ms: mean_ms,
+            profiled_p50_ms: Some(20.0),
+            mean_ms,
+            profiled_mean_ms: Some(20.0),
+        }
+    }
+
     /// The cores each slot's instances hold.
     fn cores_of(d: &Deployment, slot: &str) -> Vec<u32> {
         d.instances
@@ -139,21 +157,8 @@ mod tests {
         let bundle = untasked_voice(dir.path(), 5.0);
         let uncapped = plan(&bundle, &[], &Capacity::cpu_only(4), &Observations::default());
         assert!(uncapped.capacity_rps.unwrap() > 20.0, "{uncapped:?}");
-        let voice = |batches: u64| jig_api::ObservedLatency {
-            slot: "voice".into(),
-            variant: "voice".into(),
-            segment: "cpu:1".into(),
-            batch: 1,
-            batches,
-            p95_ms: 120.0,
-            profiled_ms: Some(20.0),
-            p50_ms: 75.0,
-            profiled_p50_ms: Some(20.0),
-            mean_ms: 80.0,
-            profiled_mean_ms: Some(20.0),
-        };
         let observed = |batches: u64, answered: u64| Observations {
-            latencies: vec![voice(batches)],
+            latencies: vec![voice_seen(80.0, batches)],
             answered,
             ..Observations::default()
         };
@@ -174,19 +179,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bundle = untasked_voice(dir.path(), 30.0);
         let observed = |mean_ms: f64, current: Option<Deployment>| Observations {
-            latencies: vec![jig_api::ObservedLatency {
-                slot: "voice".into(),
-                variant: "voice".into(),
-                segment: "cpu:1".into(),
-                batch: 1,
-                batches: 100,
-                p95_ms: mean_ms * 1.5,
-                profiled_ms: Some(20.0),
-                p50_ms: mean_ms,
-                profiled_p50_ms: Some(20.0),
-                mean_ms,
-                profiled_mean_ms: Some(20.0),
-            }],
+            latencies: vec![voice_seen(mean_ms, 100)],
             answered: 100,
             current,
             ..Observations::default()
