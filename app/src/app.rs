@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 use jig_manifest::{Bundle, InvalidBundle};
+use jig_model_host::instance::Instance;
 use jig_runtime::{Function, FunctionLimits, FunctionOptions, Runtime};
 
 use crate::admission::{Admission, Ticket};
@@ -304,7 +305,11 @@ impl App {
             self.invocations = previous.invocations.clone();
             self.glue = previous.glue.clone();
             self.window_marks = previous.window_marks.clone();
-            self.unpinned_before_ms = previous.observed_unpinned_ms();
+            // What `previous`'s unpinned instances spent, but for those this copy keeps running: they go on
+            // counting here, and counted twice they made the plan's CPU a request grow at each re-plan.
+            let kept: Vec<&Arc<Instance>> = self.groups.iter().flat_map(|g| &g.instances).collect();
+            self.unpinned_before_ms = previous.unpinned_before_ms
+                + previous.unpinned_ms(|instance| !kept.iter().any(|k| Arc::ptr_eq(k, instance)));
             self.answered = previous.answered.clone();
         }
         if let (Some(now), Some(before)) = (&self.admission, &previous.admission) {
@@ -406,14 +411,19 @@ impl App {
     /// The CPU time of the instances that run unpinned on the cores the planned ones hold (default instances
     /// of slots no task names, where no core was spare), ms since the app was deployed (or the gateway started).
     pub fn observed_unpinned_ms(&self) -> f64 {
-        // An unpinned `cpu:N` instance runs on N threads: its own, whose CPU time it counts, and N − 1 of ONNX
-        // Runtime's, as busy (they spin while it runs).
+        self.unpinned_ms(|_| true) + self.unpinned_before_ms
+    }
+
+    /// The CPU time this copy's unpinned instances that are `counted` spent since they started, ms. An unpinned
+    /// `cpu:N` instance runs on N threads: its own, whose CPU time it counts, and N − 1 of ONNX Runtime's, as
+    /// busy (they spin while it runs).
+    fn unpinned_ms(&self, counted: impl Fn(&Arc<Instance>) -> bool) -> f64 {
         (self.groups.iter().zip(&self.deployment.instances))
             .filter_map(|(g, planned)| Some((g, f64::from(planned.unpinned_threads()?))))
             .flat_map(|(g, cores)| g.instances.iter().map(move |i| (i, cores)))
+            .filter(|(i, _)| counted(i))
             .map(|(i, cores)| cores * i.stats().cpu_ns.load(Ordering::Relaxed) as f64 / 1e6)
-            .sum::<f64>()
-            + self.unpinned_before_ms
+            .sum()
     }
 
     /// Requests whose graph ran to its end since the app was deployed (or the gateway started).

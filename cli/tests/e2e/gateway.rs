@@ -619,12 +619,59 @@ fn three_re_plans_of_a_loaded_app_swap_deployments_without_failing_a_request() {
     assert!(failed.is_empty(), "{} of {} requests failed across three swaps: {failed:?}", failed.len(), codes.len());
 }
 
-/// Invoke `app` one request at a time, `pause` apart, for at least `least` requests, until `done` holds of its
-/// status (checked every 20 requests, or every second when slower) or 20 s pass; the answers' status codes, and
-/// the last status.
+#[test]
+fn an_unpinned_instance_a_re_plan_keeps_is_counted_once() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Slot `extra` (a 4096×4096 matrix product, no task names it) beside the planned classifier, on one core:
+    // its default instance runs unpinned there, and the plan counts its CPU time a request.
+    planned_bundle(dir.path(), 1000);
+    let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
+    let extra = "\n[[variants]]\nslot = \"extra\"\nname = \"big\"\nmodel = \"models/big.onnx\"\naccuracy = 1.0\n";
+    std::fs::write(dir.path().join("jig.toml"), manifest + extra).unwrap();
+    std::fs::copy(model("big"), dir.path().join("models/big.onnx")).unwrap();
+    let gateway = start_with_config(state.path(), "demand_window_s = 0.5\ncores = 1\n");
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    // Load that swings (`fast`, `accurate`, `fast`), each request a product on `extra`: re-plans that change the
+    // classifier and keep `extra`'s instance running.
+    let payload = br#"{"op": "infer", "slot": "extra", "count": 1, "shape": [1, 4096]}"#;
+    let mut status = serde_json::Value::Null;
+    for (pause, variant) in [(5, "fast"), (200, "accurate"), (5, "fast")] {
+        let swapped = |status: &serde_json::Value| deployed_variants(status).iter().any(|v| v == variant);
+        let (codes, last) = drive_with(&gateway, "planned", payload, Duration::from_millis(pause), 20, swapped);
+        assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
+        status = last;
+    }
+    assert!(status["replans"].as_u64() >= Some(2), "{status}");
+    let extra = status["deployment"]["instances"].as_array().unwrap().iter().find(|i| i["slot"] == "extra").cloned();
+    assert!(extra.is_some_and(|i| i["places"] == serde_json::json!([])), "`extra` runs unpinned: {status}");
+    // Its CPU time, counted once, is within the time it spent running batches.
+    let metrics = gateway.http("GET", "/metrics", &[], b"").text();
+    let busy_s: f64 = (metrics.lines())
+        .filter(|l| l.starts_with("jig_instance_busy_seconds_total{") && l.contains("slot=\"extra\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    let unpinned_ms = status["observed_unpinned_ms"].as_f64().unwrap();
+    assert!(unpinned_ms > 0.0 && unpinned_ms <= busy_s * 1e3 + 1.0, "{unpinned_ms} ms of CPU counted, {busy_s} s busy");
+}
+
+/// Invoke `app` one request (an echo) at a time, `pause` apart, for at least `least` requests, until `done` holds
+/// of its status (checked every 20 requests, or every second when slower) or 20 s pass; the answers' status
+/// codes, and the last status.
 fn drive(
     gateway: &Gateway,
     app: &str,
+    pause: Duration,
+    least: usize,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> (Vec<u16>, serde_json::Value) {
+    drive_with(gateway, app, br#"{"op": "echo", "text": "1"}"#, pause, least, done)
+}
+
+/// [`drive`] with `payload` as each request.
+fn drive_with(
+    gateway: &Gateway,
+    app: &str,
+    payload: &[u8],
     pause: Duration,
     least: usize,
     done: impl Fn(&serde_json::Value) -> bool,
@@ -633,7 +680,7 @@ fn drive(
     let (mut codes, mut status) = (Vec::new(), serde_json::Value::Null);
     let mut looked = Instant::now();
     while started.elapsed() < Duration::from_secs(20) {
-        let reply = gateway.http("POST", &format!("/v1/apps/{app}/invoke"), &[], br#"{"op": "echo", "text": "1"}"#);
+        let reply = gateway.http("POST", &format!("/v1/apps/{app}/invoke"), &[], payload);
         codes.push(reply.status);
         std::thread::sleep(pause);
         if codes.len() % 20 == 0 || looked.elapsed() > Duration::from_secs(1) {
