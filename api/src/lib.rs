@@ -175,6 +175,18 @@ pub struct ObservedLatency {
     /// The profile table's mean for that row, ms: its rows over its throughput (batches back to back).
     #[serde(default)]
     pub profiled_mean_ms: Option<f64>,
+    /// The mean CPU time the same batches took, ms, for instances that run batches on this gateway's cores: what
+    /// a batch costs them, without the time it waited for a core that other work held. `None` on GPUs, on
+    /// nodes, and where the platform does not measure a thread's CPU time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_mean_ms: Option<f64>,
+    /// The time the group's instances spent running batches (of every size), ms, per request the app answered
+    /// since they started: what one request costs the group, whatever its batches held. `None` before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_ms_per_request: Option<f64>,
+    /// The requests the app answered since the group's instances started (what `busy_ms_per_request` rests on).
+    #[serde(default)]
+    pub requests: u64,
 }
 
 /// A multiplicative factor the app observed: invocations of task `to` per invocation of task `from`, where a

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 use jig_manifest::{Bundle, InvalidBundle};
-use jig_model_host::instance::Instance;
+use jig_model_host::instance::{BatchLatency, Instance};
 use jig_runtime::{Function, FunctionLimits, FunctionOptions, Runtime};
 
 use crate::admission::{Admission, Ticket};
@@ -161,11 +161,11 @@ impl App {
         let m = &bundle.manifest;
         let app = m.name.clone();
         deployment.instances.retain(|planned| !unloaded.contains(&planned.slot));
-        let kept: Vec<_> = previous
-            .filter(|p| p.bundle == hash)
-            .map(|p| p.deployment.instances.iter().zip(&p.groups).collect())
-            .unwrap_or_default();
-        let (mut models, groups) = start_models(hosts, bundle, &deployment, &kept)?;
+        let same_bundle = previous.filter(|p| p.bundle == hash);
+        let kept: Vec<_> =
+            same_bundle.map(|p| p.deployment.instances.iter().zip(&p.groups).collect()).unwrap_or_default();
+        let answered = same_bundle.map_or(0, App::answered);
+        let (mut models, groups) = start_models(hosts, bundle, &deployment, &kept, answered)?;
         for slot in &unloaded {
             models.insert(slot, Arc::new(jig_model_host::pool::Pool::new(Vec::new())));
         }
@@ -360,15 +360,27 @@ impl App {
         self.groups
             .iter()
             .filter_map(|g| {
-                let mut by_rows: HashMap<u64, (u64, Vec<f64>)> = HashMap::new();
-                for instance in &g.instances {
-                    for b in instance.stats().batch_latencies() {
-                        let entry = by_rows.entry(b.rows).or_default();
-                        entry.0 += b.batches;
-                        entry.1.extend(b.recent_ms);
+                // The group's instances' batches, by size.
+                let mut by_rows: HashMap<u64, BatchLatency> = HashMap::new();
+                for b in g.instances.iter().flat_map(|i| i.stats().batch_latencies()) {
+                    match by_rows.get_mut(&b.rows) {
+                        Some(seen) => {
+                            seen.batches += b.batches;
+                            seen.recent_ms.extend(b.recent_ms);
+                            seen.recent_cpu_ms.extend(b.recent_cpu_ms);
+                        }
+                        None => {
+                            by_rows.insert(b.rows, b);
+                        }
                     }
                 }
-                let (rows, (batches, mut ms)) = by_rows.into_iter().max_by_key(|(rows, (n, _))| (*n, *rows))?;
+                let BatchLatency { rows, batches, recent_ms: mut ms, recent_cpu_ms } =
+                    by_rows.into_values().max_by_key(|b| (b.batches, b.rows))?;
+                let cpu_ms: Option<Vec<f64>> = if g.on_cores { recent_cpu_ms.into_iter().collect() } else { None };
+                let cpu_mean_ms = cpu_ms.filter(|c| !c.is_empty()).map(|c| c.iter().sum::<f64>() / c.len() as f64);
+                let busy_ms: f64 =
+                    g.instances.iter().map(|i| i.stats().busy_ns.load(Ordering::Relaxed) as f64).sum::<f64>() / 1e6;
+                let answered = self.answered().saturating_sub(g.answered_from);
                 ms.sort_by(f64::total_cmp);
                 // The rule `jig profile` measured the profiled latencies by, so that the two compare.
                 let (p50_ms, p95_ms) = (quantile(&ms, 0.5)?, quantile(&ms, 0.95)?);
@@ -387,6 +399,9 @@ impl App {
                     profiled_p50_ms: profiled.map(|p| p.p50),
                     mean_ms,
                     profiled_mean_ms: profiled.map(|p| p.mean).filter(|m| m.is_finite()),
+                    cpu_mean_ms,
+                    busy_ms_per_request: (answered > 0).then(|| busy_ms / answered as f64),
+                    requests: answered,
                 })
             })
             .collect()

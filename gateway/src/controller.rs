@@ -19,7 +19,9 @@
 //! profile rows by more than `replan_threshold` beyond the last plan's refinement; a re-plan plans with the
 //! observed factors and the refined rows (`jig_app::deployment::refine`). A surge does not wait for the window:
 //! each second, an app whose load over the last [`SURGE_S`] seconds exceeds what it was planned for by more
-//! than `replan_threshold` is re-planned for that load at once. A new
+//! than `replan_threshold` is re-planned for that load at once. Nor do the first costs observed: a deployment
+//! planned before its app answered [`MIN_FACTOR_SAMPLES`] requests (from the bundle's declared costs) is
+//! re-planned, for the same demand, as soon as it has and what it observed drifted. A new
 //! deployment different from the running one is applied by starting a new copy of the app (glue loaded,
 //! instances started) and swapping it in: requests running on the old copy finish there, so none is lost.
 //! Apps without a profile table have nothing to re-plan.
@@ -59,6 +61,9 @@ pub struct DemandWindows {
     planned_factors: Option<Vec<PlannedFactor>>,
     /// The latencies the last plan refined its profile rows with, likewise.
     planned_refined: Option<Vec<ObservedLatency>>,
+    /// The requests the app had answered when the last re-plan planned it; `None` since its deploy (planned
+    /// before it answered any).
+    planned_answered: Option<u64>,
     /// Why the last re-plan kept the running deployment, when it found no plan.
     pub kept: Option<String>,
     /// Arrivals in each second, the last of them the current one, for IPA's predictor: at most
@@ -89,6 +94,7 @@ impl DemandWindows {
         self.planned_for = None;
         self.planned_factors = None;
         self.planned_refined = None;
+        self.planned_answered = None;
         self.kept = None;
         self.surged_to = None;
     }
@@ -205,6 +211,16 @@ fn factors_drifted(observed: &[ObservedFactor], planned: &[PlannedFactor], thres
     })
 }
 
+/// Whether what `app` observed (its factors, batch latencies, and the CPU a request costs outside its instances)
+/// moved by more than `threshold` from what its last plan assumed.
+fn drifted(app: &App, windows: &DemandWindows, threshold: f64) -> bool {
+    let planned_factors = windows.planned_factors.as_ref().unwrap_or(&app.deployment.factors);
+    let refined = windows.planned_refined.as_ref().unwrap_or(&app.deployment.refined);
+    factors_drifted(&app.observed_factors(), planned_factors, threshold)
+        || latencies_drifted(refined, &app.observed_latencies(), threshold)
+        || cpu_drifted(app, threshold)
+}
+
 /// Whether the CPU a request costs outside the instances, observed over enough requests, differs from what the
 /// deployment was planned with by more than `threshold` of it (a millisecond at least).
 fn cpu_drifted(app: &App, threshold: f64) -> bool {
@@ -290,7 +306,7 @@ impl Gateway {
                     .filter_map(|app| {
                         let windows = demand.entry(app.name.clone()).or_default();
                         let Some(every) = app.adaptation_interval else {
-                            return self.surge_due(app, windows);
+                            return self.surge_due(app, windows).or_else(|| self.observed_due(app, windows));
                         };
                         if windows.adapted.is_some_and(|at| at.elapsed() < every) {
                             return None;
@@ -367,12 +383,23 @@ impl Gateway {
     fn replan_due(&self, app: &Arc<App>, windows: &DemandWindows, rates: Vec<f64>) -> Option<(Arc<App>, Vec<f64>)> {
         let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
         let threshold = self.config.replan_threshold;
-        let planned_factors = windows.planned_factors.as_ref().unwrap_or(&app.deployment.factors);
-        let refined = windows.planned_refined.as_ref().unwrap_or(&app.deployment.refined);
-        let drifted = factors_drifted(&app.observed_factors(), planned_factors, threshold)
-            || latencies_drifted(refined, &app.observed_latencies(), threshold)
-            || cpu_drifted(app, threshold);
-        (windows.should_replan(&rates, planned_for, threshold) || drifted).then(|| (app.clone(), rates))
+        (windows.should_replan(&rates, planned_for, threshold) || drifted(app, windows, threshold))
+            .then(|| (app.clone(), rates))
+    }
+
+    /// `app`, to re-plan at once for the demand it is planned for, when that plan was made before it had answered
+    /// [`MIN_FACTOR_SAMPLES`] requests (from the bundle's declared costs and factors and unrefined profile rows),
+    /// it has answered them since, and what it observed drifted from what the plan assumed: the first costs
+    /// measured do not wait for a demand window (five minutes by default). The plan that follows is made from
+    /// observations, so this happens once a deploy.
+    fn observed_due(&self, app: &Arc<App>, windows: &DemandWindows) -> Option<(Arc<App>, Vec<f64>)> {
+        let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
+        let planned_early = windows.planned_answered.unwrap_or(0) < MIN_FACTOR_SAMPLES;
+        let observed = app.answered() >= MIN_FACTOR_SAMPLES;
+        (planned_early && observed && drifted(app, windows, self.config.replan_threshold)).then(|| {
+            tracing::info!(app = %app.name, "re-planning with the costs observed since it was planned");
+            (app.clone(), vec![planned_for])
+        })
     }
 
     /// Re-plan each of `due` in turn (one re-plan at a time: see `replan`).
@@ -396,6 +423,7 @@ impl Gateway {
         let (name, hash, deployed_at) = (app.name.clone(), app.bundle.clone(), app.deployed_at);
         let current = app.deployment.clone();
         let observed = app.observations();
+        let observed_answered = observed.answered;
         let unloaded = app.unloaded.clone();
         let running = app.clone();
         let clustered = self.cluster.is_some();
@@ -408,6 +436,7 @@ impl Gateway {
             {
                 let mut demand = gateway.demand.lock().unwrap_or_else(|p| p.into_inner());
                 let windows = demand.entry(name.clone()).or_default();
+                windows.planned_answered = Some(observed_answered);
                 windows.kept = kept(&current, &deployment);
                 if let Some(why) = &windows.kept {
                     tracing::warn!(app = %name, "{why}");

@@ -141,11 +141,12 @@ pub struct Stats {
     latencies: std::sync::Mutex<std::collections::BTreeMap<u64, Recent>>,
 }
 
-/// Batch latencies recorded at one batch size: how many, and the most recent.
+/// Batch latencies recorded at one batch size: how many, and the most recent, with the CPU time each took.
 #[derive(Debug, Default, Clone)]
 struct Recent {
     batches: u64,
     ms: std::collections::VecDeque<f64>,
+    cpu_ms: std::collections::VecDeque<Option<f64>>,
 }
 
 /// Latencies kept per batch size: enough for a p95, recent enough to follow a change.
@@ -160,17 +161,22 @@ pub struct BatchLatency {
     pub batches: u64,
     /// The latency of each of the last (up to) 100, ms, oldest first.
     pub recent_ms: Vec<f64>,
+    /// The CPU time the instance's thread spent on each of them, ms, where the platform measures it: what the
+    /// batch costs its cores, without the time it waited for one (or for a worker process or GPU).
+    pub recent_cpu_ms: Vec<Option<f64>>,
 }
 
 impl Stats {
-    fn record(&self, rows: u64, latency: std::time::Duration) {
+    fn record(&self, rows: u64, latency: Duration, cpu: Option<Duration>) {
         let mut latencies = self.latencies.lock().unwrap_or_else(|p| p.into_inner());
         let recent = latencies.entry(rows).or_default();
         recent.batches += 1;
         if recent.ms.len() == RECENT_BATCHES {
             recent.ms.pop_front();
+            recent.cpu_ms.pop_front();
         }
         recent.ms.push_back(latency.as_secs_f64() * 1e3);
+        recent.cpu_ms.push_back(cpu.map(|cpu| cpu.as_secs_f64() * 1e3));
     }
 
     /// The latency of the last batch of `rows` rows that succeeded.
@@ -184,7 +190,12 @@ impl Stats {
         let latencies = self.latencies.lock().unwrap_or_else(|p| p.into_inner());
         latencies
             .iter()
-            .map(|(&rows, r)| BatchLatency { rows, batches: r.batches, recent_ms: r.ms.iter().copied().collect() })
+            .map(|(&rows, r)| BatchLatency {
+                rows,
+                batches: r.batches,
+                recent_ms: r.ms.iter().copied().collect(),
+                recent_cpu_ms: r.cpu_ms.iter().copied().collect(),
+            })
             .collect()
     }
 }
@@ -283,11 +294,12 @@ impl Engine {
             .and_then(|outputs| batch::split(outputs, &rows));
         let elapsed = started.elapsed();
         stats.busy_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
-        if let Ok(cpu) = cpu.and_then(|cpu| cpu.try_elapsed()) {
+        let cpu = cpu.and_then(|cpu| cpu.try_elapsed()).ok();
+        if let Some(cpu) = cpu {
             stats.cpu_ns.fetch_add(cpu.as_nanos() as u64, Ordering::Relaxed);
         }
         match &result {
-            Ok(_) => stats.record(total, elapsed),
+            Ok(_) => stats.record(total, elapsed, cpu),
             Err(detail) => {
                 tracing::warn!(instance = %self.config.name, requests = requests.len(), "batch failed: {detail}");
                 stats.failed.fetch_add(requests.len() as u64, Ordering::Relaxed);

@@ -79,6 +79,11 @@ pub(super) struct Group {
     pub(super) instances: Vec<Arc<Instance>>,
     /// The profile's latencies by batch size.
     pub(super) profiled_ms: HashMap<u32, Profiled>,
+    /// Whether its instances run their batches on this machine's cores, in this process: the CPU time a batch
+    /// takes is then what it costs the cores (a GPU's or a node's instance only waits for the batch).
+    pub(super) on_cores: bool,
+    /// The requests the app had answered when its instances started: what they served since is counted from it.
+    pub(super) answered_from: u64,
 }
 
 /// What a profile row says of one batch size, ms: p50, p95, and the mean (its rows over its throughput).
@@ -96,12 +101,14 @@ pub(super) struct Profiled {
 /// A group the running deployment has already, `kept` (its planned instances and their group: the same slot,
 /// variant, segment, count and places), keeps its running instances, which take the new plan's batch policy in
 /// place: a re-plan then loads only what changed, instead of a second copy of everything beside the first on the
-/// same cores, and a new batch size or wait bound costs no restart.
+/// same cores, and a new batch size or wait bound costs no restart. `answered`: the requests the app has answered
+/// so far, from which the new groups count what they serve.
 pub(super) fn start_models(
     hosts: &ModelHosts,
     bundle: &Bundle,
     deployment: &Deployment,
     kept: &[(&jig_api::PlannedInstances, &Group)],
+    answered: u64,
 ) -> Result<(ModelSlots, Vec<Group>), StartError> {
     let mut kept: Vec<_> = kept.to_vec();
     let app = &bundle.manifest.name;
@@ -128,6 +135,9 @@ pub(super) fn start_models(
                     (r.batch, Profiled { p50: r.p50_ms, p95: r.p95_ms, mean })
                 })
                 .collect(),
+            on_cores: matches!(planned.segment.parse(), Ok(Segment::Cpu { .. }))
+                && planned.places.iter().all(|p| p.node.is_none()),
+            answered_from: answered,
         };
         let same = |(old, _): &(&jig_api::PlannedInstances, &Group)| {
             (&old.slot, &old.variant, &old.segment, old.count, &old.places)
@@ -138,6 +148,7 @@ pub(super) fn start_models(
         if !in_pipeline && let Some(at) = kept.iter().position(same) {
             let (_, running) = kept.swap_remove(at);
             group.instances = running.instances.clone();
+            group.answered_from = running.answered_from;
             // A `mig:…:K` instance's rate is that of its K processes together, as below.
             let per = group.instances.len().max(1) as f64 / f64::from(planned.count.max(1));
             for instance in &group.instances {
@@ -254,22 +265,23 @@ mod tests {
             ..Deployment::default()
         };
         let first = deployment(1, 10.0, 1);
-        let (_, groups) = start_models(&hosts, &bundle, &first, &[]).unwrap();
+        let (_, groups) = start_models(&hosts, &bundle, &first, &[], 0).unwrap();
         let running = groups[0].instances[0].clone();
         assert_eq!(running.policy().max_batch, 1);
 
         let second = deployment(4, 30.0, 1);
         let kept: Vec<_> = first.instances.iter().zip(&groups).collect();
-        let (_, regrouped) = start_models(&hosts, &bundle, &second, &kept).unwrap();
+        let (_, regrouped) = start_models(&hosts, &bundle, &second, &kept, 7).unwrap();
         assert!(Arc::ptr_eq(&regrouped[0].instances[0], &running), "the running instance was not kept");
+        assert_eq!(regrouped[0].answered_from, 0, "it counts what it served from where it started");
         assert_eq!(regrouped[0].max_batch, 4);
         let policy = running.policy();
         assert_eq!((policy.max_batch, policy.max_wait), (4, Duration::from_millis(30)), "{policy:?}");
 
         let third = deployment(4, 30.0, 2);
         let kept: Vec<_> = second.instances.iter().zip(&regrouped).collect();
-        let (_, grown) = start_models(&hosts, &bundle, &third, &kept).unwrap();
-        assert_eq!(grown[0].instances.len(), 2);
+        let (_, grown) = start_models(&hosts, &bundle, &third, &kept, 9).unwrap();
+        assert_eq!((grown[0].instances.len(), grown[0].answered_from), (2, 9));
         assert!(grown[0].instances.iter().all(|i| !Arc::ptr_eq(i, &running)), "another count starts anew");
     }
 

@@ -92,7 +92,10 @@ pub fn unplanned_cpu_ms(bundle: &Bundle, observed: &Observations) -> (f64, &'sta
 
 /// How an observation scales its variant's profile rows on its segment: the median by observed over profiled
 /// p50, the tail by observed over profiled p95 — a busy machine stretches the tail more than the median — and
-/// the throughput by observed over profiled mean. Each within [`MAX_REFINEMENT`] either way.
+/// the throughput by observed over profiled mean: of the batches' CPU time on this gateway's cores (what a batch
+/// costs them, as `jig profile` measured it on idle cores; the time it waited for a core that glue or an unpinned
+/// instance held is the plan's CPU-time row's to count, not the instance's), else of their latency. Each within
+/// [`MAX_REFINEMENT`] either way.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Refinement {
     /// The scale of p50 latencies.
@@ -118,8 +121,9 @@ pub fn refinement(observed: &ObservedLatency) -> Option<Refinement> {
         Some(profiled) if observed.p50_ms > 0.0 => bounded(observed.p50_ms / profiled),
         _ => p95,
     };
+    let mean_ms = observed.cpu_mean_ms.filter(|&cpu| cpu > 0.0).unwrap_or(observed.mean_ms);
     let mean = match observed.profiled_mean_ms.filter(|&p| p > 0.0) {
-        Some(profiled) if observed.mean_ms > 0.0 => bounded(observed.mean_ms / profiled),
+        Some(profiled) if mean_ms > 0.0 => bounded(mean_ms / profiled),
         _ => p50,
     };
     Some(Refinement { p50, p95, mean })
@@ -214,6 +218,9 @@ mod tests {
             profiled_p50_ms: None,
             mean_ms: 0.0,
             profiled_mean_ms: None,
+            cpu_mean_ms: None,
+            busy_ms_per_request: None,
+            requests: 0,
         }
     }
 
@@ -250,10 +257,18 @@ mod tests {
         // throughput (here 60 ms on average where the profile's 20 req/s at batch 1 means 50).
         let mut tailed = rows();
         let tail = ObservedLatency { mean_ms: 60.0, profiled_mean_ms: Some(50.0), ..split_observation() };
-        refine(&mut tailed, &[tail]);
+        refine(&mut tailed, std::slice::from_ref(&tail));
         let row = tailed.iter().find(|r| r.segment == "cpu:2" && r.batch == 1).unwrap();
         assert!((row.p50_ms - 55.0).abs() < 1e-9, "the median as before: {row:?}");
         assert!((row.throughput_rps - 20.0 / 1.2).abs() < 1e-9, "{row:?}");
+
+        // With its CPU time observed on cores, the throughput follows that: 60 ms a batch of which 45 ran and
+        // 15 waited for a core that other work held, which the plan's CPU-time row counts as that work's.
+        let mut waited = rows();
+        refine(&mut waited, &[ObservedLatency { cpu_mean_ms: Some(45.0), ..tail.clone() }]);
+        let row = waited.iter().find(|r| r.segment == "cpu:2" && r.batch == 1).unwrap();
+        assert!((row.p50_ms - 55.0).abs() < 1e-9, "latencies as observed: {row:?}");
+        assert!((row.throughput_rps - 20.0 / 0.9).abs() < 1e-9, "{row:?}");
 
         let mut unchanged = rows();
         assert!(refine(&mut unchanged, &[observed(75.0, MIN_LATENCY_SAMPLES - 1)]).is_empty(), "too few batches");

@@ -19,7 +19,7 @@ use super::deploy::fallback;
 use super::error::PlanningError;
 use super::graph::model_tasks;
 use super::mig::{mig_layout_hint, mig_shortfall};
-use super::observations::{MIN_FACTOR_SAMPLES, MIN_LATENCY_SAMPLES, Observations, planned_factors};
+use super::observations::{MIN_FACTOR_SAMPLES, Observations, planned_factors};
 use super::problem::problem;
 
 /// The planner's time limit when deploying: the best plan found by then is used.
@@ -284,18 +284,16 @@ fn defaults_rps(defaults: &[PlannedInstances], observed: &Observations) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// The entry rate one of `default`'s instances keeps up with, once observed over [`MIN_LATENCY_SAMPLES`] batches
-/// and [`MIN_FACTOR_SAMPLES`] requests: it runs one batch after another, so it serves `rows ÷ mean batch` rows a
-/// second, and a request costs the rows its batches of the most frequent size served over the requests answered.
+/// The entry rate one of `default`'s instances keeps up with, once observed over [`MIN_FACTOR_SAMPLES`] requests:
+/// it runs one batch after another, so it serves as many requests a second as a request costs its group of
+/// batch time ([`ObservedLatency::busy_ms_per_request`](jig_api::ObservedLatency), batches of every size).
 fn default_rate_rps(default: &PlannedInstances, observed: &Observations) -> Option<f64> {
     let key = (&default.slot, &default.variant, &default.segment);
     let seen = observed.latencies.iter().find(|o| (&o.slot, &o.variant, &o.segment) == key)?;
-    if seen.batches < MIN_LATENCY_SAMPLES || observed.answered < MIN_FACTOR_SAMPLES || seen.mean_ms <= 0.0 {
+    if seen.requests < MIN_FACTOR_SAMPLES {
         return None;
     }
-    let rows = f64::from(seen.batch);
-    let per_request = seen.batches as f64 * rows / observed.answered as f64;
-    Some(rows * 1000.0 / seen.mean_ms / per_request)
+    Some(1000.0 / seen.busy_ms_per_request.filter(|&ms| ms > 0.0)?)
 }
 
 /// A default instance that runs unpinned is one of as many as keep up with `planned_rps`, what the rest of the

@@ -84,21 +84,24 @@ mod tests {
         Bundle::open(dir).unwrap()
     }
 
-    /// The voice's default instance on `cpu:1` as observed: `batches` batches of one line, `mean_ms` on average
-    /// (profiled at 20 ms).
-    fn voice_seen(mean_ms: f64, batches: u64) -> jig_api::ObservedLatency {
+    /// The voice's default instance on `cpu:1` as observed over `requests`: `lines` a request, `mean_ms` a line on
+    /// average (profiled at 20 ms).
+    fn voice_seen(mean_ms: f64, lines: f64, requests: u64) -> jig_api::ObservedLatency {
         jig_api::ObservedLatency {
             slot: "voice".into(),
             variant: "voice".into(),
             segment: "cpu:1".into(),
             batch: 1,
-            batches,
+            batches: (lines * requests as f64) as u64,
             p95_ms: mean_ms * 1.5,
             profiled_ms: Some(20.0),
             p50_ms: mean_ms,
             profiled_p50_ms: Some(20.0),
             mean_ms,
             profiled_mean_ms: Some(20.0),
+            cpu_mean_ms: None,
+            busy_ms_per_request: Some(mean_ms * lines),
+            requests,
         }
     }
 
@@ -157,18 +160,18 @@ mod tests {
         let bundle = untasked_voice(dir.path(), 5.0);
         let uncapped = plan(&bundle, &[], &Capacity::cpu_only(4), &Observations::default());
         assert!(uncapped.capacity_rps.unwrap() > 20.0, "{uncapped:?}");
-        let observed = |batches: u64, answered: u64| Observations {
-            latencies: vec![voice_seen(80.0, batches)],
-            answered,
+        let observed = |lines: f64, requests: u64| Observations {
+            latencies: vec![voice_seen(80.0, lines, requests)],
+            answered: requests,
             ..Observations::default()
         };
-        let capped = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(100, 100));
+        let capped = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(1.0, 100));
         assert!((capped.capacity_rps.unwrap() - 12.5).abs() < 1e-9, "{capped:?}");
         // Two lines a request: half as many requests.
-        let two = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(200, 100));
+        let two = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(2.0, 100));
         assert!((two.capacity_rps.unwrap() - 6.25).abs() < 1e-9, "{two:?}");
-        // Too few batches or requests yet: no cap.
-        let early = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(10, 100));
+        // Too few requests yet: no cap.
+        let early = plan(&bundle, &[], &Capacity::cpu_only(4), &observed(1.0, 10));
         assert!(early.capacity_rps.unwrap() > 20.0, "{early:?}");
     }
 
@@ -179,7 +182,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bundle = untasked_voice(dir.path(), 30.0);
         let observed = |mean_ms: f64, current: Option<Deployment>| Observations {
-            latencies: vec![voice_seen(mean_ms, 100)],
+            latencies: vec![voice_seen(mean_ms, 1.0, 100)],
             answered: 100,
             current,
             ..Observations::default()

@@ -185,9 +185,10 @@ pub fn print_status(status: &AppStatus) {
                 )
             })
             .unwrap_or_default();
+        let cpu = o.cpu_mean_ms.map(|cpu| format!(" ({cpu:.1} ms of CPU)")).unwrap_or_default();
         println!(
-            "  latency    {}/{} on {} batch {}: {profiled}observed p50 {:.1} ms, mean {:.1} ms, p95 {:.1} ms over {} \
-             batches{refined}",
+            "  latency    {}/{} on {} batch {}: {profiled}observed p50 {:.1} ms, mean {:.1} ms{cpu}, p95 {:.1} ms \
+             over {} batches{refined}",
             o.slot, o.variant, o.segment, o.batch, o.p50_ms, o.mean_ms, o.p95_ms, o.batches
         );
     }

@@ -502,3 +502,20 @@ fn in_process_instances_place_nothing_and_placing_leaves_the_rotation_alone() {
         .collect();
     assert_eq!(picks, ["a", "b", "a", "b"]);
 }
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_batch_records_the_cpu_time_it_took_apart_from_the_time_it_waited() {
+    // 30 ms asleep: a batch that waited (for a core, a worker, a GPU) costs its thread next to no CPU.
+    let sleepy = sleepy(30, InstanceConfig::new("sleepy"));
+    sleepy.infer(one(1.0), far()).await.unwrap();
+    let recorded = &sleepy.stats().batch_latencies()[0];
+    let (latency, cpu) = (recorded.recent_ms[0], recorded.recent_cpu_ms[0].expect("measured on Linux"));
+    assert!(latency >= 30.0 && cpu < 10.0, "{latency} ms, {cpu} ms of CPU");
+    // 30 ms computing: its CPU time is its latency.
+    let (busy, _) = quick(Duration::from_millis(30), BatchPolicy::default());
+    busy.infer(one(1.0), far()).await.unwrap();
+    let recorded = &busy.stats().batch_latencies()[0];
+    let (latency, cpu) = (recorded.recent_ms[0], recorded.recent_cpu_ms[0].expect("measured on Linux"));
+    assert!(cpu >= 25.0 && cpu <= latency + 1.0, "{latency} ms, {cpu} ms of CPU");
+}
