@@ -61,9 +61,9 @@ pub struct DemandWindows {
     planned_factors: Option<Vec<PlannedFactor>>,
     /// The latencies the last plan refined its profile rows with, likewise.
     planned_refined: Option<Vec<ObservedLatency>>,
-    /// The requests the app had answered when the last re-plan planned it; `None` since its deploy (planned
-    /// before it answered any).
-    planned_answered: Option<u64>,
+    /// The requests the app had answered when the last re-plan planned it, and the rates it planned for; `None`
+    /// since its deploy (planned before it answered any, for the windows' rates).
+    planned_answered: Option<(u64, Vec<f64>)>,
     /// Why the last re-plan kept the running deployment, when it found no plan.
     pub kept: Option<String>,
     /// Arrivals in each second, the last of them the current one, for IPA's predictor: at most
@@ -393,12 +393,12 @@ impl Gateway {
     /// measured do not wait for a demand window (five minutes by default). The plan that follows is made from
     /// observations, so this happens once a deploy.
     fn observed_due(&self, app: &Arc<App>, windows: &DemandWindows) -> Option<(Arc<App>, Vec<f64>)> {
-        let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
-        let planned_early = windows.planned_answered.unwrap_or(0) < MIN_FACTOR_SAMPLES;
-        let observed = app.answered() >= MIN_FACTOR_SAMPLES;
-        (planned_early && observed && drifted(app, windows, self.config.replan_threshold)).then(|| {
+        app.deployment.demand_rps?;
+        let (answered, rates) = windows.planned_answered.clone().unwrap_or_else(|| (0, windows.rates()));
+        let observed = answered < MIN_FACTOR_SAMPLES && app.answered() >= MIN_FACTOR_SAMPLES;
+        (observed && drifted(app, windows, self.config.replan_threshold)).then(|| {
             tracing::info!(app = %app.name, "re-planning with the costs observed since it was planned");
-            (app.clone(), vec![planned_for])
+            (app.clone(), rates)
         })
     }
 
@@ -436,7 +436,7 @@ impl Gateway {
             {
                 let mut demand = gateway.demand.lock().unwrap_or_else(|p| p.into_inner());
                 let windows = demand.entry(name.clone()).or_default();
-                windows.planned_answered = Some(observed_answered);
+                windows.planned_answered = Some((observed_answered, rates.clone()));
                 windows.kept = kept(&current, &deployment);
                 if let Some(why) = &windows.kept {
                     tracing::warn!(app = %name, "{why}");

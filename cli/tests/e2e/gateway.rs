@@ -620,6 +620,29 @@ fn three_re_plans_of_a_loaded_app_swap_deployments_without_failing_a_request() {
 }
 
 #[test]
+fn a_deployment_planned_from_declared_costs_is_re_planned_once_the_first_are_observed() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // The bundle declares 20 ms of glue CPU a request (the probe's echo takes well under one) and a demand of
+    // 50 req/s, which two cores serve either way, so that the load below is no surge; demand windows never
+    // close during the test.
+    planned_bundle(dir.path(), 1000);
+    let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
+    let manifest = manifest.replacen("slot = \"classifier\"\n", "slot = \"classifier\"\ncpu_ms = 20\n", 1);
+    std::fs::write(dir.path().join("jig.toml"), format!("{manifest}\n[demand]\nrps = 50\n")).unwrap();
+    let gateway = start_with_config(state.path(), "demand_window_s = 3600\ncores = 2\n");
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let planned_cpu = |status: &serde_json::Value| status["deployment"]["unplanned_cpu_ms"].as_f64();
+    let status = gateway.http("GET", "/v1/apps/planned", &[], b"").json();
+    assert_eq!(planned_cpu(&status), Some(20.0), "declared: {status}");
+
+    let observed = |status: &serde_json::Value| status["replans"].as_u64() >= Some(1);
+    let (codes, status) = drive(&gateway, "planned", Duration::from_millis(20), 25, observed);
+    assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
+    assert!(observed(&status), "not re-planned once observed: {status}");
+    assert!(planned_cpu(&status).is_none_or(|ms| ms < 2.0), "planned with what was observed: {status}");
+}
+
+#[test]
 fn an_unpinned_instance_a_re_plan_keeps_is_counted_once() {
     let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // Slot `extra` (a 4096×4096 matrix product, no task names it) beside the planned classifier, on one core:
