@@ -63,7 +63,7 @@ pub struct DemandWindows {
     planned_refined: Option<Vec<ObservedLatency>>,
     /// The requests the app had answered when the last re-plan planned it, and the rates it planned for; `None`
     /// since its deploy (planned before it answered any, for the windows' rates).
-    planned_answered: Option<(u64, Vec<f64>)>,
+    last_replan: Option<(u64, Vec<f64>)>,
     /// Why the last re-plan kept the running deployment, when it found no plan.
     pub kept: Option<String>,
     /// Arrivals in each second, the last of them the current one, for IPA's predictor: at most
@@ -94,7 +94,7 @@ impl DemandWindows {
         self.planned_for = None;
         self.planned_factors = None;
         self.planned_refined = None;
-        self.planned_answered = None;
+        self.last_replan = None;
         self.kept = None;
         self.surged_to = None;
     }
@@ -394,7 +394,7 @@ impl Gateway {
     /// observations, so this happens once a deploy.
     fn observed_due(&self, app: &Arc<App>, windows: &DemandWindows) -> Option<(Arc<App>, Vec<f64>)> {
         app.deployment.demand_rps?;
-        let (answered, rates) = windows.planned_answered.clone().unwrap_or_else(|| (0, windows.rates()));
+        let (answered, rates) = windows.last_replan.clone().unwrap_or_else(|| (0, windows.rates()));
         let observed = answered < MIN_FACTOR_SAMPLES && app.answered() >= MIN_FACTOR_SAMPLES;
         (observed && drifted(app, windows, self.config.replan_threshold)).then(|| {
             tracing::info!(app = %app.name, "re-planning with the costs observed since it was planned");
@@ -436,7 +436,7 @@ impl Gateway {
             {
                 let mut demand = gateway.demand.lock().unwrap_or_else(|p| p.into_inner());
                 let windows = demand.entry(name.clone()).or_default();
-                windows.planned_answered = Some((observed_answered, rates.clone()));
+                windows.last_replan = Some((observed_answered, rates.clone()));
                 windows.kept = kept(&current, &deployment);
                 if let Some(why) = &windows.kept {
                     tracing::warn!(app = %name, "{why}");

@@ -141,12 +141,12 @@ pub struct Stats {
     latencies: std::sync::Mutex<std::collections::BTreeMap<u64, Recent>>,
 }
 
-/// Batch latencies recorded at one batch size: how many, and the most recent, with the CPU time each took.
+/// Batch latencies recorded at one batch size: how many, and the most recent, each with the CPU time it took
+/// (ms, where measured).
 #[derive(Debug, Default, Clone)]
 struct Recent {
     batches: u64,
-    ms: std::collections::VecDeque<f64>,
-    cpu_ms: std::collections::VecDeque<Option<f64>>,
+    ms: std::collections::VecDeque<(f64, Option<f64>)>,
 }
 
 /// Latencies kept per batch size: enough for a p95, recent enough to follow a change.
@@ -173,16 +173,14 @@ impl Stats {
         recent.batches += 1;
         if recent.ms.len() == RECENT_BATCHES {
             recent.ms.pop_front();
-            recent.cpu_ms.pop_front();
         }
-        recent.ms.push_back(latency.as_secs_f64() * 1e3);
-        recent.cpu_ms.push_back(cpu.map(|cpu| cpu.as_secs_f64() * 1e3));
+        recent.ms.push_back((latency.as_secs_f64() * 1e3, cpu.map(|cpu| cpu.as_secs_f64() * 1e3)));
     }
 
     /// The latency of the last batch of `rows` rows that succeeded.
     fn last(&self, rows: u64) -> Option<Duration> {
         let latencies = self.latencies.lock().unwrap_or_else(|p| p.into_inner());
-        latencies.get(&rows).and_then(|r| r.ms.back()).map(|&ms| Duration::from_secs_f64(ms / 1e3))
+        latencies.get(&rows).and_then(|r| r.ms.back()).map(|&(ms, _)| Duration::from_secs_f64(ms / 1e3))
     }
 
     /// The latencies observed, per batch size.
@@ -193,8 +191,8 @@ impl Stats {
             .map(|(&rows, r)| BatchLatency {
                 rows,
                 batches: r.batches,
-                recent_ms: r.ms.iter().copied().collect(),
-                recent_cpu_ms: r.cpu_ms.iter().copied().collect(),
+                recent_ms: r.ms.iter().map(|&(ms, _)| ms).collect(),
+                recent_cpu_ms: r.ms.iter().map(|&(_, cpu)| cpu).collect(),
             })
             .collect()
     }
