@@ -452,10 +452,16 @@ impl PlannedInstances {
         self.segment.strip_prefix("cpu:").and_then(|n| n.parse().ok())
     }
 
+    /// Cores one instance holds on the gateway's own machine: [`cpu_cores`](Self::cpu_cores) where its places
+    /// name no node; `None` on a node or for another segment.
+    pub fn local_cores(&self) -> Option<u32> {
+        self.cpu_cores().filter(|_| self.places.iter().all(|p| p.node.is_none()))
+    }
+
     /// The threads of an instance that runs unpinned, on cores the pinned ones hold: N of `cpu:N` where its
     /// places name no cores (and no node); `None` for a pinned instance or another segment.
     pub fn unpinned_threads(&self) -> Option<u32> {
-        self.cpu_cores().filter(|_| self.places.iter().all(|p| p.cores.is_empty() && p.node.is_none()))
+        self.local_cores().filter(|_| self.places.iter().all(|p| p.cores.is_empty()))
     }
 }
 

@@ -135,8 +135,7 @@ pub(super) fn start_models(
                     (r.batch, Profiled { p50: r.p50_ms, p95: r.p95_ms, mean })
                 })
                 .collect(),
-            on_cores: matches!(planned.segment.parse(), Ok(Segment::Cpu { .. }))
-                && planned.places.iter().all(|p| p.node.is_none()),
+            on_cores: planned.local_cores().is_some(),
             answered_from: answered,
         };
         let same = |(old, _): &(&jig_api::PlannedInstances, &Group)| {
