@@ -469,27 +469,49 @@ impl Deployment {
     /// The same instances (variants, segments, batch sizes, counts, and the nodes they run on) as `other`, in the
     /// same pooled pipelines, whatever the rates.
     pub fn same_instances(&self, other: &Deployment) -> bool {
-        let pipelines = |d: &Deployment| -> Vec<(u32, Vec<PipelinePool>)> {
-            d.pipelines.iter().map(|p| (p.batch, p.pools.clone())).collect()
-        };
-        if pipelines(self) != pipelines(other) {
-            return false;
-        }
-        type Key = (String, String, String, u32, u32, Vec<Option<String>>);
-        let key = |d: &Deployment| -> Vec<Key> {
-            let mut k: Vec<_> = d
-                .instances
-                .iter()
-                .map(|i| {
-                    let mut nodes: Vec<Option<String>> = i.places.iter().map(|p| p.node.clone()).collect();
-                    nodes.sort();
-                    (i.slot.clone(), i.variant.clone(), i.segment.clone(), i.max_batch, i.count, nodes)
-                })
-                .collect();
+        fn sorted(d: &Deployment) -> Vec<Identity<'_>> {
+            let mut k: Vec<_> = d.instances.iter().map(PlannedInstances::identity).collect();
             k.sort();
             k
+        }
+        self.pipelines(other) && sorted(self) == sorted(other)
+    }
+
+    /// This plan as `running`, the deployment of the app it re-plans, runs it when both have the [same
+    /// instances](Self::same_instances): its rates and costs, with `running`'s instances in their order and
+    /// places (the app's running groups follow its deployment's order, and keep their cores and GPUs). `None`
+    /// when the instances differ.
+    pub fn keeping_places_of(mut self, running: &Deployment) -> Option<Deployment> {
+        if !self.same_instances(running) {
+            return None;
+        }
+        let mut planned = std::mem::take(&mut self.instances);
+        for kept in &running.instances {
+            let i = planned.iter().position(|p| p.identity() == kept.identity())?;
+            let instance = planned.remove(i);
+            self.instances.push(PlannedInstances { places: kept.places.clone(), ..instance });
+        }
+        Some(self)
+    }
+
+    fn pipelines(&self, other: &Deployment) -> bool {
+        let pools = |d: &Deployment| -> Vec<(u32, Vec<PipelinePool>)> {
+            d.pipelines.iter().map(|p| (p.batch, p.pools.clone())).collect()
         };
-        key(self) == key(other)
+        pools(self) == pools(other)
+    }
+}
+
+/// Slot, variant, segment, batch size, count and the nodes: [`PlannedInstances::identity`].
+type Identity<'a> = (&'a str, &'a str, &'a str, u32, u32, Vec<Option<&'a str>>);
+
+impl PlannedInstances {
+    /// What makes planned instances the same ones: slot, variant, segment, batch size, count and the nodes they
+    /// run on, not their rates.
+    fn identity(&self) -> Identity<'_> {
+        let mut nodes: Vec<Option<&str>> = self.places.iter().map(|p| p.node.as_deref()).collect();
+        nodes.sort();
+        (&self.slot, &self.variant, &self.segment, self.max_batch, self.count, nodes)
     }
 }
 
@@ -604,6 +626,18 @@ mod tests {
         let mut moved = b.clone();
         moved.instances[0].places = vec![InstancePlace { node: Some("10.0.0.2:7070".into()), ..Default::default() }];
         assert!(!a.same_instances(&moved));
+        assert!(moved.keeping_places_of(&a).is_none());
+        // A plan of the same instances in another order and on other cores runs as the running one: in its order
+        // and places, at the plan's rates.
+        let on = |core| vec![InstancePlace { cores: vec![core], ..InstancePlace::default() }];
+        let mut running = a.clone();
+        (running.instances[0].places, running.instances[1].places) = (on(0), on(1));
+        let mut replanned = b.clone();
+        (replanned.instances[0].places, replanned.instances[1].places) = (on(0), on(1));
+        let kept = replanned.keeping_places_of(&running).unwrap();
+        let seen: Vec<(&str, f64, u32)> =
+            kept.instances.iter().map(|i| (&*i.slot, i.rate_rps, i.places[0].cores[0])).collect();
+        assert_eq!(seen, [("a", 3.0, 0), ("b", 5.0, 1)]);
     }
 
     #[test]

@@ -241,12 +241,14 @@ impl App {
     }
 
     /// This app under `plan`, a re-plan with the [same instances](Deployment::same_instances): the same
-    /// instances, tasks and counts, and the plan's demand, capacity (and so admission) and costs. `None` where the
-    /// plan's rates route requests (Compass's classes, PPipe's pipelines): those start anew.
+    /// instances (in their order and places: [`Deployment::keeping_places_of`]), tasks and counts, and the plan's
+    /// demand, capacity (and so admission) and costs. `None` where the plan's rates route requests (Compass's
+    /// classes, PPipe's pipelines): those start anew.
     pub fn with_plan(&self, plan: Deployment) -> Option<App> {
-        if !self.classes.is_empty() || self.pipelines.is_some() || !plan.same_instances(&self.deployment) {
+        if !self.classes.is_empty() || self.pipelines.is_some() {
             return None;
         }
+        let plan = plan.keeping_places_of(&self.deployment)?;
         let ceiling = plan.capacity_rps.zip(self.slo_latency).map(|(rps, slo)| admission_ceiling(rps, slo));
         let admission = match (&self.admission, ceiling) {
             (Some(before), Some(ceiling)) => Some(Admission::after(before, ceiling)),
