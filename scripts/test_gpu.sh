@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test-gpu`: the sign reader, and a model cut in two, served from MPS shares of this machine's GPU 0, end
 # to end. It profiles the
-# bundle's variants on `mps:0:50` and `mps:0:25` (in bound `jig worker` processes, as they serve), deploys the
+# bundle's variants on `mps:0:50`, `mps:0:25` and `mps:0:50x2` (half the GPU served by two processes of 25%
+# each) in bound `jig worker` processes, as they serve, deploys the
 # profiled bundle on a gateway offered one CPU core and GPU 0, checks that every instance of the planned model
 # slots (the slots of the manifest's tasks: `det` and `rec`) runs on an `mps:` share of GPU 0 (the voice is not
 # a task of the planner's graph: it gets its default instance on the core), invokes the app with the sample stop
@@ -89,7 +90,7 @@ done
 rm -rf "$out" && mkdir -p "$out"
 cp -r "$bundle" "$out/bundle"
 rm -f "$out/bundle/profiles.csv"
-shares=(mps:0:50 mps:0:25)
+shares=(mps:0:50 mps:0:25 mps:0:50x2)
 if [ -n "${PLANNER:-}" ]; then
     sed -i "1i planner = \"$PLANNER\"" "$out/bundle/jig.toml"
     [ "$PLANNER" != gpulet ] || shares+=(mps:0:75)
@@ -97,6 +98,8 @@ fi
 
 echo "== jig profile: every variant on ${shares[*]}"
 "$jig" profile "$out/bundle" $(printf -- '--segment %s ' "${shares[@]}") --max-batch 8 --runs 10
+grep -q ',mps:0:50x2,' "$out/bundle/profiles.csv" ||
+    fail "the profile table has no row of mps:0:50x2 (a share served by two processes together)"
 
 # gpu-lets' solo utilisations (`jig profile --counters`): each slot's model alone on GPU 0 under Nsight Compute,
 # before any MPS daemon of the gateway's runs (ncu does not see MPS clients). Skipped without ncu on PATH.

@@ -133,14 +133,14 @@ impl Devices {
                 let gb = instance.memory_gb().unwrap_or(u64::from(profile.memory_gb()));
                 gb * 1_000_000_000 / u64::from(mps)
             }
-            Segment::Mps { percent, .. } => {
+            Segment::Mps { percent, processes, .. } => {
                 if gpu.uuid != device {
                     return Err(match self.locate(device) {
                         Some(found) => placed_elsewhere(found),
                         None => DeviceError::Gone { segment: *segment, device: device.into() },
                     });
                 }
-                (gpu.memory_mib << 20) * u64::from(percent) / 100
+                (gpu.memory_mib << 20) * u64::from(percent) / 100 / u64::from(processes)
             }
             Segment::Cpu { .. } => return Err(DeviceError::NotGpu { segment: *segment }),
         };
@@ -181,7 +181,7 @@ pub struct Bound {
     ///   its K MPS processes; the 80 GB profile table's size only when the listing names none.
     /// * `mps:GPU:PERCENT`: PERCENT percent of the GPU's memory (`nvidia-smi`'s `memory.total`), the same
     ///   share as of its SMs; the shares on a GPU add up to at most 100 percent, so their limits to at most
-    ///   its memory.
+    ///   its memory. Each of the K processes of `mps:GPU:PERCENTxK` has a K-th of it.
     pub memory: u64,
 }
 
@@ -751,6 +751,9 @@ GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-77aa)
         assert_eq!(devices.bind(&segment("mps:1:100"), "GPU-77aa").unwrap().memory, 81559 << 20);
         assert_eq!(mib(devices.bind(&segment("mps:1:50"), "GPU-77aa").unwrap().memory), 81559 / 2);
         assert_eq!(mib(devices.bind(&segment("mps:1:30"), "GPU-77aa").unwrap().memory), 81559 * 30 / 100);
+        let quarter = devices.bind(&segment("mps:1:100x4"), "GPU-77aa").unwrap();
+        assert_eq!(mib(quarter.memory), 81559 / 4, "each of four processes of the whole GPU has a quarter");
+        assert!(quarter.env().contains(&("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "25".into())));
         let h200 = Devices::from_nvidia_smi(vec![0], "0, NVIDIA H200, GPU-h200, 143771, Disabled\n", "");
         assert_eq!(mib(h200.bind(&segment("mps:0:25"), "GPU-h200").unwrap().memory), 143771 / 4);
     }

@@ -1,7 +1,9 @@
 //! Segments: where an instance runs. A set of CPU cores; a MIG instance of an NVIDIA GPU shared by 1–4 MPS
-//! processes (JigsawServe); or an MPS active-thread percentage of a whole GPU (gpu-lets).
+//! processes (JigsawServe); or an MPS active-thread percentage of a whole GPU (gpu-lets), served by 1–16
+//! processes.
 //!
-//! Written as `cpu:4`, `mig:0:3g.40gb:2` (GPU 0, profile 3g.40gb, 2 MPS processes) and `mps:0:50`: the grammar of
+//! Written as `cpu:4`, `mig:0:3g.40gb:2` (GPU 0, profile 3g.40gb, 2 MPS processes), `mps:0:50` and `mps:0:100x4`
+//! (all of GPU 0, served by four processes of 25% each): the grammar of
 //! [`jig_policy::segment`], which the planner's segment types (the same without the GPU) share.
 
 use std::fmt;
@@ -30,12 +32,15 @@ pub enum Segment {
         mps: u8,
     },
     /// `percent` of GPU `gpu`'s SMs through `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, and as much of its memory
-    /// ([`crate::device::Bound::memory`]).
+    /// ([`crate::device::Bound::memory`]), shared by `processes` processes (1–16); this segment is one of them.
     Mps {
         /// The GPU's index.
         gpu: u32,
-        /// The active-thread percentage (1–100).
+        /// The share's percentage (1–100), split evenly among its processes.
         percent: u8,
+        /// How many processes serve the share together, each with `percent / processes` of the SMs and as
+        /// much of the memory.
+        processes: u8,
     },
 }
 
@@ -54,11 +59,13 @@ impl Segment {
     }
 
     /// How many processes serve one instance of this segment together: K of `mig:GPU:PROFILE:K` (the MIG
-    /// instance's MPS processes, which the planner and the profiler take as one unit), else 1.
+    /// instance's MPS processes) and of `mps:GPU:PERCENTxK`, which the planner and the profiler take as one unit;
+    /// else 1.
     pub fn processes(&self) -> u32 {
         match *self {
             Segment::Mig { mps, .. } => u32::from(mps),
-            _ => 1,
+            Segment::Mps { processes, .. } => u32::from(processes),
+            Segment::Cpu { .. } => 1,
         }
     }
 
@@ -66,7 +73,7 @@ impl Segment {
     pub fn mps_percentage(&self) -> Option<u8> {
         match *self {
             Segment::Mig { mps, .. } if mps > 1 => Some(100 / mps),
-            Segment::Mps { percent, .. } => Some(percent),
+            Segment::Mps { percent, processes, .. } => Some(percent / processes),
             _ => None,
         }
     }
@@ -78,7 +85,9 @@ impl Segment {
             Segment::Mig { gpu, profile, mps } => {
                 SegmentName { kind: SegmentKind::Mig { profile, mps }, gpu: Some(gpu) }
             }
-            Segment::Mps { gpu, percent } => SegmentName { kind: SegmentKind::Mps { percent }, gpu: Some(gpu) },
+            Segment::Mps { gpu, percent, processes } => {
+                SegmentName { kind: SegmentKind::Mps { percent, processes }, gpu: Some(gpu) }
+            }
         }
     }
 }
@@ -97,7 +106,7 @@ impl FromStr for Segment {
         match (kind, gpu) {
             (SegmentKind::Cpu { cores }, _) => Ok(Segment::Cpu { cores }),
             (SegmentKind::Mig { profile, mps }, Some(gpu)) => Ok(Segment::Mig { gpu, profile, mps }),
-            (SegmentKind::Mps { percent }, Some(gpu)) => Ok(Segment::Mps { gpu, percent }),
+            (SegmentKind::Mps { percent, processes }, Some(gpu)) => Ok(Segment::Mps { gpu, percent, processes }),
             (_, None) => Err(ParseSegmentError { text: s.to_string(), problem: SegmentProblem::NoGpu }),
         }
     }
@@ -122,12 +131,14 @@ mod tests {
 
     #[test]
     fn segments_parse_and_print_back() {
-        for s in ["cpu:4", "mig:0:3g.40gb:2", "mig:1:1g.10gb:1", "mps:0:50"] {
+        for s in ["cpu:4", "mig:0:3g.40gb:2", "mig:1:1g.10gb:1", "mps:0:50", "mps:0:100x3"] {
             assert_eq!(s.parse::<Segment>().unwrap().to_string(), s);
         }
         let mig: Segment = "mig:0:3g.40gb:2".parse().unwrap();
         assert_eq!(mig.mps_percentage(), Some(50));
         assert_eq!((mig.processes(), "mps:0:50".parse::<Segment>().unwrap().processes()), (2, 1));
+        let shared: Segment = "mps:0:100x3".parse().unwrap();
+        assert_eq!((shared.processes(), shared.mps_percentage()), (3, Some(33)), "three processes of a third each");
         assert!(mig.is_gpu() && !"cpu:1".parse::<Segment>().unwrap().is_gpu());
     }
 

@@ -17,7 +17,7 @@ pub fn admits(problem: &Problem, features: Features, c: &Config) -> bool {
 pub fn is_whole_device(problem: &Problem, kind: SegmentKind) -> bool {
     match kind {
         SegmentKind::Mig { profile, mps } => profile == MigProfile::G7_80 && mps == 1,
-        SegmentKind::Mps { percent } => percent == 100,
+        SegmentKind::Mps { percent, processes } => percent == 100 && processes == 1,
         SegmentKind::Cpu { cores } => cores == problem.cores_per_host,
     }
 }

@@ -205,7 +205,7 @@ pub fn evaluate_as(problem: &Problem, plan: &[Assignment], weighting: Weighting)
     // shares are priced by their sum, seven slices a GPU, where each share alone rounds up (50% is 4 of 7).
     if matches!(problem.strategy, Strategy::Gpulet | Strategy::Ppipe) {
         let (each, percent) = plan.iter().fold((0, 0), |(each, percent), a| match problem.segments[a.segment].kind {
-            crate::spec::SegmentKind::Mps { percent: p } => {
+            crate::spec::SegmentKind::Mps { percent: p, .. } => {
                 (each + a.instances * problem.segments[a.segment].slices, percent + a.instances * u32::from(p))
             }
             _ => (each, percent),

@@ -74,7 +74,7 @@
 //! variants = [{ name = "effnet-b0", accuracy = 77.7 }]
 //!
 //! [[segments]]                         # segment types; names match the profile table's `segment`
-//! name = "mig:1g.10gb:2"               # MIG profile : MPS processes (1–4), mps:PERCENT or cpu:CORES
+//! name = "mig:1g.10gb:2"               # MIG profile : MPS processes (1–4), mps:PERCENT[xK] or cpu:CORES
 //! slices = 1                           # optional: s_n; see MigProfile::effective_slices
 //!
 //! [resources]

@@ -232,7 +232,7 @@ mod tests {
     }
 
     fn share(percent: u8) -> Item {
-        Item { label: format!("mps:{percent}"), kind: SegmentKind::Mps { percent } }
+        Item { label: format!("mps:{percent}"), kind: SegmentKind::Mps { percent, processes: 1 } }
     }
 
     fn cpu(cores: u32) -> Item {

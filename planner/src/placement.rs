@@ -220,7 +220,7 @@ pub fn place_on(items: &[Item], cores_per_host: u32, packing: &[(usize, u32)]) -
     let mut order: Vec<usize> = (0..items.len()).collect();
     let size = |k: &SegmentKind| match k {
         SegmentKind::Mig { profile, .. } => (profile.memory_slots(), profile.compute_slices()),
-        SegmentKind::Mps { percent } => (u32::from(*percent), u32::from(*percent)),
+        SegmentKind::Mps { percent, .. } => (u32::from(*percent), u32::from(*percent)),
         SegmentKind::Cpu { cores } => (*cores, *cores),
     };
     order.sort_by_key(|&i| std::cmp::Reverse(size(&items[i].kind)));
@@ -254,7 +254,7 @@ pub fn place_on(items: &[Item], cores_per_host: u32, packing: &[(usize, u32)]) -
                 gpus[g].take(profile, start);
                 Device::Gpu { gpu: g as u32, start_slot: start, profile: profile.to_string(), mps }
             }
-            SegmentKind::Mps { percent } => {
+            SegmentKind::Mps { percent, .. } => {
                 let percent32 = u32::from(percent);
                 let g = shared.iter().position(|&used| used + percent32 <= 100).unwrap_or_else(|| {
                     shared.push(0);
@@ -358,7 +358,7 @@ mod tests {
 
     #[test]
     fn mps_shares_fill_whole_gpus_after_the_mig_ones() {
-        let share = |label: &str, percent| Item { label: label.into(), kind: SegmentKind::Mps { percent } };
+        let share = |label: &str, percent| Item { label: label.into(), kind: SegmentKind::Mps { percent, processes: 1 } };
         let items = [share("a", 50), share("b", 30), share("c", 60), mig(MigProfile::G7_80)];
         let p = place(&items, 16);
         check(&p);

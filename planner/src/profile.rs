@@ -9,7 +9,7 @@
 //! ```
 //!
 //! * `slot`, `variant`: the model slot and the variant filling it, as named in the bundle manifest;
-//! * `segment`: where it ran (`cpu:N`, `mig:GPU:PROFILE:MPS`, `mps:GPU:PERCENT`);
+//! * `segment`: where it ran (`cpu:N`, `mig:GPU:PROFILE:MPS`, `mps:GPU:PERCENT[xPROCESSES]`);
 //! * `batch`: rows per batch; `p50_ms`, `p95_ms`: latency of one batch; `throughput_rps`: rows per second
 //!   running batches back to back;
 //! * `device`: the processor or GPU measured, so tables from different machines are not mixed up.
@@ -28,7 +28,7 @@ pub struct ProfileRow {
     pub slot: String,
     /// The variant filling the slot.
     pub variant: String,
-    /// Where it ran: `cpu:N`, `mig:GPU:PROFILE:MPS` or `mps:GPU:PERCENT`.
+    /// Where it ran: `cpu:N`, `mig:GPU:PROFILE:MPS` or `mps:GPU:PERCENT[xPROCESSES]`.
     pub segment: String,
     /// Rows per batch.
     pub batch: u32,
@@ -36,7 +36,7 @@ pub struct ProfileRow {
     pub p50_ms: f64,
     /// p95 latency of one batch, ms: L(t,v,s,b).
     pub p95_ms: f64,
-    /// Rows per second running batches back to back (on MIG, of all MPS processes together): H(t,v,s,b).
+    /// Rows per second running batches back to back (of all the segment's processes together): H(t,v,s,b).
     pub throughput_rps: f64,
     /// The processor or GPU measured.
     pub device: String,

@@ -167,7 +167,7 @@ pub struct PathSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SegmentSpec {
-    /// `mig:PROFILE:MPS` (e.g. `mig:2g.20gb:3`), `mps:PERCENT` or `cpu:CORES`; profile rows name their segment
+    /// `mig:PROFILE:MPS` (e.g. `mig:2g.20gb:3`), `mps:PERCENT[xPROCESSES]` or `cpu:CORES`; profile rows name their segment
     /// the same way (with the GPU index after `mig:` or `mps:`, which is dropped): [`SegmentKind::parse`].
     pub name: String,
     /// s_n, the cost in slices (GPU slices or CPU cores); [`SegmentKind::default_slices`] when absent.
@@ -567,7 +567,7 @@ mod tests {
         let mig = SegmentKind::parse("mig:0:3g.40gb:2").unwrap();
         assert_eq!((mig.name(), mig.default_slices()), ("mig:3g.40gb:2".into(), 4));
         let share = SegmentKind::parse("mps:0:30").unwrap();
-        assert_eq!(share, SegmentKind::Mps { percent: 30 });
+        assert_eq!(share, SegmentKind::Mps { percent: 30, processes: 1 });
         assert_eq!((share.name(), share.default_slices()), ("mps:30".into(), 3), "30% of 7 slices, rounded up");
         assert_eq!(SegmentKind::parse("mps:100").unwrap().default_slices(), 7);
         assert_eq!(SegmentKind::parse("cpu:4").unwrap(), SegmentKind::Cpu { cores: 4 });

@@ -1,10 +1,10 @@
 //! Segment names: one grammar for the planner's segment types and the runtime's placed segments, so that a name
 //! one side writes the other reads, with the same messages when it is wrong.
 //!
-//! A segment is written `cpu:CORES`, `mig:[GPU:]PROFILE:MPS` or `mps:[GPU:]PERCENT`. A segment that runs
-//! somewhere names its GPU (`mig:0:3g.40gb:2`, `mps:1:50`), as the runtime places it and as profile tables record
-//! where they measured; a segment *type*, what the planner plans with, leaves it out (`mig:3g.40gb:2`,
-//! `mps:50`). [`SegmentName`] is either, as written; [`SegmentKind`] is what it is, wherever it runs.
+//! A segment is written `cpu:CORES`, `mig:[GPU:]PROFILE:MPS` or `mps:[GPU:]PERCENT[xPROCESSES]`. A segment that
+//! runs somewhere names its GPU (`mig:0:3g.40gb:2`, `mps:1:50`, `mps:1:100x4`), as the runtime places it and as
+//! profile tables record where they measured; a segment *type*, what the planner plans with, leaves it out
+//! (`mig:3g.40gb:2`, `mps:50`, `mps:100x4`). [`SegmentName`] is either, as written; [`SegmentKind`] is what it is, wherever it runs.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,10 +22,15 @@ pub enum SegmentKind {
         mps: u8,
     },
     /// A share of a whole GPU (MIG off) through `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, as gpu-lets partition
-    /// one; shares on one GPU add up to at most 100.
+    /// one; shares on one GPU add up to at most 100. Like a MIG instance's MPS processes, `processes` identical
+    /// processes may serve the share together, each limited to `percent / processes` of the SMs: a model too
+    /// small to fill its share alone (launch- or host-bound) serves more so, and a profiled throughput is of all
+    /// of them together, so the plan counts what they serve side by side, not a sum of solo runs.
     Mps {
         /// Percent of the GPU's SMs, 1–100.
         percent: u8,
+        /// Processes serving the share, 1–16, at most `percent`.
+        processes: u8,
     },
     /// A set of CPU cores.
     Cpu {
@@ -35,6 +40,10 @@ pub enum SegmentKind {
 }
 
 impl SegmentKind {
+    /// The most processes an `mps:` share may have: well within MPS's 48 clients a GPU, each process its own
+    /// CUDA context and ONNX Runtime session.
+    pub const MAX_SHARE_PROCESSES: u32 = 16;
+
     /// What the segment `name` is, placed or not: a profile table's `mig:0:3g.40gb:2` is the type
     /// `mig:3g.40gb:2`, since a type's profile holds on whichever GPU it was measured.
     pub fn parse(name: &str) -> Result<Self, ParseSegmentError> {
@@ -52,7 +61,7 @@ impl SegmentKind {
     pub fn default_slices(&self) -> u32 {
         match self {
             Self::Mig { profile, .. } => profile.effective_slices(),
-            Self::Mps { percent } => (u32::from(*percent) * 7).div_ceil(100),
+            Self::Mps { percent, .. } => (u32::from(*percent) * 7).div_ceil(100),
             Self::Cpu { cores } => *cores,
         }
     }
@@ -96,12 +105,20 @@ impl FromStr for SegmentName {
                     mps => return Err(invalid(SegmentProblem::MpsProcesses(mps))),
                 }
             }
-            ["mps", rest @ .., percent] if rest.len() <= 1 => {
+            ["mps", rest @ .., share] if rest.len() <= 1 => {
                 let gpu = gpu(rest.first().copied())?;
-                match number(percent, "percentage")? {
-                    percent @ 1..=100 => (SegmentKind::Mps { percent: percent as u8 }, gpu),
+                let (percent, processes) = match share.split_once('x') {
+                    Some((percent, processes)) => (percent, number(processes, "processes")?),
+                    None => (*share, 1),
+                };
+                let percent = match number(percent, "percentage")? {
+                    percent @ 1..=100 => percent,
                     percent => return Err(invalid(SegmentProblem::Percent(percent))),
+                };
+                if !(1..=SegmentKind::MAX_SHARE_PROCESSES).contains(&processes) || processes > percent {
+                    return Err(invalid(SegmentProblem::ShareProcesses { percent, processes }));
                 }
+                (SegmentKind::Mps { percent: percent as u8, processes: processes as u8 }, gpu)
             }
             _ => return Err(invalid(SegmentProblem::Form)),
         };
@@ -115,14 +132,16 @@ impl fmt::Display for SegmentName {
         match self.kind {
             SegmentKind::Cpu { cores } => write!(f, "cpu:{cores}"),
             SegmentKind::Mig { profile, mps } => write!(f, "mig:{gpu}{profile}:{mps}"),
-            SegmentKind::Mps { percent } => write!(f, "mps:{gpu}{percent}"),
+            SegmentKind::Mps { percent, processes: 1 } => write!(f, "mps:{gpu}{percent}"),
+            SegmentKind::Mps { percent, processes } => write!(f, "mps:{gpu}{percent}x{processes}"),
         }
     }
 }
 
 /// How to write a segment, which every message about a malformed one ends with.
-const USAGE: &str = "write a segment as cpu:CORES, mig:GPU:PROFILE:MPS (e.g. mig:0:3g.40gb:2) or mps:GPU:PERCENT; a \
-                     segment type leaves out the GPU (mig:3g.40gb:2, mps:50)";
+const USAGE: &str = "write a segment as cpu:CORES, mig:GPU:PROFILE:MPS (e.g. mig:0:3g.40gb:2) or \
+                     mps:GPU:PERCENT[xPROCESSES] (e.g. mps:0:50, mps:0:100x4); a segment type leaves out the GPU \
+                     (mig:3g.40gb:2, mps:50)";
 
 /// Text that is not a segment name; the message quotes it and says what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +170,13 @@ pub enum SegmentProblem {
     MpsProcesses(u32),
     /// An MPS percentage out of 1–100.
     Percent(u32),
+    /// An MPS share's processes out of 1–16, or more than its percent (each needs at least 1%).
+    ShareProcesses {
+        /// The share's percent.
+        percent: u32,
+        /// The processes asked for.
+        processes: u32,
+    },
     /// The MIG profile is none jig knows.
     Profile(UnknownMigProfile),
     /// A GPU segment that must run somewhere (the runtime's) names no GPU.
@@ -165,8 +191,14 @@ impl fmt::Display for SegmentProblem {
             Self::NoCores => f.write_str("needs at least one core"),
             Self::MpsProcesses(n) => write!(f, "a MIG instance is shared by 1 to 4 MPS processes, not {n}"),
             Self::Percent(p) => write!(f, "an MPS percentage is 1 to 100, not {p}"),
+            Self::ShareProcesses { percent, processes } => write!(
+                f,
+                "an MPS share is served by 1 to {} processes, each with at least 1% of the SMs; {percent}% cannot \
+                 take {processes}",
+                SegmentKind::MAX_SHARE_PROCESSES
+            ),
             Self::Profile(e) => fmt::Display::fmt(e, f),
-            Self::NoGpu => f.write_str("a GPU segment that runs names its GPU: mig:GPU:PROFILE:MPS or mps:GPU:PERCENT"),
+            Self::NoGpu => f.write_str("a GPU segment that runs names its GPU: mig:GPU:PROFILE:MPS or mps:GPU:PERCENT[xPROCESSES]"),
         }
     }
 }
@@ -185,7 +217,7 @@ mod tests {
 
     #[test]
     fn names_parse_with_and_without_a_gpu_and_print_back() {
-        for text in ["cpu:4", "mig:0:3g.40gb:2", "mig:1g.10gb:1", "mps:0:50", "mps:100"] {
+        for text in ["cpu:4", "mig:0:3g.40gb:2", "mig:1g.10gb:1", "mps:0:50", "mps:100", "mps:0:100x4", "mps:50x2"] {
             assert_eq!(text.parse::<SegmentName>().unwrap().to_string(), text);
         }
         let placed: SegmentName = "mig:1:3g.40gb:2".parse().unwrap();
@@ -193,7 +225,14 @@ mod tests {
         assert_eq!(placed.kind, SegmentKind::parse("mig:3g.40gb:2").unwrap());
         assert_eq!((placed.kind.name(), placed.kind.default_slices()), ("mig:3g.40gb:2".into(), 4));
         let share = SegmentKind::parse("mps:0:30").unwrap();
-        assert_eq!((share, share.default_slices()), (SegmentKind::Mps { percent: 30 }, 3), "30% of 7, rounded up");
+        assert_eq!(
+            (share, share.default_slices()),
+            (SegmentKind::Mps { percent: 30, processes: 1 }, 3),
+            "30% of 7, rounded up"
+        );
+        let served_by_four = SegmentKind::parse("mps:0:100x4").unwrap();
+        assert_eq!((served_by_four, served_by_four.default_slices()), (SegmentKind::Mps { percent: 100, processes: 4 }, 7));
+        assert_eq!(SegmentKind::parse("mps:50x1").unwrap().name(), "mps:50", "one process is the plain share");
         assert_eq!(SegmentKind::parse("cpu:4").unwrap(), SegmentKind::Cpu { cores: 4 });
     }
 
@@ -210,6 +249,11 @@ mod tests {
             ("mps:0:150", "1 to 100"),
             ("mps:0", "1 to 100"),
             ("mps:0:1:2", "write a segment as"),
+            ("mps:0:100x0", "1 to 16 processes"),
+            ("mps:0:100x17", "1 to 16 processes"),
+            ("mps:0:2x4", "2% cannot take 4"),
+            ("mps:0:50x", "processes `` is not a number"),
+            ("mps:0:x4", "percentage `` is not a number"),
             ("gpu:1", "write a segment as"),
         ] {
             let err = text.parse::<SegmentName>().unwrap_err().to_string();

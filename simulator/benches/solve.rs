@@ -132,7 +132,7 @@ fn gpulet() {
         let mut latency_ms = std::collections::BTreeMap::new();
         for size in [20u32, 40, 50, 60, 80, 100] {
             for b in [1u32, 2, 4, 8, 16, 32] {
-                if let Some((ms, _)) = cost.predict(SegmentKind::Mps { percent: size as u8 }, b) {
+                if let Some((ms, _)) = cost.predict(SegmentKind::Mps { percent: size as u8, processes: 1 }, b) {
                     latency_ms.insert((size, b), ms);
                 }
             }

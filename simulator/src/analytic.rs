@@ -63,9 +63,9 @@ impl ModelCost {
             SegmentKind::Mig { profile, mps } => {
                 (f64::from(profile.compute_slices()), f64::from(mps), f64::from(profile.memory_gb()))
             }
-            SegmentKind::Mps { percent } => {
+            SegmentKind::Mps { percent, processes } => {
                 let share = f64::from(percent) / 100.0;
-                (7.0 * share, 1.0, f64::from(MigProfile::G7_80.memory_gb()) * share)
+                (7.0 * share, f64::from(processes), f64::from(MigProfile::G7_80.memory_gb()) * share)
             }
             SegmentKind::Cpu { .. } => return None,
         };
@@ -124,21 +124,24 @@ mod tests {
     const RESNET50: ModelCost =
         ModelCost { t_fixed: 1.0, t_item: 0.5, w: 2.3, u: 2.0, weights_gb: 0.1, activations_gb: 0.02 };
 
-    /// A share of a whole GPU runs as the MIG instance of as many compute slices (one process), within its
+    /// A share of a whole GPU runs as the MIG instance of as many compute slices (and processes), within its
     /// memory: 100% as 7g.80gb, 57% as 4g within 1%; a share too small for a batch's memory has no row.
     #[test]
     fn an_mps_share_runs_as_the_mig_instance_of_its_compute() {
         let at = |kind, b| RESNET50.predict(kind, b);
         let whole = SegmentKind::Mig { profile: MigProfile::G7_80, mps: 1 };
-        assert_eq!(at(SegmentKind::Mps { percent: 100 }, 8), at(whole, 8));
+        assert_eq!(at(SegmentKind::Mps { percent: 100, processes: 1 }, 8), at(whole, 8));
+        // Served by four processes, as the whole GPU's MIG instance with four.
+        let four = SegmentKind::Mig { profile: MigProfile::G7_80, mps: 4 };
+        assert_eq!(at(SegmentKind::Mps { percent: 100, processes: 4 }, 8), at(four, 8));
         let (mps, mig) = (
-            at(SegmentKind::Mps { percent: 57 }, 8).unwrap(),
+            at(SegmentKind::Mps { percent: 57, processes: 1 }, 8).unwrap(),
             at(SegmentKind::Mig { profile: MigProfile::G4_40, mps: 1 }, 8).unwrap(),
         );
         assert!((mps.0 / mig.0 - 1.0).abs() < 0.01, "{mps:?} against {mig:?}");
         // 1% of 80 GB is 0.8 GB: the context and weights fit at batch 1, not 128 items of activations.
-        assert!(at(SegmentKind::Mps { percent: 1 }, 1).is_some());
-        assert!(at(SegmentKind::Mps { percent: 1 }, 128).is_none());
+        assert!(at(SegmentKind::Mps { percent: 1, processes: 1 }, 1).is_some());
+        assert!(at(SegmentKind::Mps { percent: 1, processes: 1 }, 128).is_none());
         assert!(at(SegmentKind::Cpu { cores: 4 }, 1).is_none());
     }
 

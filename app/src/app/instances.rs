@@ -148,7 +148,7 @@ pub(super) fn start_models(
             let (_, running) = kept.swap_remove(at);
             group.instances = running.instances.clone();
             group.answered_from = running.answered_from;
-            // A `mig:…:K` instance's rate is that of its K processes together, as below.
+            // A `mig:…:K` or `mps:…xK` instance's rate is that of its K processes together, as below.
             let per = group.instances.len().max(1) as f64 / f64::from(planned.count.max(1));
             for instance in &group.instances {
                 // From its next batch on, while the running copy still routes to it too.
@@ -170,10 +170,7 @@ pub(super) fn start_models(
             let name = place.segment(&planned.segment);
             let segment: Segment =
                 name.parse().map_err(|e| refused(format!("the plan places an instance on `{name}`: {e}")))?;
-            let processes = match segment {
-                Segment::Mig { mps, .. } => u32::from(mps),
-                _ => 1,
-            };
+            let processes = segment.processes();
             for process in 0..processes {
                 let label = if processes > 1 { format!("{i}.{process}") } else { i.to_string() };
                 let mut config =
@@ -190,7 +187,7 @@ pub(super) fn start_models(
                             StartError::Model { app: app.clone(), source: Box::new(source), bundle: bundle.dir.clone() }
                         }
                     })?;
-                // A `mig:…:K` instance's rate is that of its K processes together.
+                // A `mig:…:K` or `mps:…xK` instance's rate is that of its K processes together.
                 let rate = planned.rate_rps / f64::from(processes);
                 let instance = Arc::new(instance);
                 group.instances.push(instance.clone());

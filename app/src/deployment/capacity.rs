@@ -87,7 +87,7 @@ impl Machine {
                 (self.cores.len() >= cores)
                     .then(|| InstancePlace { cores: self.cores.drain(..cores).collect(), ..here })
             }
-            SegmentKind::Mps { percent } => {
+            SegmentKind::Mps { percent, .. } => {
                 let gpu = self.gpus.iter_mut().find(|g| g.mps_percent >= u32::from(percent))?;
                 gpu.mps_percent -= u32::from(percent);
                 Some(InstancePlace { gpu: Some(gpu.index), device: Some(gpu.uuid.clone()), ..here })
@@ -163,7 +163,7 @@ impl Capacity {
                 let Some(gpu) = machine.gpus.iter_mut().find(|g| Some(g.index) == place.gpu) else { continue };
                 gpu.held = true;
                 match kind {
-                    Some(SegmentKind::Mps { percent }) => {
+                    Some(SegmentKind::Mps { percent, .. }) => {
                         gpu.mps_percent = gpu.mps_percent.saturating_sub(percent.into());
                     }
                     Some(SegmentKind::Mig { profile, .. }) => {
@@ -210,7 +210,7 @@ impl Capacity {
     /// Places for `shares` (`mps:` segments) all on one GPU: the first with room for them together.
     pub(super) fn take_together(&mut self, shares: &[SegmentKind]) -> Option<Vec<InstancePlace>> {
         let percents = shares.iter().map(|kind| match kind {
-            SegmentKind::Mps { percent } => Some(u32::from(*percent)),
+            SegmentKind::Mps { percent, .. } => Some(u32::from(*percent)),
             _ => None,
         });
         let total: u32 = percents.collect::<Option<Vec<u32>>>()?.iter().sum();
@@ -277,7 +277,7 @@ impl std::fmt::Display for Capacity {
 /// out). MPS shares are taken largest first, so that shares that fill a GPU together (gpu-lets' 20/80 and 40/60
 /// splits, PPipe's halves and quarters) find each other: first fit in the plan's order can strand them.
 pub(super) fn take_places(free: &mut Capacity, wanted: &[(SegmentKind, u32)]) -> Vec<Vec<InstancePlace>> {
-    let share = |kind: &SegmentKind| if let SegmentKind::Mps { percent } = kind { *percent } else { 0 };
+    let share = |kind: &SegmentKind| if let SegmentKind::Mps { percent, .. } = kind { *percent } else { 0 };
     let mut order: Vec<usize> = (0..wanted.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(share(&wanted[i].0)));
     let mut taken = vec![Vec::new(); wanted.len()];

@@ -340,6 +340,25 @@ mod tests {
         assert_eq!(placed[0].1.segment(&placed[0].0), "mps:1:50");
     }
 
+    /// A share is a limit, not what a process uses: where four processes on the whole GPU together serve 3.3×
+    /// one (each a little slower beside the others), the plan serves the demand with them on the one GPU it
+    /// has, where one process a GPU could not.
+    #[test]
+    fn a_share_served_by_several_processes_is_planned_by_what_they_serve_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = [("mps:0:100", 4, 40.0, 100.0), ("mps:0:100x4", 4, 48.0, 333.0)];
+        let bundle = bundle(dir.path(), &rows);
+        let d = plan(&bundle, &[300.0], &Capacity::of(&machine(), 8, None), &Observations::default());
+        assert!(d.source.starts_with("planned"), "{}", d.source);
+        let placed = places(&d);
+        assert_eq!(placed.len(), 1, "{d:?}");
+        assert_eq!(placed[0].1.segment(&placed[0].0), "mps:1:100x4", "{d:?}");
+        assert!(d.capacity_rps.unwrap() >= 300.0, "{d:?}");
+        // The GPU is then wholly held: a second app has no share left on it.
+        let left = Capacity::of(&machine(), 8, None).without(&d);
+        assert!(!left.offers(&jig_planner::spec::SegmentKind::parse("mps:0:10").unwrap()), "{left}");
+    }
+
     #[test]
     fn a_gpulet_app_is_planned_on_a_share_sized_by_gpu_lets() {
         let dir = tempfile::tempdir().unwrap();

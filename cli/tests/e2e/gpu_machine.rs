@@ -130,17 +130,18 @@ fn a_plan_on_a_gpu_share_without_onnx_runtimes_cuda_build_names_what_to_install_
         &gpu,
         "on-gpu",
         &format!(
-            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nclassifier,fast,mps:0:50,1,1,2,900,{GPU}\n"
+            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\nclassifier,fast,mps:0:50x2,1,1,2,900,{GPU}\n"
         ),
     );
     let deployed = deploy(&gateway, &cpu);
     assert!(deployed.status.success(), "{}", text(&deployed));
 
-    // The plan puts the GPU app on half the GPU; its worker cannot load CUDA (set-up installed the CPU build).
+    // The plan puts the GPU app on half the GPU, served by two processes; the first's worker cannot load CUDA
+    // (set-up installed the CPU build).
     let refused = deploy(&gateway, &gpu);
     let said = text(&refused);
     assert!(!refused.status.success(), "{said}");
-    for named in ["on-gpu", "classifier", "mps:0:50", UUID, "onnxruntime-gpu"] {
+    for named in ["on-gpu", "classifier", "mps:0:50x2#0.0", UUID, "onnxruntime-gpu"] {
         assert!(said.contains(named), "the error names {named}: {said}");
     }
 

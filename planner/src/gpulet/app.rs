@@ -107,13 +107,15 @@ pub fn to_gpulets(problem: &Problem) -> Result<AppGpulets, PlanError> {
         .iter()
         .enumerate()
         .filter_map(|(s, seg)| match seg.kind {
-            SegmentKind::Mps { percent } => Some((s, u32::from(percent))),
+            // A gpu-let is one process on its share.
+            SegmentKind::Mps { percent, processes: 1 } => Some((s, u32::from(percent))),
             _ => None,
         })
         .collect();
     if shares.is_empty() {
         return Err(PlanError::Input(format!(
-            "app `{app}`: planner `gpulet` plans MPS shares of GPUs, and no `mps:` segment is profiled and offered; \
+            "app `{app}`: planner `gpulet` plans MPS shares of GPUs, one process each, and no such `mps:` segment \
+             (`mps:50`, not `mps:50x2`) is profiled and offered; \
              profile the bundle on some (`jig profile BUNDLE --segment mps:0:50 --segment mps:0:100`) on a machine \
              with a GPU"
         )));

@@ -137,7 +137,7 @@ pub fn to_ppipe(problem: &Problem) -> Result<AppPools, PlanError> {
         .iter()
         .enumerate()
         .filter_map(|(s, seg)| match seg.kind {
-            SegmentKind::Mps { percent } => {
+            SegmentKind::Mps { percent, processes: 1 } => {
                 let v = (100.0 / f64::from(percent)).round() as u32;
                 ((100.0 / f64::from(v)).round() as u8 == percent).then_some((s, v))
             }
