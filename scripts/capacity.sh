@@ -8,8 +8,10 @@
 # seconds (20) at a third of its plan, so that a deployment planned from declared costs can be measured as the
 # gateway then re-plans it. Writes out/capacity/APP-RATE.json for each run and out/capacity/summary.csv.
 #
-# Usage: [DURATION=30] [STEPS=3] [WARMUP=20] scripts/capacity.sh [JIG] [APP...]
-# APP: sign-reader, photo-crops (both by default). Needs `make release examples` first.
+# Usage: [DURATION=30] [STEPS=3] [WARMUP=20] [UP_ARGS="--cores 8 --gpus 0"] [BUNDLE=dir] scripts/capacity.sh [JIG] [APP...]
+# APP: sign-reader, photo-crops (both by default). Needs `make release examples` first. UP_ARGS are `jig up`'s
+# (default: all this machine's cores, every GPU); BUNDLE deploys that copy of the one APP (e.g. one profiled on
+# GPU shares: scripts/gpu_capacity.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh
@@ -18,6 +20,7 @@ jig=${1:-target/release/jig}
 shift || true
 apps=("$@")
 [ ${#apps[@]} -gt 0 ] || apps=(sign-reader photo-crops)
+[ -z "${BUNDLE:-}" ] || [ ${#apps[@]} -eq 1 ] || { echo "capacity.sh: BUNDLE is a copy of one APP; name it" >&2; exit 2; }
 duration=${DURATION:-30}
 steps=${STEPS:-3}
 warmup=${WARMUP:-20}
@@ -45,8 +48,9 @@ in_slo() {
 
 for app in "${apps[@]}"; do
     mkdir -p "$out/$app"
-    start_gateway "$jig" "$out/$app"
-    "$jig" deploy "examples/$app" | tail -1
+    # shellcheck disable=SC2086 # UP_ARGS is a list of arguments
+    start_gateway "$jig" "$out/$app" ${UP_ARGS:-}
+    "$jig" deploy "${BUNDLE:-examples/$app}" | tail -1
     planned=$(planned_capacity "$jig" "$app")
     [ "$planned" != None ] || { echo "$app: its deployment states no capacity"; stop_gateway; continue; }
     if [ "$warmup" -gt 0 ]; then
