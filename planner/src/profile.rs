@@ -42,6 +42,16 @@ pub struct ProfileRow {
     pub device: String,
 }
 
+impl ProfileRow {
+    /// Whether it was measured on the segment type `segment`: a row of `mps:0:50` or `mps:1:50` is of `mps:50`, as
+    /// the planner reads it ([`SegmentKind::parse`](crate::spec::SegmentKind::parse) drops the GPU).
+    pub fn is_on(&self, segment: &str) -> bool {
+        use crate::spec::SegmentKind;
+        self.segment == segment
+            || matches!((SegmentKind::parse(&self.segment), SegmentKind::parse(segment)), (Ok(a), Ok(b)) if a == b)
+    }
+}
+
 /// The header line a profile table starts with; it names the columns in order.
 pub const HEADER: &str = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device";
 

@@ -129,7 +129,7 @@ pub(super) fn start_models(
             instances: Vec::new(),
             profiled_ms: profiles
                 .iter()
-                .filter(|r| r.slot == planned.slot && r.variant == planned.variant && r.segment == planned.segment)
+                .filter(|r| r.slot == planned.slot && r.variant == planned.variant && r.is_on(&planned.segment))
                 .map(|r| {
                     let mean = f64::from(r.batch) * 1000.0 / r.throughput_rps;
                     (r.batch, Profiled { p50: r.p50_ms, p95: r.p95_ms, mean })

@@ -136,7 +136,7 @@ pub fn refine(rows: &mut [ProfileRow], observed: &[ObservedLatency]) -> Vec<Obse
     for o in observed {
         let Some(scale) = refinement(o) else { continue };
         let mut matched = false;
-        for row in rows.iter_mut().filter(|r| r.slot == o.slot && r.variant == o.variant && r.segment == o.segment) {
+        for row in rows.iter_mut().filter(|r| r.slot == o.slot && r.variant == o.variant && r.is_on(&o.segment)) {
             row.p50_ms *= scale.p50;
             row.p95_ms = (row.p95_ms * scale.p95).max(row.p50_ms);
             row.throughput_rps /= scale.mean;
@@ -239,6 +239,13 @@ mod tests {
         assert_eq!(p95(&slower, "cpu:2", 1), Some((75.0, 20.0 / 1.5)));
         assert_eq!(p95(&slower, "cpu:2", 4), Some((180.0, 22.0)), "every batch size of the segment");
         assert_eq!(p95(&slower, "cpu:1", 1), Some((90.0, 11.0)), "other segments keep their rows");
+
+        // A GPU row names its GPU, the planned segment type none: an observation on `mps:50` refines `mps:0:50`.
+        let mut on_gpu = rows();
+        on_gpu[0].segment = "mps:0:50".into();
+        let on_share = ObservedLatency { segment: "mps:50".into(), ..observed(75.0, MIN_LATENCY_SAMPLES) };
+        assert_eq!(refine(&mut on_gpu, &[on_share]).len(), 1);
+        assert_eq!(p95(&on_gpu, "mps:0:50", 1), Some((75.0, 20.0 / 1.5)));
 
         let mut bounded = rows();
         refine(&mut bounded, &[observed(1000.0, 100)]);
