@@ -269,8 +269,14 @@ mod tests {
             Controller { replan: Replan { threshold: 0.2 }, windows: vec![50.0, 50.0], planned_for: Some(60.0) };
         let options = SimOptions { sample_requests: 2000, controller: Some(controller), ..SimOptions::default() };
         let sim = simulate(&problem, &trace, &options).unwrap();
-        // Predictions within 20% of 60 req/s keep the plan made for the running deployment's demand.
-        assert!(sim.bins[..4].iter().all(|b| b.planned_rps == 60.0), "{:?}", sim.bins);
+        // Predictions within 20% of 60 req/s keep the plan made for the running deployment's demand, unless the
+        // bin before missed more than 1% of its requests (at 55 req/s, 92% of the plan, about 1%: on one machine
+        // 0.99%, on another 1.002%, as the solver's tie-breaks differ).
+        assert_eq!((sim.bins[0].planned_rps, sim.bins[1].planned_rps), (60.0, 60.0), "{:?}", sim.bins);
+        for (before, bin) in sim.bins.iter().zip(&sim.bins[1..4]) {
+            let kept = before.violation_rate <= Replan::VIOLATION_SHARE;
+            assert!(!kept || bin.planned_rps == 60.0, "{before:?} then {bin:?}");
+        }
         // The jump overloads bin 3; its violations (and the moved prediction) re-plan bin 4.
         assert!(sim.bins[3].violation_rate > 0.01, "{:?}", sim.bins[3]);
         assert!(sim.bins[4].planned_rps > 60.0 * 1.2, "{:?}", sim.bins[4]);
