@@ -70,5 +70,9 @@ python3 scripts/bare_pipeline.py --det "$models/ppocr-det-480.onnx" --rec "$mode
     --rate "${served:-50}" --duration "$duration" --find-capacity 2>&1 | tee "$out/bare.txt"
 bare=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["capacity_rps"])' \
     "$out/bare.txt")
-echo "served by jig $served req/s, by the bare pipeline $bare req/s: $(python3 -c "print(f'{$served / $bare:.2f}')")×" |
-    tee "$out/summary.txt"
+if [ -n "$served" ]; then
+    echo "served by jig $served req/s, by the bare pipeline $bare req/s: $(python3 -c "print(f'{$served / $bare:.2f}')")×"
+else
+    echo "jig's deployment states no capacity (its plan failed: $out/capacity/sign-reader/gateway.log says why);" \
+        "the bare pipeline serves $bare req/s"
+fi | tee "$out/summary.txt"
