@@ -117,7 +117,7 @@ pub enum Stop {
 }
 
 /// Measure model `name` on batches of doubling size, run by `executors` together (one, or the K processes of
-/// a `mig:…:K` instance; each a model in this process or a worker process on a GPU segment), each on a thread
+/// a `mig:…:K` instance or an `mps:…xK` share; each a model in this process or a worker process on a GPU segment), each on a thread
 /// of its own, their timed runs started together; `progress` sees each point as it is measured. A failure at
 /// batch 1 is an error; a failure at a larger batch (memory running out) ends the sweep there.
 pub fn sweep(

@@ -358,7 +358,8 @@ mod tests {
 
     #[test]
     fn mps_shares_fill_whole_gpus_after_the_mig_ones() {
-        let share = |label: &str, percent| Item { label: label.into(), kind: SegmentKind::Mps { percent, processes: 1 } };
+        let share =
+            |label: &str, percent| Item { label: label.into(), kind: SegmentKind::Mps { percent, processes: 1 } };
         let items = [share("a", 50), share("b", 30), share("c", 60), mig(MigProfile::G7_80)];
         let p = place(&items, 16);
         check(&p);

@@ -198,7 +198,9 @@ impl fmt::Display for SegmentProblem {
                 SegmentKind::MAX_SHARE_PROCESSES
             ),
             Self::Profile(e) => fmt::Display::fmt(e, f),
-            Self::NoGpu => f.write_str("a GPU segment that runs names its GPU: mig:GPU:PROFILE:MPS or mps:GPU:PERCENT[xPROCESSES]"),
+            Self::NoGpu => {
+                f.write_str("a GPU segment that runs names its GPU: mig:GPU:PROFILE:MPS or mps:GPU:PERCENT[xPROCESSES]")
+            }
         }
     }
 }
@@ -231,7 +233,10 @@ mod tests {
             "30% of 7, rounded up"
         );
         let served_by_four = SegmentKind::parse("mps:0:100x4").unwrap();
-        assert_eq!((served_by_four, served_by_four.default_slices()), (SegmentKind::Mps { percent: 100, processes: 4 }, 7));
+        assert_eq!(
+            (served_by_four, served_by_four.default_slices()),
+            (SegmentKind::Mps { percent: 100, processes: 4 }, 7)
+        );
         assert_eq!(SegmentKind::parse("mps:50x1").unwrap().name(), "mps:50", "one process is the plain share");
         assert_eq!(SegmentKind::parse("cpu:4").unwrap(), SegmentKind::Cpu { cores: 4 });
     }

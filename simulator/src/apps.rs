@@ -234,7 +234,8 @@ impl PaperApp {
     /// gpu-lets and Compass partition a GPU: its spec at `slices` and `demand_rps`, and analytic profile rows for
     /// those shares.
     pub fn on_mps(self, shares: &[u8], slices: u32, demand_rps: f64) -> (PlanSpec, Vec<ProfileRow>) {
-        let kinds: Vec<SegmentKind> = shares.iter().map(|&percent| SegmentKind::Mps { percent, processes: 1 }).collect();
+        let kinds: Vec<SegmentKind> =
+            shares.iter().map(|&percent| SegmentKind::Mps { percent, processes: 1 }).collect();
         let mut spec = self.spec(slices, demand_rps);
         spec.segments = kinds.iter().map(|k| SegmentSpec { name: k.name(), slices: None }).collect();
         let (tasks, ..) = self.graph();

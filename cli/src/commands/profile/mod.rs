@@ -310,7 +310,9 @@ fn pairs(
         bail!("--pairs measures on one segment size: give one --segment, e.g. --segment mps:0:50")
     };
     if segment.processes() > 1 {
-        bail!("--pairs measures one process beside one other: give a segment of one process (e.g. mps:0:50, not {segment})")
+        bail!(
+            "--pairs measures one process beside one other: give a segment of one process (e.g. mps:0:50, not {segment})"
+        )
     }
     // Two of the segment at once: the same share twice on a GPU, disjoint cores on the CPU.
     let placements: Vec<Placement> = match segment {
