@@ -482,16 +482,17 @@ impl Deployment {
     /// places (the app's running groups follow its deployment's order, and keep their cores and GPUs). `None`
     /// when the instances differ.
     pub fn keeping_places_of(mut self, running: &Deployment) -> Option<Deployment> {
-        if !self.same_instances(running) {
+        if !self.pipelines(running) {
             return None;
         }
+        // Each running instance takes its match from the plan; the same instances leave none over.
         let mut planned = std::mem::take(&mut self.instances);
         for kept in &running.instances {
             let i = planned.iter().position(|p| p.identity() == kept.identity())?;
             let instance = planned.remove(i);
             self.instances.push(PlannedInstances { places: kept.places.clone(), ..instance });
         }
-        Some(self)
+        planned.is_empty().then_some(self)
     }
 
     fn pipelines(&self, other: &Deployment) -> bool {
