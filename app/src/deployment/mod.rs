@@ -57,7 +57,8 @@ pub use deploy::{fallback, plan, plan_for_deploy};
 pub use error::{PlanningError, Refused};
 pub(crate) use graph::model_edges;
 pub use observations::{
-    MAX_REFINEMENT, MIN_FACTOR_SAMPLES, MIN_LATENCY_SAMPLES, Observations, Refinement, latencies_drifted,
-    latest_latencies, observed_cpu_ms, planned_factors, refine, refinement, unplanned_cpu_ms,
+    FAR_FROM_PROFILE, MAX_REFINEMENT, MIN_FACTOR_SAMPLES, MIN_LATENCY_SAMPLES, Observations, Refinement,
+    far_from_profile, latencies_drifted, latest_latencies, observed_cpu_ms, planned_factors, refine, refinement,
+    unplanned_cpu_ms,
 };
 pub use problem::{Refinements, problem, read_profiles};

@@ -17,7 +17,10 @@ pub const MIN_LATENCY_SAMPLES: u64 = 20;
 
 /// How far refinement may move a profile row from what `jig profile` measured: at most this factor either
 /// way, so that a few slow batches (a noisy neighbour, a cold cache) cannot make a plan forget its profile.
-pub const MAX_REFINEMENT: f64 = 2.0;
+/// Wide enough for a profile measured on another machine: per core, one generation of server CPU runs a model
+/// up to about 3× as fast as another (the sign reader's profile, from a newer AMD EPYC, ran 2.6–2.7× slower on
+/// a first-generation one at 2 GHz), and a bound of 2× left such a plan promising 1.2× what it served.
+pub const MAX_REFINEMENT: f64 = 4.0;
 
 /// What a running app observed, for its next plan.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -127,6 +130,17 @@ pub fn refinement(observed: &ObservedLatency) -> Option<Refinement> {
         _ => p50,
     };
     Some(Refinement { p50, p95, mean })
+}
+
+/// How far from its profile a group's batches must cost for [`far_from_profile`] to name it.
+pub const FAR_FROM_PROFILE: f64 = 2.0;
+
+/// The observations among `refined` whose batches cost more than [`FAR_FROM_PROFILE`] times or less than its
+/// inverse what their profile rows say, with that scale (the throughput's, [`Refinement::mean`]). On every batch
+/// a group ran, that is most likely a profile measured on another kind of machine, which `jig status` says.
+pub fn far_from_profile(refined: &[ObservedLatency]) -> Vec<(&ObservedLatency, f64)> {
+    let near = 1.0 / FAR_FROM_PROFILE..=FAR_FROM_PROFILE;
+    refined.iter().filter_map(|o| Some((o, refinement(o)?.mean))).filter(|(_, scale)| !near.contains(scale)).collect()
 }
 
 /// Refine profile `rows` with `observed` latencies: every row of an observed variant on its segment, at every
@@ -249,7 +263,14 @@ mod tests {
 
         let mut bounded = rows();
         refine(&mut bounded, &[observed(1000.0, 100)]);
-        assert_eq!(p95(&bounded, "cpu:2", 1), Some((100.0, 10.0)), "at most twice the profile");
+        assert_eq!(p95(&bounded, "cpu:2", 1), Some((50.0 * MAX_REFINEMENT, 20.0 / MAX_REFINEMENT)), "within bounds");
+        let mut faster = rows();
+        refine(&mut faster, &[observed(1.0, 100)]);
+        assert_eq!(p95(&faster, "cpu:2", 1), Some((50.0 / MAX_REFINEMENT, 20.0 * MAX_REFINEMENT)), "either way");
+        // Two and a half times the profile on every batch is named as far from it; a fifth more is not.
+        let (slow, near) = (observed(125.0, 100), observed(60.0, 100));
+        let seen = [slow.clone(), near, observed(125.0, 3)];
+        assert_eq!(far_from_profile(&seen), vec![(&slow, 2.5)], "too few batches say nothing");
 
         // With its median observed too, an observation scales the median and throughput by the median's ratio
         // and the tail by the tail's.

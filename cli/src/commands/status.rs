@@ -192,6 +192,17 @@ pub fn print_status(status: &AppStatus) {
             o.slot, o.variant, o.segment, o.batch, o.p50_ms, o.mean_ms, o.p95_ms, o.batches
         );
     }
+    // Plans follow a group far from its profile (within `MAX_REFINEMENT`), but a fresh profile is better.
+    let far: Vec<String> = jig_app::deployment::far_from_profile(&deployment.refined)
+        .into_iter()
+        .map(|(r, scale)| format!("{}/{} on {} costs {scale:.1}× its profile", r.slot, r.variant, r.segment))
+        .collect();
+    if !far.is_empty() {
+        println!(
+            "  profile    {}: was it measured on another machine? `jig profile BUNDLE` measures this one",
+            far.join(", ")
+        );
+    }
     for g in &status.observed_glue {
         println!("  glue       {}: {:.1} ms an invocation over {}", g.task, g.mean_ms, g.invocations);
     }
