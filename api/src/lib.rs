@@ -123,8 +123,9 @@ pub struct AppStatus {
     /// Each task's glue time since the app was deployed (or the gateway started).
     #[serde(default)]
     pub observed_glue: Vec<ObservedGlue>,
-    /// The CPU time of model instances that run unpinned, on the cores the planned instances hold, since they
-    /// started (busy time × their threads): ms in all.
+    /// The CPU time of model instances that run unpinned on this machine's cores since they started, ms in all:
+    /// default instances on the cores the planned ones hold (busy time × their threads), and GPU instances'
+    /// worker processes (every thread's time).
     #[serde(default)]
     pub observed_unpinned_ms: f64,
     /// Requests whose graph ran to its end since the app was deployed (or the gateway started).

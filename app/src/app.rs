@@ -425,22 +425,25 @@ impl App {
             .collect()
     }
 
-    /// The CPU time of the instances that run unpinned on the cores the planned ones hold (default instances
-    /// of slots no task names, where no core was spare), ms since the app was deployed (or the gateway started).
+    /// The CPU time of the instances that run unpinned on this machine's cores, ms since the app was deployed
+    /// (or the gateway started): default instances of slots no task names, where no core was spare, and GPU
+    /// instances' worker processes (their host threads launch kernels, copy tensors and wait on the device).
     pub fn observed_unpinned_ms(&self) -> f64 {
         self.unpinned_ms(|_| true) + self.unpinned_before_ms
     }
 
     /// The CPU time this copy's unpinned instances that are `counted` spent since they started, ms. An unpinned
     /// `cpu:N` instance runs on N threads: its own, whose CPU time it counts, and N − 1 of ONNX Runtime's, as
-    /// busy (they spin while it runs).
+    /// busy (they spin while it runs). A worker process on this machine counts all its threads' time.
     fn unpinned_ms(&self, counted: impl Fn(&Arc<Instance>) -> bool) -> f64 {
-        (self.groups.iter().zip(&self.deployment.instances))
+        let on_cores: f64 = (self.groups.iter().zip(&self.deployment.instances))
             .filter_map(|(g, planned)| Some((g, f64::from(planned.unpinned_threads()?))))
             .flat_map(|(g, cores)| g.instances.iter().map(move |i| (i, cores)))
             .filter(|(i, _)| counted(i))
             .map(|(i, cores)| cores * i.stats().cpu_ns.load(Ordering::Relaxed) as f64 / 1e6)
-            .sum()
+            .sum();
+        let workers = self.groups.iter().flat_map(|g| &g.instances).filter(|i| counted(i));
+        on_cores + workers.filter_map(|i| i.process_cpu()).map(|cpu| cpu.as_secs_f64() * 1e3).sum::<f64>()
     }
 
     /// Requests whose graph ran to its end since the app was deployed (or the gateway started).

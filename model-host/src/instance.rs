@@ -415,6 +415,11 @@ impl Instance {
         &self.engine.stats
     }
 
+    /// The CPU time of its worker process on this machine ([`Executor::process_cpu`]); `None` in process.
+    pub fn process_cpu(&self) -> Option<Duration> {
+        self.engine.executor.process_cpu()
+    }
+
     /// How many times its worker process was replaced after dying or misbehaving (0 in process).
     pub fn restarts(&self) -> u64 {
         self.restarts.as_ref().map_or(0, |r| r.load(Ordering::Relaxed))

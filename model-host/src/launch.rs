@@ -177,6 +177,9 @@ impl Executor for Loaded {
     fn caller_may_run(&self) -> bool {
         self.executor.caller_may_run()
     }
+    fn process_cpu(&self) -> Option<std::time::Duration> {
+        self.executor.process_cpu()
+    }
 }
 
 impl Launcher {

@@ -31,7 +31,8 @@ pub struct Observations {
     pub latencies: Vec<ObservedLatency>,
     /// Each task's glue time per invocation.
     pub glue: Vec<ObservedGlue>,
-    /// The CPU time of model instances running unpinned on the cores planned instances hold, ms in all.
+    /// The CPU time of model instances running unpinned on this machine's cores (default instances without a
+    /// core of their own, GPU instances' worker processes), ms in all.
     pub unpinned_ms: f64,
     /// Requests whose graph ran to its end.
     pub answered: u64,

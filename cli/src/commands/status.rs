@@ -207,7 +207,10 @@ pub fn print_status(status: &AppStatus) {
         println!("  glue       {}: {:.1} ms an invocation over {}", g.task, g.mean_ms, g.invocations);
     }
     if status.observed_unpinned_ms > 0.0 {
-        println!("  unpinned   {:.0} ms of CPU by instances on shared cores", status.observed_unpinned_ms);
+        println!(
+            "  unpinned   {:.0} ms of CPU by instances on shared cores (and GPU workers)",
+            status.observed_unpinned_ms
+        );
     }
     if let Some(ms) = deployment.unplanned_cpu_ms {
         println!("  cpu        planned with {ms:.1} ms of CPU a request outside the instances");

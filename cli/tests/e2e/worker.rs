@@ -358,6 +358,30 @@ fn an_instance_counts_its_workers_restarts() {
     assert_eq!(instance.restarts(), 1);
 }
 
+/// A worker's CPU time is its whole process's, read while it runs, and grows with the batches it runs: what a
+/// deployment counts against the gateway's cores for a GPU instance. An instance in process has none of its own.
+#[test]
+fn an_instance_in_a_worker_reports_its_process_cpu_time() {
+    use jig_model_host::instance::{Instance, InstanceConfig};
+    let worker = start("cpu-0/mixed", "mixed");
+    let instance = Instance::start(InstanceConfig::new("mixed@worker"), move || Ok(worker)).unwrap();
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let loaded = instance.process_cpu().expect("a live worker's CPU time");
+    let (inputs, want) = mixed_batch(250_000);
+    let started = Instant::now();
+    for _ in 0..40 {
+        let outputs = tokio.block_on(instance.infer(inputs.clone(), Instant::now() + Duration::from_secs(30))).unwrap();
+        assert_eq!(f32s(&outputs[0])[..8], want[..8]);
+    }
+    let spent = instance.process_cpu().unwrap() - loaded;
+    assert!(spent >= Duration::from_millis(10), "40 batches of a million values cost the worker {spent:?}");
+    assert!(spent <= started.elapsed() * 4, "{spent:?} in {:?}", started.elapsed());
+
+    let model = Model::load("mixed", &jig_test_support::model("mixed"), &SessionOptions::default()).unwrap();
+    let in_process = Instance::start(InstanceConfig::new("mixed@cpu"), move || Ok(model)).unwrap();
+    assert_eq!(in_process.process_cpu(), None);
+}
+
 #[test]
 fn dropping_a_worker_ends_its_process() {
     let worker = start("cpu-0/mixed", "mixed");

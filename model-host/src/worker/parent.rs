@@ -73,6 +73,12 @@ impl Worker {
         Some(self.inner.pid.load(Ordering::SeqCst)).filter(|&p| p != 0)
     }
 
+    /// The CPU time the current process has spent, all its threads; `None` between a death and its restart.
+    /// A replaced process's time goes with it.
+    pub fn cpu_time(&self) -> Option<std::time::Duration> {
+        super::process::cpu_time(self.pid()?)
+    }
+
     /// How many times the process has been replaced after dying or misbehaving.
     pub fn restarts(&self) -> u64 {
         self.inner.restarts.load(Ordering::SeqCst)
@@ -232,6 +238,9 @@ impl crate::executor::Executor for Worker {
     }
     fn restarts(&self) -> Option<Arc<AtomicU64>> {
         Some(self.inner.restarts.clone())
+    }
+    fn process_cpu(&self) -> Option<std::time::Duration> {
+        self.cpu_time()
     }
 }
 

@@ -337,3 +337,42 @@ fn unlink(regions: &[Region]) {
         let _ = std::fs::remove_file(&region.path);
     }
 }
+
+/// The CPU time process `pid` has spent, user and system, over all its threads (`/proc/PID/stat`); `None` where
+/// it cannot be read (no such process, not Linux).
+pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    cpu_time_of_stat(&stat)
+}
+
+/// The user and system time of a `/proc/PID/stat` line: its 14th and 15th fields, in clock ticks. The command
+/// name (2nd field) is in parentheses and may hold spaces and parentheses itself: fields are counted after the last `)`.
+fn cpu_time_of_stat(stat: &str) -> Option<Duration> {
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf reads a constant of the system.
+    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&t| t > 0)?;
+    Some(Duration::from_nanos(ticks.saturating_mul(1_000_000_000) / per_second))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_cpu_time_is_its_user_and_system_ticks() {
+        // SAFETY: as in `cpu_time_of_stat`.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        let line = "4242 (jig (worker) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 50 0 0 20 0 9 0 1 2 3";
+        assert_eq!(cpu_time_of_stat(line), Some(Duration::from_nanos(200 * 1_000_000_000 / hz)));
+        assert_eq!(cpu_time_of_stat("4242 (jig"), None, "a line cut short");
+        // This process, read live: 200 ms of this thread's CPU show (at a tick's grain; other threads only add).
+        let before = cpu_time(std::process::id()).expect("this process's own stat");
+        let spun = cpu_time::ThreadTime::now();
+        while spun.elapsed() < Duration::from_millis(200) {
+            std::hint::black_box(0u64.wrapping_add(1));
+        }
+        let grown = cpu_time(std::process::id()).unwrap() - before;
+        assert!(grown >= Duration::from_millis(180), "{grown:?}");
+    }
+}
