@@ -4,9 +4,10 @@
 # answered within the SLO per second (goodput: every 2xx answer, since a request past its deadline gets 504),
 # the violations, p50 latency, and the gateway's resident memory after the run.
 #
-# Usage: [FACTORS="1 2 4"] [DURATION=30] scripts/overload.sh [JIG] [CAPACITY_RPS]
+# Usage: [FACTORS="1 2 4"] [DURATION=30] [BUNDLE=dir] scripts/overload.sh [JIG] [CAPACITY_RPS]
 # (defaults: target/release/jig, and the capacity the deployment's status reports; give it for a jig that
-# reports none). Needs `make release examples` first.
+# reports none). BUNDLE deploys that copy of the sign reader (e.g. one profiled on this machine). Needs
+# `make release examples` first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh
@@ -16,7 +17,7 @@ out=out/overload
 duration=${DURATION:-30}
 rm -rf "$out" && mkdir -p "$out"
 start_gateway "$jig" "$out"
-"$jig" deploy examples/sign-reader >/dev/null
+"$jig" deploy "${BUNDLE:-examples/sign-reader}" >/dev/null
 capacity=${2:-$(planned_capacity "$jig" sign-reader)}
 echo "jig: $jig; plan capacity ${capacity} req/s; ${duration} s a run"
 rss() { echo "$(gateway_rss_mb) MB"; }
