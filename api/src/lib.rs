@@ -403,7 +403,8 @@ pub struct PlannedInstances {
     #[serde(default)]
     pub wait_ms: f64,
     /// The least time a request still needs here (this batch and the fastest later tasks), milliseconds: a
-    /// request with less left before its deadline is dropped at once; 0 when not planned.
+    /// request with less left before its deadline is dropped at once. A default instance's (not planned) is its
+    /// median batch once observed; 0 before.
     #[serde(default)]
     pub drop_budget_ms: f64,
     /// How long a request may wait here before it is dropped as stale, milliseconds: the task's share of the

@@ -31,7 +31,7 @@ use jig_policy::stats::quantile;
 
 pub use executor::{Output, TaskObserver};
 pub use instances::ModelHosts;
-use instances::{Group, start_models};
+use instances::{Group, policy, start_models};
 use routing::{ClassRouter, class_routers, pooled_pipelines};
 
 /// The deadline of an invocation that names none, for an app without a latency SLO.
@@ -242,13 +242,19 @@ impl App {
 
     /// This app under `plan`, a re-plan with the [same instances](Deployment::same_instances): the same
     /// instances (in their order and places: [`Deployment::keeping_places_of`]), tasks and counts, and the plan's
-    /// demand, capacity (and so admission) and costs. `None` where the plan's rates route requests (Compass's
-    /// classes, PPipe's pipelines): those start anew.
+    /// demand, capacity (and so admission) and costs, and its batch policies, which the running instances follow
+    /// from their next batch on. `None` where the plan's rates route requests (Compass's classes, PPipe's
+    /// pipelines): those start anew.
     pub fn with_plan(&self, plan: Deployment) -> Option<App> {
         if !self.classes.is_empty() || self.pipelines.is_some() {
             return None;
         }
         let plan = plan.keeping_places_of(&self.deployment)?;
+        // The running instances batch and drop as the new plan says from their next batch on (its costs, refined
+        // from what they were observed to take, move the wait bounds and drop budgets).
+        for (group, planned) in self.groups.iter().zip(&plan.instances) {
+            group.instances.iter().for_each(|instance| instance.set_policy(policy(planned, false)));
+        }
         let ceiling = plan.capacity_rps.zip(self.slo_latency).map(|(rps, slo)| admission_ceiling(rps, slo));
         let admission = match (&self.admission, ceiling) {
             (Some(before), Some(ceiling)) => Some(Admission::after(before, ceiling)),

@@ -42,7 +42,8 @@ use crate::cluster::ClusterApp;
 use crate::store::AppRecord;
 use jig_app::App;
 use jig_app::deployment::{
-    Deployment, MIN_FACTOR_SAMPLES, ObservedFactor, ObservedLatency, PlannedFactor, latencies_drifted, observed_cpu_ms,
+    Deployment, MIN_FACTOR_SAMPLES, Observations, ObservedFactor, ObservedLatency, PlannedFactor, defaults_unobserved,
+    latencies_drifted, observed_cpu_ms,
 };
 
 /// One app's demand: the open window's counts and the rates of closed ones.
@@ -61,9 +62,9 @@ pub struct DemandWindows {
     planned_factors: Option<Vec<PlannedFactor>>,
     /// The latencies the last plan refined its profile rows with, likewise.
     planned_refined: Option<Vec<ObservedLatency>>,
-    /// The requests the app had answered when the last re-plan planned it, and the rates it planned for; `None`
-    /// since its deploy (planned before it answered any, for the windows' rates).
-    last_replan: Option<(u64, Vec<f64>)>,
+    /// What the last re-plan planned from; `None` since its deploy (planned before it answered any, for the
+    /// windows' rates).
+    last_replan: Option<LastReplan>,
     /// Why the last re-plan kept the running deployment, when it found no plan.
     pub kept: Option<String>,
     /// Arrivals in each second, the last of them the current one, for IPA's predictor: at most
@@ -76,6 +77,17 @@ pub struct DemandWindows {
     /// The load of the last surge re-planned for, until the window closes: a surge beyond what the machine
     /// serves is re-planned for once, not every second.
     surged_to: Option<f64>,
+}
+
+/// What a re-plan planned from, for [`Gateway::observed_due`].
+#[derive(Debug, Clone)]
+struct LastReplan {
+    /// The requests the app had answered.
+    answered: u64,
+    /// The rates it planned for.
+    rates: Vec<f64>,
+    /// Whether a default instance was sized before its rate was observed ([`defaults_unobserved`]).
+    defaults_unobserved: bool,
 }
 
 /// Whole seconds a surge's load is measured over: short, so that a burst is re-planned within seconds rather
@@ -389,16 +401,25 @@ impl Gateway {
 
     /// `app`, to re-plan at once for the demand it is planned for, when that plan was made before it had answered
     /// [`MIN_FACTOR_SAMPLES`] requests (from the bundle's declared costs and factors and unrefined profile rows),
-    /// it has answered them since, and what it observed drifted from what the plan assumed: the first costs
-    /// measured do not wait for a demand window (five minutes by default). The plan that follows is made from
-    /// observations, so this happens once a deploy.
+    /// it has answered them since, and what it observed drifted from what the plan assumed; or before its default
+    /// instances' rates were observed ([`defaults_unobserved`]), and now they are. The first costs measured do not
+    /// wait for a demand window (five minutes by default). The plans that follow are made from observations, so
+    /// each happens once a deploy.
     fn observed_due(&self, app: &Arc<App>, windows: &DemandWindows) -> Option<(Arc<App>, Vec<f64>)> {
         app.deployment.demand_rps?;
-        let (answered, rates) = windows.last_replan.clone().unwrap_or_else(|| (0, windows.rates()));
-        let observed = answered < MIN_FACTOR_SAMPLES && app.answered() >= MIN_FACTOR_SAMPLES;
-        (observed && drifted(app, windows, self.config.replan_threshold)).then(|| {
+        let last = windows.last_replan.clone().unwrap_or_else(|| LastReplan {
+            answered: 0,
+            rates: windows.rates(),
+            defaults_unobserved: defaults_unobserved(&app.deployment, &Observations::default()),
+        });
+        let first = last.answered < MIN_FACTOR_SAMPLES && app.answered() >= MIN_FACTOR_SAMPLES;
+        if first && drifted(app, windows, self.config.replan_threshold) {
             tracing::info!(app = %app.name, "re-planning with the costs observed since it was planned");
-            (app.clone(), rates)
+            return Some((app.clone(), last.rates));
+        }
+        (last.defaults_unobserved && !defaults_unobserved(&app.deployment, &app.observations())).then(|| {
+            tracing::info!(app = %app.name, "re-planning with the rates its default instances were observed to serve");
+            (app.clone(), last.rates)
         })
     }
 
@@ -436,7 +457,9 @@ impl Gateway {
             {
                 let mut demand = gateway.demand.lock().unwrap_or_else(|p| p.into_inner());
                 let windows = demand.entry(name.clone()).or_default();
-                windows.last_replan = Some((observed_answered, rates.clone()));
+                let defaults_unobserved = defaults_unobserved(&deployment, &observed);
+                windows.last_replan =
+                    Some(LastReplan { answered: observed_answered, rates: rates.clone(), defaults_unobserved });
                 windows.kept = kept(&current, &deployment);
                 if let Some(why) = &windows.kept {
                     tracing::warn!(app = %name, "{why}");

@@ -204,9 +204,10 @@ pub(super) fn start_models(
 }
 
 /// How the instances of `planned` batch and drop. As planned (§3.3): wait up to L̂ for a fuller batch, drop what
-/// can no longer make its deadline. Unplanned instances start batches at once and drop only what is past its
-/// deadline; a pooled pipeline's run each batch its head books alone.
-fn policy(planned: &jig_api::PlannedInstances, pipelined: bool) -> BatchPolicy {
+/// can no longer make its deadline. Unplanned instances start batches at once and drop what is past its deadline,
+/// or, once observed, what has less time left than their median batch; a pooled pipeline's run each batch its
+/// head books alone.
+pub(super) fn policy(planned: &jig_api::PlannedInstances, pipelined: bool) -> BatchPolicy {
     let ms = |ms: f64| Duration::from_secs_f64(ms.max(0.0) / 1000.0);
     if pipelined {
         BatchPolicy::serving(1, DEFAULT_DEADLINE)
@@ -214,7 +215,10 @@ fn policy(planned: &jig_api::PlannedInstances, pipelined: bool) -> BatchPolicy {
         let stale = if planned.stale_ms > 0.0 { planned.stale_ms } else { 2.0 * planned.wait_ms };
         BatchPolicy::planned(planned.max_batch.into(), ms(planned.wait_ms), ms(planned.drop_budget_ms), ms(stale))
     } else {
-        BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
+        BatchPolicy {
+            min_service: ms(planned.drop_budget_ms),
+            ..BatchPolicy::serving(planned.max_batch.into(), DEFAULT_DEADLINE)
+        }
     }
 }
 

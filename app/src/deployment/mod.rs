@@ -62,3 +62,4 @@ pub use observations::{
     unplanned_cpu_ms,
 };
 pub use problem::{Refinements, problem, read_profiles};
+pub use solve::defaults_unobserved;

@@ -19,7 +19,7 @@ use super::deploy::fallback;
 use super::error::PlanningError;
 use super::graph::model_tasks;
 use super::mig::{mig_layout_hint, mig_shortfall};
-use super::observations::{MIN_FACTOR_SAMPLES, Observations, planned_factors};
+use super::observations::{MIN_FACTOR_SAMPLES, MIN_LATENCY_SAMPLES, Observations, planned_factors};
 use super::problem::problem;
 
 /// The planner's time limit when deploying: the best plan found by then is used.
@@ -296,6 +296,15 @@ fn default_rate_rps(default: &PlannedInstances, observed: &Observations) -> Opti
     Some(1000.0 / seen.busy_ms_per_request.filter(|&ms| ms > 0.0)?)
 }
 
+/// Whether some default instance of `deployment` that runs unpinned was sized without its observed rate: one,
+/// until [`default_rate_rps`] can count it. The controller re-plans once `observed` has them all, rather than
+/// wait for a demand window with a serial queue that may cap the app (the sign reader's voice, two of which the
+/// first observed rate sizes, queued lines for 12 s at twice what two cores serve).
+pub fn defaults_unobserved(deployment: &Deployment, observed: &Observations) -> bool {
+    let unplanned = |i: &&PlannedInstances| i.latency_ms <= 0.0 && i.places.is_empty();
+    deployment.instances.iter().filter(unplanned).any(|d| default_rate_rps(d, observed).is_none())
+}
+
 /// A default instance that runs unpinned is one of as many as keep up with `planned_rps`, what the rest of the
 /// plan serves, once observed ([`default_rate_rps`]), each [`DEFAULT_BUSY`] of the time at most: one per core of
 /// the `cores` at most, as a pool of ONNX Runtime sessions would be, where one of them, speaking one line after
@@ -309,6 +318,15 @@ fn size_defaults(defaults: &mut [PlannedInstances], planned_rps: f64, cores: u32
         return;
     }
     let most = cores.max(1);
+    // Each drops a request once its own median batch, as observed, no longer fits before the deadline: a line
+    // spoken too late for its request holds the voice from the next ones.
+    for d in defaults.iter_mut() {
+        let key = (&d.slot, &d.variant, &d.segment);
+        let seen = observed.latencies.iter().find(|o| (&o.slot, &o.variant, &o.segment) == key);
+        if let Some(seen) = seen.filter(|o| o.batches >= MIN_LATENCY_SAMPLES && o.p50_ms > 0.0) {
+            d.drop_budget_ms = seen.p50_ms;
+        }
+    }
     for d in defaults.iter_mut().filter(|d| d.places.is_empty()) {
         let Some(each) = default_rate_rps(d, observed) else { continue };
         let needed = |rps: f64| ((rps / (each * DEFAULT_BUSY)).ceil() as u32).clamp(1, most);

@@ -55,7 +55,7 @@ pub(super) fn unpinned_note(slots: &[&str], why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deployment::{Capacity, Deployment, Observations, plan, plan_for_deploy};
+    use crate::deployment::{Capacity, Deployment, Observations, defaults_unobserved, plan, plan_for_deploy};
     use std::path::Path;
 
     /// Tasks `det` → `rec` → `speak`, where `speak`'s glue calls slot `voice`, which no task names; `det` and
@@ -191,11 +191,18 @@ mod tests {
         let first = plan(&bundle, &[], &Capacity::cpu_only(2), &Observations::default());
         assert_eq!((voice(&first).count, voice(&first).segment.as_str()), (1, "cpu:1"), "{first:?}");
         assert!(voice(&first).places.is_empty(), "{first:?}");
+        // Sized without its rate, and dropping only what is past its deadline, until it is observed.
+        assert_eq!(voice(&first).drop_budget_ms, 0.0);
+        assert!(defaults_unobserved(&first, &Observations::default()));
+        let early = Observations { latencies: vec![voice_seen(80.0, 1.0, 10)], ..Observations::default() };
+        assert!(defaults_unobserved(&first, &early), "too few requests yet");
+        assert!(!defaults_unobserved(&first, &observed(80.0, None)));
 
         let slow = plan(&bundle, &[], &Capacity::cpu_only(2), &observed(80.0, Some(first.clone())));
         assert_eq!(voice(&slow).count, 2, "one per core: {slow:?}");
         assert!(voice(&slow).places.is_empty(), "{slow:?}");
         assert!((slow.capacity_rps.unwrap() - 25.0).abs() < 1e-9, "two instances of 12.5 req/s: {slow:?}");
+        assert_eq!(voice(&slow).drop_budget_ms, 80.0, "a line with less left than its median batch is dropped");
 
         // Instances are sized to be busy 80% of the time at most. At 15 ms a line one instance keeps up with 66.7
         // req/s, 53.3 at 80%: enough for the 50 det and rec serve, but not for 25% more, so the two running keep

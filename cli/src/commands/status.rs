@@ -133,6 +133,8 @@ pub fn print_status(status: &AppStatus) {
                 ", p95 {:.0} ms a batch, waits ≤ {:.0} ms, drops under {:.0} ms left or after {:.0} ms waiting",
                 i.latency_ms, i.wait_ms, i.drop_budget_ms, i.stale_ms
             )
+        } else if i.drop_budget_ms > 0.0 {
+            format!(", drops under {:.0} ms left", i.drop_budget_ms)
         } else {
             String::new()
         };
