@@ -143,6 +143,7 @@ pub(super) fn plan_within(
         .collect();
     let planned_rps = capacity_rps(&plan, capacity.cores(), problem.unplanned_cpu_ms);
     size_defaults(&mut defaults, planned_rps, capacity.cores(), observed);
+    default_drop_budgets(&mut defaults, observed);
     let serves_rps = planned_rps.min(defaults_rps(&defaults, observed));
     instances.extend(defaults);
     Ok(Deployment {
@@ -305,6 +306,18 @@ pub fn defaults_unobserved(deployment: &Deployment, observed: &Observations) -> 
     deployment.instances.iter().filter(unplanned).any(|d| default_rate_rps(d, observed).is_none())
 }
 
+/// Each default instance drops a request once its own median batch, as observed, no longer fits before the
+/// deadline: a line spoken too late for its request holds the voice from the next ones.
+fn default_drop_budgets(defaults: &mut [PlannedInstances], observed: &Observations) {
+    for d in defaults {
+        let key = (&d.slot, &d.variant, &d.segment);
+        let seen = observed.latencies.iter().find(|o| (&o.slot, &o.variant, &o.segment) == key);
+        if let Some(seen) = seen.filter(|o| o.batches >= MIN_LATENCY_SAMPLES && o.p50_ms > 0.0) {
+            d.drop_budget_ms = seen.p50_ms;
+        }
+    }
+}
+
 /// A default instance that runs unpinned is one of as many as keep up with `planned_rps`, what the rest of the
 /// plan serves, once observed ([`default_rate_rps`]), each [`DEFAULT_BUSY`] of the time at most: one per core of
 /// the `cores` at most, as a pool of ONNX Runtime sessions would be, where one of them, speaking one line after
@@ -318,15 +331,6 @@ fn size_defaults(defaults: &mut [PlannedInstances], planned_rps: f64, cores: u32
         return;
     }
     let most = cores.max(1);
-    // Each drops a request once its own median batch, as observed, no longer fits before the deadline: a line
-    // spoken too late for its request holds the voice from the next ones.
-    for d in defaults.iter_mut() {
-        let key = (&d.slot, &d.variant, &d.segment);
-        let seen = observed.latencies.iter().find(|o| (&o.slot, &o.variant, &o.segment) == key);
-        if let Some(seen) = seen.filter(|o| o.batches >= MIN_LATENCY_SAMPLES && o.p50_ms > 0.0) {
-            d.drop_budget_ms = seen.p50_ms;
-        }
-    }
     for d in defaults.iter_mut().filter(|d| d.places.is_empty()) {
         let Some(each) = default_rate_rps(d, observed) else { continue };
         let needed = |rps: f64| ((rps / (each * DEFAULT_BUSY)).ceil() as u32).clamp(1, most);
