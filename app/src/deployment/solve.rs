@@ -297,8 +297,8 @@ fn default_rate_rps(default: &PlannedInstances, observed: &Observations) -> Opti
     Some(1000.0 / seen.busy_ms_per_request.filter(|&ms| ms > 0.0)?)
 }
 
-/// Whether some default instance of `deployment` that runs unpinned was sized without its observed rate: one,
-/// until [`default_rate_rps`] can count it. The controller re-plans once `observed` has them all, rather than
+/// Whether some default instance of `deployment` that runs unpinned was sized without its observed rate (the
+/// requests a second it serves, once it served [`MIN_FACTOR_SAMPLES`]): one, until then. The controller re-plans once `observed` has them all, rather than
 /// wait for a demand window with a serial queue that may cap the app (the sign reader's voice, two of which the
 /// first observed rate sizes, queued lines for 12 s at twice what two cores serve).
 pub fn defaults_unobserved(deployment: &Deployment, observed: &Observations) -> bool {
