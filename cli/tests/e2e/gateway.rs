@@ -985,7 +985,7 @@ fn a_planned_app_admits_what_its_capacity_serves_within_the_slo_refuses_the_rest
         assert_eq!(refused.header("retry-after"), Some("1"));
         assert!(refused.text().contains("planned capacity"), "{}", refused.text());
     }
-    // The two that missed their deadline cut the limit (once: within a second) from 2 to 1.8.
+    // The two that missed their deadline cut the limit (once: within a second) from 2 to 1.5.
     let metrics = gateway.http("GET", "/metrics", &[], b"").text();
     assert!(metrics.contains(r#"jig_admission_limit{app="small"} 1"#), "{metrics}");
     let echo = gateway.http("POST", "/v1/apps/small/invoke", &[], br#"{"op": "echo", "text": "1"}"#);
