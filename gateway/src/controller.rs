@@ -233,6 +233,12 @@ fn drifted(app: &App, windows: &DemandWindows, threshold: f64) -> bool {
         || cpu_drifted(app, threshold)
 }
 
+/// Whether `app` is of glue alone, its capacity what the CPU its glue costs a request leaves the cores: planned for
+/// no demand, but re-planned as that cost is observed.
+fn sized_by_glue(app: &App) -> bool {
+    app.deployment.demand_rps.is_none() && app.deployment.unplanned_cpu_ms.is_some()
+}
+
 /// Whether the CPU a request costs outside the instances, observed over enough requests, differs from what the
 /// deployment was planned with by more than `threshold` of it (a millisecond at least).
 fn cpu_drifted(app: &App, threshold: f64) -> bool {
@@ -391,22 +397,29 @@ impl Gateway {
 
     /// The rates to re-plan `app` with when a re-plan is due: the demand predicted from `rates` moved more than
     /// `replan_threshold` from what it was planned for, or the last window's violations passed 1%, or its
-    /// factors or batch latencies drifted.
+    /// factors or batch latencies drifted; for an app of glue alone, the CPU its glue costs a request drifted.
     fn replan_due(&self, app: &Arc<App>, windows: &DemandWindows, rates: Vec<f64>) -> Option<(Arc<App>, Vec<f64>)> {
-        let planned_for = windows.planned_for.or(app.deployment.demand_rps)?;
         let threshold = self.config.replan_threshold;
-        (windows.should_replan(&rates, planned_for, threshold) || drifted(app, windows, threshold))
-            .then(|| (app.clone(), rates))
+        let due = match windows.planned_for.or(app.deployment.demand_rps) {
+            Some(planned_for) => {
+                windows.should_replan(&rates, planned_for, threshold) || drifted(app, windows, threshold)
+            }
+            None => sized_by_glue(app) && cpu_drifted(app, threshold),
+        };
+        due.then(|| (app.clone(), rates))
     }
 
     /// `app`, to re-plan at once for the demand it is planned for, when that plan was made before it had answered
     /// [`MIN_FACTOR_SAMPLES`] requests (from the bundle's declared costs and factors and unrefined profile rows),
     /// it has answered them since, and what it observed drifted from what the plan assumed; or before its default
-    /// instances' rates were observed ([`defaults_unobserved`]), and now they are. The first costs measured do not
+    /// instances' rates were observed ([`defaults_unobserved`]), and now they are. An app of glue alone is sized by
+    /// what its glue costs, so its declared `cpu_ms` gives way to the observed likewise. The first costs measured do not
     /// wait for a demand window (five minutes by default). The plans that follow are made from observations, so
     /// each happens once a deploy.
     fn observed_due(&self, app: &Arc<App>, windows: &DemandWindows) -> Option<(Arc<App>, Vec<f64>)> {
-        app.deployment.demand_rps?;
+        if app.deployment.demand_rps.is_none() && !sized_by_glue(app) {
+            return None;
+        }
         let last = windows.last_replan.clone().unwrap_or_else(|| LastReplan {
             answered: 0,
             rates: windows.rates(),
