@@ -412,10 +412,10 @@ impl Gateway {
     /// `app`, to re-plan at once for the demand it is planned for, when that plan was made before it had answered
     /// [`MIN_FACTOR_SAMPLES`] requests (from the bundle's declared costs and factors and unrefined profile rows),
     /// it has answered them since, and what it observed drifted from what the plan assumed; or before its default
-    /// instances' rates were observed ([`defaults_unobserved`]), and now they are. An app of glue alone is sized by
-    /// what its glue costs, so its declared `cpu_ms` gives way to the observed likewise. The first costs measured do not
-    /// wait for a demand window (five minutes by default). The plans that follow are made from observations, so
-    /// each happens once a deploy.
+    /// instances' rates were observed ([`defaults_unobserved`]), and now they are. An app of glue alone is sized
+    /// by what its glue costs, so its declared `cpu_ms` gives way to the observed likewise. The first costs
+    /// measured do not wait for a demand window (five minutes by default). The plans that follow are made from
+    /// observations, so each happens once a deploy.
     fn observed_due(&self, app: &Arc<App>, windows: &DemandWindows) -> Option<(Arc<App>, Vec<f64>)> {
         if app.deployment.demand_rps.is_none() && !sized_by_glue(app) {
             return None;

@@ -298,9 +298,10 @@ fn default_rate_rps(default: &PlannedInstances, observed: &Observations) -> Opti
 }
 
 /// Whether some default instance of `deployment` that runs unpinned was sized without its observed rate (the
-/// requests a second it serves, once it served [`MIN_FACTOR_SAMPLES`]): one, until then. The controller re-plans once `observed` has them all, rather than
-/// wait for a demand window with a serial queue that may cap the app (the sign reader's voice, two of which the
-/// first observed rate sizes, queued lines for 12 s at twice what two cores serve).
+/// requests a second it serves, once it served [`MIN_FACTOR_SAMPLES`]): one, until then. The controller re-plans
+/// once `observed` has them all, rather than wait for a demand window with a serial queue that may cap the app
+/// (the sign reader's voice, two of which the first observed rate sizes, queued lines for 12 s at twice what two
+/// cores serve).
 pub fn defaults_unobserved(deployment: &Deployment, observed: &Observations) -> bool {
     let unplanned = |i: &&PlannedInstances| i.latency_ms <= 0.0 && i.places.is_empty();
     deployment.instances.iter().filter(unplanned).any(|d| default_rate_rps(d, observed).is_none())

@@ -346,7 +346,8 @@ pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
 }
 
 /// The user and system time of a `/proc/PID/stat` line: its 14th and 15th fields, in clock ticks. The command
-/// name (2nd field) is in parentheses and may hold spaces and parentheses itself: fields are counted after the last `)`.
+/// name (2nd field) is in parentheses and may hold spaces and parentheses itself: fields are counted after the
+/// last `)`.
 fn cpu_time_of_stat(stat: &str) -> Option<Duration> {
     let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
     let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
