@@ -4,12 +4,17 @@
 //! the *ceiling*. Under sustained overload that many in progress means each admitted request waits most of its
 //! SLO, and the machine's real service rate (a little under or over the profile's) decides whether it makes it.
 //! So the limit adapts to outcomes, additive increase and multiplicative decrease as TCP does: a request that
-//! misses its deadline (late, or dropped early) cuts the limit by a quarter, at most once per [`CUT_EVERY`] since a
-//! cut shows only once the queue has drained to it; a request answered in time while others were being refused
-//! raises it by 1/limit, about one a limit's worth of answers. It stays between a quarter of the ceiling, which
-//! keeps batches full, and the ceiling.
+//! misses its deadline (late, or dropped early) cuts the limit by a quarter; a request answered in time while
+//! others were being refused raises it by 1/limit, about one a limit's worth of answers. It stays between a
+//! quarter of the ceiling, which keeps batches full, and the ceiling.
+//!
+//! One overload cuts once, as TCP's fast recovery halves its window once a window of losses: a miss of a request
+//! admitted before the last cut was admitted under a limit already cut, so it cuts nothing (nor within
+//! [`CUT_EVERY`] of the cut). A re-plan keeps the requests in progress and what was learned
+//! ([`Admission::after`]).
 
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The least time between two cuts of the limit.
@@ -20,18 +25,54 @@ pub const CUT_EVERY: Duration = Duration::from_secs(1);
 /// 0.74–0.80), and under the same load kept on, 0.94–0.99 (a quarter: 1.05–1.06).
 const CUT: f64 = 0.25;
 
+/// Once the oldest request in progress has waited this share of the SLO, requests queue: the rate the app answers
+/// them in time is then what it serves, and bounds what it holds ([`KEEP_UP`]).
+const QUEUED: f64 = 0.25;
+
+/// While requests queue, the app holds at most what it answers in time in this share of the SLO (Little's law on
+/// the rate observed, where the ceiling is on the rate planned): a request admitted now waits about that long,
+/// and the rest of the SLO is its own service and its variance. This answers an overload within the SLO, where
+/// misses answer it only after.
+const KEEP_UP: f64 = 0.6;
+
+/// The span the rate of answers in time is observed over.
+const RATE_WINDOW: Duration = Duration::from_secs(2);
+
 /// An app's admission limit and the requests it holds.
 #[derive(Debug)]
 pub struct Admission {
     ceiling: u32,
     floor: u32,
+    slo: Duration,
+    /// Shared with the admissions of the app's earlier and later plans: a re-plan's copy serves on the same
+    /// machine as the requests its predecessor still holds.
+    flow: Arc<Mutex<Flow>>,
     state: Mutex<State>,
+}
+
+/// The requests in progress, by when each was admitted, and when the last were answered in time.
+#[derive(Debug, Default)]
+struct Flow {
+    in_progress: BTreeSet<(Instant, u64)>,
+    next: u64,
+    answered: VecDeque<Instant>,
+    answering_since: Option<Instant>,
+}
+
+impl Flow {
+    /// Answers in time a second, over the last [`RATE_WINDOW`] (or since the first); `None` before any.
+    fn answer_rate(&mut self, now: Instant) -> Option<f64> {
+        while self.answered.front().is_some_and(|&at| now.saturating_duration_since(at) > RATE_WINDOW) {
+            self.answered.pop_front();
+        }
+        let span = now.saturating_duration_since(self.answering_since?).min(RATE_WINDOW);
+        Some(self.answered.len() as f64 / span.as_secs_f64().max(1e-3))
+    }
 }
 
 #[derive(Debug)]
 struct State {
     limit: f64,
-    held: u32,
     /// A request was refused since the limit last rose: the limit binds, so raising it admits more.
     refused: bool,
     last_cut: Option<Instant>,
@@ -41,30 +82,30 @@ struct State {
 #[derive(Debug)]
 pub struct Ticket {
     admission: Arc<Admission>,
+    key: (Instant, u64),
 }
 
 impl Admission {
-    /// Admission for a plan that completes `ceiling` requests within the SLO, starting at the ceiling.
-    pub fn new(ceiling: u32) -> Arc<Admission> {
-        Admission::starting_at(ceiling, f64::from(ceiling))
+    /// Admission for a plan that completes `ceiling` requests within `slo`, starting at the ceiling.
+    pub fn new(ceiling: u32, slo: Duration) -> Arc<Admission> {
+        let ceiling = ceiling.max(1);
+        let state = State { limit: f64::from(ceiling), refused: false, last_cut: None };
+        let floor = ceiling.div_ceil(4);
+        Arc::new(Admission { ceiling, floor, slo, flow: Arc::default(), state: Mutex::new(state) })
     }
 
-    /// Admission with the ceiling of a new plan, going on from what `previous` learned: the same share of
-    /// its ceiling.
+    /// Admission with the ceiling of a new plan, going on from `previous`: the requests it holds count here, a
+    /// miss of one admitted before its last cut cuts nothing, and the limit stays what it learned, within the
+    /// new ceiling, or grows with it (the same share of it) when the new plan serves more.
     pub fn after(previous: &Admission, ceiling: u32) -> Arc<Admission> {
-        let share = previous.limit_f64() / f64::from(previous.ceiling.max(1));
-        Admission::starting_at(ceiling, share * f64::from(ceiling))
-    }
-
-    fn starting_at(ceiling: u32, limit: f64) -> Arc<Admission> {
         let ceiling = ceiling.max(1);
         let floor = ceiling.div_ceil(4);
-        let limit = limit.clamp(f64::from(floor), f64::from(ceiling));
-        Arc::new(Admission {
-            ceiling,
-            floor,
-            state: Mutex::new(State { limit, held: 0, refused: false, last_cut: None }),
-        })
+        let before = previous.state();
+        let share = before.limit / f64::from(previous.ceiling);
+        let limit = before.limit.max(share * f64::from(ceiling)).clamp(f64::from(floor), f64::from(ceiling));
+        let state = State { limit, ..*before };
+        let flow = previous.flow.clone();
+        Arc::new(Admission { ceiling, floor, slo: previous.slo, flow, state: Mutex::new(state) })
     }
 
     /// The most it ever admits at once: the plan's capacity × SLO.
@@ -72,38 +113,62 @@ impl Admission {
         self.ceiling
     }
 
-    /// How many it admits at once now.
+    /// How many it admits at once now: the limit learned from misses, or while requests queue, what the app
+    /// keeps up with if that is less.
     pub fn limit(&self) -> u32 {
-        self.limit_f64() as u32
+        let state = self.state();
+        self.keep_up(&mut self.flow(), Instant::now()).unwrap_or(f64::INFINITY).min(state.limit) as u32
     }
 
-    fn limit_f64(&self) -> f64 {
-        self.state().limit
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn flow(&self) -> MutexGuard<'_, Flow> {
+        self.flow.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// While requests queue, how many the app answers in time in [`KEEP_UP`] of the SLO, and at least the floor.
+    fn keep_up(&self, flow: &mut Flow, now: Instant) -> Option<f64> {
+        let (oldest, _) = flow.in_progress.first()?;
+        if now.saturating_duration_since(*oldest) <= self.slo.mul_f64(QUEUED) {
+            return None;
+        }
+        let rate = flow.answer_rate(now).unwrap_or(0.0);
+        Some((rate * self.slo.as_secs_f64() * KEEP_UP).max(f64::from(self.floor)))
     }
 
     /// Hold one more request, or `None` when the limit's worth are held.
     pub fn try_admit(self: &Arc<Self>) -> Option<Ticket> {
+        let now = Instant::now();
         let mut state = self.state();
-        if f64::from(state.held) + 1.0 > state.limit {
+        let mut flow = self.flow();
+        let held = flow.in_progress.len() as f64;
+        if held + 1.0 > state.limit {
             state.refused = true;
             return None;
         }
-        state.held += 1;
-        Some(Ticket { admission: self.clone() })
+        if self.keep_up(&mut flow, now).is_some_and(|most| held + 1.0 > most) {
+            return None;
+        }
+        let key = (now, flow.next);
+        flow.next += 1;
+        flow.in_progress.insert(key);
+        Some(Ticket { admission: self.clone(), key })
     }
 
-    fn settle(&self, in_time: bool, now: Instant) {
+    fn settle(&self, in_time: bool, admitted: Instant, now: Instant) {
         let mut state = self.state();
         if in_time {
+            let mut flow = self.flow();
+            flow.answered.push_back(now);
+            flow.answering_since.get_or_insert(now);
+            flow.answer_rate(now); // drops the answers past the window
             if state.refused {
                 state.limit = (state.limit + 1.0 / state.limit).min(f64::from(self.ceiling));
                 state.refused = false;
             }
-        } else if state.last_cut.is_none_or(|at| now.duration_since(at) >= CUT_EVERY) {
+        } else if state.last_cut.is_none_or(|at| admitted > at && now.duration_since(at) >= CUT_EVERY) {
             state.limit = (state.limit * (1.0 - CUT)).max(f64::from(self.floor));
             state.last_cut = Some(now);
         }
@@ -115,14 +180,13 @@ impl Ticket {
     /// (`false`). Requests that fail for other reasons (bad input, a failing function) say nothing of load and
     /// are not reported.
     pub fn settle(&self, in_time: bool) {
-        self.admission.settle(in_time, Instant::now());
+        self.admission.settle(in_time, self.key.0, Instant::now());
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut state = self.admission.state();
-        state.held = state.held.saturating_sub(1);
+        self.admission.flow().in_progress.remove(&self.key);
     }
 }
 
@@ -130,13 +194,24 @@ impl Drop for Ticket {
 mod tests {
     use super::*;
 
+    const SLO: Duration = Duration::from_secs(5);
+
     fn hold(admission: &Arc<Admission>) -> Vec<Ticket> {
         std::iter::from_fn(|| admission.try_admit()).collect()
     }
 
+    /// `n` overloads one after another, each a miss of a request admitted after the last one's cut.
+    fn overloads(admission: &Admission, n: u64) {
+        let start = Instant::now();
+        for i in 0..n {
+            let admitted = start + Duration::from_secs(2 * i);
+            admission.settle(false, admitted, admitted + CUT_EVERY);
+        }
+    }
+
     #[test]
     fn it_admits_up_to_the_limit_and_again_once_a_request_ends() {
-        let admission = Admission::new(8);
+        let admission = Admission::new(8, SLO);
         let mut held = hold(&admission);
         assert_eq!(held.len(), 8);
         assert!(admission.try_admit().is_none());
@@ -145,49 +220,119 @@ mod tests {
     }
 
     #[test]
-    fn misses_cut_the_limit_once_a_second_down_to_a_quarter_of_the_ceiling() {
-        let admission = Admission::new(40);
+    fn an_overload_cuts_the_limit_by_a_quarter_once() {
+        let admission = Admission::new(40, SLO);
         let start = Instant::now();
-        admission.settle(false, start);
+        admission.settle(false, start, start);
         assert_eq!(admission.limit(), 30);
-        admission.settle(false, start + Duration::from_millis(500));
-        assert_eq!(admission.limit(), 30, "a second cut within CUT_EVERY");
-        for s in 1..100 {
-            admission.settle(false, start + Duration::from_secs(s));
-        }
+        let later = start + 3 * CUT_EVERY;
+        admission.settle(false, start, later);
+        assert_eq!(admission.limit(), 30, "a miss of a request admitted before the cut");
+        let admitted = start + CUT_EVERY / 10;
+        admission.settle(false, admitted, start + CUT_EVERY / 2);
+        assert_eq!(admission.limit(), 30, "a miss within CUT_EVERY of the cut");
+        admission.settle(false, admitted, later);
+        assert_eq!(admission.limit(), 22, "a miss of a request admitted after the cut");
+    }
+
+    #[test]
+    fn overloads_cut_the_limit_down_to_a_quarter_of_the_ceiling() {
+        let admission = Admission::new(40, SLO);
+        overloads(&admission, 100);
         assert_eq!(admission.limit(), 10);
         assert_eq!(hold(&admission).len(), 10);
     }
 
     #[test]
     fn answers_in_time_raise_the_limit_only_while_it_binds_and_never_past_the_ceiling() {
-        let admission = Admission::new(20);
-        for s in 0..5 {
-            admission.settle(false, Instant::now() + Duration::from_secs(s));
-        }
-        let cut = admission.limit_f64();
-        admission.settle(true, Instant::now());
-        assert_eq!(admission.limit_f64(), cut, "nothing was refused: the limit does not bind");
+        let admission = Admission::new(20, SLO);
+        overloads(&admission, 5);
+        let cut = admission.state().limit;
+        let now = Instant::now();
+        admission.settle(true, now, now);
+        assert_eq!(admission.state().limit, cut, "nothing was refused: the limit does not bind");
         let held = hold(&admission);
         assert!(admission.try_admit().is_none());
-        admission.settle(true, Instant::now());
-        assert!((admission.limit_f64() - (cut + 1.0 / cut)).abs() < 1e-9);
+        admission.settle(true, now, now);
+        assert!((admission.state().limit - (cut + 1.0 / cut)).abs() < 1e-9);
         drop(held);
         for _ in 0..10_000 {
             let held = hold(&admission);
             assert!(admission.try_admit().is_none());
-            admission.settle(true, Instant::now());
+            admission.settle(true, now, now);
             drop(held);
         }
         assert_eq!(admission.limit(), 20);
     }
 
     #[test]
-    fn a_new_plan_keeps_the_share_of_its_ceiling_that_was_learned() {
-        let admission = Admission::new(40);
-        admission.settle(false, Instant::now());
-        let next = Admission::after(&admission, 80);
-        assert_eq!(next.ceiling(), 80);
-        assert_eq!(next.limit(), 60);
+    fn a_new_plan_keeps_what_was_learned_within_its_ceiling_and_grows_it_with_its_share() {
+        let admission = Admission::new(40, SLO);
+        overloads(&admission, 1);
+        assert_eq!(admission.limit(), 30);
+        assert_eq!(Admission::after(&admission, 80).limit(), 60, "the share of a larger ceiling");
+        assert_eq!(Admission::after(&admission, 36).limit(), 30, "the limit learned, where the ceiling allows");
+        assert_eq!(Admission::after(&admission, 20).limit(), 20, "within the new ceiling");
+    }
+
+    #[test]
+    fn a_new_plan_counts_the_requests_its_predecessor_holds() {
+        let before = Admission::new(10, SLO);
+        let mut held = hold(&before);
+        held.truncate(6);
+        let after = Admission::after(&before, 10);
+        assert_eq!(hold(&after).len(), 4, "six are still held");
+        drop(held);
+        assert_eq!(hold(&after).len(), 10);
+    }
+
+    #[test]
+    fn a_miss_admitted_before_a_re_plan_s_predecessor_cut_cuts_nothing() {
+        let before = Admission::new(40, SLO);
+        let admitted = Instant::now();
+        before.settle(false, admitted, admitted + CUT_EVERY);
+        let after = Admission::after(&before, 40);
+        after.settle(false, admitted, admitted + 5 * CUT_EVERY);
+        assert_eq!(after.limit(), 30);
+    }
+
+    /// A flow with one request in progress admitted `waited` ago, and `answers` answered in time over the last
+    /// two seconds, since answers began `since` ago.
+    fn queue(admission: &Admission, now: Instant, waited: Duration, answers: u32, since: Duration) {
+        let mut flow = admission.flow();
+        flow.in_progress.insert((now - waited, 0));
+        flow.answered = (0..answers).map(|i| now - RATE_WINDOW * i / answers.max(1)).collect();
+        flow.answering_since = Some(now - since);
+    }
+
+    #[test]
+    fn while_requests_queue_it_holds_what_it_answers_in_time_in_most_of_the_slo() {
+        let admission = Admission::new(40, SLO);
+        let now = Instant::now();
+        queue(&admission, now, SLO / 2, 20, Duration::from_secs(60));
+        let rate = 20.0 / RATE_WINDOW.as_secs_f64();
+        assert_eq!(admission.keep_up(&mut admission.flow(), now), Some(rate * 5.0 * KEEP_UP));
+        assert_eq!(admission.limit(), 30);
+        assert_eq!(admission.state().limit, 40.0, "the limit learned from misses is its own");
+    }
+
+    #[test]
+    fn what_it_keeps_up_with_is_no_bound_before_requests_queue_and_never_under_the_floor() {
+        let admission = Admission::new(40, SLO);
+        let now = Instant::now();
+        queue(&admission, now, SLO / 8, 0, Duration::from_secs(60));
+        assert_eq!(admission.keep_up(&mut admission.flow(), now), None, "the oldest waited an eighth of the SLO");
+        let idle = Admission::new(40, SLO);
+        queue(&idle, now, SLO / 2, 0, Duration::from_secs(60));
+        assert_eq!(idle.keep_up(&mut idle.flow(), now), Some(10.0), "nothing answered lately: the floor");
+    }
+
+    #[test]
+    fn the_rate_of_answers_is_over_the_time_since_the_first_when_that_is_shorter() {
+        let admission = Admission::new(40, SLO);
+        let now = Instant::now();
+        queue(&admission, now, SLO / 2, 5, Duration::from_millis(500));
+        let rate = admission.flow().answer_rate(now).unwrap();
+        assert!((rate - 10.0).abs() < 1e-9, "five answers in half a second: {rate}");
     }
 }

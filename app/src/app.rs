@@ -205,7 +205,8 @@ impl App {
             InvalidBundle(format!("app `{app}` declares no tasks; add a [[tasks]] entry with its glue"))
         })?;
         let slo = m.slo.map(|s| Duration::from_millis(s.latency_ms));
-        let admission = deployment.capacity_rps.zip(slo).map(|(rps, slo)| Admission::new(admission_ceiling(rps, slo)));
+        let admission =
+            deployment.capacity_rps.zip(slo).map(|(rps, slo)| Admission::new(admission_ceiling(rps, slo), slo));
         let model_edges = model_edges(bundle).iter().map(|e| (index[e.from.as_str()], index[e.to.as_str()])).collect();
         let classes = class_routers(&app, &deployment, &models, &groups, &tasks)?;
         let pipelines = pooled_pipelines(bundle, &deployment, &groups)?;
@@ -255,10 +256,9 @@ impl App {
         for (group, planned) in self.groups.iter().zip(&plan.instances) {
             group.instances.iter().for_each(|instance| instance.set_policy(policy(planned, false)));
         }
-        let ceiling = plan.capacity_rps.zip(self.slo_latency).map(|(rps, slo)| admission_ceiling(rps, slo));
-        let admission = match (&self.admission, ceiling) {
-            (Some(before), Some(ceiling)) => Some(Admission::after(before, ceiling)),
-            (None, Some(ceiling)) => Some(Admission::new(ceiling)),
+        let admission = match (&self.admission, plan.capacity_rps.zip(self.slo_latency)) {
+            (Some(before), Some((rps, slo))) => Some(Admission::after(before, admission_ceiling(rps, slo))),
+            (None, Some((rps, slo))) => Some(Admission::new(admission_ceiling(rps, slo), slo)),
             (_, None) => None,
         };
         Some(App {
@@ -386,8 +386,7 @@ impl App {
                     by_rows.into_values().max_by_key(|b| (b.batches, b.rows))?;
                 let cpu_ms: Option<Vec<f64>> = if g.on_cores { recent_cpu_ms.into_iter().collect() } else { None };
                 let cpu_mean_ms = cpu_ms.filter(|c| !c.is_empty()).map(|c| c.iter().sum::<f64>() / c.len() as f64);
-                let busy_ms: f64 =
-                    g.instances.iter().map(|i| i.stats().busy_ns.load(Ordering::Relaxed) as f64).sum::<f64>() / 1e6;
+                let busy_ms = g.busy_ms();
                 let answered = self.answered().saturating_sub(g.answered_from);
                 ms.sort_by(f64::total_cmp);
                 // The rule `jig profile` measured the profiled latencies by, so that the two compare.

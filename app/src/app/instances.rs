@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jig_manifest::Bundle;
@@ -84,6 +85,16 @@ pub(super) struct Group {
     pub(super) on_cores: bool,
     /// The requests the app had answered when its instances started: what they served since is counted from it.
     pub(super) answered_from: u64,
+    /// What the instances it took over from a running group had been busy before then, ms.
+    pub(super) busy_before_ms: f64,
+}
+
+impl Group {
+    /// Its instances' time busy running batches since `answered_from`, ms.
+    pub(super) fn busy_ms(&self) -> f64 {
+        let busy_ns: u64 = self.instances.iter().map(|i| i.stats().busy_ns.load(Ordering::Relaxed)).sum();
+        (busy_ns as f64 / 1e6 - self.busy_before_ms).max(0.0)
+    }
 }
 
 /// What a profile row says of one batch size, ms: p50, p95, and the mean (its rows over its throughput).
@@ -101,8 +112,11 @@ pub(super) struct Profiled {
 /// A group the running deployment has already, `kept` (its planned instances and their group: the same slot,
 /// variant, segment, count and places), keeps its running instances, which take the new plan's batch policy in
 /// place: a re-plan then loads only what changed, instead of a second copy of everything beside the first on the
-/// same cores, and a new batch size or wait bound costs no restart. `answered`: the requests the app has answered
-/// so far, from which the new groups count what they serve.
+/// same cores, and a new batch size or wait bound costs no restart. Of a group planned anew, each instance at a
+/// place where the running deployment has one of the same slot, variant and segment takes that one over: a group
+/// grown from one instance to two loads one (a voice takes 3.4 s of a core to load on the CI machine, while the
+/// cores serve). `answered`: the requests the app has answered so far, from which the new groups count what they
+/// serve.
 pub(super) fn start_models(
     hosts: &ModelHosts,
     bundle: &Bundle,
@@ -110,17 +124,39 @@ pub(super) fn start_models(
     kept: &[(&jig_api::PlannedInstances, &Group)],
     answered: u64,
 ) -> Result<(ModelSlots, Vec<Group>), StartError> {
-    let mut kept: Vec<_> = kept.to_vec();
     let app = &bundle.manifest.name;
+    // Pooled pipelines' instances run the batches their head books, each alone and at once: none is taken over.
+    let pipelined: Vec<&str> =
+        deployment.pipelines.iter().flat_map(|p| p.pools.iter().map(|q| q.slot.as_str())).collect();
+    // The running groups the plan keeps whole, by its group; of the others, each instance (its processes) by
+    // slot, variant, segment and place.
+    let mut kept: Vec<_> = kept.to_vec();
+    let whole: Vec<Option<&Group>> = deployment
+        .instances
+        .iter()
+        .map(|planned| {
+            let same = |(old, _): &(&jig_api::PlannedInstances, &Group)| {
+                (&old.slot, &old.variant, &old.segment, old.count, &old.places)
+                    == (&planned.slot, &planned.variant, &planned.segment, planned.count, &planned.places)
+            };
+            let taken_over = !pipelined.contains(&planned.slot.as_str());
+            kept.iter().position(same).filter(|_| taken_over).map(|at| kept.swap_remove(at).1)
+        })
+        .collect();
+    let mut spare: Vec<(SparePlace, &[Arc<Instance>])> = kept
+        .iter()
+        .filter(|(old, group)| group.instances.len() % old.count.max(1) as usize == 0)
+        .flat_map(|(old, group)| {
+            let processes = group.instances.len() / old.count.max(1) as usize;
+            group.instances.chunks(processes.max(1)).enumerate().map(|(i, chunk)| (SparePlace::of(old, i), chunk))
+        })
+        .collect();
     let refused = |detail: String| StartError::Deployment { app: app.clone(), detail };
     // The profile table, for what observed latencies are compared with; a bundle without one compares none.
     let profiles = bundle.profiles_path().and_then(|p| crate::deployment::read_profiles(&p).ok()).unwrap_or_default();
     let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
     let mut groups = Vec::new();
-    // Pooled pipelines' instances run the batches their head books, each alone and at once.
-    let pipelined: Vec<&str> =
-        deployment.pipelines.iter().flat_map(|p| p.pools.iter().map(|q| q.slot.as_str())).collect();
-    for planned in &deployment.instances {
+    for (planned, whole) in deployment.instances.iter().zip(whole) {
         let mut group = Group {
             slot: planned.slot.clone(),
             variant: planned.variant.clone(),
@@ -137,17 +173,14 @@ pub(super) fn start_models(
                 .collect(),
             on_cores: planned.local_cores().is_some(),
             answered_from: answered,
-        };
-        let same = |(old, _): &(&jig_api::PlannedInstances, &Group)| {
-            (&old.slot, &old.variant, &old.segment, old.count, &old.places)
-                == (&planned.slot, &planned.variant, &planned.segment, planned.count, &planned.places)
+            busy_before_ms: 0.0,
         };
         let in_pipeline = pipelined.contains(&planned.slot.as_str());
         let policy = policy(planned, in_pipeline);
-        if !in_pipeline && let Some(at) = kept.iter().position(same) {
-            let (_, running) = kept.swap_remove(at);
+        if let Some(running) = whole {
             group.instances = running.instances.clone();
             group.answered_from = running.answered_from;
+            group.busy_before_ms = running.busy_before_ms;
             // A `mig:…:K` or `mps:…xK` instance's rate is that of its K processes together, as below.
             let per = group.instances.len().max(1) as f64 / f64::from(planned.count.max(1));
             for instance in &group.instances {
@@ -167,6 +200,18 @@ pub(super) fn start_models(
         })?;
         for i in 0..planned.count {
             let place = planned.places.get(i as usize).cloned().unwrap_or_default();
+            let here = SparePlace::of(planned, i as usize);
+            if let Some(at) = spare.iter().position(|(there, _)| !in_pipeline && *there == here) {
+                let (_, running) = spare.swap_remove(at);
+                let rate = planned.rate_rps / running.len() as f64;
+                for instance in running {
+                    instance.set_policy(policy);
+                    group.busy_before_ms += instance.stats().busy_ns.load(Ordering::Relaxed) as f64 / 1e6;
+                    group.instances.push(instance.clone());
+                    by_slot.entry(planned.slot.as_str()).or_default().push((instance.clone(), rate));
+                }
+                continue;
+            }
             let name = place.segment(&planned.segment);
             let segment: Segment =
                 name.parse().map_err(|e| refused(format!("the plan places an instance on `{name}`: {e}")))?;
@@ -203,6 +248,22 @@ pub(super) fn start_models(
     Ok((slots, groups))
 }
 
+/// Where one planned instance runs, as a running one taken over must: its slot, variant, segment and place.
+#[derive(PartialEq)]
+struct SparePlace<'a> {
+    slot: &'a str,
+    variant: &'a str,
+    segment: &'a str,
+    place: InstancePlace,
+}
+
+impl<'a> SparePlace<'a> {
+    fn of(planned: &'a jig_api::PlannedInstances, i: usize) -> SparePlace<'a> {
+        let place = planned.places.get(i).cloned().unwrap_or_default();
+        SparePlace { slot: &planned.slot, variant: &planned.variant, segment: &planned.segment, place }
+    }
+}
+
 /// How the instances of `planned` batch and drop. As planned (§3.3): wait up to L̂ for a fuller batch, drop what
 /// can no longer make its deadline. Unplanned instances start batches at once and drop what is past its deadline,
 /// or, once observed, what has less time left than their median batch; a pooled pipeline's run each batch its
@@ -236,7 +297,8 @@ mod tests {
     use jig_api::PlannedInstances;
 
     /// A re-plan that keeps a group's slot, variant, segment, count and places keeps its running instances, which
-    /// take the new plan's batch size and wait bound in place; one that changes the count starts new instances.
+    /// take the new plan's batch size and wait bound in place; one that changes the count keeps as many as it
+    /// plans and starts the rest.
     #[test]
     fn a_kept_group_takes_the_new_batch_policy_in_place() {
         let dir = tempfile::tempdir().unwrap();
@@ -282,7 +344,13 @@ mod tests {
         let kept: Vec<_> = second.instances.iter().zip(&regrouped).collect();
         let (_, grown) = start_models(&hosts, &bundle, &third, &kept, 9).unwrap();
         assert_eq!((grown[0].instances.len(), grown[0].answered_from), (2, 9));
-        assert!(grown[0].instances.iter().all(|i| !Arc::ptr_eq(i, &running)), "another count starts anew");
+        assert!(Arc::ptr_eq(&grown[0].instances[0], &running), "a group grown by one takes the running one over");
+        assert!(!Arc::ptr_eq(&grown[0].instances[1], &running));
+
+        let fourth = deployment(4, 30.0, 1);
+        let kept: Vec<_> = third.instances.iter().zip(&grown).collect();
+        let (_, shrunk) = start_models(&hosts, &bundle, &fourth, &kept, 11).unwrap();
+        assert!(Arc::ptr_eq(&shrunk[0].instances[0], &running), "a group shrunk by one keeps one running");
     }
 
     /// A planned place on the second 3g.40gb instance starts its worker on that instance, by UUID.
