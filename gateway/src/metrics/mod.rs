@@ -460,7 +460,7 @@ impl prometheus_client::collector::Collector for InstanceCollector {
         let limit = ConstGauge::new(0i64);
         let mut family = encoder.encode_descriptor(
             "admission_limit",
-            "Requests a planned app admits at once now: at most its capacity times its SLO, less after misses",
+            "Requests a planned app admits at once now: at most its capacity times its SLO, less after misses or while it answers fewer",
             None,
             limit.metric_type(),
         )?;
