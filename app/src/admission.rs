@@ -5,7 +5,7 @@
 //! SLO, and the machine's real service rate (under or over the profile's) decides whether it makes it. Two bounds
 //! below the ceiling learn that rate:
 //!
-//! - Once requests queue, the app holds no more than it answers in time in most of the SLO ([`KEEP_UP`]): Little's
+//! - Once requests queue, the app holds no more than it answers in time in most of the SLO (0.8 of it): Little's
 //!   law on the rate observed. It answers an overload within the SLO of its start.
 //! - The limit adapts to outcomes, additive increase and multiplicative decrease as TCP does: a request that
 //!   misses its deadline (late, or dropped early) cuts it by a quarter; a request answered in time while others
