@@ -62,8 +62,14 @@ impl Gateway {
             }
             Err(e) => {
                 let kind = classify(&e, deadline);
-                if kind.status() >= 500 {
-                    tracing::warn!(app = %name, "{e}");
+                match kind {
+                    // Load, not a fault: at twice what a machine serves, hundreds a minute, each counted in the
+                    // metrics (`jig_requests_total`, `jig_slo_violations_total`) and `jig status`.
+                    ErrorKind::Dropped | ErrorKind::Deadline | ErrorKind::Overloaded => {
+                        tracing::debug!(app = %name, "{e}")
+                    }
+                    _ if kind.status() >= 500 => tracing::warn!(app = %name, "{e}"),
+                    _ => {}
                 }
                 (error(kind, e.to_string()), kind == ErrorKind::Dropped)
             }
