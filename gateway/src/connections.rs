@@ -20,8 +20,10 @@ pub(crate) struct ConnectionCaps {
 
 /// An open connection's place within the caps, given back when it drops.
 pub(crate) struct Hold {
-    _permit: OwnedSemaphorePermit,
+    // Fields drop in order: the peer's share first, so that a connection the freed permit lets in is never
+    // counted against a share that is about to be freed (and closed unanswered: a test saw it, on a busy machine).
     _peer: PeerHold,
+    _permit: OwnedSemaphorePermit,
 }
 
 impl ConnectionCaps {
@@ -51,7 +53,7 @@ impl ConnectionCaps {
                 continue; // the peer holds its share already: this connection is closed unanswered
             };
             let _ = stream.set_nodelay(true);
-            return (stream, peer, Hold { _permit: permit, _peer: held });
+            return (stream, peer, Hold { _peer: held, _permit: permit });
         }
     }
 }
