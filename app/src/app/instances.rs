@@ -2,9 +2,9 @@
 //! the batch policy its plan gives it, grouped by variant and segment type for what the app observes.
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jig_manifest::Bundle;
@@ -92,9 +92,13 @@ pub(super) struct Group {
 impl Group {
     /// Its instances' time busy running batches since `answered_from`, ms.
     pub(super) fn busy_ms(&self) -> f64 {
-        let busy_ns: u64 = self.instances.iter().map(|i| i.stats().busy_ns.load(Ordering::Relaxed)).sum();
-        (busy_ns as f64 / 1e6 - self.busy_before_ms).max(0.0)
+        (self.instances.iter().map(|i| busy_ms(i)).sum::<f64>() - self.busy_before_ms).max(0.0)
     }
+}
+
+/// The time `instance` has been busy running batches since it started, ms.
+fn busy_ms(instance: &Instance) -> f64 {
+    instance.stats().busy_ns.load(Ordering::Relaxed) as f64 / 1e6
 }
 
 /// What a profile row says of one batch size, ms: p50, p95, and the mean (its rows over its throughput).
@@ -154,8 +158,11 @@ pub(super) fn start_models(
     let refused = |detail: String| StartError::Deployment { app: app.clone(), detail };
     // The profile table, for what observed latencies are compared with; a bundle without one compares none.
     let profiles = bundle.profiles_path().and_then(|p| crate::deployment::read_profiles(&p).ok()).unwrap_or_default();
-    let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
+    // Each group's instances in order: running ones taken over, and those to start, which start at once, each
+    // loading on its own thread (a voice's 3.4 s beside the detector's 0.2 s, GPU workers side by side).
+    let mut members: Vec<Vec<(Member, f64)>> = Vec::new();
     let mut groups = Vec::new();
+    let mut to_start = Vec::new();
     for (planned, whole) in deployment.instances.iter().zip(whole) {
         let mut group = Group {
             slot: planned.slot.clone(),
@@ -177,17 +184,18 @@ pub(super) fn start_models(
         };
         let in_pipeline = pipelined.contains(&planned.slot.as_str());
         let policy = policy(planned, in_pipeline);
+        let mut these = Vec::new();
         if let Some(running) = whole {
-            group.instances = running.instances.clone();
             group.answered_from = running.answered_from;
             group.busy_before_ms = running.busy_before_ms;
             // A `mig:…:K` or `mps:…xK` instance's rate is that of its K processes together, as below.
-            let per = group.instances.len().max(1) as f64 / f64::from(planned.count.max(1));
-            for instance in &group.instances {
+            let per = running.instances.len().max(1) as f64 / f64::from(planned.count.max(1));
+            for instance in &running.instances {
                 // From its next batch on, while the running copy still routes to it too.
                 instance.set_policy(policy);
-                by_slot.entry(planned.slot.as_str()).or_default().push((instance.clone(), planned.rate_rps / per));
+                these.push((Member::Running(instance.clone()), planned.rate_rps / per));
             }
+            members.push(these);
             groups.push(group);
             continue;
         }
@@ -206,9 +214,8 @@ pub(super) fn start_models(
                 let rate = planned.rate_rps / running.len() as f64;
                 for instance in running {
                     instance.set_policy(policy);
-                    group.busy_before_ms += instance.stats().busy_ns.load(Ordering::Relaxed) as f64 / 1e6;
-                    group.instances.push(instance.clone());
-                    by_slot.entry(planned.slot.as_str()).or_default().push((instance.clone(), rate));
+                    group.busy_before_ms += busy_ms(instance);
+                    these.push((Member::Running(instance.clone()), rate));
                 }
                 continue;
             }
@@ -221,31 +228,89 @@ pub(super) fn start_models(
                 let mut config =
                     InstanceConfig::new(format!("{app}/{}/{}@{name}#{label}", planned.slot, planned.variant));
                 config.policy = policy;
-                let instance = hosts
-                    .start(config, &variant.name, &bundle.model_path(variant), segment, &place)
-                    .map_err(|e| match e {
-                        Unstarted::NoNodeAccess { node } => refused(format!(
-                            "the plan places an instance on node {node}, but the gateway has no node token \
-                             (`node_token_file`)"
-                        )),
-                        Unstarted::Launch(source) => {
-                            StartError::Model { app: app.clone(), source: Box::new(source), bundle: bundle.dir.clone() }
-                        }
-                    })?;
                 // A `mig:…:K` or `mps:…xK` instance's rate is that of its K processes together.
-                let rate = planned.rate_rps / f64::from(processes);
-                let instance = Arc::new(instance);
-                group.instances.push(instance.clone());
-                by_slot.entry(planned.slot.as_str()).or_default().push((instance, rate));
+                these.push((Member::Starting(to_start.len()), planned.rate_rps / f64::from(processes)));
+                to_start.push(ToStart {
+                    config,
+                    model: &variant.name,
+                    path: bundle.model_path(variant),
+                    segment,
+                    place: place.clone(),
+                });
             }
         }
+        members.push(these);
         groups.push(group);
+    }
+    let mut started = Vec::with_capacity(to_start.len());
+    for result in side_by_side(to_start, |t| hosts.start(t.config, t.model, &t.path, t.segment, &t.place)) {
+        started.push(Some(Arc::new(result.map_err(|e| match e {
+            Unstarted::NoNodeAccess { node } => refused(format!(
+                "the plan places an instance on node {node}, but the gateway has no node token (`node_token_file`)"
+            )),
+            Unstarted::Launch(source) => {
+                StartError::Model { app: app.clone(), source: Box::new(source), bundle: bundle.dir.clone() }
+            }
+        })?)));
+    }
+    let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
+    for ((planned, group), these) in deployment.instances.iter().zip(&mut groups).zip(members) {
+        for (member, rate) in these {
+            let instance = match member {
+                Member::Running(instance) => instance,
+                Member::Starting(at) => started[at].take().expect("each started instance joins one group"),
+            };
+            group.instances.push(instance.clone());
+            by_slot.entry(planned.slot.as_str()).or_default().push((instance, rate));
+        }
     }
     let mut slots = ModelSlots::new();
     for (slot, instances) in by_slot {
         slots.insert(slot, Arc::new(Pool::new(instances)));
     }
     Ok((slots, groups))
+}
+
+/// An instance of a group being started: one taken over, running, or the one at this index of those to start.
+enum Member {
+    Running(Arc<Instance>),
+    Starting(usize),
+}
+
+/// An instance to start: its name and batch policy, its model, and where it runs.
+struct ToStart<'a> {
+    config: InstanceConfig,
+    model: &'a str,
+    path: PathBuf,
+    segment: Segment,
+    place: InstancePlace,
+}
+
+/// `start` of each of `items`, side by side: as many at once as this machine has cores (an instance's start
+/// mostly waits, for its model to load on the instance's own thread, or for its worker or node to). In order.
+fn side_by_side<T: Send, R: Send>(items: Vec<T>, start: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let at_once = std::thread::available_parallelism().map_or(1, usize::from).min(items.len());
+    let next = AtomicUsize::new(0);
+    let items: Vec<Mutex<Option<T>>> = items.into_iter().map(|t| Mutex::new(Some(t))).collect();
+    let done: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..at_once {
+            scope.spawn(|| {
+                loop {
+                    let at = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(at).and_then(|t| t.lock().unwrap_or_else(|p| p.into_inner()).take())
+                    else {
+                        break;
+                    };
+                    let started = start(item);
+                    *done[at].lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
+                }
+            });
+        }
+    });
+    (done.into_iter())
+        .map(|r| r.into_inner().unwrap_or_else(|p| p.into_inner()).expect("each item was started once"))
+        .collect()
 }
 
 /// Where one planned instance runs, as a running one taken over must: its slot, variant, segment and place.
@@ -372,5 +437,24 @@ mod tests {
         let cores = InstancePlace { cores: vec![2, 3], ..InstancePlace::default() };
         let pinned = placement(Segment::Cpu { cores: 2 }, &cores);
         assert_eq!((pinned.cores, pinned.device), (Some(vec![2, 3]), None));
+    }
+
+    /// Instances start side by side, up to a core each, and come back in the order they were asked for: a
+    /// deployment waits for its slowest model to load, not for the sum of them all.
+    #[test]
+    fn instances_start_side_by_side_and_come_back_in_order() {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let (running, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let started = side_by_side((0..6).collect(), |i: u64| {
+            most.fetch_max(running.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(50));
+            running.fetch_sub(1, Ordering::SeqCst);
+            i * 10
+        });
+        assert_eq!(started, [0, 10, 20, 30, 40, 50]);
+        let most = most.load(Ordering::SeqCst);
+        assert!(most <= cores, "{most} at once on {cores} cores");
+        assert!(cores < 2 || most >= 2, "one start at a time on {cores} cores");
+        assert!(side_by_side(Vec::<u64>::new(), |i| i).is_empty());
     }
 }
