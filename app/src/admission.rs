@@ -6,7 +6,8 @@
 //! below the ceiling learn that rate:
 //!
 //! - Once requests queue, the app holds no more than it answers in time in most of the SLO (0.8 of it): Little's
-//!   law on the rate observed. It answers an overload within the SLO of its start.
+//!   law on the rate observed. It answers an overload within the SLO of its start. Requests queue once the oldest
+//!   in progress has waited a quarter of the SLO longer than the quickest answer so far (a request's own time).
 //! - The limit adapts to outcomes, additive increase and multiplicative decrease as TCP does: a request that
 //!   misses its deadline (late, or dropped early) cuts it by a quarter; a request answered in time while others
 //!   were being refused raises it by 1/limit, about one a limit's worth of answers. One overload cuts once, as
@@ -28,8 +29,10 @@ pub const CUT_EVERY: Duration = Duration::from_secs(1);
 /// 0.74–0.80), and under the same load kept on, 0.94–0.99 (a quarter: 1.05–1.06).
 const CUT: f64 = 0.25;
 
-/// Once the oldest request in progress has waited this share of the SLO, requests queue: the rate the app answers
-/// them in time is then what it serves, and bounds what it holds ([`KEEP_UP`]).
+/// Once the oldest request in progress has waited this share of the SLO beyond what the quickest answer took (what
+/// a request takes with nothing before it), requests queue: the rate the app answers them in time is then what it
+/// serves, and bounds what it holds ([`KEEP_UP`]). Without the quickest answer, an app whose requests take a
+/// quarter of its SLO unqueued would look queued with one request in progress, and refuse a burst at idle.
 const QUEUED: f64 = 0.25;
 
 /// While requests queue, the app holds at most what it answers in time in this share of the SLO (Little's law on
@@ -54,13 +57,15 @@ pub struct Admission {
     state: Mutex<State>,
 }
 
-/// The requests in progress, by when each was admitted, and when the last were answered in time.
+/// The requests in progress, by when each was admitted, when the last were answered in time, and the quickest
+/// answer in time.
 #[derive(Debug, Default)]
 struct Flow {
     in_progress: BTreeSet<(Instant, u64)>,
     next: u64,
     answered: VecDeque<Instant>,
     answering_since: Option<Instant>,
+    quickest: Option<Duration>,
 }
 
 impl Flow {
@@ -135,7 +140,8 @@ impl Admission {
     /// While requests queue, how many the app answers in time in [`KEEP_UP`] of the SLO, and at least the floor.
     fn keep_up(&self, flow: &mut Flow, now: Instant) -> Option<f64> {
         let (oldest, _) = flow.in_progress.first()?;
-        if now.saturating_duration_since(*oldest) <= self.slo.mul_f64(QUEUED) {
+        let own = flow.quickest.unwrap_or_default().min(self.slo);
+        if now.saturating_duration_since(*oldest) <= own + (self.slo - own).mul_f64(QUEUED) {
             return None;
         }
         let rate = flow.answer_rate(now).unwrap_or(0.0);
@@ -167,6 +173,8 @@ impl Admission {
             let mut flow = self.flow();
             flow.answered.push_back(now);
             flow.answering_since.get_or_insert(now);
+            let took = now.saturating_duration_since(admitted);
+            flow.quickest = Some(flow.quickest.map_or(took, |quickest| quickest.min(took)));
             flow.answer_rate(now); // drops the answers past the window
             if state.refused {
                 state.limit = (state.limit + 1.0 / state.limit).min(f64::from(self.ceiling));
@@ -330,6 +338,25 @@ mod tests {
         let idle = Admission::new(40, SLO);
         queue(&idle, now, SLO / 2, 0, Duration::from_secs(60));
         assert_eq!(idle.keep_up(&mut idle.flow(), now), Some(10.0), "nothing answered lately: the floor");
+    }
+
+    /// An app whose requests take 2 of its 5 s unqueued is not queued while its oldest request has taken 2.1 s: it
+    /// admits a burst up to its limit. Past 2 s and a quarter of the other 3, it is.
+    #[test]
+    fn requests_queue_once_the_oldest_waited_longer_than_the_quickest_answer_took() {
+        let admission = Admission::new(40, SLO);
+        let start = Instant::now();
+        admission.settle(true, start, start + Duration::from_secs(3));
+        admission.settle(true, start, start + Duration::from_secs(2));
+        admission.settle(false, start, start + Duration::from_secs(1));
+        assert_eq!(admission.flow().quickest, Some(Duration::from_secs(2)), "the quickest answer in time");
+        let now = Instant::now();
+        queue(&admission, now, Duration::from_millis(2100), 0, Duration::from_secs(60));
+        assert_eq!(admission.keep_up(&mut admission.flow(), now), None, "one request, on its own time");
+        assert_eq!(hold(&admission).len(), 29, "the burst is admitted up to the limit (30 after the miss)");
+        let queued = Admission::after(&admission, 40);
+        queued.flow().in_progress.insert((now - Duration::from_millis(2800), 9));
+        assert_eq!(queued.keep_up(&mut queued.flow(), now), Some(10.0), "2 s and more than 0.75 s of queue");
     }
 
     #[test]
