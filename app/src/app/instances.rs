@@ -18,6 +18,7 @@ use crate::deployment::Deployment;
 use crate::error::StartError;
 use crate::slots::ModelSlots;
 use jig_api::InstancePlace;
+use jig_planner::profile::ProfileRow;
 
 /// Where an app's model instances start: this machine's segments, and the cluster's `jig node`s.
 #[derive(Debug, Clone)]
@@ -34,6 +35,25 @@ pub(super) enum Unstarted {
     NoNodeAccess { node: String },
     /// The launcher or the node could not start it.
     Launch(LaunchError),
+}
+
+impl Unstarted {
+    /// Why `bundle`'s app could not start, for the one who deployed it.
+    fn of(self, bundle: &Bundle) -> StartError {
+        let app = bundle.manifest.name.clone();
+        match self {
+            Unstarted::NoNodeAccess { node } => StartError::Deployment {
+                app,
+                detail: format!(
+                    "the plan places an instance on node {node}, but the gateway has no node token \
+                     (`node_token_file`)"
+                ),
+            },
+            Unstarted::Launch(source) => {
+                StartError::Model { app, source: Box::new(source), bundle: bundle.dir.clone() }
+            }
+        }
+    }
 }
 
 impl ModelHosts {
@@ -90,6 +110,29 @@ pub(super) struct Group {
 }
 
 impl Group {
+    /// A group for `planned`, with nothing in it yet, the profile's rows of its variant on its segment
+    /// (`profiles`), counting what it serves from the `answered`th request.
+    fn planned(planned: &jig_api::PlannedInstances, profiles: &[ProfileRow], answered: u64) -> Group {
+        Group {
+            slot: planned.slot.clone(),
+            variant: planned.variant.clone(),
+            segment: planned.segment.clone(),
+            max_batch: planned.max_batch,
+            instances: Vec::new(),
+            profiled_ms: profiles
+                .iter()
+                .filter(|r| r.slot == planned.slot && r.variant == planned.variant && r.is_on(&planned.segment))
+                .map(|r| {
+                    let mean = f64::from(r.batch) * 1000.0 / r.throughput_rps;
+                    (r.batch, Profiled { p50: r.p50_ms, p95: r.p95_ms, mean })
+                })
+                .collect(),
+            on_cores: planned.local_cores().is_some(),
+            answered_from: answered,
+            busy_before_ms: 0.0,
+        }
+    }
+
     /// Its instances' time busy running batches since `answered_from`, ms.
     pub(super) fn busy_ms(&self) -> f64 {
         (self.instances.iter().map(|i| busy_ms(i)).sum::<f64>() - self.busy_before_ms).max(0.0)
@@ -119,8 +162,8 @@ pub(super) struct Profiled {
 /// same cores, and a new batch size or wait bound costs no restart. Of a group planned anew, each instance at a
 /// place where the running deployment has one of the same slot, variant and segment takes that one over: a group
 /// grown from one instance to two loads one (a voice takes 3.4 s of a core to load on the CI machine, while the
-/// cores serve). `answered`: the requests the app has answered so far, from which the new groups count what they
-/// serve.
+/// cores serve). The rest start side by side ([`side_by_side`]). `answered`: the requests the app has answered so
+/// far, from which the new groups count what they serve.
 pub(super) fn start_models(
     hosts: &ModelHosts,
     bundle: &Bundle,
@@ -132,29 +175,7 @@ pub(super) fn start_models(
     // Pooled pipelines' instances run the batches their head books, each alone and at once: none is taken over.
     let pipelined: Vec<&str> =
         deployment.pipelines.iter().flat_map(|p| p.pools.iter().map(|q| q.slot.as_str())).collect();
-    // The running groups the plan keeps whole, by its group; of the others, each instance (its processes) by
-    // slot, variant, segment and place.
-    let mut kept: Vec<_> = kept.to_vec();
-    let whole: Vec<Option<&Group>> = deployment
-        .instances
-        .iter()
-        .map(|planned| {
-            let same = |(old, _): &(&jig_api::PlannedInstances, &Group)| {
-                (&old.slot, &old.variant, &old.segment, old.count, &old.places)
-                    == (&planned.slot, &planned.variant, &planned.segment, planned.count, &planned.places)
-            };
-            let taken_over = !pipelined.contains(&planned.slot.as_str());
-            kept.iter().position(same).filter(|_| taken_over).map(|at| kept.swap_remove(at).1)
-        })
-        .collect();
-    let mut spare: Vec<(SparePlace, &[Arc<Instance>])> = kept
-        .iter()
-        .filter(|(old, group)| group.instances.len() % old.count.max(1) as usize == 0)
-        .flat_map(|(old, group)| {
-            let processes = group.instances.len() / old.count.max(1) as usize;
-            group.instances.chunks(processes.max(1)).enumerate().map(|(i, chunk)| (SparePlace::of(old, i), chunk))
-        })
-        .collect();
+    let (whole, mut spare) = takeovers(deployment, kept, &pipelined);
     let refused = |detail: String| StartError::Deployment { app: app.clone(), detail };
     // The profile table, for what observed latencies are compared with; a bundle without one compares none.
     let profiles = bundle.profiles_path().and_then(|p| crate::deployment::read_profiles(&p).ok()).unwrap_or_default();
@@ -164,24 +185,7 @@ pub(super) fn start_models(
     let mut groups = Vec::new();
     let mut to_start = Vec::new();
     for (planned, whole) in deployment.instances.iter().zip(whole) {
-        let mut group = Group {
-            slot: planned.slot.clone(),
-            variant: planned.variant.clone(),
-            segment: planned.segment.clone(),
-            max_batch: planned.max_batch,
-            instances: Vec::new(),
-            profiled_ms: profiles
-                .iter()
-                .filter(|r| r.slot == planned.slot && r.variant == planned.variant && r.is_on(&planned.segment))
-                .map(|r| {
-                    let mean = f64::from(r.batch) * 1000.0 / r.throughput_rps;
-                    (r.batch, Profiled { p50: r.p50_ms, p95: r.p95_ms, mean })
-                })
-                .collect(),
-            on_cores: planned.local_cores().is_some(),
-            answered_from: answered,
-            busy_before_ms: 0.0,
-        };
+        let mut group = Group::planned(planned, &profiles, answered);
         let in_pipeline = pipelined.contains(&planned.slot.as_str());
         let policy = policy(planned, in_pipeline);
         let mut these = Vec::new();
@@ -244,14 +248,7 @@ pub(super) fn start_models(
     }
     let mut started = Vec::with_capacity(to_start.len());
     for result in side_by_side(to_start, |t| hosts.start(t.config, t.model, &t.path, t.segment, &t.place)) {
-        started.push(Some(Arc::new(result.map_err(|e| match e {
-            Unstarted::NoNodeAccess { node } => refused(format!(
-                "the plan places an instance on node {node}, but the gateway has no node token (`node_token_file`)"
-            )),
-            Unstarted::Launch(source) => {
-                StartError::Model { app: app.clone(), source: Box::new(source), bundle: bundle.dir.clone() }
-            }
-        })?)));
+        started.push(Some(Arc::new(result.map_err(|e| e.of(bundle))?)));
     }
     let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
     for ((planned, group), these) in deployment.instances.iter().zip(&mut groups).zip(members) {
@@ -270,6 +267,38 @@ pub(super) fn start_models(
     }
     Ok((slots, groups))
 }
+
+/// Of the running groups `kept` (with the instances each was planned as), the one the plan keeps whole for each of
+/// its groups, in its order, and each instance (its processes) of the others by where it runs, for a group planned
+/// anew to take over. Pooled pipelines' slots (`pipelined`) take nothing over.
+fn takeovers<'a>(
+    deployment: &Deployment,
+    kept: &[(&'a jig_api::PlannedInstances, &'a Group)],
+    pipelined: &[&str],
+) -> (Vec<Option<&'a Group>>, Vec<Spare<'a>>) {
+    let mut kept: Vec<_> = kept.to_vec();
+    let whole = (deployment.instances.iter())
+        .map(|planned| {
+            let same = |(old, _): &(&jig_api::PlannedInstances, &Group)| {
+                (&old.slot, &old.variant, &old.segment, old.count, &old.places)
+                    == (&planned.slot, &planned.variant, &planned.segment, planned.count, &planned.places)
+            };
+            let taken_over = !pipelined.contains(&planned.slot.as_str());
+            kept.iter().position(same).filter(|_| taken_over).map(|at| kept.swap_remove(at).1)
+        })
+        .collect();
+    let spare = (kept.into_iter())
+        .filter(|(old, group)| group.instances.len() % old.count.max(1) as usize == 0)
+        .flat_map(|(old, group)| {
+            let processes = group.instances.len() / old.count.max(1) as usize;
+            group.instances.chunks(processes.max(1)).enumerate().map(move |(i, chunk)| (SparePlace::of(old, i), chunk))
+        })
+        .collect();
+    (whole, spare)
+}
+
+/// Running instances (one planned instance's processes) and where they run, for a group planned anew to take over.
+type Spare<'a> = (SparePlace<'a>, &'a [Arc<Instance>]);
 
 /// An instance of a group being started: one taken over, running, or the one at this index of those to start.
 enum Member {
