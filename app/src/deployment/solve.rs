@@ -142,7 +142,7 @@ pub(super) fn plan_within(
         })
         .collect();
     let planned_rps = capacity_rps(&plan, capacity.cores(), problem.unplanned_cpu_ms);
-    size_defaults(&mut defaults, planned_rps, capacity.cores(), observed);
+    size_defaults(&mut defaults, planned_rps, capacity.cores(), observed, problem.unplanned_cpu_ms);
     default_drop_budgets(&mut defaults, observed);
     let serves_rps = planned_rps.min(defaults_rps(&defaults, observed));
     instances.extend(defaults);
@@ -325,7 +325,18 @@ fn default_drop_budgets(defaults: &mut [PlannedInstances], observed: &Observatio
 /// another, would cap the app (the sign reader's voice on two cores). Fewer than the running deployment has only
 /// once 25% more than `planned_rps` would still be served, so that the count does not flap between re-plans as
 /// contention moves the mean. One pinned to a core of its own stays one.
-fn size_defaults(defaults: &mut [PlannedInstances], planned_rps: f64, cores: u32, observed: &Observations) {
+///
+/// Until its rate is observed, an instance is taken to serve a core's worth of `unplanned_cpu_ms`, the CPU a
+/// request costs outside the planned instances, which counts its own: as many start as that needs, rather than
+/// one that caps the app until 20 requests are answered and another has loaded (the sign reader's first 10 s at
+/// twice what two cores serve). The first observed re-plan sizes them again, and takes away those not needed.
+fn size_defaults(
+    defaults: &mut [PlannedInstances],
+    planned_rps: f64,
+    cores: u32,
+    observed: &Observations,
+    unplanned_cpu_ms: f64,
+) {
     /// What fewer instances must serve beyond `planned_rps` before a re-plan takes one away.
     const SHRINK_MARGIN: f64 = 1.25;
     if !planned_rps.is_finite() || planned_rps <= 0.0 {
@@ -333,7 +344,8 @@ fn size_defaults(defaults: &mut [PlannedInstances], planned_rps: f64, cores: u32
     }
     let most = cores.max(1);
     for d in defaults.iter_mut().filter(|d| d.places.is_empty()) {
-        let Some(each) = default_rate_rps(d, observed) else { continue };
+        let declared = (unplanned_cpu_ms > 0.0).then(|| 1000.0 / unplanned_cpu_ms);
+        let Some(each) = default_rate_rps(d, observed).or(declared) else { continue };
         let needed = |rps: f64| ((rps / (each * DEFAULT_BUSY)).ceil() as u32).clamp(1, most);
         let running = (observed.current.iter().flat_map(|c| &c.instances))
             .find(|i| (&i.slot, &i.variant, &i.segment) == (&d.slot, &d.variant, &d.segment) && i.places.is_empty())

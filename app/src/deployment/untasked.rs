@@ -220,6 +220,34 @@ mod tests {
         assert_eq!((voice(&pinned).count, voice(&pinned).places.len()), (1, 1), "{pinned:?}");
     }
 
+    /// Before the voice is observed, its instances are sized by the CPU a request is declared to cost outside the
+    /// planned instances: `speak`'s 80 ms (the voice's lines) on two cores make two, where 5 ms make one.
+    #[test]
+    fn an_unobserved_default_instance_is_sized_by_the_cpu_declared_outside_the_instances() {
+        let voices = |cpu_ms: u32| {
+            let dir = tempfile::tempdir().unwrap();
+            let bundle = untasked_voice(dir.path(), 30.0);
+            let manifest = std::fs::read_to_string(dir.path().join("jig.toml")).unwrap();
+            let declared = manifest.replace(
+                "name = \"speak\"\nglue = \"g.wasm\"\n",
+                &format!("name = \"speak\"\nglue = \"g.wasm\"\ncpu_ms = {cpu_ms}\n"),
+            );
+            assert_ne!(declared, manifest);
+            std::fs::write(dir.path().join("jig.toml"), declared).unwrap();
+            let bundle = Bundle::open(&bundle.dir).unwrap();
+            let d = plan(&bundle, &[], &Capacity::cpu_only(2), &Observations::default());
+            let voice = d.instances.iter().find(|i| i.slot == "voice").unwrap();
+            assert!(voice.places.is_empty(), "unpinned: {d:?}");
+            (voice.count, d.capacity_rps.unwrap())
+        };
+        // 80 ms a request outside det and rec's 40 ms: 14.5 req/s within 87% of two cores, where one voice at 80%
+        // of 12.5 req/s would serve 10.
+        let (count, capacity) = voices(80);
+        assert_eq!(count, 2, "{capacity}");
+        assert!(capacity > 10.0, "{capacity}");
+        assert_eq!(voices(5).0, 1);
+    }
+
     #[test]
     fn without_a_core_to_spare_a_slot_no_task_names_runs_unpinned_and_the_deployment_says_so() {
         // Two cores for three model slots: det and rec cannot be planned on one, so they keep both and the voice
