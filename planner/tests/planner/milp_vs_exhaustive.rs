@@ -255,13 +255,20 @@ fn check(c: &Case, features: Features, exact: bool) -> Result<(), TestCaseError>
                     (milp_lin - lin_best).abs() <= tolerance(lin_best),
                     "linearised objective: MILP {milp_lin} vs exhaustive {lin_best}"
                 );
-                // Against the paper's exact model: within 0.5% whenever the exact optimum is one the linear
-                // bound admits.
+                // Against the paper's exact model, whenever the exact optimum is a plan the linear bound admits:
+                // the MILP's plan is worth, exactly, at least what that optimum is worth under the bound (its
+                // exact accuracy is at least its bound, which is at least that optimum's). So it falls short of
+                // the exact optimum by the bound's slack on that plan at most: 0.005 a path losing 10%, and a
+                // random case found 0.0086 (0.94%) where this test once asked 0.5%.
                 let (exact_best, exact_plan) = best.exact.clone().expect("a linear plan is an exact plan");
-                if exhaustive::linear_accuracy(&problem, features, &dmin, &exact_plan) >= problem.slo_accuracy {
+                let exact_lin = exhaustive::linear_accuracy(&problem, features, &dmin, &exact_plan);
+                if exact_lin >= problem.slo_accuracy {
+                    let slices = evaluate_as(&problem, &exact_plan, features.weighting).slices;
+                    let admitted = problem.objective.alpha * exact_lin - problem.objective.beta * f64::from(slices);
                     prop_assert!(
-                        (eval.objective - exact_best).abs() <= tolerance(exact_best),
-                        "exact objective: MILP {} vs exhaustive {exact_best}",
+                        eval.objective >= admitted - tolerance(admitted),
+                        "exact objective: MILP {} below the exact optimum's {admitted} under the bound (its exact \
+                         {exact_best})",
                         eval.objective
                     );
                 }
@@ -304,6 +311,34 @@ proptest! {
     fn milp_matches_exhaustive_search_read_literally(c in case(false), space in 0usize..8) {
         check(&c, Features::combinations()[space].with_weighting(Weighting::Literal), true)?;
     }
+}
+
+/// A case a random run found, read literally in the A+S+T space: the MILP's plan is worth 0.9021 exactly where the
+/// exact optimum is worth 0.9107 (0.94% more), but only 0.8992 under the linear bound the MILP plans with.
+#[test]
+fn the_milp_falls_short_of_the_exact_optimum_by_the_linear_bound_s_slack_at_most() {
+    let c = Case {
+        shape: 2,
+        variants: vec![
+            vec![(0.97, 1.2384262723170152), (0.9978536334779242, 1.2695282153493934), (0.97, 0.7978968300693634)],
+            vec![(0.97, 0.7), (0.9975721659295212, 0.7), (0.9782803515273873, 0.7)],
+        ],
+        segments: vec![(0, 1), (1, 1)],
+        batches: vec![1, 4],
+        profile: [
+            [None, None, None, None, Some((55.75328200390664, 10.0)), None, None, None],
+            [Some((5.0, 10.0)), None, None, None, None, None, None, None],
+            [None, Some((54.5256941440859, 10.0)), None, None, None, Some((5.0, 10.0)), None, None],
+        ]
+        .concat(),
+        edge_factors: vec![0.5, 0.5],
+        slo_ms: 242.14479908984106,
+        slo_acc: 0.9,
+        demand: 2.0,
+        beta: 0.035,
+        mig_cap: None,
+    };
+    check(&c, Features::combinations()[7].with_weighting(Weighting::Literal), true).unwrap();
 }
 
 #[test]
