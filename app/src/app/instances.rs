@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -246,16 +246,15 @@ pub(super) fn start_models(
         members.push(these);
         groups.push(group);
     }
-    let mut started = Vec::with_capacity(to_start.len());
-    for result in side_by_side(to_start, |t| hosts.start(t.config, t.model, &t.path, t.segment, &t.place)) {
-        started.push(Some(Arc::new(result.map_err(|e| e.of(bundle))?)));
-    }
+    let started = side_by_side(to_start, |t| hosts.start(t.config, t.model, &t.path, t.segment, &t.place));
+    let started: Vec<Arc<Instance>> =
+        started.into_iter().map(|r| r.map(Arc::new).map_err(|e| e.of(bundle))).collect::<Result<_, _>>()?;
     let mut by_slot: HashMap<&str, Vec<(Arc<Instance>, f64)>> = HashMap::new();
     for ((planned, group), these) in deployment.instances.iter().zip(&mut groups).zip(members) {
         for (member, rate) in these {
             let instance = match member {
                 Member::Running(instance) => instance,
-                Member::Starting(at) => started[at].take().expect("each started instance joins one group"),
+                Member::Starting(at) => started[at].clone(),
             };
             group.instances.push(instance.clone());
             by_slot.entry(planned.slot.as_str()).or_default().push((instance, rate));
@@ -319,27 +318,25 @@ struct ToStart<'a> {
 /// mostly waits, for its model to load on the instance's own thread, or for its worker or node to). In order.
 fn side_by_side<T: Send, R: Send>(items: Vec<T>, start: impl Fn(T) -> R + Sync) -> Vec<R> {
     let at_once = std::thread::available_parallelism().map_or(1, usize::from).min(items.len());
-    let next = AtomicUsize::new(0);
-    let items: Vec<Mutex<Option<T>>> = items.into_iter().map(|t| Mutex::new(Some(t))).collect();
-    let done: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..at_once {
-            scope.spawn(|| {
-                loop {
-                    let at = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(item) = items.get(at).and_then(|t| t.lock().unwrap_or_else(|p| p.into_inner()).take())
-                    else {
-                        break;
-                    };
-                    let started = start(item);
-                    *done[at].lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
-                }
-            });
-        }
+    let queue = Mutex::new(items.into_iter().enumerate());
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..at_once)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        // Its own statement, so that the queue is unlocked while the item starts.
+                        let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+                        let Some((at, item)) = next else { return mine };
+                        mine.push((at, start(item)));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
     });
-    (done.into_iter())
-        .map(|r| r.into_inner().unwrap_or_else(|p| p.into_inner()).expect("each item was started once"))
-        .collect()
+    done.sort_unstable_by_key(|&(at, _)| at);
+    done.into_iter().map(|(_, started)| started).collect()
 }
 
 /// Where one planned instance runs, as a running one taken over must: its slot, variant, segment and place.
@@ -473,6 +470,7 @@ mod tests {
     #[test]
     fn instances_start_side_by_side_and_come_back_in_order() {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        use std::sync::atomic::AtomicUsize;
         let (running, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
         let started = side_by_side((0..6).collect(), |i: u64| {
             most.fetch_max(running.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);

@@ -343,8 +343,8 @@ fn size_defaults(
         return;
     }
     let most = cores.max(1);
+    let declared = (unplanned_cpu_ms > 0.0).then(|| 1000.0 / unplanned_cpu_ms);
     for d in defaults.iter_mut().filter(|d| d.places.is_empty()) {
-        let declared = (unplanned_cpu_ms > 0.0).then(|| 1000.0 / unplanned_cpu_ms);
         let Some(each) = default_rate_rps(d, observed).or(declared) else { continue };
         let needed = |rps: f64| ((rps / (each * DEFAULT_BUSY)).ceil() as u32).clamp(1, most);
         let running = (observed.current.iter().flat_map(|c| &c.instances))
