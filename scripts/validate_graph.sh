@@ -14,30 +14,56 @@
 # recognizer's lines are 320 and 800 wide, and its time grows with the width, so it is profiled at their
 # mean, [3, 48, 560].
 #
+# Each run ends with the whole run's p99 and violations, then the trace's bins point by point, measured beside
+# simulated (offered rate, requests answered in time, violations: of requests measured, of the sink's invocations
+# simulated, and p99), in run-N/bins.csv.
+#
 # Usage: scripts/validate_graph.sh [RUNS]   (after `make release examples`); results in out/validate-graph/.
+# On a GPU (issue 54's figure end to end), the same with the models on MPS shares of GPU 0:
+#   JIG=path/to/jig SEGMENTS="mps:0:50 mps:0:25 mps:0:50x2" UP_ARGS="--cores 8 --gpus 0" BIN_S=10 \
+#   [PLANNER=gpulet] scripts/validate_graph.sh
+# SEGMENTS: what `jig profile` measures (default `cpu:1`; the trace's peak is scaled to the first);
+# UP_ARGS: what `jig up` is given; PLANNER: the bundle's strategy (default jigsaw), which the simulation plans
+# with too; BIN_S: the trace's bins and the controller's demand windows, in seconds (default 20); PHOTO: the
+# photo, made already (the script makes it with Pillow otherwise). A GPU machine stages what
+# scripts/test_gpu.sh's header lists (the binary, the sign reader's glue and models, ONNX Runtime's CUDA build),
+# and target/wasm32-wasip2/release/echo.wasm.
 set -euo pipefail
+absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+[ -z "${JIG:-}" ] || JIG=$(absolute "$JIG")
+[ -z "${PHOTO:-}" ] || PHOTO=$(absolute "$PHOTO")
 cd "$(dirname "$0")/.."
 . scripts/gateway.sh
 
 runs=${1:-1}
-jig=target/release/jig
+jig=${JIG:-target/release/jig}
+segments=${SEGMENTS:-cpu:1}
+planner=${PLANNER:-jigsaw}
+bin_s=${BIN_S:-20}
 bundle=.jig/validate-graph
 out=out/validate-graph
 sign=$out/photo.png
 models=examples/sign-reader/models
+# Profiles are kept per machine and segments: the CPU's in .jig/validate-graph.csv.
 profiles=.jig/validate-graph.csv
+[ "$segments" = cpu:1 ] || profiles=.jig/validate-graph-$(echo "$segments" | tr ' :' '_-').csv
 rm -rf "$out" "$bundle" && mkdir -p "$out" "$bundle/glue" "$bundle/models"
-for need in "$jig" .jig/samples/eval/eval-03.png "$models/ppocr-det.onnx" target/wasm32-wasip2/release/echo.wasm; do
+for need in "$jig" "${PHOTO:-.jig/samples/eval/eval-03.png}" "$models/ppocr-det.onnx" \
+    target/wasm32-wasip2/release/echo.wasm; do
     [ -e "$need" ] || { echo "missing $need: run \`make release examples\` first" >&2; exit 2; }
 done
-# eval-03.png (570×200, "ROAD" / "PATH PLATFORM DETOUR") in the middle of a grey 960×640 photo.
-PYTHONPATH=.jig/python python3 -c '
+if [ -n "${PHOTO:-}" ]; then
+    cp "$PHOTO" "$sign"
+else
+    # eval-03.png (570×200, "ROAD" / "PATH PLATFORM DETOUR") in the middle of a grey 960×640 photo.
+    PYTHONPATH=.jig/python python3 -c '
 import sys
 from PIL import Image
 sign = Image.open(sys.argv[1]).convert("RGB")
 photo = Image.new("RGB", (960, 640), (128, 128, 128))
 photo.paste(sign, ((960 - sign.width) // 2, (640 - sign.height) // 2))
 photo.save(sys.argv[2])' .jig/samples/eval/eval-03.png "$sign"
+fi
 cp examples/sign-reader/glue/ocr_detect.wasm examples/sign-reader/glue/ocr_recognize.wasm \
     target/wasm32-wasip2/release/echo.wasm "$bundle/glue/"
 ln -f "$models"/ppocr-det*.onnx "$models"/ppocr-rec.onnx "$models"/ppocr-rec-int8.onnx \
@@ -82,34 +108,38 @@ EOF
         awk '/^\[\[variants\]\]/ { keep = 1 } /^slot = "voice"/ { keep = 0 } { block = block $0 "\n" }
              /^$/ { if (keep) printf "%s", block; block = "" } END { if (keep) printf "%s", block }'
 } >"$bundle/jig.toml"
-[ -f "$profiles" ] || "$jig" profile "$bundle" --segment cpu:1 --max-batch 8 --runs 20 --output "$profiles"
+[ "$planner" = jigsaw ] || sed -i "1i planner = \"$planner\"" "$bundle/jig.toml"
+[ -f "$profiles" ] || "$jig" profile "$bundle" $(printf -- '--segment %s ' $segments) --max-batch 8 --runs 20 \
+    --output "$profiles"
 cp "$profiles" "$bundle/profiles.csv"
 
-# A trace of 20-second bins that climbs past what the most accurate detector serves and back: its peak is 1.35×
-# the profiled batch-1 rate of the full-size detector (11 req/s on the 2 vCPU AMD EPYC: a peak of 15 req/s),
-# so that the controller must re-plan to a faster detector on any machine, whatever its speed.
-peak=$(awk -F, '$1 == "det" && $2 == "ppocr-v4-det" && $3 == "cpu:1" && $4 == 1 { print $7 * 1.35; exit }' "$profiles")
+# A trace of BIN_S-second bins that climbs past what the most accurate detector serves and back: its peak is
+# 1.35× the profiled batch-1 rate of the full-size detector on the first segment (11 req/s on `cpu:1` of the
+# 2 vCPU AMD EPYC: a peak of 15 req/s), so that the controller must re-plan to a faster detector on any machine,
+# whatever its speed.
+first=${segments%% *}
+peak=$(awk -F, -v seg="$first" '$1 == "det" && $2 == "ppocr-v4-det" && $3 == seg && $4 == 1 { print $7 * 1.35; exit }' \
+    "$profiles")
+[ -n "$peak" ] || { echo "no batch-1 row of ppocr-v4-det on $first in $profiles" >&2; exit 1; }
 {
     echo "start_s,rps"
     i=0
     for share in 0.3 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1.0 1.0 0.9 0.8 0.6 0.4; do
-        awk -v at=$((i * 20)) -v share="$share" -v peak="$peak" 'BEGIN { printf "%d,%.1f\n", at, share * peak }'
+        awk -v at=$((i * bin_s)) -v share="$share" -v peak="$peak" 'BEGIN { printf "%d,%.1f\n", at, share * peak }'
         i=$((i + 1))
     done
 } >"$out/trace.csv"
 
-# The controller closes a demand window every 20 s, as the trace's bins, and re-plans when its prediction
-# moves by 20%.
-cat >"$out/gateway.toml" <<'EOF'
-demand_window_s = 20
-replan_threshold = 0.2
-EOF
+# The controller closes a demand window every BIN_S seconds, as the trace's bins, and re-plans when its
+# prediction moves by 20%.
+printf 'demand_window_s = %s\nreplan_threshold = 0.2\n' "$bin_s" >"$out/gateway.toml"
 
 for run in $(seq "$runs"); do
     dir=$out/run-$run
     mkdir -p "$dir"
-    start_gateway "$jig" "$dir" --config "$out/gateway.toml"
-    started=$(date +%s.%N) # the controller's windows close every 20 s from here
+    # shellcheck disable=SC2086 # UP_ARGS is a list of arguments
+    start_gateway "$jig" "$dir" --config "$out/gateway.toml" ${UP_ARGS:-}
+    started=$(date +%s.%N) # the controller's windows close every BIN_S seconds from here
     "$jig" deploy "$bundle" >/dev/null
     # Low load first: enough invocations that the app has observed its factor and glue times (20 each) and
     # its batch latencies well (about 120 batches: near the detector's capacity, a few percent of service rate
@@ -118,7 +148,8 @@ for run in $(seq "$runs"); do
     "$jig" bench validate-graph "$sign" --rate 3 --duration 40 --json >"$dir/low-measured.json"
     # Start the trace a second after a window closes, so that the controller's windows are the trace's bins,
     # as the simulation re-plans at bin boundaries.
-    sleep "$(python3 -c 'import sys, time; print(20 - (time.time() - float(sys.argv[1])) % 20 + 1)' "$started")"
+    sleep "$(python3 -c 'import sys, time; b = float(sys.argv[2]); print(b - (time.time() - float(sys.argv[1])) % b + 1)' \
+        "$started" "$bin_s")"
     "$jig" status validate-graph --json >"$dir/observed.json"
     "$jig" bench validate-graph "$sign" --trace "$out/trace.csv" --csv "$dir/requests.csv" --json >"$dir/measured.json"
     "$jig" status validate-graph --json >"$dir/status.json"
@@ -135,9 +166,10 @@ print(f"{max(0.0, measured - simulated) / 2:.2f}")' "$dir/low-measured.json" "$d
     # Re-planned as the controller re-plans, from where it stood when the trace began.
     "$jig" simulate "$bundle" --observed "$dir/observed.json" --trace "$out/trace.csv" --overhead-ms "$overhead" \
         --replan-threshold 0.2 --seed "$run" --sample 100000 --json >"$dir/simulated.json" 2>/dev/null
-    python3 - "$dir" "$overhead" "$run" <<'PY'
-import json, sys
-d, overhead, run = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    python3 - "$dir" "$overhead" "$run" "$bin_s" <<'PY'
+import csv, json, sys
+d, overhead, run, bin_s = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+slo_ms = 1000.0
 m = json.load(open(f"{d}/measured.json"))
 s = json.load(open(f"{d}/simulated.json"))[0]
 status = json.load(open(f"{d}/status.json"))
@@ -147,5 +179,34 @@ sim_viol = sum(b["violation_rate"] * b["rate_rps"] for b in bins) / sum(b["rate_
 print(f"run {run}: overhead {overhead:.1f} ms/task; re-plans {status['replans']}; "
       f"measured p99 {m['p99_ms']:.0f} ms, violations {m['violation_rate'] * 100:.2f}%; "
       f"simulated p99 {sim_p99:.0f} ms, violations {sim_viol * 100:.2f}%")
+
+# Point by point: each bin's requests, by when they were sent, against the simulated bin.
+sent = [[] for _ in bins]
+for r in csv.DictReader(open(f"{d}/requests.csv")):
+    k = int(float(r["sent_s"]) // bin_s)
+    if k < len(sent):
+        sent[k].append((float(r["latency_ms"]), r["status"] == "200"))
+def p99(xs):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(0.99 * len(xs)))] if xs else float("nan")
+rows = []
+for b, reqs in zip(bins, sent):
+    in_time = [lat for lat, ok in reqs if ok and lat <= slo_ms]
+    rows.append({
+        "start_s": b["start_s"], "offered_rps": b["rate_rps"],
+        "measured_in_time_rps": len(in_time) / bin_s,
+        "measured_violations": 1 - len(in_time) / len(reqs) if reqs else float("nan"),
+        "simulated_violations": b["violation_rate"],
+        "measured_p99_ms": p99([lat for lat, ok in reqs if ok]), "simulated_p99_ms": b["p99_ms"],
+    })
+with open(f"{d}/bins.csv", "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+print(f"{'start s':>7} {'offered':>8} {'in time':>8} {'violations':>11} {'simulated':>10} {'p99 ms':>7} {'simulated':>10}")
+for r in rows:
+    print(f"{r['start_s']:>7.0f} {r['offered_rps']:>8.1f} {r['measured_in_time_rps']:>8.1f} "
+          f"{r['measured_violations'] * 100:>10.1f}% {r['simulated_violations'] * 100:>9.1f}% "
+          f"{r['measured_p99_ms']:>7.0f} {r['simulated_p99_ms']:>10.0f}")
 PY
 done

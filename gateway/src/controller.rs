@@ -94,6 +94,13 @@ struct LastReplan {
 /// than a demand window (five minutes by default); long enough that one busy second is not a surge.
 pub const SURGE_S: usize = 3;
 
+/// Standard deviations of Poisson arrivals at the known load that a surge's count must exceed it by. At a few
+/// requests a second, chance alone passes the re-plan threshold often: at 2 req/s planned, 8 or more arrivals
+/// in 3 s where 6 are expected come a quarter of the time, and each re-plan would swap instances for noise.
+/// Four deviations leave chance about one surge in half an hour at 2 req/s (one in 15 minutes at 1 req/s); a
+/// burst of 10× still counts within its first second.
+const SURGE_SIGMAS: f64 = 4.0;
+
 /// Seconds since the gateway started counting: the clock of per-second arrivals.
 fn now_s() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -162,12 +169,15 @@ impl DemandWindows {
     }
 
     /// The load of the last [`SURGE_S`] whole seconds before second `now`, when it exceeds by more than
-    /// `threshold` both what the deployment was planned for and the last surge re-planned for: a burst to
-    /// re-plan for at once, without waiting for the window to close.
+    /// `threshold` both what the deployment was planned for and the last surge re-planned for, and by more than
+    /// arrivals at that known load vary by chance ([`SURGE_SIGMAS`]): a burst to re-plan for at once, without
+    /// waiting for the window to close.
     fn surge(&mut self, now: u64, planned_for: f64, threshold: f64) -> Option<f64> {
         let load = self.recent(now, SURGE_S)?;
         let known = planned_for.max(self.surged_to.unwrap_or(0.0)).max(0.1);
-        (load > (1.0 + threshold) * known).then(|| {
+        let expected = known * SURGE_S as f64;
+        let by_chance = (expected + SURGE_SIGMAS * expected.sqrt()) / SURGE_S as f64;
+        (load > ((1.0 + threshold) * known).max(by_chance)).then(|| {
             self.surged_to = Some(load);
             load
         })
@@ -592,16 +602,33 @@ mod tests {
         let first = w.surge(11, 2.0, 0.2).expect("one second of 10x is already a surge over 3 s");
         assert!((first - 8.0).abs() < 1e-9, "(2 + 2 + 20) / 3: {first}");
         (0..20).for_each(|_| w.arrived_at(11));
-        let second = w.surge(12, 2.0, 0.2).expect("the load grew past the last surge");
-        assert!((second - 14.0).abs() < 1e-9, "{second}");
+        // 42 arrivals where 24 are expected at 8 req/s: more than 1.2×, but within four deviations (43.6).
+        assert_eq!(w.surge(12, 2.0, 0.2), None, "within chance of the last surge's load");
         (0..20).for_each(|_| w.arrived_at(12));
-        let third = w.surge(13, 2.0, 0.2).expect("20 > 1.2 x 14");
+        let second = w.surge(13, 2.0, 0.2).expect("60 arrivals where 24 are expected");
+        assert!((second - 20.0).abs() < 1e-9, "{second}");
         (0..20).for_each(|_| w.arrived_at(13));
-        assert_eq!(w.surge(14, 2.0, 0.2), None, "20 req/s was re-planned for already: {third}");
+        assert_eq!(w.surge(14, 2.0, 0.2), None, "20 req/s was re-planned for already");
         // A closed window forgets it: the next surge over the plan counts again.
         w.close(Duration::from_secs(14));
         (0..20).for_each(|_| w.arrived_at(14));
         assert!(w.surge(15, 2.0, 0.2).is_some());
+    }
+
+    #[test]
+    fn arrivals_above_the_plan_by_chance_are_no_surge() {
+        let mut w = DemandWindows::default();
+        // Planned for 2 req/s: 4 + 3 + 2 arrivals are 1.5× the plan, as Poisson arrivals at 2 req/s are in one
+        // of six 3-s spans.
+        for (second, arrivals) in [(0, 2), (1, 2), (2, 4), (3, 3), (4, 2)] {
+            (0..arrivals).for_each(|_| w.arrived_at(second));
+        }
+        assert_eq!(w.recent(5, SURGE_S), Some(3.0));
+        assert_eq!(w.surge(5, 2.0, 0.2), None, "9 arrivals where 6 are expected");
+        // At 100 req/s planned, chance is a small share of the load: 1.25× counts.
+        let mut busy = DemandWindows::default();
+        (0..3).for_each(|second| (0..125).for_each(|_| busy.arrived_at(second)));
+        assert_eq!(busy.surge(3, 100.0, 0.2), Some(125.0));
     }
 
     #[test]
