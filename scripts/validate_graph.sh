@@ -8,8 +8,8 @@
 # → `recognize` (PP-OCRv4 recognition, once per line found: a sign of two lines fans out to two) → `collect`
 # (glue only, the `echo` function), SLO 1 s, accuracy 0.85. Every request is the same photo: a two-line sign
 # of the evaluation set in a 960×640 frame. This machine's two cores hold one model task each, so re-plans
-# choose variants and batch sizes: the full-size detector serves about 8 req/s, the one that first scales
-# the photo to 640 px about three times as many, less accurately. The models are profiled (once; kept in
+# choose variants and batch sizes: the one that first scales the photo to 640 px serves two to three times as
+# many requests as the full-size detector, less accurately. The models are profiled (once; kept in
 # .jig/validate-graph.csv) at the shapes this photo gives them: the detector's input [3, 640, 960]; the
 # recognizer's lines are 320 and 800 wide, and its time grows with the width, so it is profiled at their
 # mean, [3, 48, 560].
@@ -114,9 +114,9 @@ EOF
 cp "$profiles" "$bundle/profiles.csv"
 
 # A trace of BIN_S-second bins that climbs past what the most accurate detector serves and back: its peak is
-# 1.35× the profiled batch-1 rate of the full-size detector on the first segment (11 req/s on `cpu:1` of the
-# 2 vCPU AMD EPYC: a peak of 15 req/s), so that the controller must re-plan to a faster detector on any machine,
-# whatever its speed.
+# 1.35× the profiled batch-1 rate of the full-size detector on the first segment (on `cpu:1` of one 2 vCPU VM
+# 11 req/s, of another 2.8: peaks of 15 and 3.8 req/s), so that the controller must re-plan to a faster detector
+# on any machine, whatever its speed.
 first=${segments%% *}
 peak=$(awk -F, -v seg="$first" '$1 == "det" && $2 == "ppocr-v4-det" && $3 == seg && $4 == 1 { print $7 * 1.35; exit }' \
     "$profiles")
