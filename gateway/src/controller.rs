@@ -618,8 +618,8 @@ mod tests {
     #[test]
     fn arrivals_above_the_plan_by_chance_are_no_surge() {
         let mut w = DemandWindows::default();
-        // Planned for 2 req/s: 4 + 3 + 2 arrivals are 1.5× the plan, as Poisson arrivals at 2 req/s are in one
-        // of six 3-s spans.
+        // Planned for 2 req/s: 4 + 3 + 2 arrivals are 1.5× the plan, as Poisson arrivals at 2 req/s are in about
+        // one 3-s span in six.
         for (second, arrivals) in [(0, 2), (1, 2), (2, 4), (3, 3), (4, 2)] {
             (0..arrivals).for_each(|_| w.arrived_at(second));
         }
