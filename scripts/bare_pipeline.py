@@ -371,10 +371,13 @@ class Pool:
         options = ort.SessionOptions()  # as jig's model host sets them
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        providers = ["CUDAExecutionProvider"] if provider == "cuda" else ["CPUExecutionProvider"]
+        # cuDNN's heuristics pick each convolution's algorithm, as jig's model host has them do: ONNX Runtime's
+        # default times every algorithm at each new shape, and the voice meets a new length with almost every line.
+        name = "CUDAExecutionProvider" if provider == "cuda" else "CPUExecutionProvider"
+        providers = [(name, {"cudnn_conv_algo_search": "HEURISTIC"})] if provider == "cuda" else [name]
         self.all = [ort.InferenceSession(path, options, providers=providers) for _ in range(n)]
-        if providers[0] not in self.all[0].get_providers():
-            sys.exit(f"{path}: this ONNX Runtime has no {providers[0]} ({ort.get_available_providers()}); "
+        if name not in self.all[0].get_providers():
+            sys.exit(f"{path}: this ONNX Runtime has no {name} ({ort.get_available_providers()}); "
                      "for cuda install onnxruntime-gpu")
         self.free = queue.Queue()
         for session in self.all:

@@ -79,7 +79,8 @@ for app in "${apps[@]}"; do
         echo "  $app at $rate req/s: $(python3 -c "print(f'{100 * $fraction:.1f}')")% in SLO"
         if ok "$fraction"; then lo=$rate; else hi=$rate; fi
     done
-    "$jig" status "$app" | grep -E "deployment|serves up to|cpu|glue" || true
+    "$jig" status "$app" >"$out/$app/status.txt" 2>&1 || true
+    grep -E "deployment|serves up to|cpu|glue" "$out/$app/status.txt" || true
     ratio=$(python3 -c "print(f'{$planned / $lo:.2f}' if $lo > 0 else 'inf')")
     echo "$app: planned $planned req/s, measured $lo req/s (>= 99% in SLO), planned/measured $ratio"
     echo "$app,$planned,$lo,$ratio" >> "$out/summary.csv"

@@ -5,14 +5,16 @@
 # 1. A copy of the sign reader whose `speak` task names the voice's slot (`slot = "voice"`), so that the planner
 #    plans the voice like det and rec, with one variant a slot (VARIANTS).
 # 2. `jig profile` of the copy on SHARES: MPS shares of GPU 0 served by one process and by several
-#    (`mps:0:100x4`: four processes of 25% each, measured at once) and CPU cores.
+#    (`mps:0:57x4`: four processes of 14% each, measured at once), and any CPU cores named (`cpu:2`).
 # 3. scripts/capacity.sh with `jig up --cores CORES --gpus 0`: the plan's capacity and the highest Poisson rate
 #    with >= 99% in SLO, and their ratio.
 # 4. scripts/bare_pipeline.py --find-capacity with det, rec and the voice on ONNX Runtime's CUDA provider
 #    (PROCESSES processes of WORKERS request threads), and jig's served capacity over the bare one.
 #
-# Usage: JIG=path/to/jig [CORES=8] [SHARES="..."] [DURATION=15] [PROCESSES=8] [WORKERS=4] [BARE_PROVIDER=cuda]
-#        scripts/gpu_capacity.sh
+# Usage: JIG=path/to/jig [CORES=8] [GPUS=0] [SHARES="..."] [DEMAND=req/s] [DURATION=15] [PROCESSES=8] [WORKERS=4]
+#        [BARE_PROVIDER=cuda] scripts/gpu_capacity.sh
+# DEMAND declares the load the copy is deployed for (`[demand] rps`); without it, the manifest's. PROFILE_ONLY=1
+# stops after step 2.
 # Stage what scripts/test_gpu.sh's header lists (the jig binary, the bundle's glue and models, JIG_ORT_LIB and the
 # CUDA libraries, the samples), and for step 4 Python with numpy, Pillow and onnxruntime-gpu on PYTHONPATH.
 # Sized to fit a lent machine's 15 minutes (about 3 to profile, 5 to search jig's capacity, 4 the bare one).
@@ -22,22 +24,25 @@ absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 [ -n "${JIG:-}" ] || { echo "gpu_capacity.sh: set JIG to the jig binary" >&2; exit 2; }
 JIG=$(absolute "$JIG")
 cd "$(dirname "$0")/.."
-nvidia-smi -L 2>/dev/null | grep -q '^GPU 0' || { echo "gpu_capacity.sh: no NVIDIA GPU here" >&2; exit 2; }
-
 cores=${CORES:-8}
-shares=${SHARES:-mps:0:100 mps:0:50 mps:0:25 mps:0:100x2 mps:0:100x4 mps:0:50x4 cpu:1 cpu:2}
+gpus=${GPUS:-0}  # `none` tries the script out on CPU shares (SHARES="cpu:1 cpu:2", BARE_PROVIDER=cpu)
+[ "$gpus" = none ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU 0' ||
+    { echo "gpu_capacity.sh: no NVIDIA GPU here" >&2; exit 2; }
+# Shares in sevenths of the GPU: the planner charges a share its part of a GPU's seven slices, rounded up, so
+# that 14%, 28%, 42% and 57% cost 1 to 4 slices and fill a GPU together, where 25% costs 2 and four do not fit.
+shares=${SHARES:-mps:0:14 mps:0:28 mps:0:42 mps:0:57 mps:0:28x2 mps:0:42x3 mps:0:57x4}
 variants=${VARIANTS:-ppocr-v4-det-480 ppocr-v4-rec piper-joe-medium}
 duration=${DURATION:-15}
 out=out/gpu-capacity
 rm -rf "$out" && mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/machine.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/machine.txt" 2>&1 || true
 nproc >>"$out/machine.txt"
 
 echo "== the sign reader with its voice planned: $out/bundle (variants: $variants)"
 cp -r examples/sign-reader "$out/bundle"
 rm -f "$out/bundle/profiles.csv"
-python3 - "$out/bundle/jig.toml" $variants <<'PY'
-import re, sys
+DEMAND=${DEMAND:-} python3 - "$out/bundle/jig.toml" $variants <<'PY'
+import os, re, sys
 path, keep = sys.argv[1], set(sys.argv[2:])
 head, *blocks = open(path).read().split("\n[[variants]]")
 # The `speak` task calls the voice: naming its slot makes it a task of the planner's graph, and its glue's own
@@ -46,17 +51,20 @@ head = re.sub(r'(name = "speak"\n)', r'\1slot = "voice"\n', head, count=1)
 head = re.sub(r'cpu_ms = 80 .*', 'cpu_ms = 2       # phonemes; the voice is planned', head, count=1)
 kept = [b for b in blocks if re.search(r'name = "([^"]+)"', b).group(1) in keep]
 assert {re.search(r'slot = "([^"]+)"', b).group(1) for b in kept} == {"det", "rec", "voice"}, "one variant a slot"
+if os.environ.get("DEMAND"):  # the load it is deployed for, as a user who knows it declares it
+    head = head.rstrip("\n") + f"\n\n[demand]\nrps = {float(os.environ['DEMAND'])}\n"
 open(path, "w").write(head + "".join("\n[[variants]]" + b for b in kept))
 PY
 
 echo "== jig profile on $shares"
 # shellcheck disable=SC2046,SC2086 # one --segment a share
 "$JIG" profile "$out/bundle" $(printf -- '--segment %s ' $shares) --max-batch 16 --runs 10 2>&1 |
-    tee "$out/profile.txt" | grep -E "^profile: [a-z]+/[^:]+ on [^:]+: batch" || true
+    tee "$out/profile.txt" | grep -E "^profile: [a-z]+/[^ ]+ on [^ ]+: batch" || true
 cp "$out/bundle/profiles.csv" "$out/profiles.csv"
+[ -z "${PROFILE_ONLY:-}" ] || exit 0
 
-echo "== planned against served: jig up --cores $cores --gpus 0"
-DURATION=$duration STEPS=2 UP_ARGS="--cores $cores --gpus 0" BUNDLE="$out/bundle" \
+echo "== planned against served: jig up --cores $cores --gpus $gpus"
+DURATION=$duration STEPS=2 UP_ARGS="--cores $cores --gpus $gpus" BUNDLE="$out/bundle" \
     scripts/capacity.sh "$JIG" sign-reader 2>&1 | tee "$out/capacity.txt"
 cp -r out/capacity "$out/capacity"
 served=$(awk -F, 'NR == 2 { print $3 }' "$out/capacity/summary.csv")

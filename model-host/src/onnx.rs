@@ -260,7 +260,13 @@ impl Model {
             .and_then(|b| Ok(b.with_inter_threads(1)?))
             .map_err(|e| ModelError::Run { model: name.into(), detail: format!("session options: {e}") })?;
         if let Some((device, memory_limit)) = options.cuda {
-            let mut cuda = ort::ep::CUDA::default().with_device_id(device);
+            // cuDNN's algorithm for each convolution is chosen by its heuristics, not by ONNX Runtime's default
+            // exhaustive search, which times every algorithm at each new input shape: a voice's decoder meets a
+            // new length with almost every line and a detector a new size with each image, so the search would
+            // run on the serving path (the voice took 120-140 ms a line on an H200 under it).
+            let mut cuda = ort::ep::CUDA::default()
+                .with_device_id(device)
+                .with_conv_algorithm_search(ort::ep::cuda::ConvAlgorithmSearch::Heuristic);
             if let Some(limit) = memory_limit {
                 cuda = cuda.with_memory_limit(limit);
             }
