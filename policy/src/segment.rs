@@ -55,6 +55,17 @@ impl SegmentKind {
         self.to_string()
     }
 
+    /// The points of a GPU an `mps:` share is charged for beyond its own percentage, as its
+    /// [`default_slices`](Self::default_slices) are sevenths rounded up: `mps:25` pays for 2/7 (28.6%), so four
+    /// of them do not fit one GPU, where a share in sevenths (14, 28, 42, 57, 71, 85 or 100%) pays under one
+    /// point more. 0 for other segments.
+    pub fn overcharged_percent(&self) -> f64 {
+        match self {
+            Self::Mps { percent, .. } => f64::from(self.default_slices()) * 100.0 / 7.0 - f64::from(*percent),
+            _ => 0.0,
+        }
+    }
+
     /// Slice cost when a spec gives none: the GPU slices a MIG instance effectively takes given its placement
     /// rules ([`MigProfile::effective_slices`]); an MPS share's part of a GPU's seven slices, rounded up; or the
     /// core count.
@@ -216,6 +227,18 @@ impl std::error::Error for ParseSegmentError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_share_in_sevenths_is_charged_what_it_uses_and_a_quarter_more() {
+        let over = |name: &str| SegmentKind::parse(name).unwrap().overcharged_percent();
+        for name in ["mps:14", "mps:0:28", "mps:42x3", "mps:57", "mps:71", "mps:85", "mps:100x4"] {
+            assert!(over(name) < 1.0, "{name}: {}", over(name));
+        }
+        assert!((over("mps:0:25") - 3.57).abs() < 0.01, "{}", over("mps:0:25"));
+        assert!((over("mps:50") - 7.14).abs() < 0.01, "{}", over("mps:50"));
+        assert_eq!(over("cpu:2"), 0.0);
+        assert_eq!(over("mig:3g.40gb:2"), 0.0);
+    }
 
     #[test]
     fn names_parse_with_and_without_a_gpu_and_print_back() {

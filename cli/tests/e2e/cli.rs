@@ -113,6 +113,27 @@ fn a_missing_onnx_runtime_names_the_fix() {
     assert!(stderr.contains("/nonexistent/libonnxruntime.so") && stderr.contains("make setup"), "{stderr}");
 }
 
+/// A share the planner charges for more of the GPU than it holds (sevenths, rounded up) is named before anything
+/// runs, with the shares that fill a GPU; one in sevenths is not. (Without a GPU the profile then stops.)
+#[test]
+fn profile_notes_a_share_the_planner_charges_more_than_it_holds() {
+    let bundle = tempfile::tempdir().unwrap();
+    let manifest = "name = \"t\"\n[[variants]]\nslot = \"classifier\"\nname = \"mlp\"\nmodel = \"mlp.onnx\"\n";
+    jig_test_support::bundle(bundle.path(), manifest, &[("mlp.onnx", &model("mlp"))]);
+    let profile = |segment: &str| {
+        let output = run(
+            jig().arg("profile").arg(bundle.path()).args(["--segment", segment, "--max-batch", "1", "--runs", "1"]),
+            b"",
+        );
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let stderr = profile("mps:0:25");
+    assert!(stderr.contains("charges mps:0:25 2 of a GPU's 7 slices (28.6%, 3.6 points more"), "{stderr}");
+    assert!(stderr.contains("shares in sevenths (14, 28, 42, 57, 71, 85 or 100%)"), "{stderr}");
+    let stderr = profile("mps:0:14");
+    assert!(!stderr.contains("charges"), "{stderr}");
+}
+
 #[test]
 fn profile_writes_a_table_the_planner_reads() {
     let bundle = tempfile::tempdir().unwrap();

@@ -123,6 +123,7 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
         ..Placement::new(segment)
     };
     for segment in &segments {
+        warn_of_overcharge(segment);
         launcher.check(&placement(*segment))?;
     }
     if args.pairs {
@@ -266,6 +267,22 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
         .with_context(|| format!("writing the profile table to {}", output.display()))?;
     eprintln!("profile: wrote {} rows to {}", rows.len(), output.display());
     Ok(())
+}
+
+/// Say when the planner will charge an `mps:` share for more of the GPU than the share itself: shares cost sevenths
+/// of a GPU, rounded up, and a user who profiles 25% shares would otherwise find four of them never fit one GPU.
+fn warn_of_overcharge(segment: &Segment) {
+    let Ok(kind) = jig_policy::segment::SegmentKind::parse(&segment.to_string()) else { return };
+    let over = kind.overcharged_percent();
+    if over >= 1.0 {
+        eprintln!(
+            "profile: note: the planner charges {segment} {} of a GPU's 7 slices ({:.1}%, {over:.1} points more than \
+             the share), so shares like it fill a GPU only partly; shares in sevenths (14, 28, 42, 57, 71, 85 or 100%) \
+             fill one together",
+            kind.default_slices(),
+            f64::from(kind.default_slices()) * 100.0 / 7.0,
+        );
+    }
 }
 
 /// What a variant's manifest says to feed its inputs when profiling (`shapes`, `values`), per input of the model.
