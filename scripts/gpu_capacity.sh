@@ -17,7 +17,7 @@
 # stops after step 2.
 # Stage what scripts/test_gpu.sh's header lists (the jig binary, the bundle's glue and models, JIG_ORT_LIB and the
 # CUDA libraries, the samples), and for step 4 Python with numpy, Pillow and onnxruntime-gpu on PYTHONPATH.
-# Sized to fit a lent machine's 15 minutes (about 3 to profile, 5 to search jig's capacity, 4 the bare one).
+# On an H200 with DURATION=10 it took about 1.5 minutes to profile, 2 to search jig's capacity, 3 the bare one.
 # Everything goes to out/gpu-capacity/; copy it to docs/benchmarks/DATE-…/ with the figures in BENCHMARKS.md.
 set -euo pipefail
 absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }

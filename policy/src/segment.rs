@@ -229,7 +229,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_share_in_sevenths_is_charged_what_it_uses_and_a_quarter_more() {
+    fn a_share_in_sevenths_is_charged_what_it_holds_and_a_quarter_share_more() {
         let over = |name: &str| SegmentKind::parse(name).unwrap().overcharged_percent();
         for name in ["mps:14", "mps:0:28", "mps:42x3", "mps:57", "mps:71", "mps:85", "mps:100x4"] {
             assert!(over(name) < 1.0, "{name}: {}", over(name));

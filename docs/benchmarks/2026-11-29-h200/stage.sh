@@ -1,0 +1,34 @@
+#!/bin/bash
+# How run.sh's files were staged for a lent GPU machine, from the repository root after `make release examples`
+# and `cargo bench -p jig --bench tensor_path --no-run` (its binary: BENCH=target/release/deps/tensor_path-…):
+# ../shared/tools/gpu-carry writes the CUDA provider's four 48 MiB parts into .gpu/1-4; this packs the rest
+# (the fp32 voice, the other models, the rest of the onnxruntime-gpu wheel with its unpack.sh, jig, the bench,
+# the glue and the samples) into one tar and splits it into the room beside them, then into .gpu/5 and .gpu/6,
+# so that each transfer (the checkout's ~8 MiB and one folder) stays under 64 MiB. Send each folder with
+# `mkdir -p /root/g && cp .gpu/N/* /root/g/`, the last with run.sh.
+set -euo pipefail
+[ -d .gpu/1 ] && [ -f .gpu/5/unpack.sh ] || { echo "run ../shared/tools/gpu-carry first" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mv .gpu/5/onnxruntime.tar.xz .gpu/5/unpack.sh "$work/"
+xz -T2 -6 -c .jig/models/piper-joe.onnx >"$work/piper-joe.onnx.xz"
+xz -T2 -6 -c target/release/jig >"$work/jig.xz"
+xz -T2 -6 -c "${BENCH:?set BENCH to the tensor_path bench binary}" >"$work/bench.xz"
+(cd .jig/models && tar cf - ppocr-det-480.onnx ppocr-det.onnx ppocr-rec.onnx ppocr-rec.charset.txt \
+    piper-joe.phonemes.json cmudict.txt add.onnx | xz -T2 -6 >"$work/models.tar.xz")
+(cd .jig && tar cJf "$work/samples.tar.xz" samples/*.png samples/samples.json)
+(cd examples/sign-reader/glue && tar cJf "$work/glue.tar.xz" ./*.wasm)
+(cd "$work" && tar cf blob.tar piper-joe.onnx.xz models.tar.xz onnxruntime.tar.xz unpack.sh jig.xz bench.xz \
+    glue.tar.xz samples.tar.xz)
+rm -rf .gpu/5 .gpu/6 && mkdir -p .gpu/5 .gpu/6
+python3 - "$work/blob.tar" <<'PY'
+import os, sys
+blob, room, offset = open(sys.argv[1], "rb").read(), int(55.3 * 2**20), 0
+for n, folder in enumerate([".gpu/1", ".gpu/2", ".gpu/3", ".gpu/4", ".gpu/5", ".gpu/6"]):
+    used = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+    size = len(blob) - offset if folder == ".gpu/6" else room - used
+    if size > 0:
+        open(f"{folder}/blob.{n}", "wb").write(blob[offset:offset + size])
+    offset += max(size, 0)
+PY
+du -sh .gpu/*
