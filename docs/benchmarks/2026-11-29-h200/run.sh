@@ -12,17 +12,10 @@
 # tensor_path bench, the glue and the samples. Then, from the repository root:
 #   BUDGET_S=… bash docs/benchmarks/2026-11-29-h200/run.sh     (results into $OUT)
 set -u
-G=/root/g; OUT=${OUT:-/root/out}; mkdir -p "$OUT"; repo=$PWD
-deadline=$(($(date +%s) + ${BUDGET_S:-500}))
-left() { echo $((deadline - $(date +%s))); }
-say() { echo "== $* $(date +%T), $(left) s left"; }
-say unpack
-cd "$G" || exit 1
-cat blob.? | tar xf - || { echo "unpack: the blob's pieces do not make a tar"; ls -la "$G"; exit 1; }
-exports=$(bash "$G/unpack.sh") || { echo "unpack.sh failed"; exit 1; }
-eval "$exports"
-xz -dc -T0 jig.xz >jig && xz -dc -T0 bench.xz >bench && chmod +x jig bench || exit 1
-cd "$repo" || exit 1
+here=$(dirname "$(readlink -f "$0")")
+BUDGET_S=${BUDGET_S:-500}
+. "$here/prelude.sh"
+xz -dc -T0 "$G/bench.xz" >"$G/bench" && chmod +x "$G/bench" || exit 1
 mkdir -p .jig/models examples/sign-reader/models examples/sign-reader/glue target/release
 tar xJf "$G/models.tar.xz" -C .jig/models && xz -dc -T0 "$G/piper-joe.onnx.xz" >.jig/models/piper-joe.onnx &&
     tar xJf "$G/samples.tar.xz" -C .jig && tar xJf "$G/glue.tar.xz" -C examples/sign-reader/glue || exit 1

@@ -6,17 +6,9 @@
 # Staged as run.sh says, without the bench and the samples. From the repository root:
 #   BUDGET_S=… bash docs/benchmarks/2026-11-29-h200/run2.sh     (results into $OUT)
 set -u
-G=/root/g; OUT=${OUT:-/root/out}; mkdir -p "$OUT"; repo=$PWD; here=$(dirname "$(readlink -f "$0")")
-deadline=$(($(date +%s) + ${BUDGET_S:-120}))
-left() { echo $((deadline - $(date +%s))); }
-say() { echo "== $* $(date +%T), $(left) s left"; }
-say unpack
-cd "$G" || exit 1
-cat blob.? | tar xf - || { echo "unpack: the blob's pieces do not make a tar"; ls -la "$G"; exit 1; }
-exports=$(bash "$G/unpack.sh") || { echo "unpack.sh failed"; exit 1; }
-eval "$exports"
-xz -dc -T0 jig.xz >jig && chmod +x jig || exit 1
-cd "$repo" || exit 1
+here=$(dirname "$(readlink -f "$0")")
+BUDGET_S=${BUDGET_S:-120}
+. "$here/prelude.sh"
 mkdir -p .jig/models examples/sign-reader/models examples/sign-reader/glue
 tar xJf "$G/models.tar.xz" -C .jig/models && xz -dc -T0 "$G/piper-joe.onnx.xz" >.jig/models/piper-joe.onnx &&
     tar xJf "$G/glue.tar.xz" -C examples/sign-reader/glue || exit 1
