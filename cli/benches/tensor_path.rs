@@ -24,9 +24,9 @@
 //! `BENCH_THREADS` sets the intra-op threads (default: this machine's cores).
 //!
 //! `BENCH_SEGMENT=mps:0:100` (any GPU segment) measures the GPU path instead, on a machine with an NVIDIA GPU
-//! and ONNX Runtime's CUDA build (`JIG_ORT_LIB`): bare is a session with the CUDA provider on host tensors, its
-//! outputs copied back to the host (as Python's `InferenceSession.run` does); in process and stacked are an
-//! instance on that segment, served as a deployment serves it (a `jig worker` bound to the device, its MPS
+//! and ONNX Runtime's CUDA build (`JIG_ORT_LIB`): bare is a session with the CUDA provider (cuDNN's heuristics
+//! choosing convolutions, as in jig's sessions) on host tensors, its outputs copied back to the host (as Python's
+//! `InferenceSession.run` does); in process and stacked are an instance on that segment, served as a deployment serves it (a `jig worker` bound to the device, its MPS
 //! share); worker is that process without the instance's queue, on the same device. On an `mps:` segment the
 //! run adds **bare, MPS**: the same bare session in a process of its own that is a client of the GPU's MPS
 //! daemon with the segment's share, the reference that charges MPS's own cost to neither side.
@@ -103,7 +103,9 @@ fn bare(name: &str, inputs: &[Tensor], threads: usize, gpu: bool) -> Side<'stati
         .with_inter_threads(1)
         .unwrap();
     if gpu {
-        builder = builder.with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()]).unwrap();
+        // As jig's sessions choose convolutions (cuDNN's heuristics), so that the ratio is the path's alone.
+        let cuda = ort::ep::CUDA::default().with_conv_algorithm_search(ort::ep::cuda::ConvAlgorithmSearch::Heuristic);
+        builder = builder.with_execution_providers([cuda.build().error_on_failure()]).unwrap();
     }
     let mut session = builder.commit_from_file(model_path(name)).unwrap();
     let names: Vec<String> = session.inputs().iter().map(|i| i.name().to_string()).collect();
