@@ -26,10 +26,11 @@
 //! `BENCH_SEGMENT=mps:0:100` (any GPU segment) measures the GPU path instead, on a machine with an NVIDIA GPU
 //! and ONNX Runtime's CUDA build (`JIG_ORT_LIB`): bare is a session with the CUDA provider (cuDNN's heuristics
 //! choosing convolutions, as in jig's sessions) on host tensors, its outputs copied back to the host (as Python's
-//! `InferenceSession.run` does); in process and stacked are an instance on that segment, served as a deployment serves it (a `jig worker` bound to the device, its MPS
-//! share); worker is that process without the instance's queue, on the same device. On an `mps:` segment the
-//! run adds **bare, MPS**: the same bare session in a process of its own that is a client of the GPU's MPS
-//! daemon with the segment's share, the reference that charges MPS's own cost to neither side.
+//! `InferenceSession.run` does); in process and stacked are an instance on that segment, served as a deployment
+//! serves it (a `jig worker` bound to the device, its MPS share); worker is that process without the instance's
+//! queue, on the same device. On an `mps:` segment the run adds **bare, MPS**: the same bare session in a process
+//! of its own that is a client of the GPU's MPS daemon with the segment's share, the reference that charges MPS's
+//! own cost to neither side.
 //!
 //! With `add` among the models, a last table starts where a user's tensors start, in glue: see [`from_glue`].
 
