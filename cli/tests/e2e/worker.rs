@@ -382,6 +382,21 @@ fn an_instance_in_a_worker_reports_its_process_cpu_time() {
     assert_eq!(in_process.process_cpu(), None);
 }
 
+/// Loading a model is the deployment's cost, not the requests': a worker's CPU time starts from the loaded model,
+/// where its process has spent tens of milliseconds starting ONNX Runtime and optimising the recognizer's graph
+/// (seconds for CUDA's and cuDNN's start on a GPU), which the plan would otherwise charge to its first requests.
+#[test]
+fn a_worker_counts_its_cpu_time_from_the_loaded_model() {
+    let worker = start("cpu-0/ppocr-rec", "ppocr-rec");
+    let pid = worker.pid().unwrap();
+    // SAFETY: sysconf reads a constant of the system.
+    let tick = Duration::from_secs(1) / u32::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap();
+    let started = tick * u32::try_from(cpu_ticks(pid)).unwrap();
+    assert!(started >= tick * 2, "starting and loading the recognizer cost its process only {started:?}");
+    let counted = worker.cpu_time().expect("a live worker's CPU time");
+    assert!(counted <= tick, "{counted:?} counted of the {started:?} its process spent loading the model");
+}
+
 #[test]
 fn dropping_a_worker_ends_its_process() {
     let worker = start("cpu-0/mixed", "mixed");

@@ -26,6 +26,8 @@ struct Inner {
     outputs: Vec<TensorSpec>,
     /// Outside the lock, so a supervisor can read it while a batch is in flight. 0: no process.
     pid: AtomicU32,
+    /// The current process's [`Process::loaded_cpu`], ns; stored before `pid`, so whoever reads the new pid reads it.
+    loaded_cpu_ns: AtomicU64,
     /// Shared with the instance that runs it, for its metrics ([`crate::instance::Executor::restarts`]).
     restarts: Arc<AtomicU64>,
     closed: AtomicBool,
@@ -42,6 +44,7 @@ impl Worker {
         tracing::info!(instance = %spec.instance, model = %spec.model_name, pid = process.pid(), "worker started");
         let inner = Inner {
             pid: AtomicU32::new(process.pid()),
+            loaded_cpu_ns: AtomicU64::new(nanos(process.loaded_cpu)),
             spec,
             inputs,
             outputs,
@@ -73,10 +76,13 @@ impl Worker {
         Some(self.inner.pid.load(Ordering::SeqCst)).filter(|&p| p != 0)
     }
 
-    /// The CPU time the current process has spent, all its threads; `None` between a death and its restart.
-    /// A replaced process's time goes with it.
+    /// The CPU time the current process has spent since it loaded the model, all its threads: what serving
+    /// costs, not its start-up (seconds of CPU on a GPU, for CUDA's and cuDNN's). `None` between a death and its
+    /// restart. A replaced process's time goes with it.
     pub fn cpu_time(&self) -> Option<std::time::Duration> {
-        super::process::cpu_time(self.pid()?)
+        let pid = self.pid()?;
+        let loaded = std::time::Duration::from_nanos(self.inner.loaded_cpu_ns.load(Ordering::SeqCst));
+        Some(super::process::cpu_time(pid)?.saturating_sub(loaded))
     }
 
     /// How many times the process has been replaced after dying or misbehaving.
@@ -189,6 +195,7 @@ impl Inner {
                 ),
             });
         }
+        self.loaded_cpu_ns.store(nanos(process.loaded_cpu), Ordering::SeqCst);
         self.pid.store(process.pid(), Ordering::SeqCst);
         self.set_regions(Some(process.regions.clone()));
         self.restarts.fetch_add(1, Ordering::SeqCst);
@@ -215,6 +222,10 @@ impl Inner {
             tracing::warn!(%err, "cannot start a restart thread; the next batch restarts the worker");
         }
     }
+}
+
+fn nanos(time: std::time::Duration) -> u64 {
+    u64::try_from(time.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl crate::executor::Executor for Worker {

@@ -50,6 +50,9 @@ pub(super) struct Process {
     pub(super) regions: Arc<Regions>,
     /// What the batches run taught, by input shapes.
     learnt: HashMap<Vec<Vec<u64>>, Learnt>,
+    /// The CPU time the process had spent when its model was loaded: its start-up (ONNX Runtime's, and on a GPU
+    /// CUDA's and cuDNN's), a cost of the deployment rather than of the requests it serves.
+    pub(super) loaded_cpu: Duration,
 }
 
 impl Process {
@@ -126,6 +129,7 @@ impl Process {
             next_id: 0,
             regions: Arc::default(),
             learnt: HashMap::new(),
+            loaded_cpu: Duration::ZERO,
         };
         let load_err = |detail: String| WorkerError::Load {
             instance: spec.instance.clone(),
@@ -147,6 +151,7 @@ impl Process {
             Ok(Some(Reply::Loaded { inputs, outputs })) => {
                 // From here the parent reads the socket only while it sleeps for an answer (the mailbox's doorbell).
                 process.stream.set_read_timeout(Some(spec.batch_timeout)).map_err(|e| spawn_err(e.to_string()))?;
+                process.loaded_cpu = cpu_time(process.pid()).unwrap_or_default();
                 Ok((process, inputs, outputs))
             }
             Ok(Some(Reply::LoadFailed { error })) => Err(load_err(error)),
