@@ -286,6 +286,7 @@ mod tests {
             inputs: Vec::new(),
             outputs: Vec::new(),
             pid: AtomicU32::new(0),
+            loaded_cpu_ns: AtomicU64::new(0),
             restarts: Arc::default(),
             closed: AtomicBool::new(false),
             process: Mutex::new(None),
