@@ -18,10 +18,12 @@ bisections; it ends with {"capacity_rps": ...}.
     # CPU, as jig's plan runs the sign reader on the 2-core machine (det-480, rec and voice fp32):
     PYTHONPATH=.jig/python python3 scripts/bare_pipeline.py --det .jig/models/ppocr-det-480.onnx \\
         --rate 12 --duration 30 --find-capacity
-    # GPU (onnxruntime-gpu): det and rec on CUDA, the voice on CUDA (or `--voice-provider cpu` for CPU
-    # threads); the glue needs processes to use 16 cores. Sessions, workers, processes: as many as help.
+    # GPU (onnxruntime-gpu): det and rec on CUDA, the voice on CUDA and on CPU threads (a line takes whichever
+    # session is free; `--voice-provider cpu` for CPU alone); the glue needs processes to use 16 cores.
+    # Sessions, workers, processes: as many as help.
     PYTHONPATH=.jig/python python3 scripts/bare_pipeline.py --det-provider cuda --rec-provider cuda \\
-        --voice-provider cuda --processes 8 --workers 4 --rate 50 --duration 30 --find-capacity
+        --voice-provider cuda --voice-cpu-sessions 1 --processes 8 --workers 4 --rate 50 --duration 30 \\
+        --find-capacity
     # What it reads: each input once, its lines' text, confidence and WAV bytes
     PYTHONPATH=.jig/python python3 scripts/bare_pipeline.py --check
 
@@ -364,24 +366,28 @@ def runner(session):
 
 
 class Pool:
-    """`n` sessions of one model, each running one inference at a time and held only for it (not for the
-    glue around it), as jig's instances are: more sessions, more inferences at once."""
+    """Sessions of one model, `n` on each provider `(provider, n)` of `sessions`, each running one inference at a
+    time and held only for it (not for the glue around it), as jig's instances are: more sessions, more
+    inferences at once. An inference takes whichever session is free, so the faster provider serves more."""
 
-    def __init__(self, path, provider, n, threads):
+    def __init__(self, path, sessions, threads):
         options = ort.SessionOptions()  # as jig's model host sets them
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        # cuDNN's heuristics pick each convolution's algorithm, as jig's model host has them do: ONNX Runtime's
-        # default times every algorithm at each new shape, and the voice meets a new length with almost every line.
-        name = "CUDAExecutionProvider" if provider == "cuda" else "CPUExecutionProvider"
-        providers = [(name, {"cudnn_conv_algo_search": "HEURISTIC"})] if provider == "cuda" else [name]
-        self.all = [ort.InferenceSession(path, options, providers=providers) for _ in range(n)]
-        if name not in self.all[0].get_providers():
-            sys.exit(f"{path}: this ONNX Runtime has no {name} ({ort.get_available_providers()}); "
-                     "for cuda install onnxruntime-gpu")
-        self.free = queue.Queue()
-        for session in self.all:
-            self.free.put(runner(session))
+        self.all, self.free = [], queue.Queue()
+        for provider, n in sessions:
+            # cuDNN's heuristics pick each convolution's algorithm, as jig's model host has them do: ONNX Runtime's
+            # default times every algorithm at each new shape, and the voice meets a new length with almost every
+            # line.
+            name = "CUDAExecutionProvider" if provider == "cuda" else "CPUExecutionProvider"
+            providers = [(name, {"cudnn_conv_algo_search": "HEURISTIC"})] if provider == "cuda" else [name]
+            for _ in range(n):
+                session = ort.InferenceSession(path, options, providers=providers)
+                if name not in session.get_providers():
+                    sys.exit(f"{path}: this ONNX Runtime has no {name} ({ort.get_available_providers()}); "
+                             "for cuda install onnxruntime-gpu")
+                self.all.append(session)
+                self.free.put(runner(session))
 
     def infer(self, *inputs):
         infer = self.free.get()
@@ -397,9 +403,9 @@ class Pipeline:
     def __init__(self, a):
         if "cuda" in (a.det_provider, a.rec_provider, a.voice_provider) and hasattr(ort, "preload_dlls"):
             ort.preload_dlls()  # the CUDA and cuDNN of onnxruntime-gpu's nvidia-* wheels, wherever pip put them
-        self.det = Pool(a.det, a.det_provider, a.sessions_det, a.threads)
-        self.rec = Pool(a.rec, a.rec_provider, a.sessions_rec, a.threads)
-        self.voice = Pool(a.voice, a.voice_provider, a.sessions_voice, a.threads)
+        self.det = Pool(a.det, [(a.det_provider, a.sessions_det)], a.threads)
+        self.rec = Pool(a.rec, [(a.rec_provider, a.sessions_rec)], a.threads)
+        self.voice = Pool(a.voice, [(a.voice_provider, a.sessions_voice), ("cpu", a.voice_cpu_sessions)], a.threads)
         with open(a.charset, encoding="utf-8") as f:  # as Rust's `lines()`: no line after a final newline
             self.charset = [line.removesuffix("\r") for line in f.read().removesuffix("\n").split("\n")]
         with open(a.phonemes, encoding="utf-8") as f:
@@ -555,6 +561,9 @@ def main():
         p.add_argument(f"--{model}-provider", choices=["cpu", "cuda"], default="cpu")
         p.add_argument(f"--sessions-{model}", type=int, default=sessions, metavar="N",
                        help=f"{model} sessions per process ({sessions})")
+    p.add_argument("--voice-cpu-sessions", type=int, default=0, metavar="N",
+                   help="voice sessions per process on CPU threads beside the --voice-provider cuda ones; a line "
+                        "takes whichever is free (0)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per CPU session (1)")
     p.add_argument("--workers", type=int, default=6, help="request threads per process (6)")
     p.add_argument("--processes", type=int, default=1, help="processes, each with its own sessions (1)")

@@ -5,14 +5,16 @@
 # 1. A copy of the sign reader whose `speak` task names the voice's slot (`slot = "voice"`), so that the planner
 #    plans the voice like det and rec, with one variant a slot (VARIANTS).
 # 2. `jig profile` of the copy on SHARES: MPS shares of GPU 0 served by one process and by several
-#    (`mps:0:57x4`: four processes of 14% each, measured at once), and any CPU cores named (`cpu:2`).
+#    (`mps:0:57x4`: four processes of 14% each, measured at once), and CPU cores (`cpu:1`, `cpu:2`), so that the
+#    plan can put the voice (or any model) on cores where that serves more.
 # 3. scripts/capacity.sh with `jig up --cores CORES --gpus 0`: the plan's capacity and the highest Poisson rate
 #    with >= 99% in SLO, and their ratio.
-# 4. scripts/bare_pipeline.py --find-capacity with det, rec and the voice on ONNX Runtime's CUDA provider
-#    (PROCESSES processes of WORKERS request threads), and jig's served capacity over the bare one.
+# 4. scripts/bare_pipeline.py --find-capacity with det, rec and the voice on ONNX Runtime's CUDA provider and
+#    BARE_VOICE_CPU voice sessions a process on CPU threads beside them (PROCESSES processes of WORKERS request
+#    threads), and jig's served capacity over the bare one.
 #
 # Usage: JIG=path/to/jig [CORES=8] [GPUS=0] [SHARES="..."] [DEMAND=req/s] [DURATION=15] [PROCESSES=8] [WORKERS=4]
-#        [BARE_PROVIDER=cuda] scripts/gpu_capacity.sh
+#        [BARE_PROVIDER=cuda] [BARE_VOICE_CPU=1] scripts/gpu_capacity.sh
 # DEMAND declares the load the copy is deployed for (`[demand] rps`); without it, the manifest's. PROFILE_ONLY=1
 # stops after step 2.
 # Stage what scripts/test_gpu.sh's header lists (the jig binary, the bundle's glue and models, JIG_ORT_LIB and the
@@ -30,7 +32,7 @@ gpus=${GPUS:-0}  # `none` tries the script out on CPU shares (SHARES="cpu:1 cpu:
     { echo "gpu_capacity.sh: no NVIDIA GPU here" >&2; exit 2; }
 # Shares in sevenths of the GPU: the planner charges a share its part of a GPU's seven slices, rounded up, so
 # that 14%, 28%, 42% and 57% cost 1 to 4 slices and fill a GPU together, where 25% costs 2 and four do not fit.
-shares=${SHARES:-mps:0:14 mps:0:28 mps:0:42 mps:0:57 mps:0:28x2 mps:0:42x3 mps:0:57x4}
+shares=${SHARES:-mps:0:14 mps:0:28 mps:0:42 mps:0:57 mps:0:28x2 mps:0:42x3 mps:0:57x4 cpu:1 cpu:2}
 variants=${VARIANTS:-ppocr-v4-det-480 ppocr-v4-rec piper-joe-medium}
 duration=${DURATION:-15}
 out=out/gpu-capacity
@@ -76,6 +78,7 @@ python3 scripts/bare_pipeline.py --det "$models/ppocr-det-480.onnx" --rec "$mode
     --voice "$models/piper-joe.onnx" --charset "$models/ppocr-rec.charset.txt" \
     --phonemes "$models/piper-joe.phonemes.json" --lexicon "$models/cmudict.txt" \
     --det-provider "$provider" --rec-provider "$provider" --voice-provider "$provider" \
+    --voice-cpu-sessions "$([ "$provider" = cuda ] && echo "${BARE_VOICE_CPU:-1}" || echo 0)" \
     --processes "${PROCESSES:-8}" --workers "${WORKERS:-4}" \
     --rate "${served:-50}" --duration "$duration" --find-capacity 2>&1 | tee "$out/bare.txt"
 bare=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["capacity_rps"])' \

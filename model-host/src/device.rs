@@ -10,7 +10,7 @@
 mod cuda;
 mod nvidia_smi;
 
-pub use cuda::{CudaDevice, ProfilerRangeError, cuda_gpus, in_profiler_range};
+pub use cuda::{CudaDevice, ProfilerRangeError, cuda_gpus, in_profiler_range, sleep_while_waiting};
 pub use nvidia_smi::{parse_gpu_query, parse_mig_list};
 
 use crate::segment::{MigProfile, Segment};

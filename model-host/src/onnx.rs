@@ -260,6 +260,7 @@ impl Model {
             .and_then(|b| Ok(b.with_inter_threads(1)?))
             .map_err(|e| ModelError::Run { model: name.into(), detail: format!("session options: {e}") })?;
         if let Some((device, memory_limit)) = options.cuda {
+            crate::device::sleep_while_waiting(device);
             // cuDNN's algorithm for each convolution is chosen by its heuristics, not by ONNX Runtime's default
             // exhaustive search, which times every algorithm at each new input shape: a voice's decoder meets a
             // new length with almost every line and a detector a new size with each image, so the search would

@@ -55,13 +55,18 @@ impl SegmentKind {
         self.to_string()
     }
 
-    /// The points of a GPU an `mps:` share is charged for beyond its own percentage, as its
-    /// [`default_slices`](Self::default_slices) are sevenths rounded up: `mps:25` pays for 2/7 (28.6%), so four
-    /// of them do not fit one GPU, where a share in sevenths (14, 28, 42, 57, 71, 85 or 100%) pays under one
-    /// point more. 0 for other segments.
+    /// The percent of a GPU an `mps:` share is charged for: its [`default_slices`](Self::default_slices), which
+    /// are sevenths rounded up (`mps:25` pays for 2/7, 28.6%). `None` for other segments.
+    pub fn charged_percent(&self) -> Option<f64> {
+        matches!(self, Self::Mps { .. }).then(|| f64::from(self.default_slices()) * 100.0 / 7.0)
+    }
+
+    /// The points of a GPU an `mps:` share is charged for beyond its own percentage
+    /// ([`charged_percent`](Self::charged_percent)): `mps:25` pays 3.6 more, so four of them do not fit one GPU,
+    /// where a share in sevenths (14, 28, 42, 57, 71, 85 or 100%) pays under one point more. 0 for other segments.
     pub fn overcharged_percent(&self) -> f64 {
-        match self {
-            Self::Mps { percent, .. } => f64::from(self.default_slices()) * 100.0 / 7.0 - f64::from(*percent),
+        match (self, self.charged_percent()) {
+            (Self::Mps { percent, .. }, Some(charged)) => charged - f64::from(*percent),
             _ => 0.0,
         }
     }

@@ -1,24 +1,48 @@
 #!/bin/bash
-# 2026-11-29 (night), the same lent H200's last minutes, after run.sh found the voice at 120-140 ms a line on every
-# share: Piper's voice on ONNX Runtime's CUDA provider under each cuDNN algorithm search and on CPU threads
-# (voice.py), then `jig profile` of the sign reader's three slots on mps:0:14 and mps:0:57x4 with jig's CUDA
-# sessions now on cuDNN's heuristics (scripts/gpu_capacity.sh with PROFILE_ONLY=1).
-# Staged as run.sh says, without the bench and the samples. From the repository root:
-#   BUDGET_S=… bash docs/benchmarks/2026-11-29-h200/run2.sh     (results into $OUT)
+# Prepared for the next lent GPU (not yet run): the check of the change run.sh led to, then issue 51's measurement
+# again, in one call of at most ten minutes.
+# 1. voice.py: Piper's voice on ONNX Runtime's CUDA provider under each cuDNN algorithm search (run.sh found it at
+#    120-140 ms a line under the default exhaustive one) and on CPU threads (~40 s).
+# 2. scripts/gpu_capacity.sh as run.sh ran it, now with jig's CUDA sessions on cuDNN's heuristics, the voice's
+#    rows on cpu:1 and cpu:2 beside the shares (the plan may put it on cores), a GPU worker's CPU counted from its
+#    loaded model, and the bare pipeline's voice on CUDA and one CPU session a process (~8 min).
+# 3. The tensor path of the detector at b = 64 on mps:0:100, if time is left.
+# Staged as stage.sh says (six transfers). Then, from the repository root:
+#   BUDGET_S=590 bash docs/benchmarks/2026-11-29-h200/run2.sh     (results into $OUT)
 set -u
 here=$(dirname "$(readlink -f "$0")")
-BUDGET_S=${BUDGET_S:-120}
+BUDGET_S=${BUDGET_S:-590}
 . "$here/prelude.sh"
-mkdir -p .jig/models examples/sign-reader/models examples/sign-reader/glue
+xz -dc -T0 "$G/bench.xz" >"$G/bench" && chmod +x "$G/bench" || exit 1
+mkdir -p .jig/models examples/sign-reader/models examples/sign-reader/glue target/release
 tar xJf "$G/models.tar.xz" -C .jig/models && xz -dc -T0 "$G/piper-joe.onnx.xz" >.jig/models/piper-joe.onnx &&
-    tar xJf "$G/glue.tar.xz" -C examples/sign-reader/glue || exit 1
+    tar xJf "$G/samples.tar.xz" -C .jig && tar xJf "$G/glue.tar.xz" -C examples/sign-reader/glue || exit 1
 for f in ppocr-det-480.onnx ppocr-rec.onnx ppocr-rec.charset.txt piper-joe.onnx piper-joe.phonemes.json cmudict.txt; do
     ln -f ".jig/models/$f" examples/sign-reader/models/
 done
+cp "$G/jig" target/release/jig
+[ -e /work/main ] || { mkdir -p /work && ln -s "$repo" /work/main; }
+{ nvidia-smi; nproc; uname -r; date; } >"$OUT/machine.txt" 2>&1
+
 say voice.py
-timeout $(($(left) - 50)) python3 "$here/voice.py" .jig/models/piper-joe.onnx 20 2>/dev/null | tee "$OUT/voice.txt"
-say jig profile
-JIG=$G/jig PROFILE_ONLY=1 SHARES="mps:0:14 mps:0:57x4" timeout $(($(left) - 5)) scripts/gpu_capacity.sh 2>&1 |
-    grep -v "onnxruntime:" | tee "$OUT/profile.txt"
-cp out/gpu-capacity/profiles.csv "$OUT/" 2>/dev/null
+timeout 90 python3 "$here/voice.py" .jig/models/piper-joe.onnx 20 2>/dev/null | tee "$OUT/voice.txt"
+
+say gpu_capacity
+pack() { tar czf "$OUT/gpu-capacity.tgz" --exclude=bundle --exclude=state -C out gpu-capacity capacity 2>/dev/null; }
+(while sleep 15; do pack; done) &
+saver=$!
+JIG=$G/jig CORES=12 DEMAND=150 DURATION=10 PROCESSES=8 WORKERS=4 timeout $(($(left) - 40)) \
+    scripts/gpu_capacity.sh 2>&1 | grep -v "onnxruntime:" | tee "$OUT/gpu-capacity.txt"
+echo "gpu_capacity.sh exit ${PIPESTATUS[0]}"
+kill $saver; pack
+head -40 out/capacity/sign-reader/status.txt 2>/dev/null
+grep -h "plan\|WARN\|ERROR" out/capacity/sign-reader/gateway.log 2>/dev/null | cut -c1-400 | tail -25
+
+if [ "$(left)" -gt 60 ]; then
+    say tensor path, det b = 64
+    BENCH_SEGMENT=mps:0:100 BENCH_MODELS=ppocr-det BENCH_BATCHES=64 timeout $(($(left) - 8)) "$G/bench" --bench \
+        >"$OUT/tensor-path-det-64.txt" 2>&1
+    echo "exit $?" >>"$OUT/tensor-path-det-64.txt"
+    grep -v "^\s*$" "$OUT/tensor-path-det-64.txt" | tail -12
+fi
 say done

@@ -1,5 +1,5 @@
 //! What the CUDA driver API says of the devices this process sees (`cudarc`, which loads `libcuda` at run time),
-//! and profiler ranges for `jig profile --counters`.
+//! how its threads wait for them, and profiler ranges for `jig profile --counters`.
 
 /// What the CUDA driver says of one device it can see.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +75,36 @@ pub fn in_profiler_range<R>(ordinal: i32, f: impl FnOnce() -> R) -> Result<R, Pr
     Ok(out)
 }
 
+/// Have this process's host threads sleep while they wait for CUDA device `ordinal` (as the process sees it)
+/// rather than spin: `CU_CTX_SCHED_BLOCKING_SYNC` on the device's primary context, the one ONNX Runtime's CUDA
+/// provider uses. CUDA's default spins while a process has fewer contexts than the machine has cores, so a GPU
+/// worker would hold a core for as long as its batches run on the device: cores the plan gives glue and CPU
+/// instances, and counts against the app (a GPU worker's CPU time is the CPU a request costs outside the
+/// instances). Waking costs tens of microseconds a wait. Done once a device, before its first session is
+/// created; where the driver refuses, the process spins as before and says so once.
+pub fn sleep_while_waiting(ordinal: i32) {
+    use cudarc::driver::{result, sys};
+    static DONE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+    if done.contains(&ordinal) {
+        return;
+    }
+    done.push(ordinal);
+    // SAFETY: only probes whether the library can be opened; cudarc panics on first use without it.
+    if !unsafe { sys::is_culib_present() } {
+        return; // the session that follows fails, saying what CUDA lacks
+    }
+    let flags = sys::CUctx_flags::CU_CTX_SCHED_BLOCKING_SYNC as std::ffi::c_uint;
+    let set = result::init().and_then(|()| result::device::get(ordinal)).and_then(|device| {
+        // SAFETY: `device` is a handle the driver just returned; the call sets the flags the primary context is
+        // created with, and touches no memory of ours.
+        unsafe { sys::cuDevicePrimaryCtxSetFlags_v2(device, flags) }.result()
+    });
+    if let Err(e) = set {
+        tracing::warn!("CUDA device {ordinal}: its host threads spin while they wait for it ({e})");
+    }
+}
+
 /// Why [`in_profiler_range`] could not run its closure inside a profiler range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -110,6 +140,14 @@ mod tests {
     fn cuda_uuids_print_as_nvidia_smi_does() {
         let bytes = [0x5e, 0x3c, 0x1a, 0x2b, 0x3c, 0x4d, 0x5e, 0x6f, 0x70, 0x81, 0x92, 0xa3, 0xb4, 0xc5, 0xd6, 0xe7];
         assert_eq!(format_uuid(bytes), "GPU-5e3c1a2b-3c4d-5e6f-7081-92a3b4c5d6e7");
+    }
+
+    /// Without `libcuda` (as in CI) a CUDA session's preparation does nothing, where cudarc would panic on first
+    /// use; with it, the device's threads sleep while they wait (`make test-gpu` runs its sessions so).
+    #[test]
+    fn asking_threads_to_sleep_while_waiting_never_panics() {
+        sleep_while_waiting(0);
+        sleep_while_waiting(0);
     }
 
     /// Without `libcuda` (as in CI) discovery says so instead of panicking; with it, every device has SMs.

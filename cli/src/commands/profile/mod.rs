@@ -273,14 +273,13 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
 /// of a GPU, rounded up, and a user who profiles 25% shares would otherwise find four of them never fit one GPU.
 fn warn_of_overcharge(segment: &Segment) {
     let Ok(kind) = jig_policy::segment::SegmentKind::parse(&segment.to_string()) else { return };
-    let over = kind.overcharged_percent();
+    let (over, Some(charged)) = (kind.overcharged_percent(), kind.charged_percent()) else { return };
     if over >= 1.0 {
         eprintln!(
-            "profile: note: the planner charges {segment} {} of a GPU's 7 slices ({:.1}%, {over:.1} points more than \
-             the share), so shares like it fill a GPU only partly; shares in sevenths (14, 28, 42, 57, 71, 85 or 100%) \
-             fill one together",
+            "profile: note: the planner charges {segment} {} of a GPU's 7 slices ({charged:.1}%, {over:.1} points more \
+             than the share), so shares like it fill a GPU only partly; shares in sevenths (14, 28, 42, 57, 71, 85 or \
+             100%) fill one together",
             kind.default_slices(),
-            f64::from(kind.default_slices()) * 100.0 / 7.0,
         );
     }
 }
