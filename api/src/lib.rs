@@ -125,7 +125,7 @@ pub struct AppStatus {
     pub observed_glue: Vec<ObservedGlue>,
     /// The CPU time of model instances that run unpinned on this machine's cores since they started, ms in all:
     /// default instances on the cores the planned ones hold (busy time × their threads), and GPU instances'
-    /// worker processes (every thread's time).
+    /// worker processes (every thread's time since their model loaded).
     #[serde(default)]
     pub observed_unpinned_ms: f64,
     /// Requests whose graph ran to its end since the app was deployed (or the gateway started).
