@@ -163,6 +163,48 @@ fn profile_writes_a_table_the_planner_reads() {
     assert!(stderr.contains("jig.toml") && stderr.contains("`v`") && stderr.contains("nope.onnx"), "{stderr}");
 }
 
+/// `jig profile --slot` measures one slot's variants and keeps the rest of the table: the rows it measures again
+/// are replaced, the others (other slots, the slot on other segments) stay.
+#[test]
+fn profiling_one_slot_keeps_the_rest_of_the_table() {
+    let bundle = tempfile::tempdir().unwrap();
+    let manifest = "name = \"t\"\n[[variants]]\nslot = \"a\"\nname = \"mlp\"\nmodel = \"mlp.onnx\"\n\
+                    [[variants]]\nslot = \"b\"\nname = \"mlp-b\"\nmodel = \"mlp.onnx\"\n";
+    jig_test_support::bundle(bundle.path(), manifest, &[("mlp.onnx", &model("mlp"))]);
+    let profile = |args: &[&str]| {
+        let output =
+            run(jig().arg("profile").arg(bundle.path()).args(["--max-batch", "1", "--runs", "1"]).args(args), b"");
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let table = || {
+        let text = std::fs::read_to_string(bundle.path().join("profiles.csv")).unwrap();
+        let rows = jig_planner::profile::from_csv(&text).unwrap();
+        rows.into_iter().map(|r| (r.slot, r.segment)).collect::<Vec<_>>()
+    };
+    let row = |slot: &str, segment: &str| (slot.to_string(), segment.to_string());
+
+    let (code, stderr) = profile(&["--segment", "cpu:1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(table(), [row("a", "cpu:1"), row("b", "cpu:1")]);
+    let (code, stderr) = profile(&["--slot", "b", "--segment", "cpu:2"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("a/mlp on"), "only slot b is measured: {stderr}");
+    assert!(stderr.contains("wrote 3 rows (1 measured now, 2 kept)"), "{stderr}");
+    assert_eq!(table(), [row("a", "cpu:1"), row("b", "cpu:1"), row("b", "cpu:2")]);
+    let (code, stderr) = profile(&["--slot", "b", "--segment", "cpu:1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(table(), [row("a", "cpu:1"), row("b", "cpu:2"), row("b", "cpu:1")], "b on cpu:1 replaced, not added");
+
+    let (code, stderr) = profile(&["--slot", "voice"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--slot voice") && stderr.contains("its slots: a, b"), "{stderr}");
+    std::fs::write(bundle.path().join("profiles.csv"), "not,a,table\n").unwrap();
+    let (code, stderr) = profile(&["--slot", "a", "--segment", "cpu:1"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("is not a profile table, so --slot cannot keep its other rows"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(bundle.path().join("profiles.csv")).unwrap(), "not,a,table\n", "kept as it was");
+}
+
 /// `jig profile --pairs` (gpu-lets' co-run measurement): each slot's model alone, then every pair at once, each
 /// on a one-core segment of its own, written as the `interference` table a `[gpulet]` spec reads.
 #[test]

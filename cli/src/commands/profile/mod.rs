@@ -43,6 +43,11 @@ pub struct ProfileCommand {
     /// Where to write the table; default BUNDLE/profiles.csv.
     #[arg(long, short = 'o')]
     output: Option<PathBuf>,
+    /// Measure only this slot's variants (repeatable), and keep the rest of the table: its rows of what is
+    /// measured now are replaced, the others stay (the voice on more segments, say, beside what det and rec
+    /// measured). Without it, every slot's, into a new table.
+    #[arg(long = "slot", value_name = "SLOT", conflicts_with_all = ["pairs", "counters"])]
+    slots: Vec<String>,
     /// Compass's SLO profiler: measure each point until the verdict "its p95 is within the latency budget" is
     /// 99% certain, either way (at least 50 runs, at most --max-runs), instead of --runs times; stop growing
     /// the batch at the first over the budget; and skip the CPU segments smaller than the smallest on which
@@ -104,6 +109,15 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
         let output = args.output.clone().unwrap_or_else(|| bundle.dir.join("util.csv"));
         return counters::counters(&bundle, args.gpu, batch, &output);
     }
+    let unknown: Vec<&String> =
+        args.slots.iter().filter(|slot| !bundle.manifest.variants.iter().any(|v| &v.slot == *slot)).collect();
+    if let Some(slot) = unknown.first() {
+        let mut known: Vec<&str> = bundle.manifest.variants.iter().map(|v| v.slot.as_str()).collect();
+        known.dedup();
+        bail!("--slot {slot}: {} has no variant of that slot (its slots: {})", args.bundle.display(), known.join(", "));
+    }
+    let variants: Vec<&jig_manifest::Variant> =
+        (bundle.manifest.variants.iter()).filter(|v| args.slots.is_empty() || args.slots.contains(&v.slot)).collect();
     let launcher = Launcher::discover();
     let machine_cores = launcher.devices().cpu_cores.clone();
     let segments = if args.segments.is_empty() {
@@ -149,11 +163,10 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     // Batches double from 1 up to --max-batch: the points one variant on one segment measures at most.
     let sweep_points = u64::from(args.max_batch.max(1).ilog2() + 1);
-    let steps =
-        Arc::new(Steps::new("profile", bundle.manifest.variants.len() as u64 * segments.len() as u64 * sweep_points));
+    let steps = Arc::new(Steps::new("profile", variants.len() as u64 * segments.len() as u64 * sweep_points));
     // Adaptive sampling's account: timed runs taken, points measured, and segments trimmed away.
     let (mut runs, mut points_measured, mut trimmed) = (0usize, 0usize, Vec::new());
-    for variant in &bundle.manifest.variants {
+    for variant in &variants {
         let measure = |segment: &Segment, settings: &sweep::Settings, quiet: bool| {
             let label = format!("{}/{} on {segment}", variant.slot, variant.name);
             let samples = samples_for(variant);
@@ -263,9 +276,28 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     }
     steps.finish();
     let output = args.output.unwrap_or_else(|| bundle.dir.join("profiles.csv"));
+    let measured = rows.len();
+    if !args.slots.is_empty() && output.exists() {
+        let text = std::fs::read_to_string(&output).with_context(|| format!("reading {}", output.display()))?;
+        let kept = jig_planner::profile::from_csv(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not a profile table, so --slot cannot keep its other rows ({e}); mend or remove it",
+                output.display()
+            )
+        })?;
+        let remeasured = |r: &ProfileRow| {
+            variants.iter().any(|v| v.slot == r.slot && v.name == r.variant)
+                && segments.iter().any(|s| s.to_string() == r.segment)
+        };
+        rows = kept.into_iter().filter(|r| !remeasured(r)).chain(rows).collect();
+    }
     std::fs::write(&output, jig_planner::profile::to_csv(&rows))
         .with_context(|| format!("writing the profile table to {}", output.display()))?;
-    eprintln!("profile: wrote {} rows to {}", rows.len(), output.display());
+    let kept = match rows.len() - measured {
+        0 => String::new(),
+        kept => format!(" ({measured} measured now, {kept} kept)"),
+    };
+    eprintln!("profile: wrote {} rows{kept} to {}", rows.len(), output.display());
     Ok(())
 }
 
