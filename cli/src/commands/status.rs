@@ -209,15 +209,10 @@ pub fn print_status(status: &AppStatus) {
         println!("  glue       {}: {:.1} ms an invocation over {}", g.task, g.mean_ms, g.invocations);
     }
     if status.observed_unpinned_ms > 0.0 {
-        let per_request = (status.answered > 0)
-            .then(|| {
-                format!(
-                    ", {:.1} ms a request over {}",
-                    status.observed_unpinned_ms / status.answered as f64,
-                    status.answered
-                )
-            })
-            .unwrap_or_default();
+        let per_request = match status.answered {
+            0 => String::new(),
+            n => format!(", {:.1} ms a request over {n}", status.observed_unpinned_ms / n as f64),
+        };
         println!(
             "  unpinned   {:.0} ms of CPU by instances on shared cores (and GPU workers){per_request}",
             status.observed_unpinned_ms
