@@ -14,8 +14,7 @@
 #    threads), and jig's served capacity over the bare one.
 #
 # Usage: JIG=path/to/jig [CORES=8] [GPUS=0] [SHARES="..."] [CPU_SEGMENTS="cpu:1 cpu:2"] [DEMAND=req/s] [DURATION=15]
-#        [PROCESSES=8] [WORKERS=4]
-#        [BARE_PROVIDER=cuda] [BARE_VOICE_CPU=1] scripts/gpu_capacity.sh
+#        [PROCESSES=8] [WORKERS=4] [BARE_PROVIDER=cuda] [BARE_VOICE_CPU=1] scripts/gpu_capacity.sh
 # DEMAND declares the load the copy is deployed for (`[demand] rps`); without it, the manifest's. PROFILE_ONLY=1
 # stops after step 2.
 # Stage what scripts/test_gpu.sh's header lists (the jig binary, the bundle's glue and models, JIG_ORT_LIB and the

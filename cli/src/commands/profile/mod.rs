@@ -112,8 +112,12 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
     let unknown: Vec<&String> =
         args.slots.iter().filter(|slot| !bundle.manifest.variants.iter().any(|v| &v.slot == *slot)).collect();
     if let Some(slot) = unknown.first() {
-        let mut known: Vec<&str> = bundle.manifest.variants.iter().map(|v| v.slot.as_str()).collect();
-        known.dedup();
+        let mut known: Vec<&str> = Vec::new();
+        for variant in &bundle.manifest.variants {
+            if !known.contains(&variant.slot.as_str()) {
+                known.push(&variant.slot);
+            }
+        }
         bail!("--slot {slot}: {} has no variant of that slot (its slots: {})", args.bundle.display(), known.join(", "));
     }
     let variants: Vec<&jig_manifest::Variant> =
