@@ -2,7 +2,8 @@
 # Prepared for the next lent GPU (not yet run): the check of the change run.sh led to, then issue 51's measurement
 # again, in one call of at most ten minutes.
 # 1. voice.py: Piper's voice on ONNX Runtime's CUDA provider under each cuDNN algorithm search (run.sh found it at
-#    120-140 ms a line under the default exhaustive one) and on CPU threads (~40 s).
+#    120-140 ms a line under the default exhaustive one), its host thread spinning and asleep, and on CPU threads
+#    (~1 minute).
 # 2. scripts/gpu_capacity.sh as run.sh ran it, now with jig's CUDA sessions on cuDNN's heuristics, the voice's
 #    rows on cpu:1 and cpu:2 beside the shares (the plan may put it on cores), a GPU worker's CPU counted from its
 #    loaded model, and the bare pipeline's voice on CUDA and one CPU session a process (~8 min).
@@ -25,7 +26,7 @@ cp "$G/jig" target/release/jig
 { nvidia-smi; nproc; uname -r; date; } >"$OUT/machine.txt" 2>&1
 
 say voice.py
-timeout 90 python3 "$here/voice.py" .jig/models/piper-joe.onnx 20 2>/dev/null | tee "$OUT/voice.txt"
+timeout 90 python3 "$here/voice.py" .jig/models/piper-joe.onnx 12 2>/dev/null | tee "$OUT/voice.txt"
 
 say gpu_capacity
 pack() { tar czf "$OUT/gpu-capacity.tgz" --exclude=bundle --exclude=state -C out gpu-capacity capacity 2>/dev/null; }

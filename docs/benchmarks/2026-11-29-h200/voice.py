@@ -1,22 +1,32 @@
-"""Piper's voice (piper-joe.onnx, fp32) on ONNX Runtime's CUDA provider under each cuDNN algorithm search, and on
-CPU threads: ms a line and CPU ms a line (p50 over RUNS lines of 40 phoneme ids at Piper's default rates, each
-line new ids, after 3 warm-up lines), one JSON line a configuration.
+"""Piper's voice (piper-joe.onnx, fp32) on ONNX Runtime's CUDA provider under each cuDNN algorithm search, with the
+host thread spinning (CUDA's default) and asleep (`CU_CTX_SCHED_BLOCKING_SYNC`, as jig's workers wait), and on CPU
+threads: ms a line and CPU ms a line (p50 over RUNS lines of 40 phoneme ids at Piper's default rates, each line new
+ids, after 3 warm-up lines), one JSON line a configuration, each in a process of its own (the flag is the process's).
 Usage: python3 voice.py piper-joe.onnx [RUNS]"""
-import json, sys, time
-
-import numpy as np
-import onnxruntime as ort
-
-path, runs = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 20
-rng = np.random.default_rng(1)
+import ctypes, json, multiprocessing, sys, time
 
 
-def line():
-    return {"input": rng.integers(1, 60, size=(1, 40), dtype=np.int64), "input_lengths": np.array([40], np.int64),
-            "scales": np.array([0.667, 1.0, 0.8], np.float32)}
+def asleep_while_waiting():
+    """What jig_model_host::device::sleep_while_waiting does, before the session makes the context."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    device = ctypes.c_int()
+    for status in (cuda.cuInit(0), cuda.cuDeviceGet(ctypes.byref(device), 0),
+                   cuda.cuDevicePrimaryCtxSetFlags_v2(device, 4)):
+        if status != 0:
+            raise SystemExit(f"the CUDA driver refused: status {status}")
 
 
-def measure(name, providers, threads=1):
+def measure(path, runs, name, providers, threads=1, asleep=False):
+    import numpy as np
+    import onnxruntime as ort
+    if asleep:
+        asleep_while_waiting()
+    rng = np.random.default_rng(1)
+
+    def line():
+        return {"input": rng.integers(1, 60, size=(1, 40), dtype=np.int64), "input_lengths": np.array([40], np.int64),
+                "scales": np.array([0.667, 1.0, 0.8], np.float32)}
+
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     session = ort.InferenceSession(path, options, providers=providers)
@@ -35,7 +45,14 @@ def measure(name, providers, threads=1):
                       "samples_p50": int(np.median(samples)), "distinct_lengths": len(set(samples))}), flush=True)
 
 
-for search in ("HEURISTIC", "DEFAULT", "EXHAUSTIVE"):
-    measure(f"cuda {search}", [("CUDAExecutionProvider", {"cudnn_conv_algo_search": search})])
-for threads in (1, 4):
-    measure(f"cpu, {threads} threads", ["CPUExecutionProvider"], threads)
+if __name__ == "__main__":
+    path, runs = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    cuda = lambda search: [("CUDAExecutionProvider", {"cudnn_conv_algo_search": search})]
+    configs = [(f"cuda {search}", cuda(search), 1, False) for search in ("HEURISTIC", "DEFAULT", "EXHAUSTIVE")]
+    configs.append(("cuda HEURISTIC, asleep while waiting", cuda("HEURISTIC"), 1, True))
+    configs += [(f"cpu, {threads} threads", ["CPUExecutionProvider"], threads, False) for threads in (1, 4)]
+    spawn = multiprocessing.get_context("spawn")
+    for name, providers, threads, asleep in configs:
+        child = spawn.Process(target=measure, args=(path, runs, name, providers, threads, asleep))
+        child.start()
+        child.join()
