@@ -7,7 +7,7 @@
 # 2. scripts/gpu_capacity.sh as run.sh ran it, now with jig's CUDA sessions on cuDNN's heuristics, the voice's
 #    rows on cpu:1 and cpu:2 beside the shares (the plan may put it on cores), a GPU worker's CPU counted from its
 #    loaded model, and the bare pipeline's voice on CUDA and one CPU session a process (~8 min).
-# 3. The tensor path of the detector at b = 64 on mps:0:100, if time is left.
+# 3. The tensor path on mps:0:100 of the detector at b = 64 and of Add at b = 2-32, as far as time is left.
 # Staged as stage.sh says (six transfers). Then, from the repository root:
 #   BUDGET_S=590 bash docs/benchmarks/2026-11-29-h200/run2.sh     (results into $OUT)
 set -u
@@ -39,11 +39,14 @@ kill $saver; pack
 head -40 out/capacity/sign-reader/status.txt 2>/dev/null
 grep -h "plan\|WARN\|ERROR" out/capacity/sign-reader/gateway.log 2>/dev/null | cut -c1-400 | tail -25
 
-if [ "$(left)" -gt 60 ]; then
-    say tensor path, det b = 64
-    BENCH_SEGMENT=mps:0:100 BENCH_MODELS=ppocr-det BENCH_BATCHES=64 timeout $(($(left) - 8)) "$G/bench" --bench \
-        >"$OUT/tensor-path-det-64.txt" 2>&1
-    echo "exit $?" >>"$OUT/tensor-path-det-64.txt"
-    grep -v "^\s*$" "$OUT/tensor-path-det-64.txt" | tail -12
-fi
+# Issue 51 item 6 on the GPU: the batches not measured there yet, det's first.
+for what in ppocr-det:64 add:2,4,16,32; do
+    [ "$(left)" -gt 45 ] || break
+    say "tensor path, $what"
+    file=$OUT/tensor-path-${what%%:*}.txt
+    BENCH_SEGMENT=mps:0:100 BENCH_MODELS=${what%%:*} BENCH_BATCHES=${what#*:} timeout $(($(left) - 8)) "$G/bench" \
+        --bench >"$file" 2>&1
+    echo "exit $?" >>"$file"
+    grep -v "^\s*$" "$file" | tail -12
+done
 say done
