@@ -28,6 +28,19 @@ cp "$G/jig" target/release/jig
 say voice.py
 timeout 90 python3 "$here/voice.py" .jig/models/piper-joe.onnx 12 2>/dev/null | tee "$OUT/voice.txt"
 
+# jig's GPU workers now sleep while they wait for the device, not measured on a GPU before: one point of the
+# recognizer on an MPS share first, and CUDA's spinning (JIG_CUDA_SPIN=1) for the rest should that fail.
+say "a worker asleep on mps:0:14"
+mkdir -p out/asleep/models && ln -f .jig/models/ppocr-rec.onnx out/asleep/models/
+printf 'name = "asleep"\n[[variants]]\nslot = "rec"\nname = "rec"\nmodel = "models/ppocr-rec.onnx"\n%s\n' \
+    'shapes = { x = [3, 48, 320] }' >out/asleep/jig.toml
+if ! timeout 60 "$G/jig" profile out/asleep --segment mps:0:14 --max-batch 1 --runs 5 2>&1 | grep -v "onnxruntime:" |
+    tee "$OUT/asleep.txt" | grep -q "rec/rec on mps:0:14: batch   1"; then
+    tail -5 "$OUT/asleep.txt"
+    echo "== a worker asleep failed: JIG_CUDA_SPIN=1 from here"
+    export JIG_CUDA_SPIN=1
+fi
+
 say gpu_capacity
 pack() { tar czf "$OUT/gpu-capacity.tgz" --exclude=bundle --exclude=state -C out gpu-capacity capacity 2>/dev/null; }
 (while sleep 15; do pack; done) &

@@ -81,12 +81,13 @@ pub fn in_profiler_range<R>(ordinal: i32, f: impl FnOnce() -> R) -> Result<R, Pr
 /// worker would hold a core for as long as its batches run on the device: cores the plan gives glue and CPU
 /// instances, and counts against the app (a GPU worker's CPU time is the CPU a request costs outside the
 /// instances). Waking costs tens of microseconds a wait. Done once a device, before its first session is
-/// created; where the driver refuses, the process spins as before and says so once.
+/// created; where the driver refuses, the process spins as before and says so once. `JIG_CUDA_SPIN=1` keeps
+/// CUDA's default (to compare, or where a driver misbehaves with the flag).
 pub fn sleep_while_waiting(ordinal: i32) {
     use cudarc::driver::{result, sys};
     static DONE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
     let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
-    if done.contains(&ordinal) {
+    if done.contains(&ordinal) || std::env::var_os("JIG_CUDA_SPIN").is_some_and(|v| v == "1") {
         return;
     }
     done.push(ordinal);
