@@ -1,20 +1,26 @@
 #!/bin/bash
 # Prepared for the next lent GPU (not yet run): the check of the change run.sh led to, then issue 51's measurement
-# again, in one call of at most ten minutes.
-# 1. voice.py: Piper's voice on ONNX Runtime's CUDA provider under each cuDNN algorithm search (run.sh found it at
-#    120-140 ms a line under the default exhaustive one), its host thread spinning and asleep, and on CPU threads
-#    (~1 minute).
-# 2. scripts/gpu_capacity.sh as run.sh ran it, now with jig's CUDA sessions on cuDNN's heuristics, the voice's
-#    rows on cpu:1 and cpu:2 beside the shares (the plan may put it on cores), a GPU worker's CPU counted from its
-#    loaded model, and the bare pipeline's voice on CUDA and one CPU session a process (~8 min).
-# 3. The tensor path on mps:0:100 of the detector at b = 64 and of Add at b = 2-32, as far as time is left.
+# again. STEPS picks what a call runs (default all four; the device's ten minutes a call fit them only just, so
+# two calls back to back, `STEPS="asleep voice"` then `STEPS="capacity tensor"`, are safer: the second finds what
+# the first unpacked):
+# - asleep: one point of the recognizer on mps:0:14 through a jig worker, whose host thread now sleeps while it
+#   waits for the device (new, not run on a GPU before); should it fail, the later steps (and calls) set
+#   JIG_CUDA_SPIN=1 (~20 s).
+# - voice: voice.py, Piper's voice on ONNX Runtime's CUDA provider under each cuDNN algorithm search (run.sh found
+#   it at 120-140 ms a line under the default exhaustive one), its host thread spinning and asleep, and on CPU
+#   threads (~1 minute).
+# - capacity: scripts/gpu_capacity.sh as run.sh ran it, now with jig's CUDA sessions on cuDNN's heuristics, the
+#   voice's rows on cpu:1 and cpu:2 beside the shares (the plan may put voices on cores), a GPU worker's CPU counted
+#   from its loaded model, and the bare pipeline's voice on CUDA and one CPU session a process (~7 minutes).
+# - tensor: the tensor path on mps:0:100 of the detector at b = 64 and of Add at b = 2-32, as far as time is left.
 # Staged as stage.sh says (six transfers). Then, from the repository root:
-#   BUDGET_S=590 bash docs/benchmarks/2026-11-29-h200/run2.sh     (results into $OUT)
+#   BUDGET_S=590 [STEPS="..."] bash docs/benchmarks/2026-11-29-h200/run2.sh     (results into $OUT)
 set -u
 here=$(dirname "$(readlink -f "$0")")
 BUDGET_S=${BUDGET_S:-590}
+steps=" ${STEPS:-asleep voice capacity tensor} "
 . "$here/prelude.sh"
-xz -dc -T0 "$G/bench.xz" >"$G/bench" && chmod +x "$G/bench" || exit 1
+[ -x "$G/bench" ] || { xz -dc -T0 "$G/bench.xz" >"$G/bench" && chmod +x "$G/bench"; } || exit 1
 mkdir -p .jig/models examples/sign-reader/models examples/sign-reader/glue target/release
 tar xJf "$G/models.tar.xz" -C .jig/models && xz -dc -T0 "$G/piper-joe.onnx.xz" >.jig/models/piper-joe.onnx &&
     tar xJf "$G/samples.tar.xz" -C .jig && tar xJf "$G/glue.tar.xz" -C examples/sign-reader/glue || exit 1
@@ -24,42 +30,50 @@ done
 cp "$G/jig" target/release/jig
 [ -e /work/main ] || { mkdir -p /work && ln -s "$repo" /work/main; }
 { nvidia-smi; nproc; uname -r; date; } >"$OUT/machine.txt" 2>&1
+[ ! -e "$G/spin" ] || { echo "== JIG_CUDA_SPIN=1, as the asleep step found"; export JIG_CUDA_SPIN=1; }
 
-say voice.py
-timeout 90 python3 "$here/voice.py" .jig/models/piper-joe.onnx 12 2>/dev/null | tee "$OUT/voice.txt"
-
-# jig's GPU workers now sleep while they wait for the device, not measured on a GPU before: one point of the
-# recognizer on an MPS share first, and CUDA's spinning (JIG_CUDA_SPIN=1) for the rest should that fail.
-say "a worker asleep on mps:0:14"
-mkdir -p out/asleep/models && ln -f .jig/models/ppocr-rec.onnx out/asleep/models/
-printf 'name = "asleep"\n[[variants]]\nslot = "rec"\nname = "rec"\nmodel = "models/ppocr-rec.onnx"\n%s\n' \
-    'shapes = { x = [3, 48, 320] }' >out/asleep/jig.toml
-if ! timeout 60 "$G/jig" profile out/asleep --segment mps:0:14 --max-batch 1 --runs 5 2>&1 | grep -v "onnxruntime:" |
-    tee "$OUT/asleep.txt" | grep -q "rec/rec on mps:0:14: batch   1"; then
-    tail -5 "$OUT/asleep.txt"
-    echo "== a worker asleep failed: JIG_CUDA_SPIN=1 from here"
-    export JIG_CUDA_SPIN=1
+if [[ $steps == *" asleep "* ]]; then
+    say "a worker asleep on mps:0:14"
+    mkdir -p out/asleep/models && ln -f .jig/models/ppocr-rec.onnx out/asleep/models/
+    printf 'name = "asleep"\n[[variants]]\nslot = "rec"\nname = "rec"\nmodel = "models/ppocr-rec.onnx"\n%s\n' \
+        'shapes = { x = [3, 48, 320] }' >out/asleep/jig.toml
+    if ! timeout 60 "$G/jig" profile out/asleep --segment mps:0:14 --max-batch 1 --runs 5 2>&1 |
+        grep -v "onnxruntime:" | tee "$OUT/asleep.txt" | grep -q "rec/rec on mps:0:14: batch   1"; then
+        tail -5 "$OUT/asleep.txt"
+        echo "== a worker asleep failed: JIG_CUDA_SPIN=1 from here"
+        touch "$G/spin"
+        export JIG_CUDA_SPIN=1
+    fi
 fi
 
-say gpu_capacity
-pack() { tar czf "$OUT/gpu-capacity.tgz" --exclude=bundle --exclude=state -C out gpu-capacity capacity 2>/dev/null; }
-(while sleep 15; do pack; done) &
-saver=$!
-JIG=$G/jig CORES=12 DEMAND=150 DURATION=10 PROCESSES=8 WORKERS=4 timeout $(($(left) - 40)) \
-    scripts/gpu_capacity.sh 2>&1 | grep -v "onnxruntime:" | tee "$OUT/gpu-capacity.txt"
-echo "gpu_capacity.sh exit ${PIPESTATUS[0]}"
-kill $saver; pack
-head -40 out/capacity/sign-reader/status.txt 2>/dev/null
-grep -h "plan\|WARN\|ERROR" out/capacity/sign-reader/gateway.log 2>/dev/null | cut -c1-400 | tail -25
+if [[ $steps == *" voice "* ]]; then
+    say voice.py
+    timeout 90 python3 "$here/voice.py" .jig/models/piper-joe.onnx 12 2>/dev/null | tee "$OUT/voice.txt"
+fi
 
-# Issue 51 item 6 on the GPU: the batches not measured there yet, det's first.
-for what in ppocr-det:64 add:2,4,16,32; do
-    [ "$(left)" -gt 45 ] || break
-    say "tensor path, $what"
-    file=$OUT/tensor-path-${what%%:*}.txt
-    BENCH_SEGMENT=mps:0:100 BENCH_MODELS=${what%%:*} BENCH_BATCHES=${what#*:} timeout $(($(left) - 8)) "$G/bench" \
-        --bench >"$file" 2>&1
-    echo "exit $?" >>"$file"
-    grep -v "^\s*$" "$file" | tail -12
-done
+if [[ $steps == *" capacity "* ]]; then
+    say gpu_capacity
+    pack() { tar czf "$OUT/gpu-capacity.tgz" --exclude=bundle --exclude=state -C out gpu-capacity capacity 2>/dev/null; }
+    (while sleep 15; do pack; done) &
+    saver=$!
+    JIG=$G/jig CORES=12 DEMAND=150 DURATION=10 PROCESSES=8 WORKERS=4 timeout $(($(left) - 40)) \
+        scripts/gpu_capacity.sh 2>&1 | grep -v "onnxruntime:" | tee "$OUT/gpu-capacity.txt"
+    echo "gpu_capacity.sh exit ${PIPESTATUS[0]}"
+    kill $saver; pack
+    head -40 out/capacity/sign-reader/status.txt 2>/dev/null
+    grep -h "plan\|WARN\|ERROR" out/capacity/sign-reader/gateway.log 2>/dev/null | cut -c1-400 | tail -25
+fi
+
+if [[ $steps == *" tensor "* ]]; then
+    # Issue 51 item 6 on the GPU: the batches not measured there yet, det's first.
+    for what in ppocr-det:64 add:2,4,16,32; do
+        [ "$(left)" -gt 45 ] || break
+        say "tensor path, $what"
+        file=$OUT/tensor-path-${what%%:*}.txt
+        BENCH_SEGMENT=mps:0:100 BENCH_MODELS=${what%%:*} BENCH_BATCHES=${what#*:} timeout $(($(left) - 8)) \
+            "$G/bench" --bench >"$file" 2>&1
+        echo "exit $?" >>"$file"
+        grep -v "^\s*$" "$file" | tail -12
+    done
+fi
 say done
