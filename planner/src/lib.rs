@@ -171,7 +171,8 @@
 //! **Pruning** (exact): types with 2·L_k above what their task can take on some path given the other tasks'
 //! fastest types (or its static budget), dearer than the task's slice cap, or dominated within the same
 //! variant are left out. Type j dominates k when L_j ≤ L_k and the ⌊s_k/s_j⌋ copies of j that fit in k's slices
-//! serve at least H_k: a 7g.80gb instance is dominated by seven 1g.10gb ones that are as fast.
+//! serve at least H_k: a 7g.80gb instance is dominated by seven 1g.10gb ones that are as fast. Where cores and GPU
+//! slices have budgets of their own (`cpu_cores`, `gpu_slices`), a type dominates only types on the same kind.
 //!
 //! **Cuts**: Σ_{k∈t} H_k·M_k ≥ R̂(t) per task, implied by (4)–(6), is added as a row so that HiGHS derives
 //! knapsack cover cuts on the instance counts. The search stops at a relative gap of 10⁻⁴ or an absolute gap

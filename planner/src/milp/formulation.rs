@@ -80,11 +80,19 @@ pub(crate) fn candidates(
         SegmentKind::Mig { profile, .. } => Some(profile),
         _ => None,
     };
+    // Where cores and GPU slices have budgets of their own, copies of a type on one kind do not stand in for a type
+    // on the other: the cores the copies need may be spent when the GPU's slices are not (the voice on cores is
+    // more productive a slice than on a GPU share, and still the share serves more once the cores are full).
+    let kinds_apart = problem.cpu_cores.is_some() || problem.gpu_slices.is_some();
+    let on_cores = |c: &crate::problem::Config| matches!(problem.segments[c.segment].kind, SegmentKind::Cpu { .. });
     let dominates = |a: usize, b: usize| {
         let (x, y) = (&problem.configs[a], &problem.configs[b]);
         // Where the MIG instances exist already, one of a profile is not there to copy (nor, with others
         // holding them, there at all): it stands in only for a type on the same profile.
         if problem.mig_instances.is_some() && mig_profile(x).is_some() && mig_profile(x) != mig_profile(y) {
+            return false;
+        }
+        if kinds_apart && on_cores(x) != on_cores(y) {
             return false;
         }
         let (sx, sy) = (problem.segments[x.segment].slices, problem.segments[y.segment].slices);

@@ -57,3 +57,39 @@ fn too_few_cores_and_no_gpu_find_no_plan() {
     let error = plan_on("slices = 20\ncpu_cores = 2\ngpu_slices = 0").unwrap_err();
     assert!(matches!(error, PlanError::Infeasible(_)), "{error}");
 }
+
+/// A type on cores more productive a slice than one on a GPU share does not stand in for it: once the cores are
+/// spent the share serves the rest. (Pruning the share as dominated left 70 req/s with no plan.)
+#[test]
+fn cores_full_the_gpu_share_serves_the_rest_though_a_core_serves_more_a_slice() {
+    const VOICE: &str = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
+detect,det,cpu:1,1,50,60,17,test
+detect,det,mps:14,1,120,130,8,test
+";
+    let spec = r#"
+[app]
+name = "voice"
+slo_latency_ms = 5000
+slo_accuracy = 0.0
+tasks = [{ name = "detect", variants = [{ name = "det", accuracy = 1.0 }] }]
+
+[[segments]]
+name = "cpu:1"
+
+[[segments]]
+name = "mps:14"
+
+[resources]
+slices = 11
+cpu_cores = 4
+gpu_slices = 7
+
+[demand]
+windows = [70]
+"#;
+    let problem = Problem::new(&PlanSpec::from_toml(spec).unwrap(), &from_csv(VOICE).unwrap(), "test").unwrap();
+    let plan = plan(&problem, Features::ALL, &SolveOptions::default()).unwrap();
+    // 73.5 req/s: the four cores serve 68, a share 8 more.
+    let on = |segment: &str| entries(&plan).iter().filter(|(s, _)| s == segment).map(|(_, n)| n).sum::<u32>();
+    assert_eq!((on("cpu:1"), on("mps:14")), (4, 1), "{}", plan.to_text());
+}
