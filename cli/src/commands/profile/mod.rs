@@ -109,9 +109,7 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
         let output = args.output.clone().unwrap_or_else(|| bundle.dir.join("util.csv"));
         return counters::counters(&bundle, args.gpu, batch, &output);
     }
-    let unknown: Vec<&String> =
-        args.slots.iter().filter(|slot| !bundle.manifest.variants.iter().any(|v| &v.slot == *slot)).collect();
-    if let Some(slot) = unknown.first() {
+    if let Some(slot) = args.slots.iter().find(|slot| !bundle.manifest.variants.iter().any(|v| &v.slot == *slot)) {
         let mut known: Vec<&str> = Vec::new();
         for variant in &bundle.manifest.variants {
             if !known.contains(&variant.slot.as_str()) {
