@@ -392,7 +392,7 @@ impl Problem {
             return Err(input(format!("batch size {b} must be positive")));
         }
 
-        // Join the profile table.
+        // Join the profile table, each share measured alone read as it runs beside others of its size.
         let slot_of: HashMap<&str, Vec<usize>> =
             spec.app.tasks.iter().enumerate().fold(HashMap::new(), |mut m, (i, t)| {
                 m.entry(t.slot()).or_default().push(i);
@@ -401,7 +401,7 @@ impl Problem {
         let seg_of: HashMap<&str, usize> = segments.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
         let mut configs = Vec::new();
         let mut index = HashMap::new();
-        for row in profile {
+        for row in &crate::profile::as_packed(profile) {
             let Some(task_ids) = slot_of.get(row.slot.as_str()) else { continue };
             let Ok(kind) = SegmentKind::parse(&row.segment) else { continue };
             let Some(&s) = seg_of.get(kind.name().as_str()) else { continue };

@@ -205,6 +205,29 @@ fn profiling_one_slot_keeps_the_rest_of_the_table() {
     assert_eq!(std::fs::read_to_string(bundle.path().join("profiles.csv")).unwrap(), "not,a,table\n", "kept as it was");
 }
 
+/// A table with a share measured alone and processes of its size measured together (kept from a GPU's profile
+/// while one slot is measured again here) names the share the planner reads as they ran together.
+#[test]
+fn profile_notes_a_share_slower_beside_others_of_its_size() {
+    let bundle = tempfile::tempdir().unwrap();
+    let manifest = "name = \"t\"\n[[variants]]\nslot = \"a\"\nname = \"mlp\"\nmodel = \"mlp.onnx\"\n\
+                    [[variants]]\nslot = \"b\"\nname = \"mlp-b\"\nmodel = \"mlp.onnx\"\n";
+    jig_test_support::bundle(bundle.path(), manifest, &[("mlp.onnx", &model("mlp"))]);
+    let table = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device\n\
+                 b,mlp-b,mps:0:14,8,12.5,13.0,634,H200\n\
+                 b,mlp-b,mps:0:57x4,8,14.4,16.6,2171,H200\n\
+                 b,mlp-b,mps:0:28,8,8.7,10.0,901,H200\n";
+    std::fs::write(bundle.path().join("profiles.csv"), table).unwrap();
+    let output = run(
+        jig().arg("profile").arg(bundle.path()).args(["--slot", "a", "--segment", "cpu:1", "--max-batch", "1"]),
+        b"",
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("note: b/mlp-b on mps:0:14 runs batches up to 1.28× as long"), "{stderr}");
+    assert!(!stderr.contains("on mps:0:28 runs"), "no 28% processes were measured together: {stderr}");
+}
+
 /// `jig profile --pairs` (gpu-lets' co-run measurement): each slot's model alone, then every pair at once, each
 /// on a one-core segment of its own, written as the `interference` table a `[gpulet]` spec reads.
 #[test]

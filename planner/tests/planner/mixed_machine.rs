@@ -93,3 +93,41 @@ windows = [70]
     let on = |segment: &str| entries(&plan).iter().filter(|(s, _)| s == segment).map(|(_, n)| n).sum::<u32>();
     assert_eq!((on("cpu:1"), on("mps:14")), (4, 1), "{}", plan.to_text());
 }
+
+/// Shares of one GPU run beside each other: four instances on four 14% shares serve no more than four 14%
+/// processes measured together (`mps:57x4`), though one alone serves more. (Read as measured alone, four shares
+/// were planned for what takes five.)
+#[test]
+fn shares_packed_on_a_gpu_are_planned_as_measured_together() {
+    const SHARES: &str = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device
+detect,det,mps:0:14,4,35,40,100,test
+detect,det,mps:0:57x4,4,45,50,320,test
+";
+    let spec = r#"
+[app]
+name = "shares"
+slo_latency_ms = 5000
+slo_accuracy = 0.0
+tasks = [{ name = "detect", variants = [{ name = "det", accuracy = 1.0 }] }]
+
+[[segments]]
+name = "mps:14"
+
+[[segments]]
+name = "mps:57x4"
+
+[resources]
+slices = 7
+gpu_slices = 7
+
+[demand]
+windows = [360]
+"#;
+    let problem = Problem::new(&PlanSpec::from_toml(spec).unwrap(), &from_csv(SHARES).unwrap(), "test").unwrap();
+    let alone = problem.configs.iter().find(|c| problem.segments[c.segment].name == "mps:14").unwrap();
+    assert_eq!((alone.latency_ms, alone.throughput_rps), (50.0, 80.0), "one of the four together");
+    let plan = plan(&problem, Features::ALL, &SolveOptions::default()).unwrap();
+    // 378 req/s (the demand and its margin) at 80 an instance of 14%.
+    let slices: u32 = entries(&plan).iter().map(|(s, n)| if s == "mps:14" { *n } else { 4 * n }).sum();
+    assert_eq!(slices, 5, "{}", plan.to_text());
+}

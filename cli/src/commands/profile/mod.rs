@@ -300,7 +300,28 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
         kept => format!(" ({measured} measured now, {kept} kept)"),
     };
     eprintln!("profile: wrote {} rows{kept} to {}", rows.len(), output.display());
+    note_packed(&rows);
     Ok(())
+}
+
+/// Say which shares measured alone run slower beside processes of their size measured together, which the planner
+/// reads instead ([`jig_planner::profile::as_packed`]): a user who profiled `mps:0:14` and `mps:0:57x4` learns why
+/// the plan's 14% shares serve less than their own rows say.
+fn note_packed(rows: &[ProfileRow]) {
+    let mut slowest: std::collections::BTreeMap<(&str, &str, &str), f64> = Default::default();
+    for (alone, packed) in rows.iter().zip(jig_planner::profile::as_packed(rows)) {
+        let slower = packed.p95_ms / alone.p95_ms;
+        if slower > 1.005 {
+            let at = slowest.entry((&alone.slot, &alone.variant, &alone.segment)).or_default();
+            *at = at.max(slower);
+        }
+    }
+    for ((slot, variant, segment), slower) in slowest {
+        eprintln!(
+            "profile: note: {slot}/{variant} on {segment} runs batches up to {slower:.2}× as long (p95) beside other \
+             processes of its share's size, as measured together, as alone; the planner plans it as they ran together"
+        );
+    }
 }
 
 /// Say when the planner will charge an `mps:` share for more of the GPU than the share itself: shares cost sevenths
