@@ -5,15 +5,17 @@
 # 1. A copy of the sign reader whose `speak` task names the voice's slot (`slot = "voice"`), so that the planner
 #    plans the voice like det and rec, with one variant a slot (VARIANTS).
 # 2. `jig profile` of the copy on SHARES: MPS shares of GPU 0 served by one process and by several
-#    (`mps:0:57x4`: four processes of 14% each, measured at once); then the voice on CPU_SEGMENTS (`cpu:1 cpu:2`),
-#    so that the plan can put it on cores where that serves more.
+#    (`mps:0:57x4`: four processes of 14% each, measured at once); then the voice on VOICE_SHARES (`mps:0:57x8`:
+#    a voice bound by its launches, as it was at 120-140 ms a line on every share, serves more by more processes)
+#    and on CPU_SEGMENTS (`cpu:1 cpu:2`), so that the plan can put it on cores where that serves more.
 # 3. scripts/capacity.sh with `jig up --cores CORES --gpus 0`: the plan's capacity and the highest Poisson rate
 #    with >= 99% in SLO, and their ratio.
 # 4. scripts/bare_pipeline.py --find-capacity with det, rec and the voice on ONNX Runtime's CUDA provider and
 #    BARE_VOICE_CPU voice sessions a process on CPU threads beside them (PROCESSES processes of WORKERS request
 #    threads), and jig's served capacity over the bare one.
 #
-# Usage: JIG=path/to/jig [CORES=8] [GPUS=0] [SHARES="..."] [CPU_SEGMENTS="cpu:1 cpu:2"] [DEMAND=req/s] [DURATION=15]
+# Usage: JIG=path/to/jig [CORES=8] [GPUS=0] [SHARES="..."] [VOICE_SHARES="mps:0:57x8"] [CPU_SEGMENTS="cpu:1 cpu:2"]
+#        [DEMAND=req/s] [DURATION=15]
 #        [PROCESSES=8] [WORKERS=4] [BARE_PROVIDER=cuda] [BARE_VOICE_CPU=1] scripts/gpu_capacity.sh
 # DEMAND declares the load the copy is deployed for (`[demand] rps`); without it, the manifest's. PROFILE_ONLY=1
 # stops after step 2.
@@ -34,6 +36,7 @@ gpus=${GPUS:-0}  # `none` tries the script out on CPU shares (SHARES="cpu:1 cpu:
 # that 14%, 28%, 42% and 57% cost 1 to 4 slices and fill a GPU together, where 25% costs 2 and four do not fit.
 shares=${SHARES:-mps:0:14 mps:0:28 mps:0:42 mps:0:57 mps:0:28x2 mps:0:42x3 mps:0:57x4}
 cpu_segments=${CPU_SEGMENTS-cpu:1 cpu:2}
+if [ "$gpus" = none ]; then voice_shares=${VOICE_SHARES-}; else voice_shares=${VOICE_SHARES-mps:0:57x8}; fi
 variants=${VARIANTS:-ppocr-v4-det-480 ppocr-v4-rec piper-joe-medium}
 duration=${DURATION:-15}
 out=out/gpu-capacity
@@ -63,10 +66,11 @@ echo "== jig profile on $shares"
 # shellcheck disable=SC2046,SC2086 # one --segment a share
 "$JIG" profile "$out/bundle" $(printf -- '--segment %s ' $shares) --max-batch 16 --runs 10 2>&1 |
     tee "$out/profile.txt" | grep -E "^profile: [a-z]+/[^ ]+ on [^ ]+: batch" || true
-if [ -n "$cpu_segments" ]; then
-    echo "== the voice on $cpu_segments"
-    # shellcheck disable=SC2046,SC2086 # one --segment a core count
-    "$JIG" profile "$out/bundle" --slot voice $(printf -- '--segment %s ' $cpu_segments) --max-batch 1 --runs 10 2>&1 |
+voice_segments=$(echo $voice_shares $cpu_segments)
+if [ -n "$voice_segments" ]; then
+    echo "== the voice on $voice_segments"
+    # shellcheck disable=SC2046,SC2086 # one --segment each
+    "$JIG" profile "$out/bundle" --slot voice $(printf -- '--segment %s ' $voice_segments) --max-batch 1 --runs 10 2>&1 |
         tee -a "$out/profile.txt" | grep -E "^profile: [a-z]+/[^ ]+ on [^ ]+: batch" || true
 fi
 cp "$out/bundle/profiles.csv" "$out/profiles.csv"

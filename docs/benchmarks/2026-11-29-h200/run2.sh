@@ -10,7 +10,8 @@
 #   it at 120-140 ms a line under the default exhaustive one), its host thread spinning and asleep, and on CPU
 #   threads (~1 minute).
 # - capacity: scripts/gpu_capacity.sh as run.sh ran it, now with jig's CUDA sessions on cuDNN's heuristics, the
-#   voice's rows on cpu:1 and cpu:2 beside the shares (the plan may put voices on cores), a GPU worker's CPU counted
+#   voice's rows on eight processes of 7% (mps:0:57x8) and on cpu:1 and cpu:2 beside the shares (the plan may put
+#   voices on cores), shares planned as measured together (the planner's as_packed), a GPU worker's CPU counted
 #   from its loaded model, and the bare pipeline's voice on CUDA and one CPU session a process (~7 minutes).
 # - tensor: the tensor path on mps:0:100 of the detector at b = 64 and of Add at b = 2-32, as far as time is left.
 # Staged as stage.sh says (six transfers). Then, from the repository root:
