@@ -107,8 +107,8 @@
 //! and the profile table ([`profile`]): `slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device`.
 //! L(t,v,s,b) is `p95_ms`, H(t,v,s,b) is `throughput_rps` (for `mig:GPU:PROFILE:K`, of all K processes
 //! together; an `mps:GPU:PERCENT` share alone as one of the most processes of its size measured together, where
-//! the table has them: [`profile::as_packed`]). A missing (segment, batch) row means the configuration is unavailable (e.g. out of memory); a
-//! variant with no row on any declared segment type is an error.
+//! the table has them: [`profile::as_packed`]). A missing (segment, batch) row means the configuration is
+//! unavailable (e.g. out of memory); a variant with no row on any declared segment type is an error.
 //!
 //! ## The formulation
 //!
