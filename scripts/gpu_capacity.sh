@@ -15,8 +15,8 @@
 #    threads), and jig's served capacity over the bare one.
 #
 # Usage: JIG=path/to/jig [CORES=8] [GPUS=0] [SHARES="..."] [VOICE_SHARES="mps:0:57x8"] [CPU_SEGMENTS="cpu:1 cpu:2"]
-#        [DEMAND=req/s] [DURATION=15]
-#        [PROCESSES=8] [WORKERS=4] [BARE_PROVIDER=cuda] [BARE_VOICE_CPU=1] scripts/gpu_capacity.sh
+#        [DEMAND=req/s] [DURATION=15] [PROCESSES=8] [WORKERS=4] [BARE_PROVIDER=cuda] [BARE_VOICE_CPU=1]
+#        scripts/gpu_capacity.sh
 # DEMAND declares the load the copy is deployed for (`[demand] rps`); without it, the manifest's. PROFILE_ONLY=1
 # stops after step 2.
 # Stage what scripts/test_gpu.sh's header lists (the jig binary, the bundle's glue and models, JIG_ORT_LIB and the
@@ -66,6 +66,7 @@ echo "== jig profile on $shares"
 # shellcheck disable=SC2046,SC2086 # one --segment a share
 "$JIG" profile "$out/bundle" $(printf -- '--segment %s ' $shares) --max-batch 16 --runs 10 2>&1 |
     tee "$out/profile.txt" | grep -E "^profile: [a-z]+/[^ ]+ on [^ ]+: batch" || true
+# shellcheck disable=SC2086 # the two lists joined
 voice_segments=$(echo $voice_shares $cpu_segments)
 if [ -n "$voice_segments" ]; then
     echo "== the voice on $voice_segments"
