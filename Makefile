@@ -65,7 +65,8 @@ lint: setup
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --lib
 	cd fuzz && $(CARGO) check --locked --target-dir ../target/fuzz-check
 
-# The Kubernetes manifests in deploy/kubernetes, against Kubernetes' JSON schemas, offline (deploy/README.md).
+# The Kubernetes manifests in deploy/kubernetes and the Helm chart in deploy/helm/jig, against Kubernetes' JSON
+# schemas and each other, offline (deploy/README.md).
 check-manifests:
 	@scripts/check_manifests.sh
 

