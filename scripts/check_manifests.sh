@@ -113,8 +113,27 @@ render() { # NAME RELEASE NAMESPACE [VALUES...]: render into $rendered/NAME/char
 }
 render defaults jig jig
 render "one gateway, no etcd" jig jig --set gateway.replicas=1 --set etcd.enabled=false
-render "an etcd of one's own, another release" serving inference --set etcd.enabled=false \
-    --set 'etcd.endpoints={http://etcd.infra.svc.cluster.local:2379}' --set gateway.replicas=3 --set clusterDomain=k8s.local
+cat > "$rendered/tls.yaml" <<'VALUES'
+etcd:
+  enabled: false
+  endpoints: ["https://etcd.infra.svc.k8s.local:2379"]
+clusterDomain: k8s.local
+gateway:
+  replicas: 3
+  extraConfig: |
+    node_tls_ca = "/etc/jig/node-tls/ca.crt"
+    node_tls_server_name = "jig-node"
+  extraEnv: [{name: JIG_ETCD_CA_FILE, value: /etc/jig/etcd-tls/ca.crt}]
+  extraVolumes: [{name: etcd-tls, secret: {secretName: etcd-ca}}, {name: node-tls, secret: {secretName: node-ca}}]
+  extraVolumeMounts:
+    - {name: etcd-tls, mountPath: /etc/jig/etcd-tls, readOnly: true}
+    - {name: node-tls, mountPath: /etc/jig/node-tls, readOnly: true}
+node:
+  extraArgs: [--tls-cert, /etc/jig/node-tls/tls.crt, --tls-key, /etc/jig/node-tls/tls.key]
+  extraVolumes: [{name: node-tls, secret: {secretName: node-tls}}]
+  extraVolumeMounts: [{name: node-tls, mountPath: /etc/jig/node-tls, readOnly: true}]
+VALUES
+render "TLS to an etcd of one's own and to the nodes, another release" serving inference -f "$rendered/tls.yaml"
 render "MIG instances, a registry, classes" jig jig --set-json 'node.gpus={"nvidia.com/gpu":null,"nvidia.com/mig-3g.40gb":2}' \
     --set image.repository=registry.example/jig --set image.tag=0.1.1 --set image.pullPolicy=Always \
     --set 'imagePullSecrets[0].name=registry' --set gateway.state.storageClassName=nfs-client \
