@@ -12,8 +12,9 @@
 #     headless Service that selects its pods;
 #   - a workload of more than one replica mounts only ReadWriteMany PersistentVolumeClaims, which exist;
 #   - the gateway's gateway.toml parses (tomllib) and uses only the gateway's keys, with their types;
-#     its `nodes` and `etcd` entries that name NAME.NAMESPACE.svc.cluster.local name a Service here with that
-#     port; a gateway Deployment of more than one replica needs `etcd` (the replicas' shared state);
+#     its `nodes` and `etcd` entries that name NAME.NAMESPACE.svc.DOMAIN, in a namespace of these objects,
+#     name a Service here with that port; a gateway Deployment of more than one replica needs `etcd` (the
+#     replicas' shared state);
 #   - the example nvidia-mig-parted config parses as YAML, `version: v1` with a `mig-configs` map;
 #   - the chart: `helm lint --strict`; `helm template` with its defaults and three other sets of values, each
 #     rendering checked as above; its defaults render the objects `kubectl kustomize` does, field for field
