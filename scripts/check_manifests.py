@@ -211,6 +211,17 @@ def check(directory, version, chart=None):
             for port in (p.get("port") for p in rule.get("ports", [])):
                 if isinstance(port, str) and targets and not any(port in ports for ports in targets):
                     errors.append(f"{name_of(policy)}: port `{port}` is no named port of the pods it selects")
+    for ingress in (o for o in everything if o["kind"] == "Ingress"):
+        for rule in ingress["spec"].get("rules", []):
+            for path in (rule.get("http") or {}).get("paths", []):
+                backend = path["backend"].get("service") or {}
+                service = services.get((namespace_of(ingress), backend.get("name")))
+                port = backend.get("port") or {}
+                if service is None:
+                    errors.append(f"{name_of(ingress)}: its backend {backend.get('name')} is no Service here")
+                elif not any(p.get("name") == port.get("name") if "name" in port else p.get("port") == port.get("number")
+                             for p in service["spec"].get("ports", [])):
+                    errors.append(f"{name_of(ingress)}: Service {backend['name']} has no port {port}")
     # gateway.toml: in-cluster names of `nodes` and `etcd` are Services here, with that port; replicas need etcd.
     try:
         gateway_config = tomllib.loads(gateway_tomls[0] if gateway_tomls else "")

@@ -14,7 +14,7 @@
 #   - the gateway's gateway.toml parses (tomllib) and uses only the gateway's keys, with their types;
 #     its `nodes` and `etcd` entries that name NAME.NAMESPACE.svc.DOMAIN, in a namespace of these objects,
 #     name a Service here with that port; a gateway Deployment of more than one replica needs `etcd` (the
-#     replicas' shared state);
+#     replicas' shared state); an Ingress's backends are Services here with that port;
 #   - the example nvidia-mig-parted config parses as YAML, `version: v1` with a `mig-configs` map;
 #   - the chart: `helm lint --strict`; `helm template` with its defaults and three other sets of values, each
 #     rendering checked as above; its defaults render the objects `kubectl kustomize` does, field for field
@@ -135,10 +135,12 @@ node:
   extraVolumeMounts: [{name: node-tls, mountPath: /etc/jig/node-tls, readOnly: true}]
 VALUES
 render "TLS to an etcd of one's own and to the nodes, another release" serving inference -f "$rendered/tls.yaml"
-render "MIG instances, a registry, classes" jig jig --set-json 'node.gpus={"nvidia.com/gpu":null,"nvidia.com/mig-3g.40gb":2}' \
+render "MIG instances, a registry, a class, an Ingress" jig jig --set-json 'node.gpus={"nvidia.com/gpu":null,"nvidia.com/mig-3g.40gb":2}' \
     --set image.repository=registry.example/jig --set image.tag=0.1.1 --set image.pullPolicy=Always \
     --set 'imagePullSecrets[0].name=registry' --set gateway.state.storageClassName=nfs-client \
-    --set gateway.extraConfig='invoke_token = "secret"' --set gateway.service.type=LoadBalancer
+    --set gateway.extraConfig='invoke_token = "secret"' --set gateway.ingress.enabled=true \
+    --set gateway.ingress.host=jig.example.com --set 'gateway.ingress.tls[0].secretName=jig-tls' \
+    --set 'gateway.ingress.annotations.nginx\.ingress\.kubernetes\.io/proxy-body-size=1024m'
 if [ -s "$rendered/defaults/chart.yaml" ] && [ -s "$rendered/kustomized.yaml" ]; then
     check same "$rendered/kustomized.yaml" "$rendered/defaults/chart.yaml" "$CHART (defaults)"
 fi
