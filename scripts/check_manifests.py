@@ -5,7 +5,7 @@
         rendered Helm chart (no kustomization.yaml, no example MIG config), reported as NAME
     check_manifests.py same KUSTOMIZED RENDERED NAME
         the objects of two rendered streams are the same, apart from what Helm adds (its labels, the config
-        checksum) and the Namespace
+        checksum, its test) and the Namespace
 """
 import glob
 import os
@@ -308,17 +308,18 @@ def differences(a, b, path=""):
 
 def same(kustomized, rendered, name):
     """Report whether the objects of the two streams are the same (by kind and name) apart from HELM_KEYS;
-    the kustomized stream's Namespace aside (Helm's --create-namespace makes it)."""
+    the kustomized stream's Namespace (Helm's --create-namespace makes it) and Helm's hooks (`helm test`) aside."""
     def objects(path):
         with open(path) as f:
             docs = [without_helm(d) for d in yaml.safe_load_all(f) if d]
-        return {name_of(d): d for d in docs if d["kind"] != "Namespace"}
+        return {name_of(d): d for d in docs
+                if d["kind"] != "Namespace" and "helm.sh/hook" not in d["metadata"].get("annotations", {})}
     a, b = objects(kustomized), objects(rendered)
     errors = [f"{name} only in {kustomized}" for name in sorted(set(a) - set(b))]
     errors += [f"{name} only in {rendered}" for name in sorted(set(b) - set(a))]
     errors += [f"{name}: {d}" for name in sorted(set(a) & set(b)) for d in differences(a[name], b[name])]
     report(name, errors, f"the same {len(b)} objects as kubectl kustomize renders, field for field, apart from Helm's "
-           "labels and the Namespace")
+           "labels and test, and the Namespace")
 
 
 if __name__ == "__main__":

