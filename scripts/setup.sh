@@ -71,6 +71,12 @@ if [ "$(cat "$CLIENT_DIR/.jig-installed" 2>/dev/null)" != "$CLIENT_PACKAGES" ]; 
         --target "$CLIENT_DIR" $CLIENT_PACKAGES
     echo "$CLIENT_PACKAGES" > "$CLIENT_DIR/.jig-installed"
 fi
+# Triton's perf_analyzer, which cli/tests/e2e/gateway/model_slots.rs runs against the gateway over HTTP and gRPC
+# (scripts/perf_analyzer.sh says where it comes from; PyPI has it for Linux x86_64 only).
+step="perf_analyzer into .jig/tools/perf-analyzer" rerun="scripts/perf_analyzer.sh --install"
+if [ "$(uname -sm)" = "Linux x86_64" ]; then
+    scripts/perf_analyzer.sh --install
+fi
 step="the models (scripts/models.py)" rerun="PYTHONPATH=$PY_DIR python3 scripts/models.py .jig/models"
 PYTHONPATH="$PY_DIR" python3 scripts/models.py .jig/models
 # PPipe's pre-partitioning (scripts/partition_model.py): the PP-OCRv4 recognizer cut into 10 blocks of about

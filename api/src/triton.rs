@@ -101,21 +101,24 @@ pub struct ModelStats {
     pub inference_stats: InferStats,
 }
 
-/// Requests by outcome, and the time batches took. jig keeps no per-model queue or end-to-end time (the
-/// gateway's `jig_model_request_duration_seconds` histogram has the latter): those `ns` are 0.
+/// Requests by outcome, and where the time of those answered went, counted per request as Triton counts: a
+/// request answered from a batch of four adds its whole batch's time to `compute_*`, as do the other three. For
+/// an app (a graph of tasks, not one queue and batch) only the counts are kept: its `ns` are 0.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InferStats {
-    /// Requests answered.
+    /// Requests answered, and their time from arrival at the model's instance to their answer.
     pub success: StatDuration,
-    /// Requests refused for their inputs, dropped for their deadline, or whose batch failed.
+    /// Requests dropped for their deadline (on arrival or in the queue) or as stale, or whose batch failed (no
+    /// time kept).
     pub fail: StatDuration,
-    /// Not kept.
+    /// Requests answered, and their time in the instance's queue before their batch started.
     pub queue: StatDuration,
-    /// Not kept apart from `compute_infer`.
+    /// Requests answered, and their batches' time stacking the requests' inputs into one batch.
     pub compute_input: StatDuration,
-    /// Batches run, and the time they took.
+    /// Requests answered, and their batches' time executing the model (in a worker process or on a node:
+    /// moving the tensors there and back included).
     pub compute_infer: StatDuration,
-    /// Not kept apart from `compute_infer`.
+    /// Requests answered, and their batches' time splitting the outputs back into requests.
     pub compute_output: StatDuration,
 }
 

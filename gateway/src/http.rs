@@ -149,9 +149,13 @@ pub(crate) fn refuse_unauthorized(request: &Request<Body>, token: Option<&str>) 
 }
 
 /// Why an `Authorization` value (an HTTP header, gRPC metadata) does not carry `token`, when one is configured.
+/// Whitespace around the value is no part of it (RFC 9110 §5.5): hyper strips it from HTTP headers, gRPC leaves it
+/// in metadata (perf_analyzer's `-H "authorization: Bearer …"` sends " Bearer …").
 pub(crate) fn unauthorized(authorization: Option<&str>, token: Option<&str>) -> Option<&'static str> {
     let token = token?;
-    let bearer = authorization.and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
+    let bearer = authorization
+        .map(str::trim)
+        .and_then(|v| v.get(..7).filter(|p| p.eq_ignore_ascii_case("bearer ")).map(|_| &v[7..]));
     match bearer {
         // In constant time, so that how long a refusal takes tells nothing of the token.
         Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => None,
@@ -297,4 +301,21 @@ pub(crate) fn bytes_reply(code: StatusCode, body: Bytes) -> Reply {
 pub(crate) fn error(kind: ErrorKind, message: impl Into<String>) -> Reply {
     let code = StatusCode::from_u16(kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json(code, &ErrorBody { error: message.into(), kind })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unauthorized;
+
+    #[test]
+    fn a_bearer_token_is_read_from_its_value_without_the_whitespace_around_it() {
+        let token = Some("let-me-in");
+        for given in ["Bearer let-me-in", "bearer let-me-in", " Bearer let-me-in ", "\tBEARER let-me-in"] {
+            assert_eq!(unauthorized(Some(given), token), None, "{given:?}");
+        }
+        assert!(unauthorized(Some("Bearer let-me-out"), token).unwrap().starts_with("wrong token"));
+        assert!(unauthorized(Some("Basic let-me-in"), token).unwrap().contains("needs a token"));
+        assert!(unauthorized(None, token).unwrap().contains("needs a token"));
+        assert_eq!(unauthorized(None, None), None, "no token configured: open");
+    }
 }

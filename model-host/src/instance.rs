@@ -135,6 +135,20 @@ pub struct Stats {
     /// CPU time the instance's thread spent running batches, ns: less than `busy_ns` where the thread waited for
     /// a core (an unpinned instance on a busy machine) or for a worker process or GPU.
     pub cpu_ns: AtomicU64,
+    /// Requests answered with their outputs.
+    pub answered: AtomicU64,
+    /// Summed over the requests answered, ns: how long each waited in the queue for its batch to start (none
+    /// for one its caller ran at once).
+    pub queue_ns: AtomicU64,
+    /// Summed over the requests answered, ns: from arrival to answer.
+    pub request_ns: AtomicU64,
+    /// Summed over the requests answered, ns: their batch's time stacking the inputs, executing, and splitting
+    /// the outputs. Each request counts its whole batch, as Triton's statistics do.
+    pub input_ns: AtomicU64,
+    /// See [`Stats::input_ns`].
+    pub execute_ns: AtomicU64,
+    /// See [`Stats::input_ns`].
+    pub output_ns: AtomicU64,
     /// Requests waiting for a batch now (a gauge, unlike the counters above).
     pub queued: AtomicU64,
     /// Latencies of the batches that succeeded, by rows.
@@ -167,6 +181,17 @@ pub struct BatchLatency {
 }
 
 impl Stats {
+    /// Count `requests` answered from one batch, each arrived at `arrived`, the batch started at `started`.
+    fn answered(&self, arrived: impl IntoIterator<Item = (Instant, u64)>, started: Instant) {
+        let now = Instant::now();
+        let ns = |d: Duration| d.as_nanos() as u64;
+        for (at, requests) in arrived {
+            self.answered.fetch_add(requests, Ordering::Relaxed);
+            self.queue_ns.fetch_add(requests * ns(started.saturating_duration_since(at)), Ordering::Relaxed);
+            self.request_ns.fetch_add(requests * ns(now.saturating_duration_since(at)), Ordering::Relaxed);
+        }
+    }
+
     fn record(&self, rows: u64, latency: Duration, cpu: Option<Duration>) {
         let mut latencies = self.latencies.lock().unwrap_or_else(|p| p.into_inner());
         let recent = latencies.entry(rows).or_default();
@@ -286,18 +311,33 @@ impl Engine {
         let total = rows.iter().sum();
         stats.rows.fetch_add(total, Ordering::Relaxed);
         let (started, cpu) = (Instant::now(), cpu_time::ThreadTime::try_now());
+        let mut phases = [started; 3]; // when stacking, then executing, ended
         let result = batch::stack(requests, |len| self.executor.buffer(len), &self.spare)
             .map_err(|e: TensorError| e.to_string())
-            .and_then(|stacked| self.executor.execute(&stacked).map_err(|e| e.to_string()))
-            .and_then(|outputs| batch::split(outputs, &rows));
-        let elapsed = started.elapsed();
+            .and_then(|stacked| {
+                phases[0] = Instant::now();
+                self.executor.execute(&stacked).map_err(|e| e.to_string())
+            })
+            .and_then(|outputs| {
+                phases[1] = Instant::now();
+                batch::split(outputs, &rows)
+            });
+        phases[2] = Instant::now();
+        let elapsed = phases[2] - started;
         stats.busy_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
         let cpu = cpu.and_then(|cpu| cpu.try_elapsed()).ok();
         if let Some(cpu) = cpu {
             stats.cpu_ns.fetch_add(cpu.as_nanos() as u64, Ordering::Relaxed);
         }
         match &result {
-            Ok(_) => stats.record(total, elapsed, cpu),
+            Ok(_) => {
+                stats.record(total, elapsed, cpu);
+                let n = requests.len() as u64;
+                let ns = |from: Instant, to: Instant| n * (to - from).as_nanos() as u64;
+                stats.input_ns.fetch_add(ns(started, phases[0]), Ordering::Relaxed);
+                stats.execute_ns.fetch_add(ns(phases[0], phases[1]), Ordering::Relaxed);
+                stats.output_ns.fetch_add(ns(phases[1], phases[2]), Ordering::Relaxed);
+            }
             Err(detail) => {
                 tracing::warn!(instance = %self.config.name, requests = requests.len(), "batch failed: {detail}");
                 stats.failed.fetch_add(requests.len() as u64, Ordering::Relaxed);
@@ -431,7 +471,7 @@ impl Instance {
         let requests = vec![inputs];
         let now = Instant::now();
         self.admit(&requests, now, deadline)?;
-        if let Some(outputs) = self.run_here(&requests) {
+        if let Some(outputs) = self.run_here(&requests, now) {
             return Ok(outputs?.pop().unwrap_or_default());
         }
         let mut outputs = self.enqueue(requests, now, deadline).await?;
@@ -493,7 +533,7 @@ impl Instance {
 
     /// Run `requests` (one) on this thread when the instance's thread would run them alone at once, the batch
     /// is short ([`CALLER_RUNS_BELOW`]) and this thread is on the instance's cores; `None`: queue them.
-    fn run_here(&self, requests: &[Vec<Tensor>]) -> Option<Result<Vec<Vec<Tensor>>, InstanceError>> {
+    fn run_here(&self, requests: &[Vec<Tensor>], arrived: Instant) -> Option<Result<Vec<Vec<Tensor>>, InstanceError>> {
         let engine = &self.engine;
         let [inputs] = requests else { return None };
         let rows = batch::rows(inputs);
@@ -513,7 +553,12 @@ impl Instance {
             return None;
         }
         let name = &engine.config.name;
-        Some(engine.run(&[inputs]).map_err(|detail| InstanceError::Failed { instance: name.clone(), detail }))
+        let started = Instant::now();
+        let result = engine.run(&[inputs]);
+        if result.is_ok() {
+            engine.stats.answered([(arrived, 1)], started);
+        }
+        Some(result.map_err(|detail| InstanceError::Failed { instance: name.clone(), detail }))
     }
 
     /// Queue `requests` as one job for the instance's thread and wait for its answer.
@@ -660,8 +705,12 @@ impl Batcher {
         let requests: u64 = batch.iter().map(|j| j.requests.len() as u64).sum();
         self.engine.stats.queued.fetch_sub(requests, Ordering::Relaxed);
         let inputs: Vec<&[Tensor]> = batch.iter().flat_map(|j| j.requests.iter().map(Vec::as_slice)).collect();
+        let started = Instant::now();
         let result = self.engine.run(&inputs);
         drop((inputs, held));
+        if result.is_ok() {
+            self.engine.stats.answered(batch.iter().map(|j| (j.enqueued, j.requests.len() as u64)), started);
+        }
         // The inputs go back (a worker's regions, free for the next request placed there) before any caller hears.
         let replies: Vec<_> = batch.into_iter().map(|job| (job.reply, job.requests.len())).collect();
         match result {

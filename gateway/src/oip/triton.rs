@@ -130,26 +130,37 @@ impl Gateway {
             inference_stats: InferStats::default(),
         };
         match self.v2_model(name)? {
+            // An app's requests run a graph, not one queue and batch: only their count is kept.
             Model::App { app, .. } => {
                 let answered = app.answered();
                 stats.inference_count = answered;
                 stats.execution_count = answered;
-                stats.inference_stats.success.count = answered;
+                let count = StatDuration { count: answered, ns: 0 };
+                let s = &mut stats.inference_stats;
+                (s.success, s.queue, s.compute_input, s.compute_infer, s.compute_output) =
+                    (count.clone(), count.clone(), count.clone(), count.clone(), count);
             }
+            // Per request, as Triton counts: each answered request's time in all, in the queue, and its batch's
+            // phases (a batch of four counts its phases four times).
             Model::Slot { pool, .. } => {
-                let (mut requests, mut fail, mut busy_ns) = (0, 0, 0);
+                let mut sum = [0u64; 7];
                 for instance in pool.instances() {
                     let s = instance.stats();
-                    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
-                    requests += load(&s.requests);
-                    fail += load(&s.failed) + load(&s.dropped_late) + load(&s.dropped_stale);
-                    stats.inference_count += load(&s.rows);
-                    stats.execution_count += load(&s.batches);
-                    busy_ns += load(&s.busy_ns);
+                    let counters =
+                        [&s.answered, &s.request_ns, &s.queue_ns, &s.input_ns, &s.execute_ns, &s.output_ns, &s.rows];
+                    for (total, counter) in sum.iter_mut().zip(counters) {
+                        *total += counter.load(Ordering::Relaxed);
+                    }
+                    let failed = [&s.failed, &s.dropped_late, &s.dropped_stale];
+                    stats.inference_stats.fail.count += failed.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>();
+                    stats.execution_count += s.batches.load(Ordering::Relaxed);
                 }
-                stats.inference_stats.success.count = requests.saturating_sub(fail);
-                stats.inference_stats.fail.count = fail;
-                stats.inference_stats.compute_infer = StatDuration { count: stats.execution_count, ns: busy_ns };
+                let [answered, request_ns, queue_ns, input_ns, execute_ns, output_ns, rows] = sum;
+                stats.inference_count = rows;
+                let at = |ns| StatDuration { count: answered, ns };
+                let s = &mut stats.inference_stats;
+                (s.success, s.queue, s.compute_input, s.compute_infer, s.compute_output) =
+                    (at(request_ns), at(queue_ns), at(input_ns), at(execute_ns), at(output_ns));
             }
         }
         Ok(stats)

@@ -200,3 +200,43 @@ fn triton_and_kserve_clients_run_a_model_slot_over_the_open_inference_protocol()
     assert!(openmetrics.header("content-type").unwrap().starts_with("application/openmetrics-text"));
     assert!(openmetrics.text().trim_end().ends_with("# EOF"), "{}", openmetrics.text());
 }
+
+/// Triton's perf_analyzer (set-up installs it, `scripts/perf_analyzer.sh`) drives a model slot over HTTP and over
+/// gRPC, and splits its requests' time from the model's statistics, which count per request as Triton's do: it
+/// refuses statistics whose queue count does not move or whose compute counts differ.
+#[test]
+fn perf_analyzer_drives_a_model_slot_over_http_and_grpc_from_its_statistics() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mixed_slot_bundle(dir.path());
+    let gateway = start_with_config(scratch.path(), "invoke_token = \"let-me-in\"\ngrpc_listen = \"127.0.0.1:0\"\n");
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let grpc = gateway.grpc_addr.clone().expect("the gateway serves gRPC on `grpc_listen`");
+    for (protocol, addr) in [("http", &gateway.addr), ("grpc", &grpc)] {
+        let output = std::process::Command::new(root().join("scripts/perf_analyzer.sh"))
+            .args([addr.as_str(), "shop.m", "--concurrency-range", "2", "--measurement-interval", "1000"])
+            .args(["--stability-percentage", "50", "--max-trials", "5"])
+            .env("PROTOCOL", protocol)
+            .env("JIG_TOKEN", "let-me-in")
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "{protocol}: {said}\n(scripts/setup.sh installs perf_analyzer)");
+        let server = said.lines().find(|l| l.contains("Avg request latency")).unwrap_or_default();
+        assert!(server.contains("queue") && server.contains("compute infer"), "{protocol}: {said}");
+    }
+
+    let auth = [("authorization", "Bearer let-me-in")];
+    let stats = gateway.http("GET", "/v2/models/shop.m/stats", &auth, b"").json();
+    let model = &stats["model_stats"][0];
+    let inference = &model["inference_stats"];
+    let stat = |what: &str| (inference[what]["count"].as_u64().unwrap(), inference[what]["ns"].as_u64().unwrap());
+    let answered = stat("success").0;
+    assert!(answered >= 100, "{stats}");
+    for what in ["queue", "compute_input", "compute_infer", "compute_output"] {
+        assert_eq!(stat(what).0, answered, "{what}: {stats}");
+    }
+    let inside = stat("queue").1 + stat("compute_input").1 + stat("compute_infer").1 + stat("compute_output").1;
+    assert!(stat("compute_infer").1 > 0 && inside <= stat("success").1, "a request's parts fit in its time: {stats}");
+    assert!(model["execution_count"].as_u64().unwrap() <= answered, "{stats}");
+}
