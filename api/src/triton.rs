@@ -123,7 +123,7 @@ pub struct InferStats {
 }
 
 /// A count and the nanoseconds it took.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StatDuration {
     /// How many.
     pub count: u64,

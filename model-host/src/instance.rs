@@ -181,7 +181,7 @@ pub struct BatchLatency {
 }
 
 impl Stats {
-    /// Count `requests` answered from one batch, each arrived at `arrived`, the batch started at `started`.
+    /// Count the requests answered from one batch that started at `started`: (arrival, requests) of each job.
     fn answered(&self, arrived: impl IntoIterator<Item = (Instant, u64)>, started: Instant) {
         let now = Instant::now();
         let ns = |d: Duration| d.as_nanos() as u64;

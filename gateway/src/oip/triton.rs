@@ -138,7 +138,7 @@ impl Gateway {
                 let count = StatDuration { count: answered, ns: 0 };
                 let s = &mut stats.inference_stats;
                 (s.success, s.queue, s.compute_input, s.compute_infer, s.compute_output) =
-                    (count.clone(), count.clone(), count.clone(), count.clone(), count);
+                    (count, count, count, count, count);
             }
             // Per request, as Triton counts: each answered request's time in all, in the queue, and its batch's
             // phases (a batch of four counts its phases four times).
