@@ -70,6 +70,16 @@ fn mixed_slot_bundle(dir: &Path) {
     bundle(dir, manifest, &[("glue/echo.wasm", &component("echo")), ("models/mixed.onnx", &model("mixed"))]);
 }
 
+/// A gateway serving `shop` ([`mixed_slot_bundle`]) over HTTP and gRPC, with the invoke token `let-me-in`; the
+/// directory holds its state.
+fn shop_over_http_and_grpc() -> (tempfile::TempDir, Gateway) {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    mixed_slot_bundle(dir.path());
+    let gateway = start_with_config(state.path(), "invoke_token = \"let-me-in\"\ngrpc_listen = \"127.0.0.1:0\"\n");
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    (state, gateway)
+}
+
 /// Model control of one slot restarts the app without it, and the other slot keeps its running instance (its
 /// counters go on): a new copy loads only what changed.
 #[test]
@@ -115,11 +125,7 @@ fn unloading_a_slot_keeps_the_other_slots_instances_running() {
 
 #[test]
 fn triton_and_kserve_clients_run_a_model_slot_over_the_open_inference_protocol() {
-    let scratch = tempfile::tempdir().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    mixed_slot_bundle(dir.path());
-    let gateway = start_with_config(scratch.path(), "invoke_token = \"let-me-in\"\ngrpc_listen = \"127.0.0.1:0\"\n");
-    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let (_state, gateway) = shop_over_http_and_grpc();
 
     // Health is open; the models are behind the invoke token, as /v1 invocations are.
     assert_eq!(gateway.http("GET", "/v2/health/live", &[], b"").status, 200);
@@ -206,11 +212,7 @@ fn triton_and_kserve_clients_run_a_model_slot_over_the_open_inference_protocol()
 /// refuses statistics whose queue count does not move or whose compute counts differ.
 #[test]
 fn perf_analyzer_drives_a_model_slot_over_http_and_grpc_from_its_statistics() {
-    let scratch = tempfile::tempdir().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    mixed_slot_bundle(dir.path());
-    let gateway = start_with_config(scratch.path(), "invoke_token = \"let-me-in\"\ngrpc_listen = \"127.0.0.1:0\"\n");
-    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let (_state, gateway) = shop_over_http_and_grpc();
     let grpc = gateway.grpc_addr.clone().expect("the gateway serves gRPC on `grpc_listen`");
     for (protocol, addr) in [("http", &gateway.addr), ("grpc", &grpc)] {
         let output = std::process::Command::new(root().join("scripts/perf_analyzer.sh"))
