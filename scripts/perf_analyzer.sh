@@ -31,9 +31,8 @@ install() {
         return 1
     fi
     echo "perf_analyzer: installing ${PA_WHEEL%% *} into $PA_DIR (from PyPI)"
-    rm -rf "$PA_DIR" && mkdir -p "$PA_DIR/bin"
-    local download
-    download=$(mktemp -d)
+    local download=$PA_DIR/download # in the folder that a failed install's retry empties first
+    rm -rf "$PA_DIR" && mkdir -p "$PA_DIR/bin" "$download"
     echo "$PA_WHEEL" > "$download/requirements.txt"
     PIP_ROOT_USER_ACTION=ignore python3 -m pip download --quiet --disable-pip-version-check --no-deps \
         --only-binary=:all: --platform manylinux_2_38_x86_64 --require-hashes -r "$download/requirements.txt" \
@@ -59,6 +58,11 @@ PY
 # state and sources (the machine's Debian archive, its keyring), so the machine's apt is left as it was.
 next_debian_runtimes() {
     local apt=$1/apt codename archive
+    if [ "$(. /etc/os-release && echo "${ID:-}")" != debian ]; then
+        echo "perf_analyzer: this is not Debian, whose runtimes it could borrow: put a perf_analyzer on PATH" \
+            "(Triton's client SDK)" >&2
+        return 1
+    fi
     codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
     archive=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(IDENTIFIER)' 2>/dev/null |
         awk -v release="$codename" '$2 == release && $3 == "Packages" {print $1; exit}')
