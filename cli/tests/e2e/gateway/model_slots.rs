@@ -217,7 +217,9 @@ fn perf_analyzer_drives_a_model_slot_over_http_and_grpc_from_its_statistics() {
     for (protocol, addr) in [("http", &gateway.addr), ("grpc", &grpc)] {
         let output = std::process::Command::new(root().join("scripts/perf_analyzer.sh"))
             .args([addr.as_str(), "shop.m", "--concurrency-range", "2", "--measurement-interval", "1000"])
-            .args(["--stability-percentage", "50", "--max-trials", "5"])
+            // Any three windows count as stable: this checks what it reads and reports, not how fast (the
+            // suite's other tests share the machine).
+            .args(["--stability-percentage", "1000", "--max-trials", "10"])
             .env("PROTOCOL", protocol)
             .env("JIG_TOKEN", "let-me-in")
             .output()
