@@ -154,6 +154,13 @@ def check(directory, version, chart=None):
         report(chart or path, errors, f"{len(objects[path])} objects valid against Kubernetes {version} ({', '.join(map(name_of, objects[path]))})")
 
     everything = [o for objs in objects.values() for o in objs]
+    # Names Kubernetes takes: a Service's is a DNS label; a StatefulSet's pods carry a controller-revision-hash
+    # label of its name and 11 more characters.
+    errors = [f"{name_of(o)}: its name is longer than {most}"
+              for o in everything
+              for most in [52 if o["kind"] == "StatefulSet" else 63]
+              if len(o["metadata"]["name"]) > most]
+    report(f"{chart or directory} (names)", errors, "every name within Kubernetes' lengths")
     # Checks across files: the gateway's ConfigMap and the example MIG config exist; Services, PodDisruptionBudgets
     # and NetworkPolicies select pods; StatefulSets have their headless Service; shared claims are ReadWriteMany;
     # gateway.toml names Services that exist.
@@ -281,16 +288,19 @@ def check(directory, version, chart=None):
     report(kustomization, errors, f"{len(resources or [])} resources, all present; every manifest but the examples listed")
 
 
-# What Helm adds to an object that plain manifests lack: its labels, and the annotation that rolls the gateways
-# when gateway.toml changes.
-HELM_KEYS = {"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart", "checksum/config"}
+# What Helm adds to an object that plain manifests lack: its labels, the annotation that rolls the gateways when
+# gateway.toml changes, and the one that keeps the bundles' claim through `helm uninstall`.
+HELM_KEYS = {"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart", "checksum/config",
+             "helm.sh/resource-policy"}
 
 
 def without_helm(value):
-    """`value` without HELM_KEYS in any mapping, and gateway.toml parsed (its comments and layout aside)."""
+    """`value` without HELM_KEYS in any mapping (and annotations left empty), and gateway.toml parsed (its
+    comments and layout aside)."""
     if isinstance(value, dict):
-        return {k: (tomllib.loads(v) if k == "gateway.toml" else without_helm(v))
+        kept = {k: (tomllib.loads(v) if k == "gateway.toml" else without_helm(v))
                 for k, v in value.items() if k not in HELM_KEYS}
+        return {k: v for k, v in kept.items() if not (k == "annotations" and v == {})}
     if isinstance(value, list):
         return [without_helm(v) for v in value]
     return value

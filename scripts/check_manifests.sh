@@ -136,7 +136,8 @@ node:
   extraVolumeMounts: [{name: node-tls, mountPath: /etc/jig/node-tls, readOnly: true}]
 VALUES
 render "TLS to an etcd of one's own and to the nodes, another release" serving inference -f "$rendered/tls.yaml"
-render "MIG instances, a registry, a class, an Ingress" jig jig --set-json 'node.gpus={"nvidia.com/gpu":null,"nvidia.com/mig-3g.40gb":2}' \
+render "MIG instances, a registry, a class, an Ingress, the longest release name" \
+    a-release-name-as-long-as-helm-takes-for-jig-serving jig --set-json 'node.gpus={"nvidia.com/gpu":null,"nvidia.com/mig-3g.40gb":2}' \
     --set image.repository=registry.example/jig --set image.tag=0.1.1 --set image.pullPolicy=Always \
     --set 'imagePullSecrets[0].name=registry' --set gateway.state.storageClassName=nfs-client \
     --set gateway.extraConfig='invoke_token = "secret"' --set gateway.ingress.enabled=true \
@@ -145,10 +146,10 @@ render "MIG instances, a registry, a class, an Ingress" jig jig --set-json 'node
 if [ -s "$rendered/defaults/chart.yaml" ] && [ -s "$rendered/kustomized.yaml" ]; then
     check same "$rendered/kustomized.yaml" "$rendered/defaults/chart.yaml" "$CHART (defaults)"
 fi
-refuses() { # WHAT EXPECTED [VALUES...]: helm template must fail, saying EXPECTED
-    local what=$1 expected=$2
-    shift 2
-    if "$HELM" template jig "$CHART" --namespace jig "$@" > /dev/null 2> "$rendered/error"; then
+refuses() { # WHAT EXPECTED RELEASE [VALUES...]: helm template must fail, saying EXPECTED
+    local what=$1 expected=$2 release=$3
+    shift 3
+    if "$HELM" template "$release" "$CHART" --namespace jig "$@" > /dev/null 2> "$rendered/error"; then
         echo "FAIL $CHART: rendered $what; it must be refused"
         status=1
     elif grep -qF -- "$expected" "$rendered/error"; then
@@ -158,9 +159,11 @@ refuses() { # WHAT EXPECTED [VALUES...]: helm template must fail, saying EXPECTE
         status=1
     fi
 }
-refuses "two gateways without etcd" "replicas share their state through etcd" --set etcd.enabled=false
-refuses "etcd.endpoints beside the chart's etcd" "set etcd.enabled=false with it" \
+refuses "two gateways without etcd" "replicas share their state through etcd" jig --set etcd.enabled=false
+refuses "etcd.endpoints beside the chart's etcd" "set etcd.enabled=false with it" jig \
     --set 'etcd.endpoints={http://etcd:2379}'
-refuses "a misspelt value" "replica" --set gateway.replica=3
-refuses "a count that is not a number" "replicas" --set gateway.replicas=two
+refuses "a misspelt value" "replica" jig --set gateway.replica=3
+refuses "a count that is not a number" "replicas" jig --set gateway.replicas=two
+refuses "an image without a repository" "repository" jig --set image.repository=null
+refuses "a release name Services refuse" "which Services refuse" jig.prod
 exit "$status"

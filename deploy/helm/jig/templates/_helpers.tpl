@@ -1,11 +1,16 @@
 {{/*
 The prefix of every object's name: the release's name where it contains "jig" (a release `jig` gets the names of
-deploy/kubernetes: jig-gateway, jig-etcd, jig-node), else RELEASE-jig. At most 50 characters, leaving room for
-the longest suffix (-control-token) within Kubernetes' 63.
+deploy/kubernetes: jig-gateway, jig-etcd, jig-node), else RELEASE-jig. At most 47 characters: the StatefulSet
+FULLNAME-etcd must leave its pods' controller-revision-hash label (the name and 11 more) within 63. A DNS label,
+as Services need.
 */}}
 {{- define "jig.fullname" -}}
 {{- $name := ternary .Release.Name (printf "%s-%s" .Release.Name .Chart.Name) (contains .Chart.Name .Release.Name) -}}
-{{- $name | trunc 50 | trimSuffix "-" -}}
+{{- $name = $name | trunc 47 | trimSuffix "-" -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- fail (printf "the release name gives objects the prefix %q, which Services refuse: use lower-case letters, digits and '-', starting with a letter" $name) -}}
+{{- end -}}
+{{- $name -}}
 {{- end }}
 
 {{/* The labels that pick one component's pods: call with (dict "root" $ "component" "gateway"). */}}
@@ -47,10 +52,4 @@ helm.sh/chart: {{ .root.Chart.Name }}-{{ .root.Chart.Version | replace "+" "_" }
 
 {{- define "jig.nodeTokenSecret" -}}
 {{ .Values.secrets.nodeToken | default (printf "%s-node-token" (include "jig.fullname" .)) }}
-{{- end }}
-
-{{- define "jig.imagePullPolicy" -}}
-{{- with .Values.image.pullPolicy }}
-imagePullPolicy: {{ . }}
-{{- end }}
 {{- end }}
