@@ -77,7 +77,7 @@ PY
     fi
     KUBECTL=$K8S_TOOLS/kubectl HELM=$K8S_TOOLS/helm
 else
-    KUBECTL=$(command -v kubectl) HELM=$(command -v helm) ||
+    KUBECTL=$(command -v kubectl) && HELM=$(command -v helm) ||
         { echo "check-manifests: kubectl and helm are needed on PATH on $(uname -sm)" >&2; exit 1; }
 fi
 
