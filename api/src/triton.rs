@@ -97,8 +97,25 @@ pub struct ModelStats {
     pub inference_count: u64,
     /// Batches run.
     pub execution_count: u64,
-    /// Requests by outcome, and time in batches.
+    /// When the model last answered a request, ms since the Unix epoch; 0 before it has (and for an app).
+    pub last_inference: u64,
+    /// Requests by outcome, and where their time went.
     pub inference_stats: InferStats,
+    /// Per batch size, the batches that succeeded and their phases' time (none for an app).
+    pub batch_stats: Vec<BatchStats>,
+}
+
+/// The batches of one size that succeeded (`count` of each phase), and the time of each phase, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BatchStats {
+    /// Rows per batch.
+    pub batch_size: u64,
+    /// Stacking the requests' inputs into the batch.
+    pub compute_input: StatDuration,
+    /// Executing the model.
+    pub compute_infer: StatDuration,
+    /// Splitting the outputs back into requests.
+    pub compute_output: StatDuration,
 }
 
 /// Requests by outcome, and where the time of those answered went, counted per request as Triton counts: a

@@ -380,7 +380,7 @@ impl App {
                         }
                     }
                 }
-                let BatchLatency { rows, batches, recent_ms: mut ms, recent_cpu_ms } =
+                let BatchLatency { rows, batches, recent_ms: mut ms, recent_cpu_ms, .. } =
                     by_rows.into_values().max_by_key(|b| (b.batches, b.rows))?;
                 let cpu_ms: Option<Vec<f64>> = if g.on_cores { recent_cpu_ms.into_iter().collect() } else { None };
                 let cpu_mean_ms = cpu_ms.filter(|c| !c.is_empty()).map(|c| c.iter().sum::<f64>() / c.len() as f64);

@@ -142,6 +142,8 @@ pub struct Stats {
     pub queue_ns: AtomicU64,
     /// Summed over the requests answered, ns: from arrival to answer.
     pub request_ns: AtomicU64,
+    /// When the last request was answered, ms since the Unix epoch (0: none yet).
+    pub last_answered_ms: AtomicU64,
     /// Summed over the requests answered, ns: their batch's time stacking the inputs, executing, and splitting
     /// the outputs. Each request counts its whole batch, as Triton's statistics do.
     pub input_ns: AtomicU64,
@@ -161,6 +163,8 @@ pub struct Stats {
 struct Recent {
     batches: u64,
     ms: std::collections::VecDeque<(f64, Option<f64>)>,
+    /// Every batch's time stacking, executing and splitting, ns, summed.
+    phases_ns: [u64; 3],
 }
 
 /// Latencies kept per batch size: enough for a p95, recent enough to follow a change.
@@ -178,12 +182,16 @@ pub struct BatchLatency {
     /// The CPU time the instance's thread spent on each of them, ms, where the platform measures it: what the
     /// batch costs its cores, without the time it waited for one (or for a worker process or GPU).
     pub recent_cpu_ms: Vec<Option<f64>>,
+    /// All of them together, ns: stacking the inputs, executing, splitting the outputs.
+    pub phases_ns: [u64; 3],
 }
 
 impl Stats {
     /// Count the requests answered from one batch that started at `started`: (arrival, requests) of each job.
     fn answered(&self, arrived: impl IntoIterator<Item = (Instant, u64)>, started: Instant) {
         let now = Instant::now();
+        let epoch_ms = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.as_millis() as u64);
+        self.last_answered_ms.fetch_max(epoch_ms, Ordering::Relaxed);
         let ns = |d: Duration| d.as_nanos() as u64;
         for (at, requests) in arrived {
             self.answered.fetch_add(requests, Ordering::Relaxed);
@@ -192,10 +200,14 @@ impl Stats {
         }
     }
 
-    fn record(&self, rows: u64, latency: Duration, cpu: Option<Duration>) {
+    /// Record a batch of `rows` that succeeded: its latency, CPU time and phases (stacking, executing, splitting).
+    fn record(&self, rows: u64, latency: Duration, cpu: Option<Duration>, phases: [Duration; 3]) {
         let mut latencies = self.latencies.lock().unwrap_or_else(|p| p.into_inner());
         let recent = latencies.entry(rows).or_default();
         recent.batches += 1;
+        for (sum, phase) in recent.phases_ns.iter_mut().zip(phases) {
+            *sum += phase.as_nanos() as u64;
+        }
         if recent.ms.len() == RECENT_BATCHES {
             recent.ms.pop_front();
         }
@@ -218,6 +230,7 @@ impl Stats {
                 batches: r.batches,
                 recent_ms: r.ms.iter().map(|&(ms, _)| ms).collect(),
                 recent_cpu_ms: r.ms.iter().map(|&(_, cpu)| cpu).collect(),
+                phases_ns: r.phases_ns,
             })
             .collect()
     }
@@ -311,19 +324,19 @@ impl Engine {
         let total = rows.iter().sum();
         stats.rows.fetch_add(total, Ordering::Relaxed);
         let (started, cpu) = (Instant::now(), cpu_time::ThreadTime::try_now());
-        let mut phases = [started; 3]; // when stacking, then executing, ended
+        let mut marks = [started; 3]; // when stacking ended, executing ended, splitting ended
         let result = batch::stack(requests, |len| self.executor.buffer(len), &self.spare)
             .map_err(|e: TensorError| e.to_string())
             .and_then(|stacked| {
-                phases[0] = Instant::now();
+                marks[0] = Instant::now();
                 self.executor.execute(&stacked).map_err(|e| e.to_string())
             })
             .and_then(|outputs| {
-                phases[1] = Instant::now();
+                marks[1] = Instant::now();
                 batch::split(outputs, &rows)
             });
-        phases[2] = Instant::now();
-        let elapsed = phases[2] - started;
+        marks[2] = Instant::now();
+        let elapsed = marks[2] - started;
         stats.busy_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
         let cpu = cpu.and_then(|cpu| cpu.try_elapsed()).ok();
         if let Some(cpu) = cpu {
@@ -331,12 +344,13 @@ impl Engine {
         }
         match &result {
             Ok(_) => {
-                stats.record(total, elapsed, cpu);
+                let phases = [marks[0] - started, marks[1] - marks[0], marks[2] - marks[1]];
+                stats.record(total, elapsed, cpu, phases);
                 let n = requests.len() as u64;
-                let ns = |from: Instant, to: Instant| n * (to - from).as_nanos() as u64;
-                stats.input_ns.fetch_add(ns(started, phases[0]), Ordering::Relaxed);
-                stats.execute_ns.fetch_add(ns(phases[0], phases[1]), Ordering::Relaxed);
-                stats.output_ns.fetch_add(ns(phases[1], phases[2]), Ordering::Relaxed);
+                let counters = [&stats.input_ns, &stats.execute_ns, &stats.output_ns];
+                for (counter, phase) in counters.into_iter().zip(phases) {
+                    counter.fetch_add(n * phase.as_nanos() as u64, Ordering::Relaxed);
+                }
             }
             Err(detail) => {
                 tracing::warn!(instance = %self.config.name, requests = requests.len(), "batch failed: {detail}");

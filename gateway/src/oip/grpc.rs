@@ -455,7 +455,7 @@ impl GrpcInferenceService for Grpc {
             .map(|s| ModelStatistics {
                 name: s.name,
                 version: s.version,
-                last_inference: 0,
+                last_inference: s.last_inference,
                 inference_count: s.inference_count,
                 execution_count: s.execution_count,
                 inference_stats: Some(InferStatistics {
@@ -466,6 +466,16 @@ impl GrpcInferenceService for Grpc {
                     compute_infer: duration(s.inference_stats.compute_infer),
                     compute_output: duration(s.inference_stats.compute_output),
                 }),
+                batch_stats: s
+                    .batch_stats
+                    .into_iter()
+                    .map(|b| InferBatchStatistics {
+                        batch_size: b.batch_size,
+                        compute_input: duration(b.compute_input),
+                        compute_infer: duration(b.compute_infer),
+                        compute_output: duration(b.compute_output),
+                    })
+                    .collect(),
             })
             .collect();
         Ok(Response::new(ModelStatisticsResponse { model_stats }))

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use jig_api::ErrorKind;
 use jig_api::oip::SLOT_SEPARATOR;
 use jig_api::triton::{
-    ConfigTensor, DynamicBatching, InferStats, InstanceGroup, ModelConfig, ModelStatistics, ModelStats,
+    BatchStats, ConfigTensor, DynamicBatching, InferStats, InstanceGroup, ModelConfig, ModelStatistics, ModelStats,
     RepositoryModel, StatDuration,
 };
 use jig_app::App;
@@ -127,7 +127,9 @@ impl Gateway {
             version: jig_api::oip::VERSION.into(),
             inference_count: 0,
             execution_count: 0,
+            last_inference: 0,
             inference_stats: InferStats::default(),
+            batch_stats: Vec::new(),
         };
         match self.v2_model(name)? {
             // An app's requests run a graph, not one queue and batch: only their count is kept.
@@ -144,6 +146,7 @@ impl Gateway {
             // phases (a batch of four counts its phases four times).
             Model::Slot { pool, .. } => {
                 let mut sum = [0u64; 7];
+                let mut by_size: BTreeMap<u64, BatchStats> = BTreeMap::new();
                 for instance in pool.instances() {
                     let s = instance.stats();
                     let counters =
@@ -154,7 +157,18 @@ impl Gateway {
                     let failed = [&s.failed, &s.dropped_late, &s.dropped_stale];
                     stats.inference_stats.fail.count += failed.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>();
                     stats.execution_count += s.batches.load(Ordering::Relaxed);
+                    stats.last_inference = stats.last_inference.max(s.last_answered_ms.load(Ordering::Relaxed));
+                    for batch in s.batch_latencies() {
+                        let size = by_size.entry(batch.rows).or_default();
+                        size.batch_size = batch.rows;
+                        let phases = [&mut size.compute_input, &mut size.compute_infer, &mut size.compute_output];
+                        for (phase, ns) in phases.into_iter().zip(batch.phases_ns) {
+                            phase.count += batch.batches;
+                            phase.ns += ns;
+                        }
+                    }
                 }
+                stats.batch_stats = by_size.into_values().collect();
                 let [answered, request_ns, queue_ns, input_ns, execute_ns, output_ns, rows] = sum;
                 stats.inference_count = rows;
                 let at = |ns| StatDuration { count: answered, ns };

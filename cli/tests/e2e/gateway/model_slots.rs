@@ -242,5 +242,14 @@ fn perf_analyzer_drives_a_model_slot_over_http_and_grpc_from_its_statistics() {
     }
     let inside = stat("queue").1 + stat("compute_input").1 + stat("compute_infer").1 + stat("compute_output").1;
     assert!(stat("compute_infer").1 > 0 && inside <= stat("success").1, "a request's parts fit in its time: {stats}");
-    assert!(model["execution_count"].as_u64().unwrap() <= answered, "{stats}");
+    let batches = model["execution_count"].as_u64().unwrap();
+    assert!(batches <= answered, "{stats}");
+    // Per batch size, as Triton gives them: here every batch succeeded, so they add up to the batches run.
+    let by_size = model["batch_stats"].as_array().unwrap();
+    let counted: u64 = by_size.iter().map(|b| b["compute_infer"]["count"].as_u64().unwrap()).sum();
+    assert_eq!(counted, batches, "{stats}");
+    assert!(by_size.iter().all(|b| b["batch_size"].as_u64().unwrap() >= 1), "{stats}");
+    let now_ms = std::time::SystemTime::UNIX_EPOCH.elapsed().unwrap().as_millis() as u64;
+    let last = model["last_inference"].as_u64().unwrap();
+    assert!(now_ms - 60_000 < last && last <= now_ms, "the last answer was within the minute: {stats}");
 }
