@@ -374,6 +374,9 @@ impl App {
                             seen.batches += b.batches;
                             seen.recent_ms.extend(b.recent_ms);
                             seen.recent_cpu_ms.extend(b.recent_cpu_ms);
+                            for (sum, ns) in seen.phases_ns.iter_mut().zip(b.phases_ns) {
+                                *sum += ns;
+                            }
                         }
                         None => {
                             by_rows.insert(b.rows, b);
