@@ -187,16 +187,16 @@ pub struct BatchLatency {
 }
 
 impl Stats {
-    /// Count the requests answered from one batch that started at `started`: (arrival, requests) of each job.
-    fn answered(&self, arrived: impl IntoIterator<Item = (Instant, u64)>, started: Instant) {
-        let now = Instant::now();
+    /// Count the requests answered from one batch that ran from `started` to `ended`: (arrival, requests) of each
+    /// job.
+    fn answered(&self, arrived: impl IntoIterator<Item = (Instant, u64)>, started: Instant, ended: Instant) {
         let epoch_ms = std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0, |d| d.as_millis() as u64);
         self.last_answered_ms.fetch_max(epoch_ms, Ordering::Relaxed);
         let ns = |d: Duration| d.as_nanos() as u64;
         for (at, requests) in arrived {
             self.answered.fetch_add(requests, Ordering::Relaxed);
             self.queue_ns.fetch_add(requests * ns(started.saturating_duration_since(at)), Ordering::Relaxed);
-            self.request_ns.fetch_add(requests * ns(now.saturating_duration_since(at)), Ordering::Relaxed);
+            self.request_ns.fetch_add(requests * ns(ended.saturating_duration_since(at)), Ordering::Relaxed);
         }
     }
 
@@ -315,9 +315,13 @@ impl Engine {
         }
     }
 
-    /// Run `requests` as one batch, with the engine held: stack, execute, split, count. One list of outputs
-    /// per request, or why the batch failed.
-    fn run(&self, requests: &[&[Tensor]]) -> Result<Vec<Vec<Tensor>>, String> {
+    /// Run `requests` as one batch, with the engine held: stack, execute, split, count. `arrived`: when each job
+    /// of them arrived, and how many requests it holds. One list of outputs per request, or why the batch failed.
+    fn run(
+        &self,
+        requests: &[&[Tensor]],
+        arrived: impl IntoIterator<Item = (Instant, u64)>,
+    ) -> Result<Vec<Vec<Tensor>>, String> {
         let stats = &self.stats;
         stats.batches.fetch_add(1, Ordering::Relaxed);
         let rows: Vec<u64> = requests.iter().map(|r| batch::rows(r)).collect();
@@ -351,6 +355,7 @@ impl Engine {
                 for (counter, phase) in counters.into_iter().zip(phases) {
                     counter.fetch_add(n * phase.as_nanos() as u64, Ordering::Relaxed);
                 }
+                stats.answered(arrived, started, marks[2]);
             }
             Err(detail) => {
                 tracing::warn!(instance = %self.config.name, requests = requests.len(), "batch failed: {detail}");
@@ -567,11 +572,7 @@ impl Instance {
             return None;
         }
         let name = &engine.config.name;
-        let started = Instant::now();
-        let result = engine.run(&[inputs]);
-        if result.is_ok() {
-            engine.stats.answered([(arrived, 1)], started);
-        }
+        let result = engine.run(&[inputs], [(arrived, 1)]);
         Some(result.map_err(|detail| InstanceError::Failed { instance: name.clone(), detail }))
     }
 
@@ -719,12 +720,8 @@ impl Batcher {
         let requests: u64 = batch.iter().map(|j| j.requests.len() as u64).sum();
         self.engine.stats.queued.fetch_sub(requests, Ordering::Relaxed);
         let inputs: Vec<&[Tensor]> = batch.iter().flat_map(|j| j.requests.iter().map(Vec::as_slice)).collect();
-        let started = Instant::now();
-        let result = self.engine.run(&inputs);
+        let result = self.engine.run(&inputs, batch.iter().map(|j| (j.enqueued, j.requests.len() as u64)));
         drop((inputs, held));
-        if result.is_ok() {
-            self.engine.stats.answered(batch.iter().map(|j| (j.enqueued, j.requests.len() as u64)), started);
-        }
         // The inputs go back (a worker's regions, free for the next request placed there) before any caller hears.
         let replies: Vec<_> = batch.into_iter().map(|job| (job.reply, job.requests.len())).collect();
         match result {

@@ -159,8 +159,9 @@ impl Gateway {
                     stats.execution_count += s.batches.load(Ordering::Relaxed);
                     stats.last_inference = stats.last_inference.max(s.last_answered_ms.load(Ordering::Relaxed));
                     for batch in s.batch_latencies() {
-                        let size = by_size.entry(batch.rows).or_default();
-                        size.batch_size = batch.rows;
+                        let size = by_size
+                            .entry(batch.rows)
+                            .or_insert(BatchStats { batch_size: batch.rows, ..Default::default() });
                         let phases = [&mut size.compute_input, &mut size.compute_infer, &mut size.compute_output];
                         for (phase, ns) in phases.into_iter().zip(batch.phases_ns) {
                             phase.count += batch.batches;
