@@ -14,6 +14,11 @@
 #   voices on cores), shares planned as measured together (the planner's as_packed), a GPU worker's CPU counted
 #   from its loaded model, and the bare pipeline's voice on CUDA and one CPU session a process (~7 minutes).
 # - tensor: the tensor path on mps:0:100 of the detector at b = 64 and of Add at b = 2-32, as far as time is left.
+# - figure (not in the default; a call of its own, best on a later lease): issue 54's figure end to end,
+#   scripts/validate_graph.sh on MPS shares (mps:0:50, mps:0:25, mps:0:50x2) with the trace's bins and the
+#   controller's windows FIGURE_BIN_S long (8): planned by JigsawServe, then by gpu-lets as time is left (~3.5
+#   minutes each after a profile of ~1.5), each bin measured beside `jig simulate` of the same profiles.
+#   FIGURE_SEGMENTS="cpu:1" FIGURE_UP_ARGS= FIGURE_PLANNERS=jigsaw try it out on a machine without a GPU.
 # Staged as stage.sh says (six transfers). Then, from the repository root:
 #   BUDGET_S=590 [STEPS="..."] bash docs/benchmarks/2026-11-29-h200/run2.sh     (results into $OUT)
 set -u
@@ -75,6 +80,24 @@ if [[ $steps == *" tensor "* ]]; then
             "$G/bench" --bench >"$file" 2>&1
         echo "exit $?" >>"$file"
         grep -v "^\s*$" "$file" | tail -12
+    done
+fi
+if [[ $steps == *" figure "* ]]; then
+    mkdir -p target/wasm32-wasip2/release
+    xz -dc "$G/echo.wasm.xz" >target/wasm32-wasip2/release/echo.wasm || exit 1
+    for f in ppocr-det.onnx ppocr-det-640.onnx ppocr-det-int8.onnx ppocr-rec-int8.onnx; do
+        ln -f ".jig/models/$f" examples/sign-reader/models/
+    done
+    for planner in ${FIGURE_PLANNERS:-jigsaw gpulet}; do
+        [ "$(left)" -gt 200 ] || { say "no time left for the figure by $planner"; break; }
+        say "figure, planned by $planner"
+        JIG=$G/jig PHOTO=.jig/samples/figure/photo.png PLANNER=$planner BIN_S=${FIGURE_BIN_S:-8} \
+            SEGMENTS=${FIGURE_SEGMENTS:-mps:0:50 mps:0:25 mps:0:50x2} UP_ARGS=${FIGURE_UP_ARGS---cores 8 --gpus 0} \
+            timeout $(($(left) - 15)) scripts/validate_graph.sh 2>&1 | grep -v "onnxruntime:" | tee "$OUT/figure-$planner.txt"
+        mkdir -p "$OUT/figure-$planner"
+        cp -r out/validate-graph/trace.csv out/validate-graph/gateway.toml out/validate-graph/run-1 \
+            "$OUT/figure-$planner/" 2>/dev/null
+        cp .jig/validate-graph*.csv "$OUT/"  2>/dev/null
     done
 fi
 say done

@@ -1,6 +1,7 @@
 #!/bin/bash
-# How run.sh's files were staged for a lent GPU machine, from the repository root after `make release examples`
-# and `cargo bench -p jig --bench tensor_path --no-run` (its binary: BENCH=target/release/deps/tensor_path-…):
+# How run.sh's files were staged for a lent GPU machine (and run2.sh's are), from the repository root after `make
+# release examples` and `cargo bench -p jig --bench tensor_path --no-run` (its binary:
+# BENCH=target/release/deps/tensor_path-…):
 # ../shared/tools/gpu-carry writes the CUDA provider's four 48 MiB parts into .gpu/1-4; this packs the rest
 # (the fp32 voice, the other models, the rest of the onnxruntime-gpu wheel with its unpack.sh, jig, the bench,
 # the glue and the samples) into one tar and splits it into the room beside them, then into .gpu/5 and .gpu/6,
@@ -14,12 +15,26 @@ mv .gpu/5/onnxruntime.tar.xz .gpu/5/unpack.sh "$work/"
 xz -T2 -6 -c .jig/models/piper-joe.onnx >"$work/piper-joe.onnx.xz"
 xz -T2 -6 -c target/release/jig >"$work/jig.xz"
 xz -T2 -6 -c "${BENCH:?set BENCH to the tensor_path bench binary}" >"$work/bench.xz"
-(cd .jig/models && tar cf - ppocr-det-480.onnx ppocr-det.onnx ppocr-rec.onnx ppocr-rec.charset.txt \
-    piper-joe.phonemes.json cmudict.txt add.onnx | xz -T2 -6 >"$work/models.tar.xz")
-(cd .jig && tar cJf "$work/samples.tar.xz" samples/*.png samples/samples.json)
+# The detector's and recognizer's other variants are what run2.sh's `figure` step (scripts/validate_graph.sh) plans
+# between; det-640 has det-480's weights, which xz's window finds beside them.
+(cd .jig/models && tar cf - ppocr-det-480.onnx ppocr-det-640.onnx ppocr-det.onnx ppocr-det-int8.onnx \
+    ppocr-rec.onnx ppocr-rec-int8.onnx ppocr-rec.charset.txt piper-joe.phonemes.json cmudict.txt add.onnx |
+    xz -T2 -6 >"$work/models.tar.xz")
+# validate_graph.sh's photo, made here: the GPU machine's Python may lack Pillow.
+mkdir -p "$work/samples/figure"
+PYTHONPATH=.jig/python python3 -c '
+import sys
+from PIL import Image
+sign = Image.open(sys.argv[1]).convert("RGB")
+photo = Image.new("RGB", (960, 640), (128, 128, 128))
+photo.paste(sign, ((960 - sign.width) // 2, (640 - sign.height) // 2))
+photo.save(sys.argv[2])' .jig/samples/eval/eval-03.png "$work/samples/figure/photo.png"
+cp .jig/samples/*.png .jig/samples/samples.json "$work/samples/"
+(cd "$work" && tar cJf samples.tar.xz samples && rm -r samples)
 (cd examples/sign-reader/glue && tar cJf "$work/glue.tar.xz" ./*.wasm)
+xz -T2 -6 -c target/wasm32-wasip2/release/echo.wasm >"$work/echo.wasm.xz"
 (cd "$work" && tar cf blob.tar piper-joe.onnx.xz models.tar.xz onnxruntime.tar.xz unpack.sh jig.xz bench.xz \
-    glue.tar.xz samples.tar.xz)
+    glue.tar.xz samples.tar.xz echo.wasm.xz)
 rm -rf .gpu/5 .gpu/6 && mkdir -p .gpu/5 .gpu/6
 python3 - "$work/blob.tar" <<'PY'
 import os, sys
