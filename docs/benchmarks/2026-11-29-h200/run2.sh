@@ -93,11 +93,12 @@ if [[ $steps == *" figure "* ]]; then
         say "figure, planned by $planner"
         JIG=$G/jig PHOTO=.jig/samples/figure/photo.png PLANNER=$planner BIN_S=${FIGURE_BIN_S:-8} \
             SEGMENTS=${FIGURE_SEGMENTS:-mps:0:50 mps:0:25 mps:0:50x2} UP_ARGS=${FIGURE_UP_ARGS---cores 8 --gpus 0} \
-            timeout $(($(left) - 15)) scripts/validate_graph.sh 2>&1 | grep -v "onnxruntime:" | tee "$OUT/figure-$planner.txt"
+            timeout $(($(left) - 15)) scripts/validate_graph.sh 2>&1 | grep -v "onnxruntime:" |
+            tee "$OUT/figure-$planner.txt"
         mkdir -p "$OUT/figure-$planner"
         cp -r out/validate-graph/trace.csv out/validate-graph/gateway.toml out/validate-graph/run-1 \
             "$OUT/figure-$planner/" 2>/dev/null
-        cp .jig/validate-graph*.csv "$OUT/"  2>/dev/null
+        cp .jig/validate-graph*.csv "$OUT/" 2>/dev/null
     done
 fi
 say done
