@@ -114,11 +114,13 @@ pub fn print_body(answer: &Answer) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A byte count for people: KiB or MiB.
+/// A byte count for people: B, KiB or MiB.
 pub fn bytes(n: u64) -> String {
     if n >= 1 << 20 {
         format!("{:.1} MiB", n as f64 / (1 << 20) as f64)
-    } else {
+    } else if n >= 1 << 10 {
         format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{n} B")
     }
 }

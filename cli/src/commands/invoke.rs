@@ -87,6 +87,7 @@ fn invoke(args: InvokeCommand) -> anyhow::Result<ExitCode> {
                 let ext = match &data {
                     d if d.starts_with(b"RIFF") => "wav",
                     d if d.starts_with(b"\x89PNG") => "png",
+                    d if as_text(d).is_some() => "txt",
                     _ => "bin",
                 };
                 // The task name comes from the gateway.
@@ -95,11 +96,39 @@ fn invoke(args: InvokeCommand) -> anyhow::Result<ExitCode> {
                 std::fs::write(&path, &data).with_context(|| format!("cannot write {}", path.display()))?;
                 println!("[{i}] {from}: {meta}{} written to {}", bytes(data.len() as u64), path.display());
             }
-            None => println!(
-                "[{i}] {from}: {meta}{} of binary data (write it out with --output-dir)",
-                bytes(data.len() as u64)
-            ),
+            None => println!("[{i}] {from}: {meta}{}", shown(&data)),
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A part's bytes as the terminal shows them: text as it is (a greeting, a transcript), anything else (a WAV, a
+/// PNG, tensors) by its size.
+fn shown(data: &[u8]) -> String {
+    match as_text(data) {
+        Some("") => "(empty)".into(),
+        Some(text) => text.trim_end().into(),
+        None => format!("{} of binary data (write it out with --output-dir)", bytes(data.len() as u64)),
+    }
+}
+
+/// The bytes as text, when they are UTF-8 with no control characters but whitespace: no escape sequence in an
+/// answer reaches the terminal.
+fn as_text(data: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(data).ok()?;
+    text.chars().all(|c| !c.is_control() || c.is_whitespace()).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    #[test]
+    fn text_is_shown_as_text_and_anything_else_by_its_size() {
+        assert_eq!(shown(b"hello, world!\n"), "hello, world!");
+        assert_eq!(shown("línea 1\n\tlínea 2".as_bytes()), "línea 1\n\tlínea 2");
+        assert_eq!(shown(b""), "(empty)");
+        assert_eq!(shown(b"RIFF\x24\x00\x00\x00WAVE"), "12 B of binary data (write it out with --output-dir)");
+        assert_eq!(shown(&[0xff; 2048]), "2.0 KiB of binary data (write it out with --output-dir)");
+    }
 }

@@ -138,6 +138,30 @@ fn deploy_then_invoke_fans_out_and_gathers_every_leaf_output() {
     assert_eq!(gateway.http("GET", "/healthz", &[], b"").status, 200);
 }
 
+/// What `jig invoke` prints of an answer: text as it is (what `jig new`'s greeting answers), other bytes by their
+/// size, and with `-o` each part in a file named for what it holds.
+#[test]
+fn invoke_shows_text_as_text_and_writes_parts_out_by_kind() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let manifest = "name = \"echo\"\n[[tasks]]\nname = \"echo\"\nglue = \"glue/echo.wasm\"\n";
+    bundle(dir.path(), manifest, &[("glue/echo.wasm", &component("echo"))]);
+    let gateway = Gateway::start(state.path(), &[]);
+    assert_ok(&deploy(&gateway, dir.path(), &[]));
+    let invoke = |input: &[u8], extra: &[&std::ffi::OsStr]| {
+        let file = dir.path().join("input");
+        std::fs::write(&file, input).unwrap();
+        let invoked = gateway.jig("invoke").arg("echo").arg(&file).args(extra).output().unwrap();
+        assert_ok(&invoked);
+        String::from_utf8(invoked.stdout).unwrap()
+    };
+    assert_eq!(invoke(b"hello, world!\n", &[]), "[0] echo: hello, world!\n");
+    assert_eq!(invoke(&[0, 159, 146, 150], &[]), "[0] echo: 4 B of binary data (write it out with --output-dir)\n");
+    let out = tempfile::tempdir().unwrap();
+    let shown = invoke(b"a line\n", &["-o".as_ref(), out.path().as_os_str()]);
+    assert!(shown.contains("written to"), "{shown}");
+    assert_eq!(std::fs::read(out.path().join("0-echo.txt")).unwrap(), b"a line\n", "{shown}");
+}
+
 /// `/openapi.json` describes every route the gateway serves, and the gateway serves every route it describes.
 #[test]
 fn the_api_description_and_the_routes_agree() {
