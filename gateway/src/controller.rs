@@ -213,11 +213,12 @@ impl DemandWindows {
     }
 
     /// Whether the deployment planned for `planned_for` req/s should be re-planned: the demand predicted from
-    /// `rates` (the windows', or an interval's load) moved past `threshold`, or the last window's violations
-    /// passed 1%.
+    /// `rates` (the windows', or an interval's load) moved past `threshold` (down: with the last window's load),
+    /// or the last window's violations passed 1% ([`Replan::due`]).
     pub fn should_replan(&self, rates: &[f64], planned_for: f64, threshold: f64) -> bool {
-        let Ok(predicted) = DemandSpec { windows: rates.to_vec(), slack: None }.predict() else { return false };
-        Replan { threshold }.due(planned_for, predicted, self.violation_share)
+        let demand = DemandSpec { windows: rates.to_vec(), slack: None };
+        let (Ok(predicted), Ok(latest)) = (demand.predict(), demand.latest()) else { return false };
+        Replan { threshold }.due(planned_for, predicted, latest, self.violation_share)
     }
 }
 
@@ -667,6 +668,18 @@ mod tests {
         assert!((d.predicted().unwrap() - 3.15).abs() < 1e-9);
         assert!(!d.should_replan(&d.rates(), 3.0, 0.2));
         assert!(d.should_replan(&d.rates(), 2.0, 0.2));
+    }
+
+    #[test]
+    fn a_surge_s_plan_is_kept_while_the_last_window_still_needs_it() {
+        // A rising load (5 to 17 req/s) re-planned by a surge for 20: the five windows' mean (11.55 with slack)
+        // is far below the plan, the last window (17.85) is not; the plan stays until the load falls.
+        let d = DemandWindows::from_rates(&[5.0, 8.0, 11.0, 14.0, 17.0]);
+        assert!(!d.should_replan(&d.rates(), 20.0, 0.2), "the load just seen needs the plan");
+        let falling = DemandWindows::from_rates(&[17.0, 17.0, 14.0, 11.0, 8.0]);
+        assert!(falling.should_replan(&falling.rates(), 20.0, 0.2), "the load has gone");
+        // Up is decided by the prediction alone, as before.
+        assert!(d.should_replan(&d.rates(), 9.0, 0.2));
     }
 
     #[test]

@@ -227,11 +227,18 @@ impl DemandSpec {
         }
         Ok(recent.iter().sum::<f64>() / recent.len() as f64 * (1.0 + slack))
     }
+
+    /// The last window's rate with the same head-room: the load just seen, as a plan would be sized for it.
+    pub fn latest(&self) -> Result<f64, PlanError> {
+        let last = self.windows.len().saturating_sub(1);
+        DemandSpec { windows: self.windows[last..].to_vec(), slack: self.slack }.predict()
+    }
 }
 
-/// When the gateway's controller re-plans a running app: the predicted demand moved from the one planned for
-/// by more than `threshold` of it, or more than [`Replan::VIOLATION_SHARE`] of the last window's requests
-/// missed their SLO. `jig simulate --replan-threshold` follows the same rule.
+/// When the gateway's controller re-plans a running app: the predicted demand rose past the one planned for by
+/// more than `threshold` of it, or fell below it by that much with the last window's load too, or more than
+/// [`Replan::VIOLATION_SHARE`] of the last window's requests missed their SLO. `jig simulate --replan-threshold`
+/// follows the same rule.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Replan {
     /// The relative move of the prediction that triggers a re-plan (the gateway's `replan_threshold`).
@@ -242,11 +249,16 @@ impl Replan {
     /// Violations above this share of a window's requests trigger a re-plan.
     pub const VIOLATION_SHARE: f64 = 0.01;
 
-    /// Whether a deployment planned for `planned_for` req/s is re-planned, given the `predicted` demand and the
-    /// share of the last window's requests that violated their SLO.
-    pub fn due(&self, planned_for: f64, predicted: f64, violation_share: f64) -> bool {
-        (predicted - planned_for).abs() > self.threshold * planned_for.max(0.1)
-            || violation_share > Self::VIOLATION_SHARE
+    /// Whether a deployment planned for `planned_for` req/s is re-planned, given the `predicted` demand, the
+    /// `latest` window's load ([`DemandSpec::latest`]) and the share of the last window's requests that violated
+    /// their SLO. A plan is let go of only when the load just seen no longer needs it either: the mean of five
+    /// windows trails a rising load, and alone would take capacity away (or undo a surge's re-plan at the next
+    /// window's close) while the load is still there.
+    pub fn due(&self, planned_for: f64, predicted: f64, latest: f64, violation_share: f64) -> bool {
+        let margin = self.threshold * planned_for.max(0.1);
+        let moved =
+            if predicted >= planned_for { predicted - planned_for } else { planned_for - predicted.max(latest) };
+        moved > margin || violation_share > Self::VIOLATION_SHARE
     }
 }
 
@@ -552,6 +564,18 @@ impl FromStr for Strategy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_is_let_go_of_only_when_the_load_just_seen_is_below_it_too() {
+        let replan = Replan { threshold: 0.2 };
+        let demand = DemandSpec { windows: vec![4.0, 6.0, 8.0, 10.0, 12.0], slack: Some(0.0) };
+        assert_eq!((demand.predict().unwrap(), demand.latest().unwrap()), (8.0, 12.0));
+        assert!(replan.due(6.0, 8.0, 12.0, 0.0), "up by a third");
+        assert!(!replan.due(7.0, 8.0, 12.0, 0.0), "up within the threshold");
+        assert!(!replan.due(12.0, 8.0, 12.0, 0.0), "down by a third, but the last window needs all of it");
+        assert!(replan.due(12.0, 8.0, 9.0, 0.0), "down by a third, and the last window by a quarter");
+        assert!(replan.due(12.0, 12.0, 12.0, 0.02), "violations");
+    }
 
     #[test]
     fn names_round_trip_and_unknown_ones_are_listed() {

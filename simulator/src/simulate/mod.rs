@@ -106,7 +106,8 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         let before = options.controller.as_ref().map_or(&[][..], |c| &c.windows[..]);
         // Before any history, plan for the bin's own rate, as a deploy with `[demand] rps` does.
         let windows = if before.is_empty() && observed.is_empty() { vec![rate] } else { [before, &observed].concat() };
-        let predicted = DemandSpec { windows, slack: Some(options.slack) }.predict()?;
+        let demand = DemandSpec { windows, slack: Some(options.slack) };
+        let predicted = demand.predict()?;
         // Nodes: whether one is down in this bin, and whether it failed at the bin's start.
         let start_s = trace.bin_s * i as f64;
         let (down, node_lost) = options.node_failures.map_or((false, false), |f| {
@@ -138,7 +139,9 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             (None, Some(controller), _) => {
                 let plan = match running.take() {
                     None => replanner.plan(controller.planned_for.unwrap_or(predicted), problem.slices)?,
-                    Some(plan) if controller.replan.due(plan.demand_rps, predicted, violation_share) => {
+                    Some(plan)
+                        if controller.replan.due(plan.demand_rps, predicted, demand.latest()?, violation_share) =>
+                    {
                         replanner.plan(predicted, problem.slices)?
                     }
                     Some(plan) => plan,
