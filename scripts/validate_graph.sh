@@ -55,14 +55,7 @@ done
 if [ -n "${PHOTO:-}" ]; then
     cp "$PHOTO" "$sign"
 else
-    # eval-03.png (570×200, "ROAD" / "PATH PLATFORM DETOUR") in the middle of a grey 960×640 photo.
-    PYTHONPATH=.jig/python python3 -c '
-import sys
-from PIL import Image
-sign = Image.open(sys.argv[1]).convert("RGB")
-photo = Image.new("RGB", (960, 640), (128, 128, 128))
-photo.paste(sign, ((960 - sign.width) // 2, (640 - sign.height) // 2))
-photo.save(sys.argv[2])' .jig/samples/eval/eval-03.png "$sign"
+    PYTHONPATH=.jig/python python3 scripts/graph_photo.py .jig/samples/eval/eval-03.png "$sign"
 fi
 cp examples/sign-reader/glue/ocr_detect.wasm examples/sign-reader/glue/ocr_recognize.wasm \
     target/wasm32-wasip2/release/echo.wasm "$bundle/glue/"

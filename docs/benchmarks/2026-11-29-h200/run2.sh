@@ -99,7 +99,7 @@ if [[ $steps == *" figure "* ]]; then
         cp -r out/validate-graph/trace.csv out/validate-graph/gateway.toml out/validate-graph/run-1 \
             "$OUT/figure-$planner/" 2>/dev/null
         rm -rf "$OUT/figure-$planner/run-1/state"  # the gateway's, with the bundle (31 MiB)
-        cp .jig/validate-graph*.csv "$OUT/" 2>/dev/null
     done
+    cp .jig/validate-graph*.csv "$OUT/" 2>/dev/null  # the profile both planners' runs used
 fi
 say done

@@ -22,13 +22,7 @@ xz -T2 -6 -c "${BENCH:?set BENCH to the tensor_path bench binary}" >"$work/bench
     xz -T2 -6 >"$work/models.tar.xz")
 # validate_graph.sh's photo, made here: the GPU machine's Python may lack Pillow.
 mkdir -p "$work/samples/figure"
-PYTHONPATH=.jig/python python3 -c '
-import sys
-from PIL import Image
-sign = Image.open(sys.argv[1]).convert("RGB")
-photo = Image.new("RGB", (960, 640), (128, 128, 128))
-photo.paste(sign, ((960 - sign.width) // 2, (640 - sign.height) // 2))
-photo.save(sys.argv[2])' .jig/samples/eval/eval-03.png "$work/samples/figure/photo.png"
+PYTHONPATH=.jig/python python3 scripts/graph_photo.py .jig/samples/eval/eval-03.png "$work/samples/figure/photo.png"
 cp .jig/samples/*.png .jig/samples/samples.json "$work/samples/"
 (cd "$work" && tar cJf samples.tar.xz samples && rm -r samples)
 (cd examples/sign-reader/glue && tar cJf "$work/glue.tar.xz" ./*.wasm)
