@@ -18,10 +18,10 @@
 //! least [`MIN_LATENCY_SAMPLES`](jig_app::deployment::MIN_LATENCY_SAMPLES) batches of one size) refines its
 //! profile rows by more than `replan_threshold` beyond the last plan's refinement; a re-plan plans with the
 //! observed factors and the refined rows (`jig_app::deployment::refine`). A surge does not wait for the window:
-//! each second, an app whose load over the last [`SURGE_S`] seconds exceeds what it was planned for by more
-//! than `replan_threshold` is re-planned for that load at once. Nor do the first costs observed: a deployment
-//! planned before its app answered [`MIN_FACTOR_SAMPLES`] requests (from the bundle's declared costs) is
-//! re-planned, for the same demand, as soon as it has and what it observed drifted. A new
+//! each second, an app whose load over the last [`Replan::SURGE_S`] seconds exceeds what it was planned for by
+//! more than `replan_threshold` (and than chance) is re-planned for that load at once. Nor do the first costs
+//! observed: a deployment planned before its app answered [`MIN_FACTOR_SAMPLES`] requests (from the bundle's
+//! declared costs) is re-planned, for the same demand, as soon as it has and what it observed drifted. A new
 //! deployment different from the running one is applied by starting a new copy of the app (glue loaded,
 //! instances started) and swapping it in: requests running on the old copy finish there, so none is lost.
 //! Apps without a profile table have nothing to re-plan.
@@ -90,17 +90,6 @@ struct LastReplan {
     defaults_unobserved: bool,
 }
 
-/// Whole seconds a surge's load is measured over: short, so that a burst is re-planned within seconds rather
-/// than a demand window (five minutes by default); long enough that one busy second is not a surge.
-pub const SURGE_S: usize = 3;
-
-/// Standard deviations of Poisson arrivals at the known load that a surge's count must exceed it by. At a few
-/// requests a second, chance alone passes the re-plan threshold often: at 2 req/s planned, 8 or more arrivals
-/// in 3 s where 6 are expected come a quarter of the time, and each re-plan would swap instances for noise.
-/// Four deviations leave chance about one surge in half an hour at 2 req/s (one in 15 minutes at 1 req/s); a
-/// burst of 10× still counts within its first second.
-const SURGE_SIGMAS: f64 = 4.0;
-
 /// Seconds since the gateway started counting: the clock of per-second arrivals.
 fn now_s() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -168,16 +157,13 @@ impl DemandWindows {
         (n > 0 && whole >= n).then(|| self.seconds.iter().take(whole).skip(whole - n).sum::<u64>() as f64 / n as f64)
     }
 
-    /// The load of the last [`SURGE_S`] whole seconds before second `now`, when it exceeds by more than
-    /// `threshold` both what the deployment was planned for and the last surge re-planned for, and by more than
-    /// arrivals at that known load vary by chance ([`SURGE_SIGMAS`]): a burst to re-plan for at once, without
-    /// waiting for the window to close.
+    /// The load of the last [`Replan::SURGE_S`] whole seconds before second `now`, when it is a surge
+    /// ([`Replan::surge`]) over both what the deployment was planned for and the last surge re-planned for: a
+    /// burst to re-plan for at once, without waiting for the window to close.
     fn surge(&mut self, now: u64, planned_for: f64, threshold: f64) -> Option<f64> {
-        let load = self.recent(now, SURGE_S)?;
-        let known = planned_for.max(self.surged_to.unwrap_or(0.0)).max(0.1);
-        let expected = known * SURGE_S as f64;
-        let by_chance = (expected + SURGE_SIGMAS * expected.sqrt()) / SURGE_S as f64;
-        (load > ((1.0 + threshold) * known).max(by_chance)).then(|| {
+        let load = self.recent(now, Replan::SURGE_S)?;
+        let known = planned_for.max(self.surged_to.unwrap_or(0.0));
+        Replan { threshold }.surge(load, known).then(|| {
             self.surged_to = Some(load);
             load
         })
@@ -319,7 +305,7 @@ impl Gateway {
     }
 
     /// Each second, decide on the apps with an adaptation interval of their own (IPA's), each every interval, and
-    /// re-plan the others at once for a surge ([`SURGE_S`]), forever.
+    /// re-plan the others at once for a surge ([`Replan::surge`]), forever.
     pub(super) async fn adapt(self: Arc<Self>) {
         let mut ticks = tokio::time::interval(Duration::from_secs(1));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -459,6 +445,7 @@ impl Gateway {
     /// Plan `app` for `rates`; apply the new deployment if it differs.
     async fn replan(self: Arc<Self>, app: &Arc<App>, rates: Vec<f64>) -> anyhow::Result<()> {
         let _control = self.control.lock().await;
+        let began = std::time::Instant::now();
         // A deploy or delete while this waited for the lock: the tick's plan is stale.
         let current = self.apps.read().unwrap_or_else(|p| p.into_inner()).get(&app.name).cloned();
         if !current.is_some_and(|c| Arc::ptr_eq(&c, app)) {
@@ -512,6 +499,7 @@ impl Gateway {
         if let (Some(cluster), Some(Replanned::New(new, record))) = (&self.cluster, &started) {
             cluster.put_app(&ClusterApp { record: record.clone(), deployment: new.deployment.clone() }).await?;
         }
+        let new_instances = matches!(started, Some(Replanned::New(..)));
         let replaced = match started {
             Some(Replanned::New(mut new, _)) => {
                 new.replans = app.replans + 1;
@@ -528,6 +516,12 @@ impl Gateway {
             && apps.get(&app.name).is_some_and(|a| Arc::ptr_eq(a, app))
         {
             apps.insert(app.name.clone(), Arc::new(new));
+            // From the decision to the swap, of which `jig simulate` counts the solve alone.
+            let took_ms = began.elapsed().as_secs_f64() * 1000.0;
+            match new_instances {
+                true => tracing::info!(app = %app.name, took_ms, "the new deployment serves"),
+                false => tracing::info!(app = %app.name, took_ms, "the running instances serve the new plan"),
+            }
         }
         Ok(())
     }
@@ -624,7 +618,7 @@ mod tests {
         for (second, arrivals) in [(0, 2), (1, 2), (2, 4), (3, 3), (4, 2)] {
             (0..arrivals).for_each(|_| w.arrived_at(second));
         }
-        assert_eq!(w.recent(5, SURGE_S), Some(3.0));
+        assert_eq!(w.recent(5, Replan::SURGE_S), Some(3.0));
         assert_eq!(w.surge(5, 2.0, 0.2), None, "9 arrivals where 6 are expected");
         // At 100 req/s planned, chance is a small share of the load: 1.25× counts.
         let mut busy = DemandWindows::default();

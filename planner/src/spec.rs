@@ -235,10 +235,11 @@ impl DemandSpec {
     }
 }
 
-/// When the gateway's controller re-plans a running app: the predicted demand rose past the one planned for by
-/// more than `threshold` of it, or fell below it by that much with the last window's load too, or more than
-/// [`Replan::VIOLATION_SHARE`] of the last window's requests missed their SLO. `jig simulate --replan-threshold`
-/// follows the same rule.
+/// When the gateway's controller re-plans a running app: at a window's close, the predicted demand rose past the
+/// one planned for by more than `threshold` of it, or fell below it by that much with the last window's load too,
+/// or more than [`Replan::VIOLATION_SHARE`] of the last window's requests missed their SLO ([`Replan::due`]); and
+/// within a window, each second, for a surge ([`Replan::surge`]). `jig simulate --replan-threshold` follows the
+/// same rules.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Replan {
     /// The relative move of the prediction that triggers a re-plan (the gateway's `replan_threshold`).
@@ -259,6 +260,28 @@ impl Replan {
         let moved =
             if predicted >= planned_for { predicted - planned_for } else { planned_for - predicted.max(latest) };
         moved > margin || violation_share > Self::VIOLATION_SHARE
+    }
+
+    /// Whole seconds a surge's load is measured over: short, so that a burst is re-planned within seconds rather
+    /// than a demand window (five minutes by default); long enough that one busy second is not a surge.
+    pub const SURGE_S: usize = 3;
+
+    /// Standard deviations of Poisson arrivals at the known load that a surge's count must exceed it by. At a few
+    /// requests a second, chance alone passes the threshold often: at 2 req/s planned, 8 or more arrivals in 3 s
+    /// where 6 are expected come a quarter of the time, and each re-plan would swap instances for noise. Four
+    /// deviations leave chance about one surge in half an hour at 2 req/s (one in 15 minutes at 1 req/s); a burst
+    /// of 10× still counts within its first second.
+    pub const SURGE_SIGMAS: f64 = 4.0;
+
+    /// Whether `load`, the mean arrivals a second over the last [`Replan::SURGE_S`] whole seconds, is a surge over
+    /// `known` req/s (what the deployment was planned for, or the load of the last surge re-planned for within
+    /// the window, the larger): above it by more than `threshold` and by more than arrivals at `known` vary by
+    /// chance ([`Replan::SURGE_SIGMAS`]). A surge is re-planned for at once, for its load.
+    pub fn surge(&self, load: f64, known: f64) -> bool {
+        let known = known.max(0.1);
+        let expected = known * Self::SURGE_S as f64;
+        let by_chance = (expected + Self::SURGE_SIGMAS * expected.sqrt()) / Self::SURGE_S as f64;
+        load > ((1.0 + self.threshold) * known).max(by_chance)
     }
 }
 
@@ -575,6 +598,20 @@ mod tests {
         assert!(!replan.due(12.0, 8.0, 12.0, 0.0), "down by a third, but the last window needs all of it");
         assert!(replan.due(12.0, 8.0, 9.0, 0.0), "down by a third, and the last window by a quarter");
         assert!(replan.due(12.0, 12.0, 12.0, 0.02), "violations");
+    }
+
+    #[test]
+    fn a_surge_passes_both_the_threshold_and_chance() {
+        let replan = Replan { threshold: 0.2 };
+        // 1000 req/s planned: four deviations of a 3-s mean are 73 req/s, so the threshold (1200) decides; at 100,
+        // chance (123.1) does.
+        assert!(replan.surge(1201.0, 1000.0) && !replan.surge(1199.0, 1000.0));
+        assert!(replan.surge(123.2, 100.0) && !replan.surge(123.0, 100.0));
+        // 2 req/s planned: 8 arrivals in 3 s (2.7 req/s) come by chance a quarter of the time; 4 deviations
+        // over the 6 expected are 15.8 arrivals.
+        assert!(!replan.surge(8.0 / 3.0, 2.0) && !replan.surge(15.0 / 3.0, 2.0) && replan.surge(16.0 / 3.0, 2.0));
+        // Nothing planned counts as 0.1 req/s: one busy second (a handful of arrivals) is a surge already.
+        assert!(replan.surge(5.0 / 3.0, 0.0));
     }
 
     #[test]

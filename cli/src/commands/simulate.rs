@@ -64,7 +64,8 @@ pub struct SimulateCommand {
     pub observed: Option<PathBuf>,
     /// Re-plan only when the gateway's controller would, with this `replan_threshold` (the gateway's default
     /// is 0.2): when the predicted demand moves by more than this share of the planned one, or more than 1% of
-    /// a bin's requests violate their SLO. With --observed, the trace starts where the deployed app's controller
+    /// a bin's requests violate their SLO, and within a bin for a surge (the last 3 s over the plan by more
+    /// than this share and than chance). With --observed, the trace starts where the deployed app's controller
     /// stood: its demand windows, and its plan's demand. By default every bin is re-planned (§4.2).
     #[arg(long, conflicts_with = "demand")]
     pub replan_threshold: Option<f64>,

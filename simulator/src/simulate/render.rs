@@ -222,6 +222,7 @@ mod tests {
             replanned: true,
             node_lost: false,
             solve_s: 0.0,
+            surges: 0,
             requests: 0,
             sink_requests: 0.0,
             violations: 0.0,

@@ -23,6 +23,11 @@ pub struct BinReport {
     pub node_lost: bool,
     /// Seconds spent planning the bin (about 0 under `fixed_demand`, whose plan is made once before the trace).
     pub solve_s: f64,
+    /// Under a controller, the surges it re-planned for within the bin ([`Replan::surge`]); the bin's plan
+    /// (`planned_rps`, `slices`, `instances`) is then the last surge's.
+    ///
+    /// [`Replan::surge`]: jig_planner::spec::Replan::surge
+    pub surges: u32,
     /// Root requests simulated.
     pub requests: u64,
     /// Sink requests, served or dropped (a dropped request counts the sink requests it would have led to).
@@ -182,6 +187,28 @@ pub struct BinRun {
 }
 
 impl BinRun {
+    /// Add `other`, a later part of the same bin (run on another plan), to this run.
+    pub fn absorb(&mut self, other: BinRun) {
+        self.requests += other.requests;
+        self.units += other.units;
+        self.violations += other.violations;
+        self.served += other.served;
+        if self.paths.len() < other.paths.len() {
+            self.paths.resize(other.paths.len(), (0, 0.0));
+        }
+        for (path, (served, accuracy)) in self.paths.iter_mut().zip(other.paths) {
+            (path.0, path.1) = (path.0 + served, path.1 + accuracy);
+        }
+        if self.classes.len() < other.classes.len() {
+            self.classes.resize(other.classes.len(), (0, 0));
+        }
+        for (class, (requests, within)) in self.classes.iter_mut().zip(other.classes) {
+            (class.0, class.1) = (class.0 + requests, class.1 + within);
+        }
+        self.latencies_ms.extend(other.latencies_ms);
+        self.latencies_ms.sort_by(f64::total_cmp);
+    }
+
     /// The normalised accuracy A_obj the bin served: each path's mean over its sink requests, weighted by the
     /// path weights g_p (eq. 9–10), over the paths that served any; 1 when none did.
     pub fn accuracy(&self, problem: &Problem) -> f64 {

@@ -53,8 +53,9 @@ pub(super) struct Instance {
     pub(super) variant: usize,
     pub(super) segment: usize,
     pub(super) batch: u32,
-    /// (batch, p50 ms, p95 ms) profiled for this variant on this segment type, by batch.
-    pub(super) profile: Vec<(u32, f64, f64)>,
+    /// (batch, p50 ms, p95 ms, mean ms of one server) profiled for this variant on this segment type, by batch;
+    /// the mean is the batch over the row's throughput (per server), `None` without one.
+    pub(super) profile: Vec<(u32, f64, f64, Option<f64>)>,
     /// Batches it runs at once: the MPS processes of a GPU segment, 1 on CPU cores.
     pub(super) servers: usize,
     /// A CPU segment: the machine's cores are the instances', so glue time is taken from them.
