@@ -6,8 +6,10 @@
 //! below the ceiling learn that rate:
 //!
 //! - Once requests queue, the app holds no more than it answers in time in most of the SLO (0.8 of it): Little's
-//!   law on the rate observed. It answers an overload within the SLO of its start. Requests queue once the oldest
-//!   in progress has waited a quarter of the SLO longer than the quickest answer so far (a request's own time).
+//!   law on the rate observed, the answers in time per second it held requests (a rate of answers per second of
+//!   the clock would be the load's, not the app's, below an overload). It answers an overload within the SLO of
+//!   its start. Requests queue once the oldest in progress has waited a quarter of the SLO longer than the
+//!   quickest answer so far (a request's own time).
 //! - The limit adapts to outcomes, additive increase and multiplicative decrease as TCP does: a request that
 //!   misses its deadline (late, or dropped early) cuts it by a quarter; a request answered in time while others
 //!   were being refused raises it by 1/limit, about one a limit's worth of answers. One overload cuts once, as
@@ -57,8 +59,9 @@ pub struct Admission {
     state: Mutex<State>,
 }
 
-/// The requests in progress, by when each was admitted, when the last were answered in time, and the quickest
-/// answer in time.
+/// The requests in progress, by when each was admitted, when the last were answered in time, the quickest
+/// answer in time, and when the app held requests: since `busy_since` (`None` while it holds none), and in the
+/// `busy` spans that ended within the last [`RATE_WINDOW`], oldest first.
 #[derive(Debug, Default)]
 struct Flow {
     in_progress: BTreeSet<(Instant, u64)>,
@@ -66,16 +69,48 @@ struct Flow {
     answered: VecDeque<Instant>,
     answering_since: Option<Instant>,
     quickest: Option<Duration>,
+    busy_since: Option<Instant>,
+    busy: VecDeque<(Instant, Instant)>,
 }
 
 impl Flow {
-    /// Answers in time a second, over the last [`RATE_WINDOW`] (or since the first); `None` before any.
+    /// Answers in time per second the app held requests, over the last [`RATE_WINDOW`] (or since the first
+    /// answer); `None` before any. Per second of the clock instead where nothing says when it held them.
     fn answer_rate(&mut self, now: Instant) -> Option<f64> {
         while self.answered.front().is_some_and(|&at| now.saturating_duration_since(at) > RATE_WINDOW) {
             self.answered.pop_front();
         }
         let span = now.saturating_duration_since(self.answering_since?).min(RATE_WINDOW);
-        Some(self.answered.len() as f64 / span.as_secs_f64().max(1e-3))
+        let from = now.checked_sub(span).unwrap_or(now);
+        while self.busy.front().is_some_and(|&(_, end)| end <= from) {
+            self.busy.pop_front();
+        }
+        let open = self.busy_since.map(|since| (since, now));
+        let busy: Duration =
+            self.busy.iter().chain(&open).map(|&(start, end)| end.saturating_duration_since(start.max(from))).sum();
+        let time = if busy.is_zero() { span } else { busy };
+        Some(self.answered.len() as f64 / time.as_secs_f64().max(1e-3))
+    }
+
+    /// Hold a request admitted as `key`.
+    fn hold(&mut self, key: (Instant, u64)) {
+        if self.in_progress.is_empty() {
+            self.busy_since = Some(key.0);
+        }
+        self.in_progress.insert(key);
+    }
+
+    /// Let go of the request admitted as `key`, at `now`.
+    fn release(&mut self, key: &(Instant, u64), now: Instant) {
+        self.in_progress.remove(key);
+        if self.in_progress.is_empty()
+            && let Some(since) = self.busy_since.take()
+        {
+            self.busy.push_back((since, now));
+        }
+        while self.busy.front().is_some_and(|&(_, end)| now.saturating_duration_since(end) > RATE_WINDOW) {
+            self.busy.pop_front();
+        }
     }
 }
 
@@ -163,7 +198,7 @@ impl Admission {
         }
         let key = (now, flow.next);
         flow.next += 1;
-        flow.in_progress.insert(key);
+        flow.hold(key);
         Some(Ticket { admission: self.clone(), key })
     }
 
@@ -198,7 +233,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.admission.flow().in_progress.remove(&self.key);
+        self.admission.flow().release(&self.key, Instant::now());
     }
 }
 
@@ -366,5 +401,30 @@ mod tests {
         queue(&admission, now, SLO / 2, 5, Duration::from_millis(500));
         let rate = admission.flow().answer_rate(now).unwrap();
         assert!((rate - 10.0).abs() < 1e-9, "five answers in half a second: {rate}");
+    }
+
+    /// Below an overload, answers come at the load's rate: per second of the clock they would bound a queue of a
+    /// Poisson burst by the load, and refuse requests the app would answer in time (a 250 ms SLO at 49% of its
+    /// capacity refused 1.6%). Per second it held requests, they count what it serves.
+    #[test]
+    fn the_rate_of_answers_is_per_second_the_app_held_requests() {
+        let admission = Admission::new(40, SLO);
+        let start = Instant::now();
+        // Five requests of 100 ms, one at a time, 400 ms apart.
+        for i in 0..5u32 {
+            let at = start + Duration::from_millis(400) * i;
+            let mut flow = admission.flow();
+            flow.hold((at, u64::from(i)));
+            flow.release(&(at, u64::from(i)), at + Duration::from_millis(100));
+            flow.answered.push_back(at + Duration::from_millis(100));
+            flow.answering_since.get_or_insert(start);
+        }
+        let now = start + Duration::from_millis(1700);
+        let rate = admission.flow().answer_rate(now).unwrap();
+        assert!((rate - 10.0).abs() < 1e-6, "five answers in half a second held: {rate}");
+        // Spans older than the window are forgotten.
+        let mut flow = admission.flow();
+        flow.release(&(start, 99), now + RATE_WINDOW * 2);
+        assert!(flow.busy.is_empty(), "{:?}", flow.busy);
     }
 }
