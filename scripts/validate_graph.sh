@@ -144,7 +144,9 @@ for run in $(seq "$runs"); do
     sleep "$(python3 -c 'import sys, time; b = float(sys.argv[2]); print(b - (time.time() - float(sys.argv[1])) % b + 1)' \
         "$started" "$bin_s")"
     "$jig" status validate-graph --json >"$dir/observed.json"
-    "$jig" bench validate-graph "$sign" --trace "$out/trace.csv" --csv "$dir/requests.csv" --json >"$dir/measured.json"
+    # Each run's arrivals are its own draw, as each simulation's are (`--seed`).
+    "$jig" bench validate-graph "$sign" --trace "$out/trace.csv" --seed "$run" --csv "$dir/requests.csv" \
+        --json >"$dir/measured.json"
     "$jig" status validate-graph --json >"$dir/status.json"
     stop_gateway
     printf 'start_s,rps\n0,3\n' >"$dir/low.csv"
