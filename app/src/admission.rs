@@ -81,10 +81,8 @@ impl Flow {
             self.answered.pop_front();
         }
         let span = now.saturating_duration_since(self.answering_since?).min(RATE_WINDOW);
+        // Spans that ended before the window count nothing; `release` forgets them.
         let from = now.checked_sub(span).unwrap_or(now);
-        while self.busy.front().is_some_and(|&(_, end)| end <= from) {
-            self.busy.pop_front();
-        }
         let open = self.busy_since.map(|since| (since, now));
         let busy: Duration =
             self.busy.iter().chain(&open).map(|&(start, end)| end.saturating_duration_since(start.max(from))).sum();
