@@ -411,6 +411,11 @@ pub struct PlannedInstances {
     /// latency SLO; 0 when not planned.
     #[serde(default)]
     pub stale_ms: f64,
+    /// The host CPU a full batch costs each instance's worker process on a GPU segment, milliseconds, as
+    /// profiled: the plan counted it on the machine's cores. Absent where not profiled; the app then counts
+    /// its workers' CPU with the CPU a request costs outside the instances, as observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_ms: Option<f64>,
     /// Where each instance runs; empty when they are not placed (the default deployment's CPU instances on the
     /// gateway's machine, unpinned).
     #[serde(default)]
@@ -615,6 +620,7 @@ mod tests {
             wait_ms: 0.0,
             drop_budget_ms: 0.0,
             stale_ms: 0.0,
+            host_cpu_ms: None,
             places: Vec::new(),
         };
         let a = Deployment {

@@ -93,6 +93,10 @@ pub struct Point {
     pub throughput: f64,
     /// Timed runs it took (of all processes together).
     pub runs: usize,
+    /// The host CPU time of one batch, where its executors run in worker processes on this machine (a GPU
+    /// segment's): every thread of the process, its launches, copies and waits on the device and any of the
+    /// model's operators that run on the CPU; `None` in process.
+    pub cpu: Option<Duration>,
     /// With [`Settings::adaptive`]: whether its p95 is within the budget, when that is known.
     pub within_budget: Option<bool>,
 }
@@ -138,8 +142,8 @@ pub fn sweep(
             None => measure_together(executors, &inputs, settings.warmup, settings.runs),
             Some(adaptive) => measure_adaptively(executors, &inputs, settings.warmup, adaptive),
         };
-        let times = match measured {
-            Ok(times) => times,
+        let Measured { times, cpu } = match measured {
+            Ok(measured) => measured,
             Err(e) if batch == 1 => return Err(e),
             Err(e) => return Ok((points, Some(Stop::Failed { batch, detail: e.to_string() }))),
         };
@@ -151,7 +155,8 @@ pub fn sweep(
         let within_budget = settings.adaptive.and_then(|a| verdict(&all, a.budget, a.confidence));
         // The rule a deployed app's observed latencies are reported by: the planner compares the two.
         let at = |q| quantile(&all, q).expect("every executor times at least one run");
-        let point = Point { batch, p50: at(0.5), p95: at(0.95), throughput, runs: all.len(), within_budget };
+        let cpu = cpu.map(|cpu| cpu / all.len() as u32);
+        let point = Point { batch, p50: at(0.5), p95: at(0.95), throughput, runs: all.len(), within_budget, cpu };
         progress(&point);
         let p95 = point.p95;
         points.push(point);
@@ -163,6 +168,14 @@ pub fn sweep(
     Ok((points, None))
 }
 
+/// What one point's timed runs measured.
+struct Measured {
+    /// Each executor's batch latencies.
+    times: Vec<Vec<Duration>>,
+    /// The CPU time their worker processes spent over those runs, all together; `None` in process.
+    cpu: Option<Duration>,
+}
+
 /// Each executor's timed batch latencies, measured in rounds of ten until [`verdict`] is certain and at
 /// least `min_runs` were taken (all executors together), or `max_runs` were.
 fn measure_adaptively(
@@ -170,52 +183,62 @@ fn measure_adaptively(
     inputs: &[Tensor],
     warmup: usize,
     adaptive: &Adaptive,
-) -> Result<Vec<Vec<Duration>>, BoxError> {
+) -> Result<Measured, BoxError> {
     const ROUND: usize = 10;
-    let mut times = measure_together(executors, inputs, warmup, ROUND)?;
+    let mut measured = measure_together(executors, inputs, warmup, ROUND)?;
     loop {
-        let all: Vec<Duration> = times.iter().flatten().copied().collect();
+        let all: Vec<Duration> = measured.times.iter().flatten().copied().collect();
         let known = verdict(&all, adaptive.budget, adaptive.confidence).is_some();
         if (known && all.len() >= adaptive.min_runs) || all.len() >= adaptive.max_runs {
-            return Ok(times);
+            return Ok(measured);
         }
-        for (mine, more) in times.iter_mut().zip(measure_together(executors, inputs, 0, ROUND)?) {
+        let more = measure_together(executors, inputs, 0, ROUND)?;
+        for (mine, more) in measured.times.iter_mut().zip(more.times) {
             mine.extend(more);
         }
+        measured.cpu = measured.cpu.zip(more.cpu).map(|(a, b)| a + b);
     }
 }
 
 /// Each executor's timed batch latencies on `inputs`: `warmup` untimed runs, then `runs` timed ones, every
-/// executor on a thread of its own and the timed runs started together.
+/// executor on a thread of its own and the timed runs started together; and the CPU time of their processes
+/// over the timed runs, where they run in worker processes.
 fn measure_together(
     executors: &[&dyn Executor],
     inputs: &[Tensor],
     warmup: usize,
     runs: usize,
-) -> Result<Vec<Vec<Duration>>, BoxError> {
+) -> Result<Measured, BoxError> {
     let start = std::sync::Barrier::new(executors.len());
-    std::thread::scope(|scope| {
+    let measured: Result<Vec<(Vec<Duration>, Option<Duration>)>, BoxError> = std::thread::scope(|scope| {
         let running: Vec<_> = executors
             .iter()
             .map(|executor| {
                 let start = &start;
-                scope.spawn(move || -> Result<Vec<Duration>, BoxError> {
+                scope.spawn(move || -> Result<(Vec<Duration>, Option<Duration>), BoxError> {
                     let warm = (0..warmup).try_for_each(|_| executor.execute(inputs).map(drop));
                     // Every thread reaches the barrier, failed or not, so that none waits forever.
                     start.wait();
                     warm?;
+                    let cpu_before = executor.process_cpu();
                     let mut times = Vec::with_capacity(runs.max(1));
                     for _ in 0..runs.max(1) {
                         let started = Instant::now();
                         executor.execute(inputs)?;
                         times.push(started.elapsed());
                     }
-                    Ok(times)
+                    let cpu =
+                        cpu_before.zip(executor.process_cpu()).map(|(before, after)| after.saturating_sub(before));
+                    Ok((times, cpu))
                 })
             })
             .collect();
         running.into_iter().map(|r| r.join().unwrap_or_else(|_| Err("a measuring thread panicked".into()))).collect()
-    })
+    });
+    let (times, cpus): (Vec<_>, Vec<_>) = measured?.into_iter().unzip();
+    // Every executor's, or none: a total of some would read as a batch's whole cost.
+    let cpu = cpus.into_iter().sum::<Option<Duration>>();
+    Ok(Measured { times, cpu })
 }
 
 /// Runs of one process beside others (`jig profile --pairs`): back to back on `inputs` for `duration` after
@@ -431,6 +454,42 @@ mod tests {
         let (points, stop) = sweep(&[&slow], "m", &[], &adaptive(5), |_| {}).unwrap();
         assert_eq!(points.iter().map(|p| (p.runs, p.within_budget)).collect::<Vec<_>>(), [(50, Some(false))]);
         assert!(matches!(stop, Some(Stop::Latency { batch: 1, .. })), "{stop:?}");
+    }
+
+    /// A worker process whose batches each cost its host `cpu_per_batch` of CPU (as it reports its process's).
+    struct Worker {
+        sleeper: Sleeper,
+        cpu: std::sync::Mutex<Duration>,
+        cpu_per_batch: Duration,
+    }
+
+    impl Executor for Worker {
+        fn inputs(&self) -> &[TensorSpec] {
+            &self.sleeper.inputs
+        }
+        fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
+            *self.cpu.lock().unwrap() += self.cpu_per_batch;
+            self.sleeper.execute(inputs)
+        }
+        fn process_cpu(&self) -> Option<Duration> {
+            Some(*self.cpu.lock().unwrap())
+        }
+    }
+
+    /// A point on worker processes says the host CPU one batch cost, warm-up runs left out; one in process, none.
+    #[test]
+    fn a_point_on_workers_measures_the_host_cpu_of_a_batch() {
+        let settings = Settings { max_batch: 1, warmup: 3, runs: 4, ..Settings::default() };
+        let worker = |ms: u64| Worker {
+            sleeper: sleeper(1, false),
+            cpu: std::sync::Mutex::new(Duration::from_secs(1)),
+            cpu_per_batch: Duration::from_millis(ms),
+        };
+        let (one, two) = (worker(6), worker(10));
+        let (points, _) = sweep(&[&one, &two], "m", &[], &settings, |_| {}).unwrap();
+        assert_eq!(points[0].cpu, Some(Duration::from_millis(8)), "(4 × 6 + 4 × 10) ms over 8 batches");
+        let (points, _) = sweep(&[&sleeper(1, false)], "m", &[], &settings, |_| {}).unwrap();
+        assert_eq!(points[0].cpu, None);
     }
 
     #[test]

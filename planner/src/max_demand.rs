@@ -215,6 +215,7 @@ mod tests {
             p95_ms: 10.0,
             throughput_rps,
             device: "test".into(),
+            cpu_ms: None,
         };
         let spec = PlanSpec {
             app: AppSpec {

@@ -213,6 +213,9 @@ pub struct Config {
     pub p50_ms: f64,
     /// H(t,v,s,b), req/s of one instance.
     pub throughput_rps: f64,
+    /// The host CPU one batch on a GPU segment costs its worker process, ms (the profile's `cpu_ms`): the
+    /// machine's cores run it beside the CPU segments' instances. 0 on CPU segments and where not measured.
+    pub host_cpu_ms: f64,
 }
 
 impl Config {
@@ -429,6 +432,7 @@ impl Problem {
                     latency_ms: row.p95_ms,
                     p50_ms: row.p50_ms,
                     throughput_rps: row.throughput_rps,
+                    host_cpu_ms: if matches!(kind, SegmentKind::Cpu { .. }) { 0.0 } else { row.cpu_ms.unwrap_or(0.0) },
                 });
             }
         }

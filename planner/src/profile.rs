@@ -8,11 +8,22 @@
 //! rec,ppocr-v4,cpu:2,8,41.2,43.9,182.2,AMD EPYC 7B13 (2 cores)
 //! ```
 //!
+//! or, where GPU rows measured the host CPU their worker processes spent, with a ninth column:
+//!
+//! ```text
+//! slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device,cpu_ms
+//! voice,piper,mps:0:14,1,178.6,183.3,6.8,NVIDIA H200,170.2
+//! voice,piper,cpu:1,1,90.5,96.7,11.1,Intel Xeon (16 cores),
+//! ```
+//!
 //! * `slot`, `variant`: the model slot and the variant filling it, as named in the bundle manifest;
 //! * `segment`: where it ran (`cpu:N`, `mig:GPU:PROFILE:MPS`, `mps:GPU:PERCENT[xPROCESSES]`);
 //! * `batch`: rows per batch; `p50_ms`, `p95_ms`: latency of one batch; `throughput_rps`: rows per second
 //!   running batches back to back;
-//! * `device`: the processor or GPU measured, so tables from different machines are not mixed up.
+//! * `device`: the processor or GPU measured, so tables from different machines are not mixed up;
+//! * `cpu_ms` (optional): the host CPU time one batch on a GPU segment costs its worker process, ms (kernel
+//!   launches, copies, waits, and any of the model's operators ONNX Runtime runs on the CPU); empty on CPU
+//!   segments, whose cores the segment names, and where not measured. The planner counts it on the cores.
 //!
 //! Fields are trimmed and blank lines skipped; a name with a comma is quoted (`"…"`), as CSV quotes it. Rows
 //! may come in any order.
@@ -40,6 +51,9 @@ pub struct ProfileRow {
     pub throughput_rps: f64,
     /// The processor or GPU measured.
     pub device: String,
+    /// The host CPU time of one batch on a GPU segment, ms; `None` on CPU segments and where not measured.
+    #[serde(default)]
+    pub cpu_ms: Option<f64>,
 }
 
 impl ProfileRow {
@@ -92,16 +106,25 @@ pub fn as_packed(rows: &[ProfileRow]) -> Vec<ProfileRow> {
 /// The header line a profile table starts with; it names the columns in order.
 pub const HEADER: &str = "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device";
 
-/// The CSV text of `rows` (names quoted where CSV needs it).
+/// The optional last column, after [`HEADER`]'s: a GPU row's host CPU a batch.
+pub const CPU_COLUMN: &str = "cpu_ms";
+
+/// The CSV text of `rows` (names quoted where CSV needs it), with the `cpu_ms` column where a row has it.
 pub fn to_csv(rows: &[ProfileRow]) -> String {
     let mut out = csv::Writer::from_writer(Vec::new());
     let written = "writing CSV to memory cannot fail";
-    out.write_record(HEADER.split(',')).expect(written);
+    let with_cpu = rows.iter().any(|r| r.cpu_ms.is_some());
+    let mut header: Vec<&str> = HEADER.split(',').collect();
+    header.extend(with_cpu.then_some(CPU_COLUMN));
+    out.write_record(&header).expect(written);
     for r in rows {
         let (p50, p95, rps) =
             (format!("{:.3}", r.p50_ms), format!("{:.3}", r.p95_ms), format!("{:.2}", r.throughput_rps));
         let batch = r.batch.to_string();
-        out.write_record([&r.slot, &r.variant, &r.segment, &batch, &p50, &p95, &rps, &r.device]).expect(written);
+        let mut record = vec![&r.slot, &r.variant, &r.segment, &batch, &p50, &p95, &rps, &r.device];
+        let cpu = r.cpu_ms.map(|ms| format!("{ms:.3}")).unwrap_or_default();
+        record.extend(with_cpu.then_some(&cpu));
+        out.write_record(record).expect(written);
     }
     String::from_utf8(out.into_inner().expect(written)).expect("CSV of strings is UTF-8")
 }
@@ -115,15 +138,21 @@ pub fn read(path: &std::path::Path, what: &str) -> Result<Vec<ProfileRow>, crate
 
 /// Parse a profile table; errors name the line and what is wrong with it.
 pub fn from_csv(text: &str) -> Result<Vec<ProfileRow>, ParseError> {
-    let header = csv::StringRecord::from(HEADER.split(',').collect::<Vec<_>>());
+    let plain = csv::StringRecord::from(HEADER.split(',').collect::<Vec<_>>());
+    let mut with_cpu = plain.clone();
+    with_cpu.push_field(CPU_COLUMN);
     let mut records = Records::new(text, None);
-    match records.next().transpose().map_err(ParseError)? {
-        Some((_, found)) if found == header => {}
+    let header = match records.next().transpose().map_err(ParseError)? {
+        Some((_, found)) if found == plain => plain,
+        Some((_, found)) if found == with_cpu => with_cpu,
         Some((line, found)) => {
-            return Err(ParseError(format!("line {line}: expected the header `{HEADER}`, found `{}`", joined(&found))));
+            return Err(ParseError(format!(
+                "line {line}: expected the header `{HEADER}` (or with `,{CPU_COLUMN}` after it), found `{}`",
+                joined(&found)
+            )));
         }
         None => return Err(ParseError(format!("the profile table is empty: write the header `{HEADER}` first"))),
-    }
+    };
     records
         .map(|record| {
             let (line, record) = record.map_err(ParseError)?;
@@ -132,9 +161,12 @@ pub fn from_csv(text: &str) -> Result<Vec<ProfileRow>, ParseError> {
                 return Err(at(&format!("expected {} comma-separated fields, found {}", header.len(), record.len())));
             }
             let row: ProfileRow = record.deserialize(Some(&header)).map_err(|e| at(&why(&e, &header, &record)))?;
-            for (name, value) in
-                [("p50_ms", row.p50_ms), ("p95_ms", row.p95_ms), ("throughput_rps", row.throughput_rps)]
-            {
+            for (name, value) in [
+                ("p50_ms", row.p50_ms),
+                ("p95_ms", row.p95_ms),
+                ("throughput_rps", row.throughput_rps),
+                (CPU_COLUMN, row.cpu_ms.unwrap_or(0.0)),
+            ] {
                 if !(value.is_finite() && value >= 0.0) {
                     return Err(at(&format!("`{name}` is not a non-negative number")));
                 }
@@ -222,8 +254,14 @@ mod tests {
             p95_ms: 43.5,
             throughput_rps: 182.25,
             device: "EPYC".into(),
+            cpu_ms: None,
         }];
         assert_eq!(from_csv(&to_csv(&rows)).unwrap(), rows);
+        assert!(to_csv(&rows).starts_with(&format!("{HEADER}\n")), "no host CPU measured: no column");
+        let gpu = ProfileRow { segment: "mps:0:14".into(), cpu_ms: Some(170.25), ..rows[0].clone() };
+        let both = vec![rows[0].clone(), gpu];
+        assert!(to_csv(&both).starts_with(&format!("{HEADER},cpu_ms\n")), "{}", to_csv(&both));
+        assert_eq!(from_csv(&to_csv(&both)).unwrap(), both, "an empty cpu_ms reads as none");
         let err = from_csv(&format!("{HEADER}\nrec,v,cpu:1,x,1,2,3,d\n")).unwrap_err().to_string();
         assert!(err.starts_with("line 2") && err.contains("batch"), "{err}");
         assert!(from_csv("a,b\n").unwrap_err().to_string().contains("header"));
@@ -275,6 +313,9 @@ mod tests {
         assert!(err.starts_with("line 8: `p95_ms` is not a non-negative number"), "{err}");
         assert!(bad("rec,v,cpu:1,1,1.5,fast,3,d").starts_with("line 8: `p95_ms` is not a number"));
         assert!(bad("rec,v,cpu:1,1,1.5").starts_with("line 8: expected 8 comma-separated fields, found 5"));
+        let with_cpu = format!("{HEADER},cpu_ms\nrec,v,mps:0:14,1,1.5,2,3,d,-4\n");
+        let err = from_csv(&with_cpu).unwrap_err().to_string();
+        assert!(err.starts_with("line 2: `cpu_ms` is not a non-negative number"), "{err}");
         let err = from_csv("\n\nslot,variant\n").unwrap_err().to_string();
         assert!(err.starts_with("line 3: expected the header"), "{err}");
         assert!(from_csv(" \n").unwrap_err().to_string().contains("empty"));

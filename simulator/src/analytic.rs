@@ -109,6 +109,7 @@ pub fn profile_rows_on(slot: &str, variants: &[(&str, ModelCost)], kinds: &[Segm
                         p95_ms: latency * P95_OVER_P50,
                         throughput_rps: throughput,
                         device: DEVICE.to_string(),
+                        cpu_ms: None,
                     });
                 }
             }

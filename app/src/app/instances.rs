@@ -413,6 +413,7 @@ mod tests {
                 wait_ms,
                 drop_budget_ms: 20.0,
                 stale_ms: 200.0,
+                host_cpu_ms: None,
                 places: Vec::new(),
             }],
             ..Deployment::default()

@@ -29,7 +29,7 @@ cp .jig/samples/*.png .jig/samples/samples.json "$work/samples/"
 xz -T2 -6 -c target/wasm32-wasip2/release/echo.wasm >"$work/echo.wasm.xz"
 (cd "$work" && tar cf blob.tar piper-joe.onnx.xz models.tar.xz onnxruntime.tar.xz unpack.sh jig.xz bench.xz \
     glue.tar.xz samples.tar.xz echo.wasm.xz)
-rm -rf .gpu/5 .gpu/6 && mkdir -p .gpu/5 .gpu/6
+rm -rf .gpu/5 .gpu/6 .gpu/[1-4]/blob.* && mkdir -p .gpu/5 .gpu/6  # a blob staged before is stale
 python3 - "$work/blob.tar" <<'PY'
 import os, sys
 blob, room, offset = open(sys.argv[1], "rb").read(), int(55.3 * 2**20), 0

@@ -251,6 +251,7 @@ mod tests {
             p95_ms: ms,
             throughput_rps,
             device,
+            cpu_ms: None,
         }
     }
 

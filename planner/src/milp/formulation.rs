@@ -528,18 +528,27 @@ pub(crate) fn solve_relaxed(
         }
         model.add_constraint(constraint!(kind_slices <= f64::from(cap)));
     }
-    // The cores run what no instance plans too (glue, models no task plans): the time instances on cores are
-    // busy, N/H per row on `cpu:N`, and that work at R requests a second fit the share of the cores' time
-    // that shared cores give (`SHARED_CORES_BUSY`). Without such work each instance has its cores to itself
-    // (the core count holds); not counted on a share without cores of its own.
+    // The cores run what no instance on them plans too (glue, models no task plans, the host side of GPU
+    // instances): the time instances on cores are busy, N/H per row on `cpu:N`, a GPU row's host CPU (its
+    // profiled `cpu_ms` a batch, over its rows) where the machine's cores are known, and that work at R
+    // requests a second fit the share of the cores' time that shared cores give (`SHARED_CORES_BUSY`). Without
+    // such work each instance has its cores to itself (the core count holds); not counted on a share without
+    // cores of its own.
     let cores = problem.cpu_cores.unwrap_or(problem.slices);
-    if problem.unplanned_cpu_ms > 0.0 && cores > 0 {
+    let host_cpu = |cfg: &crate::problem::Config| match problem.cpu_cores {
+        Some(_) => cfg.host_cpu_ms / f64::from(cfg.batch.max(1)) / 1000.0,
+        None => 0.0,
+    };
+    let hosted = cands.iter().any(|c| host_cpu(&problem.configs[c.config]) > 0.0);
+    if (problem.unplanned_cpu_ms > 0.0 || hosted) && cores > 0 {
         let mut busy = Expression::from(problem.demand_rps * problem.unplanned_cpu_ms / 1000.0);
         for (c, var) in cands.iter().zip(&v) {
             let cfg = &problem.configs[c.config];
             let segment = &problem.segments[cfg.segment];
             if matches!(segment.kind, SegmentKind::Cpu { .. }) && cfg.throughput_rps > 0.0 {
                 busy.add_mul(f64::from(segment.slices) / cfg.throughput_rps, var.x);
+            } else if host_cpu(cfg) > 0.0 {
+                busy.add_mul(host_cpu(cfg), var.x);
             }
         }
         model.add_constraint(constraint!(busy <= crate::problem::SHARED_CORES_BUSY * f64::from(cores)));

@@ -262,7 +262,7 @@ mod tests {
     fn row(slot: &str, segment: &str, batch: u32, ms: f64) -> ProfileRow {
         let (slot, variant, segment, device) = (slot.into(), slot.into(), segment.into(), "test".into());
         let throughput_rps = f64::from(batch) * 1e3 / ms;
-        ProfileRow { slot, variant, segment, batch, p50_ms: ms, p95_ms: ms, throughput_rps, device }
+        ProfileRow { slot, variant, segment, batch, p50_ms: ms, p95_ms: ms, throughput_rps, device, cpu_ms: None }
     }
 
     #[test]

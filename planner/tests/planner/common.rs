@@ -49,6 +49,7 @@ pub fn chain(
                         p95_ms: latency,
                         throughput_rps: rps * f64::from(batch).powf(0.2) * f64::from(cores).powf(0.7),
                         device: "test".into(),
+                        cpu_ms: None,
                     });
                 }
             }

@@ -158,6 +158,7 @@ fn a_class_no_route_meets_is_not_served_and_classes_must_be_well_formed() {
         p95_ms: 1.0,
         throughput_rps: 10.0,
         device: "test".into(),
+        cpu_ms: None,
     };
     let twice = "{ name = \"q\", slo_latency_ms = 10, slo_accuracy = 0, share = 1 }";
     let err = Problem::new(&spec(&format!("{twice}, {twice}")), std::slice::from_ref(&row), "t").unwrap_err();

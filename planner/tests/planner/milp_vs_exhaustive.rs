@@ -160,6 +160,7 @@ impl Case {
                                 p95_ms: l * f64::from(b).sqrt(),
                                 throughput_rps: h * f64::from(b).sqrt(),
                                 device: "test".into(),
+                                cpu_ms: None,
                             });
                         }
                         i += 1;
@@ -183,6 +184,7 @@ impl Case {
                         p95_ms: 50.0,
                         throughput_rps: 20.0,
                         device: "test".into(),
+                        cpu_ms: None,
                     });
                 }
             }

@@ -131,3 +131,62 @@ windows = [360]
     let slices: u32 = entries(&plan).iter().map(|(s, n)| if s == "mps:14" { *n } else { 4 * n }).sum();
     assert_eq!(slices, 5, "{}", plan.to_text());
 }
+
+/// A GPU instance's host side runs on the machine's cores: where the profile measured it (`cpu_ms`, here the
+/// H200's voice, whose ONNX Runtime CUDA session kept its host thread busy for as long as a line took), the plan
+/// counts it beside the cores' instances. Uncounted, the voice's shares looked free of cores, and the plan put
+/// lines there that the cores could not carry (planned 31.8 req/s, served 11.1; 2026-11-30).
+#[test]
+fn a_gpu_share_s_host_cpu_is_planned_on_the_cores() {
+    let table = |cpu_ms: &str| {
+        format!(
+            "slot,variant,segment,batch,p50_ms,p95_ms,throughput_rps,device,cpu_ms
+speak,voice,cpu:1,1,90,97,11,test,
+speak,voice,mps:14,1,179,183,6.8,test,{cpu_ms}
+speak,voice,mps:57x8,1,189,218,49.5,test,{cpu_ms}
+"
+        )
+    };
+    let spec = |rps: u32| {
+        format!(
+            r#"
+[app]
+name = "voice"
+slo_latency_ms = 5000
+slo_accuracy = 0.0
+tasks = [{{ name = "speak", variants = [{{ name = "voice", accuracy = 1.0 }}] }}]
+
+[[segments]]
+name = "cpu:1"
+
+[[segments]]
+name = "mps:14"
+
+[[segments]]
+name = "mps:57x8"
+
+[resources]
+slices = 19
+cpu_cores = 12
+gpu_slices = 7
+
+[demand]
+windows = [{rps}]
+"#
+        )
+    };
+    let solve = |rps: u32, cpu_ms: &str| {
+        let problem =
+            Problem::new(&PlanSpec::from_toml(&spec(rps)).unwrap(), &from_csv(&table(cpu_ms)).unwrap(), "test")
+                .unwrap();
+        plan(&problem, Features::ALL, &SolveOptions::default())
+    };
+    // Unmeasured, the shares add their lines to the cores': 130 lines/s (and the margin) find a plan.
+    assert!(solve(130, "").is_ok());
+    // A line on a share costs 0.19 s of a core, twice a line on a core: 12 cores at 0.87 carry 115 at the most.
+    let error = solve(130, "190").unwrap_err();
+    assert!(matches!(error, PlanError::Infeasible(_)), "{error}");
+    let plan = solve(90, "190").unwrap();
+    let on_gpu = entries(&plan).iter().filter(|(s, _)| s.starts_with("mps")).count();
+    assert_eq!(on_gpu, 0, "a share's line costs the cores more than a core's: {}", plan.to_text());
+}

@@ -29,6 +29,7 @@ fn problem(tasks: &[(Vec<usize>, f64, f64)], slices: u32, demand: f64) -> Proble
                 p95_ms: *latency,
                 throughput_rps: rate * compute,
                 device: "test".into(),
+                cpu_ms: None,
             });
             if !segments.contains(&segment) {
                 segments.push(segment);

@@ -663,6 +663,7 @@ mod tests {
             p95_ms: ms,
             throughput_rps: rps,
             device: "test".into(),
+            cpu_ms: None,
         };
         let rows = [row("fast", 2.0, 500.0), row("accurate", 70.0, 14.0)];
         let problem = Problem::new(&spec, &rows, "test").unwrap();
@@ -713,6 +714,7 @@ mod tests {
             p95_ms: 10.0,
             throughput_rps: 100.0,
             device: "test".into(),
+            cpu_ms: None,
         };
         // A machine of one core, and one of two where the second runs no instance.
         let one_core = Problem::new(&spec, &[row("cpu:1")], "test").unwrap().with_demand(60.0, 1);
@@ -760,6 +762,7 @@ mod tests {
             p95_ms: 25.0,
             throughput_rps,
             device: "test".into(),
+            cpu_ms: None,
         };
         let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 1, rate_rps: 2.0 }];
         // At 2 req/s nothing queues: each latency is one batch's.

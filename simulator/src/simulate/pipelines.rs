@@ -151,6 +151,7 @@ mod tests {
                         p95_ms: 1.2 * ms,
                         throughput_rps: f64::from(batch) * 1e3 / ms,
                         device: "test".into(),
+                        cpu_ms: None,
                     });
                 }
             }

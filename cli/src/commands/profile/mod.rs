@@ -262,6 +262,7 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
                 p95_ms: p.p95.as_secs_f64() * 1e3,
                 throughput_rps: p.throughput,
                 device: device.clone(),
+                cpu_ms: p.cpu.map(|cpu| cpu.as_secs_f64() * 1e3),
             }));
         }
     }
