@@ -1,6 +1,6 @@
 #!/bin/bash
-# Prepared for the next lent GPU (not yet run): the check of the change run.sh led to, then issue 51's measurement
-# again. STEPS picks what a call runs (default all four; the device's ten minutes a call fit them only just, so
+# The check of the change run.sh led to, then issue 51's measurement again: run on 2026-11-30 (its results and what
+# they showed: ../2026-11-30-h200/README.md), and ready for the next lent GPU as it is. STEPS picks what a call runs (default all four; the device's ten minutes a call fit them only just, so
 # two calls back to back, `STEPS="asleep voice"` then `STEPS="capacity tensor"`, are safer: the second finds what
 # the first unpacked):
 # - asleep: one point of the recognizer on mps:0:14 through a jig worker, whose host thread now sleeps while it
@@ -13,7 +13,8 @@
 #   voice's rows on eight processes of 7% (mps:0:57x8) and on cpu:1 and cpu:2 beside the shares (the plan may put
 #   voices on cores), shares planned as measured together (the planner's as_packed), a GPU worker's CPU counted
 #   from its loaded model, and the bare pipeline's voice on CUDA and one CPU session a process (~7 minutes).
-# - tensor: the tensor path on mps:0:100 of the detector at b = 64 and of Add at b = 2-32, as far as time is left.
+# - tensor: the tensor path on mps:0:100 of Add at b = 16 and 32 (not yet measured there), then of the detector at
+#   b = 64 (its stacked one-row requests ran at 0.12-0.15x bare on 2026-11-30), as far as time is left.
 # - figure (not in the default; a call of its own, best on a later lease): issue 54's figure end to end,
 #   scripts/validate_graph.sh on MPS shares (mps:0:50, mps:0:25, mps:0:50x2) with the trace's bins and the
 #   controller's windows FIGURE_BIN_S long (8): planned by JigsawServe, then by gpu-lets as time is left (~3.5
@@ -34,6 +35,8 @@ for f in ppocr-det-480.onnx ppocr-rec.onnx ppocr-rec.charset.txt piper-joe.onnx 
     ln -f ".jig/models/$f" examples/sign-reader/models/
 done
 cp "$G/jig" target/release/jig
+mkdir -p target/wasm32-wasip2/release  # the tensor path's Add table starts in this guest
+[ ! -e "$G/jig_probe.wasm.xz" ] || xz -dc "$G/jig_probe.wasm.xz" >target/wasm32-wasip2/release/jig_probe.wasm
 [ -e /work/main ] || { mkdir -p /work && ln -s "$repo" /work/main; }
 { nvidia-smi; nproc; uname -r; date; } >"$OUT/machine.txt" 2>&1
 [ ! -e "$G/spin" ] || { echo "== JIG_CUDA_SPIN=1, as the asleep step found"; export JIG_CUDA_SPIN=1; }
@@ -71,8 +74,8 @@ if [[ $steps == *" capacity "* ]]; then
 fi
 
 if [[ $steps == *" tensor "* ]]; then
-    # Issue 51 item 6 on the GPU: the batches not measured there yet, det's first.
-    for what in ppocr-det:64 add:2,4,16,32; do
+    # Issue 51 item 6 on the GPU: the batches not measured there yet, then det's b = 64 again.
+    for what in add:16,32 ppocr-det:64; do
         [ "$(left)" -gt 45 ] || break
         say "tensor path, $what"
         file=$OUT/tensor-path-${what%%:*}.txt
@@ -83,7 +86,6 @@ if [[ $steps == *" tensor "* ]]; then
     done
 fi
 if [[ $steps == *" figure "* ]]; then
-    mkdir -p target/wasm32-wasip2/release
     xz -dc "$G/echo.wasm.xz" >target/wasm32-wasip2/release/echo.wasm || exit 1
     for f in ppocr-det.onnx ppocr-det-640.onnx ppocr-det-int8.onnx ppocr-rec-int8.onnx; do
         ln -f ".jig/models/$f" examples/sign-reader/models/

@@ -27,8 +27,9 @@ cp .jig/samples/*.png .jig/samples/samples.json "$work/samples/"
 (cd "$work" && tar cJf samples.tar.xz samples && rm -r samples)
 (cd examples/sign-reader/glue && tar cJf "$work/glue.tar.xz" ./*.wasm)
 xz -T2 -6 -c target/wasm32-wasip2/release/echo.wasm >"$work/echo.wasm.xz"
+xz -T2 -6 -c target/wasm32-wasip2/release/jig_probe.wasm >"$work/jig_probe.wasm.xz"  # the tensor path's glue table
 (cd "$work" && tar cf blob.tar piper-joe.onnx.xz models.tar.xz onnxruntime.tar.xz unpack.sh jig.xz bench.xz \
-    glue.tar.xz samples.tar.xz echo.wasm.xz)
+    glue.tar.xz samples.tar.xz echo.wasm.xz jig_probe.wasm.xz)
 rm -rf .gpu/5 .gpu/6 .gpu/[1-4]/blob.* && mkdir -p .gpu/5 .gpu/6  # a blob staged before is stale
 python3 - "$work/blob.tar" <<'PY'
 import os, sys
