@@ -176,6 +176,9 @@ struct Measured {
     cpu: Option<Duration>,
 }
 
+/// One executor's timed runs: their latencies, and its worker process's CPU time over them (`None` in process).
+type Runs = (Vec<Duration>, Option<Duration>);
+
 /// Each executor's timed batch latencies, measured in rounds of ten until [`verdict`] is certain and at
 /// least `min_runs` were taken (all executors together), or `max_runs` were.
 fn measure_adaptively(
@@ -210,12 +213,12 @@ fn measure_together(
     runs: usize,
 ) -> Result<Measured, BoxError> {
     let start = std::sync::Barrier::new(executors.len());
-    let measured: Result<Vec<(Vec<Duration>, Option<Duration>)>, BoxError> = std::thread::scope(|scope| {
+    let measured: Result<Vec<Runs>, BoxError> = std::thread::scope(|scope| {
         let running: Vec<_> = executors
             .iter()
             .map(|executor| {
                 let start = &start;
-                scope.spawn(move || -> Result<(Vec<Duration>, Option<Duration>), BoxError> {
+                scope.spawn(move || -> Result<Runs, BoxError> {
                     let warm = (0..warmup).try_for_each(|_| executor.execute(inputs).map(drop));
                     // Every thread reaches the barrier, failed or not, so that none waits forever.
                     start.wait();
