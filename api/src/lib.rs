@@ -188,6 +188,12 @@ pub struct ObservedLatency {
     /// The requests the app answered since the group's instances started (what `busy_ms_per_request` rests on).
     #[serde(default)]
     pub requests: u64,
+    /// The mean host CPU a batch (of any size) cost the group's worker processes on this machine, ms: every
+    /// thread of them, since their models loaded, over every batch they ran. A GPU instance's host side (kernel
+    /// launches, copies, operators ONNX Runtime keeps on the CPU) runs on the machine's cores, and the next plan
+    /// counts it there. `None` for instances in process or on nodes, and before the first batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_ms: Option<f64>,
 }
 
 /// A multiplicative factor the app observed: invocations of task `to` per invocation of task `from`, where a
@@ -411,11 +417,6 @@ pub struct PlannedInstances {
     /// latency SLO; 0 when not planned.
     #[serde(default)]
     pub stale_ms: f64,
-    /// The host CPU a full batch costs each instance's worker process on a GPU segment, milliseconds, as
-    /// profiled: the plan counted it on the machine's cores. Absent where not profiled; the app then counts
-    /// its workers' CPU with the CPU a request costs outside the instances, as observed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_cpu_ms: Option<f64>,
     /// Where each instance runs; empty when they are not placed (the default deployment's CPU instances on the
     /// gateway's machine, unpinned).
     #[serde(default)]
@@ -620,7 +621,6 @@ mod tests {
             wait_ms: 0.0,
             drop_budget_ms: 0.0,
             stale_ms: 0.0,
-            host_cpu_ms: None,
             places: Vec::new(),
         };
         let a = Deployment {

@@ -410,6 +410,7 @@ impl App {
                     cpu_mean_ms,
                     busy_ms_per_request: (answered > 0).then(|| busy_ms / answered as f64),
                     requests: answered,
+                    host_cpu_ms: g.host_cpu_ms(),
                 })
             })
             .collect()
@@ -432,29 +433,23 @@ impl App {
     }
 
     /// The CPU time of the instances that run unpinned on this machine's cores, ms since the app was deployed
-    /// (or the gateway started): default instances of slots no task names, where no core was spare, and GPU
-    /// instances' worker processes (their host threads launch kernels, copy tensors and wait on the device)
-    /// but for those whose host CPU the plan counted from the profile.
+    /// (or the gateway started): default instances of slots no task names, where no core was spare. (A GPU
+    /// instance's worker process is planned by its type instead: its profile's `cpu_ms`, refined by
+    /// [`ObservedLatency::host_cpu_ms`].)
     pub fn observed_unpinned_ms(&self) -> f64 {
         self.unpinned_ms(|_| true) + self.unpinned_before_ms
     }
 
     /// The CPU time this copy's unpinned instances that are `counted` spent since they started, ms. An unpinned
     /// `cpu:N` instance runs on N threads: its own, whose CPU time it counts, and N − 1 of ONNX Runtime's, as
-    /// busy (they spin while it runs). A worker process on this machine counts all its threads' time, unless
-    /// the plan counted it already (its instances' [`host_cpu_ms`](crate::deployment::PlannedInstances)).
+    /// busy (they spin while it runs).
     fn unpinned_ms(&self, counted: impl Fn(&Arc<Instance>) -> bool) -> f64 {
-        let on_cores: f64 = (self.groups.iter().zip(&self.deployment.instances))
+        (self.groups.iter().zip(&self.deployment.instances))
             .filter_map(|(g, planned)| Some((g, f64::from(planned.unpinned_threads()?))))
             .flat_map(|(g, cores)| g.instances.iter().map(move |i| (i, cores)))
             .filter(|(i, _)| counted(i))
             .map(|(i, cores)| cores * i.stats().cpu_ns.load(Ordering::Relaxed) as f64 / 1e6)
-            .sum();
-        let workers = (self.groups.iter().zip(&self.deployment.instances))
-            .filter(|(_, planned)| planned.host_cpu_ms.is_none())
-            .flat_map(|(g, _)| &g.instances)
-            .filter(|i| counted(i));
-        on_cores + workers.filter_map(|i| i.process_cpu()).map(|cpu| cpu.as_secs_f64() * 1e3).sum::<f64>()
+            .sum()
     }
 
     /// Requests whose graph ran to its end since the app was deployed (or the gateway started).

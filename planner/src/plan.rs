@@ -77,7 +77,6 @@ pub fn plan_from(
                         rate_rps: a.rate_rps,
                         latency_ms: c.latency_ms,
                         throughput_rps: c.throughput_rps,
-                        host_cpu_ms: c.host_cpu_ms,
                     })
                 })
                 .collect(),
@@ -329,9 +328,6 @@ pub struct PlanEntry {
     pub latency_ms: f64,
     /// H(t,v,s,b) of one instance, req/s.
     pub throughput_rps: f64,
-    /// The host CPU one batch on a GPU segment costs an instance's worker process, ms, as profiled, which the
-    /// plan counted on the cores; 0 on cores and where not profiled.
-    pub host_cpu_ms: f64,
 }
 
 /// One path of a plan: its end-to-end latency and accuracy.

@@ -110,6 +110,15 @@ pub(super) struct Group {
 }
 
 impl Group {
+    /// The mean host CPU a batch cost the group's worker processes, ms, over every batch they ran
+    /// ([`ObservedLatency::host_cpu_ms`](jig_api::ObservedLatency::host_cpu_ms)); `None` for instances in
+    /// process or on nodes, and before the first batch.
+    pub(super) fn host_cpu_ms(&self) -> Option<f64> {
+        let cpu: Option<Duration> = self.instances.iter().map(|i| i.process_cpu()).sum();
+        let batches: u64 = self.instances.iter().map(|i| i.stats().batches.load(Ordering::Relaxed)).sum();
+        (batches > 0).then_some(cpu?.as_secs_f64() * 1e3 / batches as f64)
+    }
+
     /// A group for `planned`, with nothing in it yet, the profile's rows of its variant on its segment
     /// (`profiles`), counting what it serves from the `answered`th request.
     fn planned(planned: &jig_api::PlannedInstances, profiles: &[ProfileRow], answered: u64) -> Group {
@@ -413,7 +422,6 @@ mod tests {
                 wait_ms,
                 drop_budget_ms: 20.0,
                 stale_ms: 200.0,
-                host_cpu_ms: None,
                 places: Vec::new(),
             }],
             ..Deployment::default()

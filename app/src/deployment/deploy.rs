@@ -119,7 +119,6 @@ pub fn fallback(bundle: &Bundle, capacity: &Capacity, why: &str) -> Deployment {
                 wait_ms: 0.0,
                 drop_budget_ms: 0.0,
                 stale_ms: 0.0,
-                host_cpu_ms: None,
                 places: place.iter().cloned().collect(),
             })
             .collect(),

@@ -1,11 +1,13 @@
 //! What a running app observed, and how it refines what its next plan assumes (JigsawServe §3.1): the factor
-//! of each edge, each planned group's batch latency, and the CPU time a request costs outside the planned
-//! instances. Each observation counts only once it rests on enough samples, and latencies move a profile row
-//! by at most [`MAX_REFINEMENT`], so that a few odd batches cannot make a plan forget what was measured.
+//! of each edge, each planned group's batch latency (and on a GPU, the host CPU a batch costs its workers), and
+//! the CPU time a request costs outside the planned instances. Each observation counts only once it rests on
+//! enough samples, and latencies move a profile row by at most [`MAX_REFINEMENT`], so that a few odd batches
+//! cannot make a plan forget what was measured.
 
 use jig_api::{Deployment, ObservedFactor, ObservedGlue, ObservedLatency, PlannedFactor};
 use jig_manifest::Bundle;
 use jig_planner::profile::ProfileRow;
+use jig_planner::spec::SegmentKind;
 
 use super::graph::model_edges;
 
@@ -32,7 +34,7 @@ pub struct Observations {
     /// Each task's glue time per invocation.
     pub glue: Vec<ObservedGlue>,
     /// The CPU time of model instances running unpinned on this machine's cores (default instances without a
-    /// core of their own, GPU instances' worker processes), ms in all.
+    /// core of their own), ms in all.
     pub unpinned_ms: f64,
     /// Requests whose graph ran to its end.
     pub answered: u64,
@@ -144,18 +146,38 @@ pub fn far_from_profile(refined: &[ObservedLatency]) -> Vec<(&ObservedLatency, f
     refined.iter().filter_map(|o| Some((o, refinement(o)?.mean))).filter(|(_, scale)| !near.contains(scale)).collect()
 }
 
+/// The host CPU a batch of `observed`'s group cost its worker processes, once it rests on enough batches.
+fn host_cpu(observed: &ObservedLatency) -> Option<f64> {
+    observed.host_cpu_ms.filter(|&ms| ms.is_finite() && ms >= 0.0 && observed.batches >= MIN_LATENCY_SAMPLES)
+}
+
 /// Refine profile `rows` with `observed` latencies: every row of an observed variant on its segment, at every
-/// batch size, is scaled by the observation's [`refinement`]. Returns the observations used.
+/// batch size, is scaled by the observation's [`refinement`], and on a GPU takes the host CPU its workers were
+/// observed to spend a batch: as observed where the profile has no `cpu_ms` at the observed batch size (a GPU
+/// batch's host work, launches and copies, taken as the same at every size), else each row's scaled by observed
+/// over profiled. Returns the observations used.
 pub fn refine(rows: &mut [ProfileRow], observed: &[ObservedLatency]) -> Vec<ObservedLatency> {
     let mut used = Vec::new();
     for o in observed {
-        let Some(scale) = refinement(o) else { continue };
+        let (scale, host) = (refinement(o), host_cpu(o));
         let mut matched = false;
-        for row in rows.iter_mut().filter(|r| r.slot == o.slot && r.variant == o.variant && r.is_on(&o.segment)) {
-            row.p50_ms *= scale.p50;
-            row.p95_ms = (row.p95_ms * scale.p95).max(row.p50_ms);
-            row.throughput_rps /= scale.mean;
-            matched = true;
+        let of_group = |r: &ProfileRow| r.slot == o.slot && r.variant == o.variant && r.is_on(&o.segment);
+        let profiled_host = rows.iter().find(|r| of_group(r) && r.batch == o.batch).and_then(|r| r.cpu_ms);
+        for row in rows.iter_mut().filter(|r| of_group(r)) {
+            if let Some(scale) = scale {
+                row.p50_ms *= scale.p50;
+                row.p95_ms = (row.p95_ms * scale.p95).max(row.p50_ms);
+                row.throughput_rps /= scale.mean;
+                matched = true;
+            }
+            let on_gpu = !matches!(SegmentKind::parse(&row.segment), Ok(SegmentKind::Cpu { .. }));
+            if let Some(host) = host.filter(|_| on_gpu) {
+                row.cpu_ms = match (row.cpu_ms, profiled_host.filter(|&p| p > 0.0)) {
+                    (Some(own), Some(profiled)) => Some(own * host / profiled),
+                    _ => Some(host),
+                };
+                matched = true;
+            }
         }
         if matched {
             used.push(o.clone());
@@ -170,7 +192,8 @@ pub fn latest_latencies(previous: &[ObservedLatency], fresh: &[ObservedLatency])
     let same = |a: &ObservedLatency, b: &ObservedLatency| {
         (&a.slot, &a.variant, &a.segment) == (&b.slot, &b.variant, &b.segment)
     };
-    let mut latest: Vec<ObservedLatency> = fresh.iter().filter(|o| refinement(o).is_some()).cloned().collect();
+    let mut latest: Vec<ObservedLatency> =
+        fresh.iter().filter(|o| refinement(o).is_some() || host_cpu(o).is_some()).cloned().collect();
     for p in previous {
         if !latest.iter().any(|o| same(o, p)) {
             latest.push(p.clone());
@@ -180,18 +203,21 @@ pub fn latest_latencies(previous: &[ObservedLatency], fresh: &[ObservedLatency])
 }
 
 /// Whether a `fresh` observation refines its rows by more than `threshold` (relative) beyond what the last
-/// plan `refined` them with (1 where it refined nothing): a reason to re-plan.
+/// plan `refined` them with (1 where it refined nothing), or its workers' host CPU a batch differs by as much
+/// (a millisecond at least) from what that plan took: a reason to re-plan.
 pub fn latencies_drifted(refined: &[ObservedLatency], fresh: &[ObservedLatency], threshold: f64) -> bool {
     fresh.iter().any(|o| {
-        let Some(scale) = refinement(o) else { return false };
-        let planned = refined
-            .iter()
-            .find(|r| (&r.slot, &r.variant, &r.segment) == (&o.slot, &o.variant, &o.segment))
-            .and_then(refinement)
-            .unwrap_or(Refinement { p50: 1.0, p95: 1.0, mean: 1.0 });
-        [(scale.p50, planned.p50), (scale.p95, planned.p95), (scale.mean, planned.mean)]
-            .iter()
-            .any(|(now, then)| (now / then - 1.0).abs() > threshold)
+        let before = refined.iter().find(|r| (&r.slot, &r.variant, &r.segment) == (&o.slot, &o.variant, &o.segment));
+        let host_moved = host_cpu(o).is_some_and(|now| {
+            let then = before.and_then(host_cpu).unwrap_or(0.0);
+            (now - then).abs() > (threshold * then).max(1.0)
+        });
+        let Some(scale) = refinement(o) else { return host_moved };
+        let planned = before.and_then(refinement).unwrap_or(Refinement { p50: 1.0, p95: 1.0, mean: 1.0 });
+        host_moved
+            || [(scale.p50, planned.p50), (scale.p95, planned.p95), (scale.mean, planned.mean)]
+                .iter()
+                .any(|(now, then)| (now / then - 1.0).abs() > threshold)
     })
 }
 
@@ -236,7 +262,54 @@ mod tests {
             cpu_mean_ms: None,
             busy_ms_per_request: None,
             requests: 0,
+            host_cpu_ms: None,
         }
+    }
+
+    /// A GPU group's host CPU a batch (its workers') reaches every row of its variant on its share once it rests
+    /// on enough batches: as observed where the profile measured none at that size, else scaling what it
+    /// measured; a CPU row takes none, and a change of it is a reason to re-plan.
+    #[test]
+    fn a_gpu_group_s_host_cpu_refines_its_rows_and_its_change_re_plans() {
+        let row = |segment: &str, batch: u32, cpu_ms: Option<f64>| ProfileRow {
+            slot: "det".into(),
+            variant: "det".into(),
+            segment: segment.into(),
+            batch,
+            p50_ms: 10.0,
+            p95_ms: 12.0,
+            throughput_rps: 100.0,
+            device: "d".into(),
+            cpu_ms,
+        };
+        // No profiled latency: only the host CPU refines.
+        let seen = |host: f64, batches: u64| ObservedLatency {
+            segment: "mps:50".into(),
+            profiled_ms: None,
+            host_cpu_ms: Some(host),
+            ..observed(12.0, batches)
+        };
+        let cpu_of = |rows: &[ProfileRow]| rows.iter().map(|r| r.cpu_ms).collect::<Vec<_>>();
+
+        let unmeasured = || vec![row("mps:0:50", 1, None), row("mps:0:50", 4, None), row("cpu:2", 1, None)];
+        let mut rows = unmeasured();
+        assert_eq!(refine(&mut rows, &[seen(30.0, MIN_LATENCY_SAMPLES)]).len(), 1);
+        assert_eq!(cpu_of(&rows), [Some(30.0), Some(30.0), None]);
+        assert_eq!(rows[0].p95_ms, 12.0, "its latencies stay");
+        let mut rows = unmeasured();
+        assert!(refine(&mut rows, &[seen(30.0, MIN_LATENCY_SAMPLES - 1)]).is_empty(), "too few batches");
+        assert_eq!(cpu_of(&rows), [None, None, None]);
+
+        let mut rows = vec![row("mps:0:50", 1, Some(10.0)), row("mps:0:50", 4, Some(16.0))];
+        refine(&mut rows, &[seen(30.0, MIN_LATENCY_SAMPLES)]);
+        assert_eq!(cpu_of(&rows), [Some(30.0), Some(48.0)], "each row scaled by 30 over the 10 profiled at b = 1");
+
+        let at = |host: f64| vec![seen(host, MIN_LATENCY_SAMPLES)];
+        assert!(latencies_drifted(&[], &at(30.0), 0.2), "planned without it");
+        assert!(!latencies_drifted(&at(30.0), &at(33.0), 0.2));
+        assert!(latencies_drifted(&at(30.0), &at(40.0), 0.2));
+        assert!(!latencies_drifted(&at(0.3), &at(0.9), 0.2), "under a millisecond either way");
+        assert_eq!(latest_latencies(&[], &at(30.0)).len(), 1, "kept to plan with, though no latency refines");
     }
 
     #[test]

@@ -127,7 +127,6 @@ pub(super) fn plan_within(
             wait_ms: task.policy.wait_ms,
             drop_budget_ms: task.policy.drop_budget_ms,
             stale_ms: task.policy.stale_ms,
-            host_cpu_ms: (e.host_cpu_ms > 0.0).then_some(e.host_cpu_ms),
             places,
         });
     }

@@ -102,6 +102,7 @@ mod tests {
             cpu_mean_ms: None,
             busy_ms_per_request: Some(mean_ms * lines),
             requests,
+            host_cpu_ms: None,
         }
     }
 

@@ -188,9 +188,10 @@ pub fn print_status(status: &AppStatus) {
             })
             .unwrap_or_default();
         let cpu = o.cpu_mean_ms.map(|cpu| format!(" ({cpu:.1} ms of CPU)")).unwrap_or_default();
+        let host = o.host_cpu_ms.map(|ms| format!(", {ms:.1} ms of host CPU a batch")).unwrap_or_default();
         println!(
             "  latency    {}/{} on {} batch {}: {profiled}observed p50 {:.1} ms, mean {:.1} ms{cpu}, p95 {:.1} ms \
-             over {} batches{refined}",
+             over {} batches{host}{refined}",
             o.slot, o.variant, o.segment, o.batch, o.p50_ms, o.mean_ms, o.p95_ms, o.batches
         );
     }
@@ -213,10 +214,7 @@ pub fn print_status(status: &AppStatus) {
             0 => String::new(),
             n => format!(", {:.1} ms a request over {n}", status.observed_unpinned_ms / n as f64),
         };
-        println!(
-            "  unpinned   {:.0} ms of CPU by instances on shared cores (and GPU workers){per_request}",
-            status.observed_unpinned_ms
-        );
+        println!("  unpinned   {:.0} ms of CPU by instances on shared cores{per_request}", status.observed_unpinned_ms);
     }
     if let Some(ms) = deployment.unplanned_cpu_ms {
         println!("  cpu        planned with {ms:.1} ms of CPU a request outside the instances");
