@@ -9,10 +9,11 @@
 # - voice: voice.py, Piper's voice on ONNX Runtime's CUDA provider under each cuDNN algorithm search (run.sh found
 #   it at 120-140 ms a line under the default exhaustive one), its host thread spinning and asleep, and on CPU
 #   threads (~1 minute).
-# - capacity: scripts/gpu_capacity.sh as run.sh ran it, now with jig's CUDA sessions on cuDNN's heuristics, the
-#   voice's rows on eight processes of 7% (mps:0:57x8) and on cpu:1 and cpu:2 beside the shares (the plan may put
-#   voices on cores), shares planned as measured together (the planner's as_packed), a GPU worker's CPU counted
-#   from its loaded model, and the bare pipeline's voice on CUDA and one CPU session a process (~7 minutes).
+# - capacity: scripts/gpu_capacity.sh as run.sh ran it (on CORES=14 since 2026-11-30), now with jig's CUDA
+#   sessions on cuDNN's heuristics, the voice's rows on eight processes of 7% (mps:0:57x8) and on cpu:1 and cpu:2
+#   beside the shares (the plan may put voices on cores), shares planned as measured together (the planner's
+#   as_packed), a GPU row's host CPU profiled (`cpu_ms`) and planned on the cores, and the bare pipeline's voice
+#   on CUDA and one CPU session a process (~7 minutes).
 # - tensor: the tensor path on mps:0:100 of Add at b = 16 and 32 (not yet measured there), then of the detector at
 #   b = 64 (its stacked one-row requests ran at 0.12-0.15x bare on 2026-11-30), as far as time is left.
 # - figure (not in the default; a call of its own, best on a later lease): issue 54's figure end to end,
@@ -65,7 +66,9 @@ if [[ $steps == *" capacity "* ]]; then
     pack() { tar czf "$OUT/gpu-capacity.tgz" --exclude=bundle --exclude=state -C out gpu-capacity capacity 2>/dev/null; }
     (while sleep 15; do pack; done) &
     saver=$!
-    JIG=$G/jig CORES=12 DEMAND=150 DURATION=10 PROCESSES=8 WORKERS=4 timeout $(($(left) - 40)) \
+    # 14 of the 16 cores for instances and glue (2026-11-30 ran with 12): the plan now puts voices on cores, and
+    # the bare pipeline it is held against has all 16; the gateway and the load client keep two.
+    JIG=$G/jig CORES=${CORES:-14} DEMAND=150 DURATION=10 PROCESSES=8 WORKERS=4 timeout $(($(left) - 40)) \
         scripts/gpu_capacity.sh 2>&1 | grep -v "onnxruntime:" | tee "$OUT/gpu-capacity.txt"
     echo "gpu_capacity.sh exit ${PIPESTATUS[0]}"
     kill $saver; pack
