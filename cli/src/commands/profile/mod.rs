@@ -182,12 +182,14 @@ fn profile(args: ProfileCommand) -> anyhow::Result<()> {
                         None if adaptive => ", budget undecided",
                         None => "",
                     };
+                    let host = p.cpu.map(|cpu| format!(", {:.2} ms of host CPU", cpu.as_secs_f64() * 1e3));
                     steps.println(&format!(
-                        "profile: {label}: batch {:>3}: p50 {:>8.2} ms, p95 {:>8.2} ms, {:>9.1} rows/s ({} runs{verdict})",
+                        "profile: {label}: batch {:>3}: p50 {:>8.2} ms, p95 {:>8.2} ms, {:>9.1} rows/s{} ({} runs{verdict})",
                         p.batch,
                         p.p50.as_secs_f64() * 1e3,
                         p.p95.as_secs_f64() * 1e3,
                         p.throughput,
+                        host.unwrap_or_default(),
                         p.runs,
                     ));
                     if !quiet {
