@@ -518,9 +518,10 @@ impl Gateway {
             apps.insert(app.name.clone(), Arc::new(new));
             // From the decision to the swap, of which `jig simulate` counts the solve alone.
             let took_ms = began.elapsed().as_secs_f64() * 1000.0;
-            match new_instances {
-                true => tracing::info!(app = %app.name, took_ms, "the new deployment serves"),
-                false => tracing::info!(app = %app.name, took_ms, "the running instances serve the new plan"),
+            if new_instances {
+                tracing::info!(app = %app.name, took_ms, "the new deployment serves");
+            } else {
+                tracing::info!(app = %app.name, took_ms, "the running instances serve the new plan");
             }
         }
         Ok(())
