@@ -206,7 +206,8 @@ fn in_process(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Side<
 }
 
 /// `b` requests of one row each, sent at once: the batcher waits for all of them and stacks them into one batch.
-fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Side<'static> {
+/// The instance comes back too, for [`where_stacked_time_went`].
+fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> (Side<'static>, Arc<Instance>) {
     let policy = BatchPolicy { max_wait: Duration::from_secs(1), ..patient(b) };
     let config = InstanceConfig { policy, ..InstanceConfig::new(format!("{name}@{segment}")) };
     let placement = Placement::new(*segment);
@@ -224,7 +225,8 @@ fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Side<'st
         })
         .collect();
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    Box::new(move || {
+    let counted = instance.clone();
+    let side: Side<'static> = Box::new(move || {
         let deadline = Instant::now() + Duration::from_secs(600);
         let started = Instant::now();
         let outputs = tokio.block_on(async {
@@ -238,7 +240,29 @@ fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Side<'st
         let elapsed = started.elapsed();
         drop(outputs);
         elapsed
-    })
+    });
+    (side, counted)
+}
+
+/// Where the stacked side's time went, from its instance's counters: batches and rows a run (one batch of `b`
+/// rows is the intent), and a batch's mean time stacking, executing and splitting, against the run's median
+/// `wall`. Time outside the batch is the requests' way in and out (the GPU-only cliff of BENCHMARKS.md, det at
+/// b = 64 on an H200, is to be placed by this line).
+fn where_stacked_time_went(instance: &Instance, b: u64, wall: Duration) -> String {
+    let stats = instance.stats();
+    let get = |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed) as f64;
+    let (requests, batches, rows) = (get(&stats.answered).max(1.0), get(&stats.batches).max(1.0), get(&stats.rows));
+    let phase_ms = |counter| get(counter) / requests / 1e6;
+    let (stack, execute, split) = (phase_ms(&stats.input_ns), phase_ms(&stats.execute_ns), phase_ms(&stats.output_ns));
+    let batch_ms = get(&stats.busy_ns) / batches / 1e6;
+    let runs = requests / b as f64;
+    format!(
+        "{:.2} batches a run of {:.1} rows; a batch {batch_ms:.2} ms: stack {stack:.2}, execute {execute:.2}, split \
+         {split:.2}; the run's median {:.2} ms",
+        batches / runs,
+        rows / batches,
+        wall.as_secs_f64() * 1e3
+    )
 }
 
 /// A worker (on GPU 0 for `gpu`) running the batch from its shared memory, and copying the batch in.
@@ -402,7 +426,12 @@ fn main() {
             let (bare_time, local) = against(in_process(name, &inputs, b, &segment));
             let (remote, copied) = worker(name, &inputs, threads, gpu);
             let (remote, copied) = (against(remote), against(copied));
-            let together = if b > 1 { against(stacked(name, &inputs, b, &segment)) } else { (bare_time, local) };
+            let (together, stacked_instance) = if b > 1 {
+                let (side, instance) = stacked(name, &inputs, b, &segment);
+                (against(side), Some(instance))
+            } else {
+                ((bare_time, local), None)
+            };
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             let ratio = |(bare, path): (Duration, Duration)| ms(bare) / ms(path);
             println!(
@@ -417,6 +446,9 @@ fn main() {
                 ratio(remote),
                 ratio(copied)
             );
+            if let Some(instance) = stacked_instance {
+                println!("{name:<10} {b:>5} stacked: {}", where_stacked_time_went(&instance, b, together.1));
+            }
             if segment.mps_percentage().is_some() {
                 let shared = bare_under_mps(name, b, threads, &segment);
                 println!(
