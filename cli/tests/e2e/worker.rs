@@ -382,6 +382,26 @@ fn an_instance_in_a_worker_reports_its_process_cpu_time() {
     assert_eq!(in_process.process_cpu(), None);
 }
 
+/// A worker's CPU time keeps what the processes it replaced spent serving: the instance's batch count goes on
+/// across a restart, so a CPU time that started again from zero would read each batch's host CPU low.
+#[test]
+fn a_worker_s_cpu_time_keeps_the_processes_it_replaced() {
+    let worker = start("cpu-0/mixed", "mixed");
+    let (inputs, want) = mixed_batch(250_000);
+    for _ in 0..40 {
+        assert_eq!(f32s(&worker.run(&inputs).unwrap()[0])[..8], want[..8]);
+    }
+    let before = worker.cpu_time().expect("a live worker's CPU time");
+    assert!(before >= Duration::from_millis(10), "40 batches of a million values cost the worker {before:?}");
+    kill(worker.pid().unwrap());
+    assert!(worker.run(&inputs).is_err(), "the batch the worker died in fails");
+    assert!(worker.cpu_time().unwrap() >= before, "between the death and the restart");
+    assert_eq!(f32s(&worker.run(&inputs).unwrap()[0])[..8], want[..8], "the next batch runs in a fresh process");
+    assert_eq!(worker.restarts(), 1);
+    let after = worker.cpu_time().unwrap();
+    assert!(after >= before, "{after:?} after the restart, {before:?} before");
+}
+
 /// Loading a model is the deployment's cost, not the requests': a worker's CPU time starts from the loaded model,
 /// where its process has spent tens of milliseconds starting ONNX Runtime and optimising the recognizer's graph
 /// (seconds for CUDA's and cuDNN's start on a GPU), which the plan would otherwise charge to its first requests.

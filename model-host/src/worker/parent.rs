@@ -28,6 +28,9 @@ struct Inner {
     pid: AtomicU32,
     /// The current process's [`Process::loaded_cpu`], ns; stored before `pid`, so whoever reads the new pid reads it.
     loaded_cpu_ns: AtomicU64,
+    /// What the processes it replaced spent serving, ns, read from each before it was reaped: so that the CPU
+    /// time counts every batch the worker's instance counts, across restarts.
+    replaced_cpu_ns: AtomicU64,
     /// Shared with the instance that runs it, for its metrics ([`crate::instance::Executor::restarts`]).
     restarts: Arc<AtomicU64>,
     closed: AtomicBool,
@@ -45,6 +48,7 @@ impl Worker {
         let inner = Inner {
             pid: AtomicU32::new(process.pid()),
             loaded_cpu_ns: AtomicU64::new(nanos(process.loaded_cpu)),
+            replaced_cpu_ns: AtomicU64::new(0),
             spec,
             inputs,
             outputs,
@@ -76,13 +80,13 @@ impl Worker {
         Some(self.inner.pid.load(Ordering::SeqCst)).filter(|&p| p != 0)
     }
 
-    /// The CPU time the current process has spent since it loaded the model, all its threads: what serving
-    /// costs, not its start-up (seconds of CPU on a GPU, for CUDA's and cuDNN's). `None` between a death and its
-    /// restart. A replaced process's time goes with it.
+    /// The CPU time its processes have spent since each loaded the model, all their threads, replaced ones
+    /// included: what serving costs, not start-up (seconds of CPU on a GPU, for CUDA's and cuDNN's). `None` when
+    /// the current process's time cannot be read (not Linux).
     pub fn cpu_time(&self) -> Option<std::time::Duration> {
-        let pid = self.pid()?;
-        let loaded = std::time::Duration::from_nanos(self.inner.loaded_cpu_ns.load(Ordering::SeqCst));
-        Some(super::process::cpu_time(pid)?.saturating_sub(loaded))
+        let replaced = std::time::Duration::from_nanos(self.inner.replaced_cpu_ns.load(Ordering::SeqCst));
+        let Some(pid) = self.pid() else { return Some(replaced) }; // between a death and its restart
+        Some(replaced + self.inner.serving_cpu(pid)?)
     }
 
     /// How many times the process has been replaced after dying or misbehaving.
@@ -133,6 +137,9 @@ impl Worker {
             }),
             Err(fault @ (Fault::Died(_) | Fault::Hung | Fault::Protocol(_))) => {
                 let process = slot.take().expect("a process was running");
+                // Dead or not, the process is not reaped yet: its CPU time can still be read.
+                let served = inner.serving_cpu(process.pid()).unwrap_or_default();
+                inner.replaced_cpu_ns.fetch_add(nanos(served), Ordering::SeqCst);
                 inner.pid.store(0, Ordering::SeqCst);
                 inner.set_regions(None);
                 let (instance, model) = (inner.spec.instance.clone(), inner.spec.model_name.clone());
@@ -177,6 +184,12 @@ impl Inner {
 
     fn regions(&self) -> Option<Arc<Regions>> {
         self.regions.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The CPU time process `pid` (the current one, or the one being replaced) spent since it loaded the model.
+    fn serving_cpu(&self, pid: u32) -> Option<std::time::Duration> {
+        let loaded = std::time::Duration::from_nanos(self.loaded_cpu_ns.load(Ordering::SeqCst));
+        Some(super::process::cpu_time(pid)?.saturating_sub(loaded))
     }
 
     fn set_regions(&self, regions: Option<Arc<Regions>>) {
@@ -287,6 +300,7 @@ mod tests {
             outputs: Vec::new(),
             pid: AtomicU32::new(0),
             loaded_cpu_ns: AtomicU64::new(0),
+            replaced_cpu_ns: AtomicU64::new(0),
             restarts: Arc::default(),
             closed: AtomicBool::new(false),
             process: Mutex::new(None),
