@@ -171,24 +171,25 @@ impl<J: Request<T>, T: Time> Queue<J, T> {
     }
 
     /// When the next batch should start, `None` when nothing waits: at once after a batch (`after_batch`) or
-    /// when the batch is full, else when the oldest request has waited for the company that arrivals at their
-    /// recent rate would bring to fill the batch, at most `max_wait` (L̂); at once when not even one more
-    /// request is expected within `max_wait`: an idle instance does not hold a request for company that is not
-    /// coming (at the planned demand, arrivals fill batches and L̂ bounds the wait as the paper's does).
+    /// when the batch is full, else when arrivals at their recent rate would have filled it (the rows missing,
+    /// counted from the last arrival), and at the latest once the oldest request has waited `max_wait` (L̂); at
+    /// once when not even one more request is expected within `max_wait`: an idle instance does not hold a
+    /// request for company that is not coming (at the planned demand, arrivals fill batches and L̂ bounds the
+    /// wait as the paper's does).
     pub fn start_at(&self, now: T, after_batch: bool) -> Option<T> {
         let first = self.pending.front()?;
         let rows = self.rows();
         if after_batch || rows >= self.policy.max_batch {
             return Some(now);
         }
-        let wait = match self.gap {
-            Some(gap) if gap <= self.policy.max_wait => {
+        let start = match (self.gap, self.last_arrival) {
+            (Some(gap), Some(last)) if gap <= self.policy.max_wait => {
                 let missing = u32::try_from(self.policy.max_batch - rows).unwrap_or(u32::MAX);
-                gap.saturating_mul(missing).min(self.policy.max_wait)
+                last.after(gap.saturating_mul(missing)).min(first.enqueued().after(self.policy.max_wait))
             }
-            _ => Duration::ZERO,
+            _ => now,
         };
-        Some(first.enqueued().after(wait).max(now))
+        Some(start.max(now))
     }
 
     /// Remove the requests that can no longer make their deadline or waited too long, with the reason.
@@ -303,6 +304,32 @@ mod tests {
         // A lull: no company expected within max_wait, so the lone request starts at once.
         q.push(job(6, 1, 200, 0));
         assert_eq!(q.start_at(ms(200), false), Some(ms(200)));
+    }
+
+    /// The rows missing are counted from the last arrival: counted from the first, a batch whose company
+    /// arrives at the expected rate would start half full (at 5 of 8 rows here, and at 32 of 64 stacked requests
+    /// arriving together in the tensor-path bench, a batch of a size the GPU had not seen).
+    #[test]
+    fn company_arriving_at_the_expected_rate_fills_the_batch_before_it_starts() {
+        let mut q = Queue::new(BatchPolicy { max_batch: 8, max_wait: ms(100), ..policy() });
+        for at in 0..5 {
+            q.push(job(at as u32, 1, at, 0));
+        }
+        assert_eq!(q.gap, Some(ms(1)));
+        assert_eq!(q.start_at(ms(4), false), Some(ms(7)), "three more rows, 1 ms apart, fill it at 7 ms");
+        for at in 5..7 {
+            q.push(job(at as u32, 1, at, 0));
+        }
+        assert_eq!(q.start_at(ms(6), false), Some(ms(7)));
+        assert_eq!(q.start_at(ms(9), false), Some(ms(9)), "company late: it starts now");
+        q.push(job(7, 1, 7, 0));
+        assert_eq!(q.start_at(ms(7), false), Some(ms(7)), "full");
+        assert_eq!(q.take_batch().len(), 8);
+        // Rows missing at a rate that would take past max_wait: it waits max_wait from the oldest.
+        let mut slow = Queue::new(BatchPolicy { max_batch: 8, max_wait: ms(10), ..policy() });
+        slow.push(job(1, 1, 0, 0));
+        slow.push(job(2, 1, 4, 0));
+        assert_eq!(slow.start_at(ms(4), false), Some(ms(10)));
     }
 
     #[test]
