@@ -392,9 +392,10 @@ impl Gateway {
         self.cluster.as_ref().is_none_or(|c| c.is_leader())
     }
 
-    /// The rates to re-plan `app` with when a re-plan is due: the demand predicted from `rates` moved more than
-    /// `replan_threshold` from what it was planned for, or the last window's violations passed 1%, or its
-    /// factors or batch latencies drifted; for an app of glue alone, the CPU its glue costs a request drifted.
+    /// The rates to re-plan `app` with ([`DemandSpec::to_re_plan`] of `rates`) when a re-plan is due: the demand
+    /// predicted from `rates` moved more than `replan_threshold` from what it was planned for, or the last
+    /// window's violations passed 1%, or its factors or batch latencies drifted; for an app of glue alone, the CPU
+    /// its glue costs a request drifted.
     fn replan_due(&self, app: &Arc<App>, windows: &DemandWindows, rates: Vec<f64>) -> Option<(Arc<App>, Vec<f64>)> {
         let threshold = self.config.replan_threshold;
         let due = match windows.planned_for.or(app.deployment.demand_rps) {
@@ -403,7 +404,7 @@ impl Gateway {
             }
             None => sized_by_glue(app) && cpu_drifted(app, threshold),
         };
-        due.then(|| (app.clone(), rates))
+        due.then(|| (app.clone(), DemandSpec { windows: rates, slack: None }.to_re_plan().windows))
     }
 
     /// `app`, to re-plan at once for the demand it is planned for, when that plan was made before it had answered

@@ -147,7 +147,7 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             (None, Some(controller), _) => match running.take() {
                 None => replanner.plan(controller.planned_for.unwrap_or(predicted), problem.slices)?,
                 Some(plan) if controller.replan.due(plan.demand_rps, predicted, demand.latest()?, violation_share) => {
-                    replanner.plan(predicted, problem.slices)?
+                    replanner.plan(demand.to_re_plan().predict()?, problem.slices)?
                 }
                 Some(plan) => plan,
             },
