@@ -11,8 +11,10 @@
 //! * **in process**: `Instance::infer` of one request of `b` rows on a CPU segment, as a deployment serves it:
 //!   queue, batcher, ONNX Runtime, outputs back as `Tensor`s (a batch known to be short is run by the caller
 //!   itself: `jig_model_host::instance::CALLER_RUNS_BELOW`);
-//! * **stacked**: `b` requests of one row each, sent together to the same in-process instance, which stacks them
-//!   into one batch (the one copy of a batch of several requests) and splits the outputs back;
+//! * **stacked**: `b` requests of one row each, sent together to the same instance, which batches them and
+//!   splits the outputs back. Each request's row was placed by the instance beforehand, outside the timing, as a
+//!   function's `infer` places it (the request's one copy in): requests placed in turn lie end to end, and
+//!   their batch is a view of them, not a copy (before, stacking copied the batch once more: Add at 0.2–0.46);
 //! * **worker**: `Worker::run` of the same batch in a `jig worker` process, as GPU segments are served (here on
 //!   the CPU), with the batch already in the worker's shared memory, where the batcher stacks requests;
 //! * **worker, copy in**: the same with the batch in ordinary memory, copied in by `Worker::run` (a batch of
@@ -212,15 +214,21 @@ fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> (Side<'s
     let config = InstanceConfig { policy, ..InstanceConfig::new(format!("{name}@{segment}")) };
     let placement = Placement::new(*segment);
     let instance = Arc::new(launcher().start_instance(config, name, &model_path(name), placement).unwrap());
+    // Each request's row placed by the instance, in turn, as a function's `infer` places it (`Pool::place`).
     let requests: Vec<Vec<Tensor>> = (0..b as usize)
         .map(|r| {
-            inputs
+            let rows: Vec<&[u8]> = inputs
                 .iter()
                 .map(|t| {
                     let row = t.data().len() / b as usize;
-                    let shape = [&[1], &t.shape()[1..]].concat();
-                    Tensor::new(t.dtype(), shape, t.bytes().slice(r * row..(r + 1) * row)).unwrap()
+                    &t.data()[r * row..(r + 1) * row]
                 })
+                .collect();
+            let placed = instance.place(&rows).expect("memory to place a request in");
+            inputs
+                .iter()
+                .zip(placed)
+                .map(|(t, data)| Tensor::new(t.dtype(), [&[1], &t.shape()[1..]].concat(), data).unwrap())
                 .collect()
         })
         .collect();

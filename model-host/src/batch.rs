@@ -5,6 +5,7 @@ use std::sync::Arc;
 use jig_wire::Spare;
 
 use crate::regions::SharedBuffer;
+use crate::rows::Rows;
 use crate::{Tensor, TensorError};
 
 /// What must match for two requests to share a batch: per input, the dtype and every dimension but the first.
@@ -17,13 +18,15 @@ pub fn rows(inputs: &[Tensor]) -> u64 {
     inputs.first().and_then(|t| t.shape().first().copied()).unwrap_or(1)
 }
 
-/// Concatenate the requests' inputs along dimension 0, each into memory from `buffer` where it gives some (an
-/// executor's shared region), else into a buffer from `spare`. All requests must have equal [`batch_key`]s. A
-/// single request's inputs are used as they are.
+/// Concatenate the requests' inputs along dimension 0: a view over them where they lie end to end in
+/// `placed` (in turn), else copied into memory from `buffer` where it gives some (an executor's shared region), else
+/// into a buffer from `spare`. All requests must have equal [`batch_key`]s. A single request's inputs are used as
+/// they are.
 pub fn stack(
     requests: &[&[Tensor]],
     buffer: impl Fn(usize) -> Option<SharedBuffer>,
     spare: &Arc<Spare>,
+    placed: &Rows,
 ) -> Result<Vec<Tensor>, TensorError> {
     let Some(first) = requests.first() else { return Ok(Vec::new()) };
     if requests.len() == 1 {
@@ -37,6 +40,9 @@ pub fn stack(
             shape[0] = rows;
             let len = parts.iter().map(|t| t.data().len()).sum();
             let sources: Vec<&[u8]> = parts.iter().map(|t| t.data()).collect();
+            if let Some(data) = placed.span(&sources) {
+                return Tensor::new(parts[0].dtype(), shape, data);
+            }
             let data = match buffer(len) {
                 Some(mut shared) => {
                     gather(shared.as_mut_slice(), &sources);
@@ -161,7 +167,7 @@ mod tests {
         let a = vec![t(vec![1, 2], &[1.0, 2.0])];
         let b = vec![t(vec![2, 2], &[3.0, 4.0, 5.0, 6.0])];
         assert_eq!(batch_key(&a), batch_key(&b));
-        let stacked = stack(&[&a, &b], |_| None, &Arc::default()).unwrap();
+        let stacked = stack(&[&a, &b], |_| None, &Arc::default(), &Rows::default()).unwrap();
         assert_eq!(stacked[0].shape(), &[3, 2]);
         let back = split(stacked, &[rows(&a), rows(&b)]).unwrap();
         assert_eq!(back, vec![a, b]);
@@ -171,18 +177,18 @@ mod tests {
     fn a_stacked_batch_reuses_the_memory_of_the_one_before_once_it_drops() {
         let spare = Arc::new(Spare::default());
         let (a, b) = (vec![t(vec![1, 256], &[1.0; 256])], vec![t(vec![1, 256], &[2.0; 256])]);
-        let first = stack(&[&a, &b], |_| None, &spare).unwrap();
+        let first = stack(&[&a, &b], |_| None, &spare, &Rows::default()).unwrap();
         let address = first[0].data().as_ptr();
         let outputs = split(first, &[1, 1]).unwrap();
         assert_eq!(spare.held(), 0, "a view of the batch is still alive");
         drop(outputs);
         assert_eq!(spare.held(), 2048, "the batch's buffer is kept once its last view drops");
-        let second = stack(&[&b, &a], |_| None, &spare).unwrap();
+        let second = stack(&[&b, &a], |_| None, &spare, &Rows::default()).unwrap();
         assert_eq!(second[0].data().as_ptr(), address, "the next batch is stacked into the same memory");
         assert_eq!(spare.held(), 0);
         assert_eq!(split(second, &[1, 1]).unwrap(), vec![b.clone(), a.clone()], "and holds its own rows");
         // A larger batch does not fit the kept buffer: it gets its own, and both are kept.
-        let larger = stack(&[&a, &b, &a], |_| None, &spare).unwrap();
+        let larger = stack(&[&a, &b, &a], |_| None, &spare, &Rows::default()).unwrap();
         assert_ne!(larger[0].data().as_ptr(), address);
         drop(larger);
         assert_eq!(spare.held(), 2048 + 3072);

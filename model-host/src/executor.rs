@@ -23,13 +23,9 @@ pub trait Executor: Send + Sync {
     /// Run one batch.
     fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError>;
     /// Memory for `len` bytes of a batch's input that it reads with no copy (a worker's shared region), for
-    /// the batcher to stack requests into; `None`: any memory will do.
+    /// the batcher to stack requests into and the instance to place their inputs in (`Instance::place`); `None`:
+    /// any memory will do.
     fn buffer(&self, _len: usize) -> Option<SharedBuffer> {
-        None
-    }
-    /// [`Executor::buffer`] from memory the executor has ready, without making more: for a request's inputs
-    /// placed ahead of its batch, which may wait in the queue and run with others (stacked anew) after all.
-    fn kept_buffer(&self, _len: usize) -> Option<SharedBuffer> {
         None
     }
     /// Whether `bytes` lie in memory [`Executor::buffer`] lent (and the executor would read them in place).

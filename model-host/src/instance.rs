@@ -20,9 +20,11 @@ use std::time::{Duration, Instant};
 
 pub use jig_policy::{BatchPolicy, DropReason};
 use jig_policy::{Queue, Request};
+use jig_wire::Bytes;
 
 use crate::batch;
 use crate::onnx::{self, Model, ModelError, TensorSpec};
+use crate::rows::{Memory, Rows};
 use crate::{Tensor, TensorError};
 
 pub use crate::executor::{BoxError, Executor};
@@ -169,6 +171,8 @@ struct Engine {
     running: Mutex<()>,
     /// Memory for stacked batches the executor does not provide (in process), reused from batch to batch.
     spare: Arc<jig_wire::Spare>,
+    /// Where requests' inputs are placed in turn ([`Instance::place`]), so that a batch of them is no copy.
+    rows: Rows,
 }
 
 impl Engine {
@@ -211,7 +215,7 @@ impl Engine {
         stats.rows.fetch_add(total, Ordering::Relaxed);
         let (started, cpu) = (Instant::now(), cpu_time::ThreadTime::try_now());
         let mut marks = [started; 3]; // when stacking ended, executing ended, splitting ended
-        let result = batch::stack(requests, |len| self.executor.buffer(len), &self.spare)
+        let result = batch::stack(requests, |len| self.executor.buffer(len), &self.spare, &self.rows)
             .map_err(|e: TensorError| e.to_string())
             .and_then(|stacked| {
                 marks[0] = Instant::now();
@@ -289,6 +293,7 @@ impl Instance {
                         stats: Arc::default(),
                         running: Mutex::new(()),
                         spare: Arc::default(),
+                        rows: Rows::default(),
                     });
                     engine.set_policy(engine.config.policy); // at batch 1 if it cannot stack
                     let _ = ready_tx.send(Ok(engine.clone()));
@@ -329,16 +334,20 @@ impl Instance {
         self.engine.set_policy(policy);
     }
 
-    /// Memory for `len` bytes of an input that the instance reads where it lies (a worker's shared region), if
-    /// its executor has some free ([`Executor::kept_buffer`]): a batch of one request whose inputs all lie there
-    /// runs with no copy.
-    pub fn kept_buffer(&self, len: usize) -> Option<crate::regions::SharedBuffer> {
-        self.engine.executor.kept_buffer(len)
+    /// Copies of a request's `inputs` (each one's bytes, in declared order) where the instance reads them in
+    /// place (a worker's shared region, or this process's memory), each right after the last request's: a batch
+    /// of requests placed in turn is a view over them, not a copy (see `rows.rs`). `None` when no memory is left.
+    pub fn place(&self, inputs: &[&[u8]]) -> Option<Vec<Bytes>> {
+        let engine = &self.engine;
+        engine.rows.place(inputs, engine.policy().max_batch, |len| match engine.executor.buffer(len) {
+            Some(shared) => Some(Memory::Shared(shared)),
+            None => Some(Memory::Heap(engine.spare.take(len), Arc::downgrade(&engine.spare))),
+        })
     }
 
-    /// Whether `bytes` lie in memory its executor lent ([`Instance::kept_buffer`], or its batcher's).
+    /// Whether `bytes` lie in memory it placed them in ([`Instance::place`]) or its executor lent.
     pub fn holds(&self, bytes: &[u8]) -> bool {
-        self.engine.executor.holds(bytes)
+        self.engine.rows.holds(bytes) || self.engine.executor.holds(bytes)
     }
 
     /// The model's declared inputs.
@@ -658,6 +667,7 @@ mod tests {
             stats: Arc::default(),
             running: Mutex::new(()),
             spare: Arc::default(),
+            rows: Rows::default(),
         });
         let (queue, jobs) = mpsc::channel();
         let batcher = {

@@ -165,9 +165,6 @@ impl Executor for Loaded {
     fn buffer(&self, len: usize) -> Option<crate::regions::SharedBuffer> {
         self.executor.buffer(len)
     }
-    fn kept_buffer(&self, len: usize) -> Option<crate::regions::SharedBuffer> {
-        self.executor.kept_buffer(len)
-    }
     fn holds(&self, bytes: &[u8]) -> bool {
         self.executor.holds(bytes)
     }

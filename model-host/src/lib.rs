@@ -36,6 +36,7 @@ pub mod mps;
 pub mod onnx;
 pub mod pool;
 mod regions;
+mod rows;
 pub mod segment;
 mod shm;
 pub mod sweep;

@@ -3,7 +3,8 @@
 //!
 //! A caller that holds a request's inputs in memory of its own (a function's, in its sandbox) can
 //! [`Pool::place`] them where the instance next in turn reads them in place (a worker's shared region, as GPU
-//! segments are served): the request then goes to that instance, and its one copy is the one into the region.
+//! segments are served, or this process's memory), after the requests placed before: the request then goes to
+//! that instance, and its one copy is the one into its batch.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -38,20 +39,12 @@ impl Pool {
         Some(&self.instances[index])
     }
 
-    /// Copies of a request's input bytes in memory that the instance next in turn reads in place, or `None`
-    /// where it reads any memory alike (in process) or has none free now (see [`Instance::kept_buffer`]). The
-    /// rotation does not move until the request comes to [`Pool::infer`], which sends it to the instance that
-    /// holds its inputs.
+    /// Copies of a request's input bytes where the instance next in turn reads them in place, each after the
+    /// last request's ([`Instance::place`]), or `None` for an empty pool or where no memory is left. The rotation
+    /// does not move until the request comes to [`Pool::infer`], which sends it to the instance that holds its
+    /// inputs.
     pub fn place(&self, inputs: &[&[u8]]) -> Option<Vec<Bytes>> {
-        let instance = &self.instances[self.route().peek()?];
-        inputs
-            .iter()
-            .map(|bytes| {
-                let mut buffer = instance.kept_buffer(bytes.len())?;
-                crate::batch::gather(buffer.as_mut_slice(), &[bytes]);
-                Some(buffer.freeze())
-            })
-            .collect()
+        self.instances[self.route().peek()?].place(inputs)
     }
 
     /// Run `inputs` on the next instance, or on the one whose memory they lie in (see [`Pool::place`]).

@@ -37,8 +37,9 @@ impl Spare {
         Bytes::from_owner(Recycled { data, home: Arc::downgrade(self) })
     }
 
-    /// Keep `data` for a later batch, in place of a smaller buffer when all places are taken.
-    fn keep(&self, data: Vec<u8>) {
+    /// Keep `data` (from [`Spare::take`], no longer read) for a later batch, in place of a smaller buffer when all
+    /// places are taken.
+    pub fn give_back(&self, data: Vec<u8>) {
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
         if free.len() < SPARE_KEPT {
             free.push(data);
@@ -70,7 +71,7 @@ impl AsRef<[u8]> for Recycled {
 impl Drop for Recycled {
     fn drop(&mut self) {
         if let Some(home) = self.home.upgrade() {
-            home.keep(std::mem::take(&mut self.data));
+            home.give_back(std::mem::take(&mut self.data));
         }
     }
 }

@@ -382,6 +382,40 @@ fn an_instance_in_a_worker_reports_its_process_cpu_time() {
     assert_eq!(in_process.process_cpu(), None);
 }
 
+/// Requests placed in turn in a worker's instance lie end to end in its shared memory, each input in its own
+/// region, and run as one batch the worker reads where it lies: exact answers, each request its own rows.
+#[test]
+fn requests_placed_in_turn_in_a_worker_s_memory_run_as_one_batch() {
+    use jig_model_host::instance::{BatchPolicy, Instance, InstanceConfig};
+    let worker = start("cpu-0/mixed", "mixed");
+    let policy = BatchPolicy { max_batch: 4, ..BatchPolicy::default() };
+    let config = InstanceConfig { policy, ..InstanceConfig::new("mixed@worker placed") };
+    let instance = Instance::start(config, move || Ok(worker)).unwrap();
+    let requests: Vec<Vec<Tensor>> = (0..4)
+        .map(|k| {
+            let x: Vec<f32> = (0..4).map(|i| (k * 4 + i) as f32).collect();
+            let ids: Vec<i64> = vec![k as i64 + 1; 4];
+            let inputs = [Tensor::from_f32(vec![1, 4], &x).unwrap(), i64s(vec![1, 4], &ids)];
+            let bytes: Vec<&[u8]> = inputs.iter().map(Tensor::data).collect();
+            let placed = instance.place(&bytes).expect("the worker lends memory");
+            inputs
+                .iter()
+                .zip(placed)
+                .map(|(t, data)| Tensor::new(t.dtype(), t.shape().to_vec(), data).unwrap())
+                .collect()
+        })
+        .collect();
+    assert!(requests.iter().flatten().all(|t| instance.holds(t.data())));
+    assert_eq!(requests[0][0].data().as_ptr().wrapping_add(16), requests[1][0].data().as_ptr(), "end to end");
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let out = tokio.block_on(instance.infer_together(requests, Instant::now() + Duration::from_secs(30))).unwrap();
+    for (k, out) in out.iter().enumerate() {
+        let want: Vec<f32> = (0..4).map(|i| (k * 4 + i) as f32 * (k + 1) as f32).collect();
+        assert_eq!(f32s(&out[0]), want, "request {k}");
+    }
+    assert_eq!(instance.stats().batches.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
 /// A worker's CPU time keeps what the processes it replaced spent serving: the instance's batch count goes on
 /// across a restart, so a CPU time that started again from zero would read each batch's host CPU low.
 #[test]
@@ -492,9 +526,9 @@ async fn an_instance_batches_requests_into_a_worker() {
     assert!((1..=2).contains(&batches), "{batches} batches for 4 requests");
 }
 
-/// A function's inputs placed by the pool go into free shared memory of the worker next in turn (none before its
-/// first batch: placing makes no region), and the request runs on that worker, even when the rotation has moved
-/// on meanwhile.
+/// A function's inputs placed by the pool go into shared memory of the worker next in turn (a fresh worker's
+/// too: placing makes a region where none is free), and the request runs on that worker, even when the rotation
+/// has moved on meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_placed_in_a_workers_memory_runs_on_that_worker() {
     use jig_model_host::instance::{Instance, InstanceConfig};
@@ -510,10 +544,9 @@ async fn a_request_placed_in_a_workers_memory_runs_on_that_worker() {
     let batches = || instances.each_ref().map(|i| i.stats().batches.load(Ordering::Relaxed));
     let deadline = Instant::now() + Duration::from_secs(30);
     let (inputs, _) = mixed_batch(1);
-    assert!(pool.place(&inputs.iter().map(Tensor::data).collect::<Vec<_>>()).is_none(), "a fresh worker has none free");
-    for instance in &instances {
-        instance.infer(inputs.clone(), deadline).await.unwrap(); // its regions come back free
-    }
+    let placed = pool.place(&inputs.iter().map(Tensor::data).collect::<Vec<_>>()).expect("a fresh worker places");
+    assert!(placed.iter().all(|p| instances[0].holds(p)) && !instances[1].holds(&placed[0]));
+    drop(placed);
     for call in 0..5 {
         let (inputs, want) = mixed_batch(1 + call);
         let bytes: Vec<&[u8]> = inputs.iter().map(Tensor::data).collect();

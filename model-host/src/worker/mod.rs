@@ -19,8 +19,8 @@
 //! parent creates and lends, one tensor to a region, from a pool (`regions`); the worker maps each region
 //! the first time a message names it, and the parent then unlinks it. A batch whose inputs already lie in
 //! regions ([`Worker::buffer`]: the batcher stacks requests straight into one; a function's `infer` places a
-//! request's inputs in free ones, [`Worker::kept_buffer`]) is read by ONNX Runtime where it lies; others are
-//! copied in once. ONNX Runtime writes the outputs into regions the parent lends for them
+//! request's inputs in one its instance fills in turn, `Instance::place`) is read by ONNX Runtime where it lies;
+//! others are copied in once. ONNX Runtime writes the outputs into regions the parent lends for them
 //! (it learns their shapes from the first batch of each input shape, which takes one more round trip), and
 //! they come back as views of those regions, returned to the pool when dropped. So a warm batch costs two
 //! small frames and no copy. Each side polls for the other's frame before it sleeps on the socket (the parent

@@ -254,9 +254,6 @@ impl crate::executor::Executor for Worker {
     fn buffer(&self, len: usize) -> Option<SharedBuffer> {
         Worker::buffer(self, len)
     }
-    fn kept_buffer(&self, len: usize) -> Option<SharedBuffer> {
-        Worker::kept_buffer(self, len)
-    }
     fn holds(&self, bytes: &[u8]) -> bool {
         Worker::holds(self, bytes)
     }

@@ -492,15 +492,43 @@ fn the_pool_spreads_requests_by_weight() {
 }
 
 #[test]
-fn in_process_instances_place_nothing_and_placing_leaves_the_rotation_alone() {
+fn placing_leaves_the_rotation_alone_and_a_request_goes_where_its_inputs_lie() {
     let pool = Pool::new(vec![(sleepy(1, InstanceConfig::new("a")), 1.0), (sleepy(1, InstanceConfig::new("b")), 1.0)]);
     let picks: Vec<String> = (0..4)
         .map(|_| {
-            assert!(pool.place(&[&[0u8; 16][..]]).is_none(), "an in-process instance reads any memory alike");
-            pool.pick().unwrap().name().to_string()
+            let placed = pool.place(&[&[0u8; 16][..]]).expect("an instance in process places in its own memory");
+            let holder = pool.instances().find(|i| i.holds(&placed[0])).expect("placed in the next instance");
+            let picked = pool.pick().unwrap();
+            assert_eq!(holder.name(), picked.name());
+            picked.name().to_string()
         })
         .collect();
     assert_eq!(picks, ["a", "b", "a", "b"]);
+}
+
+/// A request's inputs placed in turn (as a function's `infer` places them, `Pool::place`) lie end to end, so a
+/// batch of them in that order is a view of them: the one copy in was the batch's. Out of turn, it is copied.
+#[tokio::test]
+async fn requests_placed_in_turn_run_as_one_batch_with_no_copy() {
+    let policy = BatchPolicy { max_batch: 4, ..BatchPolicy::default() };
+    let instance = sleepy(0, InstanceConfig { policy, ..InstanceConfig::new("sleepy#placed") });
+    let placed: Vec<Tensor> = (0..4)
+        .map(|k| {
+            let data = instance.place(&[&(k as f32).to_le_bytes()[..]]).unwrap().remove(0);
+            Tensor::new(DType::F32, vec![1, 1], data).unwrap()
+        })
+        .collect();
+    assert!(placed.iter().all(|t| instance.holds(t.data())));
+    let requests = placed.iter().map(|t| vec![t.clone()]).collect();
+    let out = instance.infer_together(requests, far()).await.unwrap();
+    for (k, (out, placed)) in out.iter().zip(&placed).enumerate() {
+        assert_eq!(f32s(&out[0]), vec![k as f32]);
+        assert_eq!(out[0].data().as_ptr(), placed.data().as_ptr(), "request {k}: its own row, not a copy");
+    }
+    let reversed = placed.iter().rev().map(|t| vec![t.clone()]).collect();
+    let out = instance.infer_together(reversed, far()).await.unwrap();
+    assert_eq!(out.iter().map(|o| f32s(&o[0])[0]).collect::<Vec<_>>(), [3.0, 2.0, 1.0, 0.0]);
+    assert_ne!(out[0][0].data().as_ptr(), placed[3].data().as_ptr(), "out of turn: copied");
 }
 
 #[cfg(target_os = "linux")]
