@@ -57,9 +57,9 @@ pub trait ModelHost: Send + Sync + 'static {
     fn infer(&self, request: InferRequest) -> BoxFuture<'_, Result<Vec<Tensor>, InferError>>;
 
     /// Copies of the bytes of an `infer` call's inputs to `slot`, in memory that the call's model reads where
-    /// it lies (a worker's shared region, on a GPU segment), made before the call: the runtime copies the
-    /// inputs out of the sandbox into them, their one copy, instead of into memory of its own. `None` (the
-    /// default): any memory will do.
+    /// it lies (a worker's shared region, on a GPU segment; where its batch will lie), made before the call: the
+    /// runtime copies the inputs out of the sandbox into them, their one copy, instead of into memory of its own.
+    /// `None` (the default): any memory will do.
     fn place(&self, _slot: &str, _inputs: &[&[u8]]) -> Option<Vec<Bytes>> {
         None
     }

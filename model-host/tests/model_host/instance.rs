@@ -528,7 +528,42 @@ async fn requests_placed_in_turn_run_as_one_batch_with_no_copy() {
     let reversed = placed.iter().rev().map(|t| vec![t.clone()]).collect();
     let out = instance.infer_together(reversed, far()).await.unwrap();
     assert_eq!(out.iter().map(|o| f32s(&o[0])[0]).collect::<Vec<_>>(), [3.0, 2.0, 1.0, 0.0]);
-    assert_ne!(out[0][0].data().as_ptr(), placed[3].data().as_ptr(), "out of turn: copied");
+    assert_ne!(out[0][0].data().as_ptr(), placed[3].data().as_ptr(), "one request of rows out of turn: copied");
+}
+
+/// Requests placed in turn but queued out of it (callers racing between placing and queueing) are batched in
+/// the order their inputs lie: still a view, and each answer its own request's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_queued_out_of_the_turn_they_were_placed_in_are_batched_in_it() {
+    let policy = BatchPolicy { max_batch: 4, staleness: Duration::from_secs(60), ..BatchPolicy::default() };
+    let instance = sleepy(100, InstanceConfig { policy, ..InstanceConfig::new("sleepy#racing") });
+    let busy = tokio::spawn({
+        let instance = instance.clone();
+        async move { instance.infer(one(9.0), far()).await }
+    });
+    while instance.stats().batches.load(Ordering::Relaxed) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let placed: Vec<Tensor> = (0..3)
+        .map(|k| {
+            let data = instance.place(&[&(k as f32).to_le_bytes()[..]]).unwrap().remove(0);
+            Tensor::new(DType::F32, vec![1, 1], data).unwrap()
+        })
+        .collect();
+    // Queued last to first while the busy batch runs: they wait together and start as one batch after it.
+    let mut answers = Vec::new();
+    for t in placed.iter().rev() {
+        let (instance, t) = (instance.clone(), t.clone());
+        answers.push(tokio::spawn(async move { instance.infer(vec![t], far()).await }));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    busy.await.unwrap().unwrap();
+    for (answer, k) in answers.into_iter().zip([2usize, 1, 0]) {
+        let out = answer.await.unwrap().unwrap();
+        assert_eq!(f32s(&out[0]), vec![k as f32]);
+        assert_eq!(out[0].data().as_ptr(), placed[k].data().as_ptr(), "request {k}: its own row, not a copy");
+    }
+    assert_eq!(instance.stats().batches.load(Ordering::Relaxed), 2);
 }
 
 #[cfg(target_os = "linux")]

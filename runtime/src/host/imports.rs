@@ -20,8 +20,8 @@ impl wire::Host for InvocationState {}
 /// Link `jig:function/inference` by hand: the bindings would hand each output back as a `Vec<u8>`, into which
 /// the host would first copy the model's buffer (or its share of a batch's); an [`Output`]'s bytes are lowered
 /// into the guest's memory where they lie, the one copy out. The one copy in goes where the model host
-/// places the inputs (a GPU worker's shared region: [`crate::models::ModelHost::place`]), else into memory of
-/// the runtime's own (see [`lift`]).
+/// places the inputs (where the instance next in turn reads them: [`crate::models::ModelHost::place`]), else
+/// into memory of the runtime's own (see [`lift`]).
 pub(crate) fn link_inference(linker: &mut Linker<InvocationState>) -> wasmtime::Result<()> {
     linker.instance("jig:function/inference@0.1.0")?.func_wrap_async(
         "infer",
