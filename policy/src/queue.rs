@@ -307,8 +307,7 @@ mod tests {
     }
 
     /// The rows missing are counted from the last arrival: counted from the first, a batch whose company
-    /// arrives at the expected rate would start half full (at 5 of 8 rows here, and at 32 of 64 stacked requests
-    /// arriving together in the tensor-path bench, a batch of a size the GPU had not seen).
+    /// arrives at the expected rate started half full (at 5 of 8 rows here).
     #[test]
     fn company_arriving_at_the_expected_rate_fills_the_batch_before_it_starts() {
         let mut q = Queue::new(BatchPolicy { max_batch: 8, max_wait: ms(100), ..policy() });
