@@ -207,8 +207,8 @@ fn in_process(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> Side<
     })
 }
 
-/// `b` requests of one row each, sent at once: the batcher waits for all of them and stacks them into one batch.
-/// The instance comes back too, for [`where_stacked_time_went`].
+/// `b` requests of one row each, placed in turn and sent at once: the batcher waits for all of them and runs them
+/// as one batch, a view of their rows. The instance comes back too, for [`where_stacked_time_went`].
 fn stacked(name: &str, inputs: &[Tensor], b: u64, segment: &Segment) -> (Side<'static>, Arc<Instance>) {
     let policy = BatchPolicy { max_wait: Duration::from_secs(1), ..patient(b) };
     let config = InstanceConfig { policy, ..InstanceConfig::new(format!("{name}@{segment}")) };
