@@ -43,7 +43,8 @@ pub trait Executor: Send + Sync {
     }
     /// The CPU time of the process its batches run in, where that is another process on this machine (a
     /// worker's: every thread of it, user and system, since its model loaded, its host thread's kernel launches,
-    /// copies and waits among them, and what the processes it replaced spent); `None` in process, where the instance's counters measure its batches, and remote.
+    /// copies and waits among them, and what the processes it replaced spent); `None` in process, where the
+    /// instance's counters measure its batches, and remote.
     fn process_cpu(&self) -> Option<std::time::Duration> {
         None
     }

@@ -149,18 +149,20 @@ impl Rows {
             }
             end += part.len();
         }
-        let block = self.state().live.iter().filter_map(Weak::upgrade).find(|b| {
-            let (from, to) = b.range();
-            from <= start && end <= to
-        })?;
+        let block = self.containing(start, end)?;
         let (from, _) = block.range();
         Some(Bytes::from_owner(Row { block, start: start - from, len: end - start }))
     }
 
     /// Whether `bytes` lie in one of its blocks.
     pub fn holds(&self, bytes: &[u8]) -> bool {
-        let (start, end) = (bytes.as_ptr() as usize, bytes.as_ptr() as usize + bytes.len());
-        self.state().live.iter().filter_map(Weak::upgrade).any(|b| {
+        let start = bytes.as_ptr() as usize;
+        self.containing(start, start + bytes.len()).is_some()
+    }
+
+    /// The live block the addresses `start..end` lie in.
+    fn containing(&self, start: usize, end: usize) -> Option<Arc<Block>> {
+        self.state().live.iter().filter_map(Weak::upgrade).find(|b| {
             let (from, to) = b.range();
             from <= start && end <= to
         })
