@@ -40,12 +40,14 @@ fn files(template: Template) -> &'static [(&'static str, &'static str)] {
             ("Cargo.toml", include_str!("../../templates/glue/Cargo.toml")),
             ("src/lib.rs", include_str!("../../templates/glue/src/lib.rs")),
             (".gitignore", include_str!("../../templates/glue/.gitignore")),
+            (".cargo/config.toml", include_str!("../../templates/glue/.cargo/config.toml")),
         ],
         Template::Model => &[
             ("jig.toml", include_str!("../../templates/model/jig.toml")),
             ("Cargo.toml", include_str!("../../templates/model/Cargo.toml")),
             ("src/lib.rs", include_str!("../../templates/model/src/lib.rs")),
             (".gitignore", include_str!("../../templates/model/.gitignore")),
+            (".cargo/config.toml", include_str!("../../templates/model/.cargo/config.toml")),
         ],
     }
 }
@@ -84,7 +86,7 @@ impl NewCommand {
         }
         let cd = dir.display();
         println!(
-            "made app `{name}` in {cd}: jig.toml, its glue (Cargo.toml, src/lib.rs){}",
+            "made app `{name}` in {cd}: jig.toml, its glue (Cargo.toml, src/lib.rs, .cargo/config.toml){}",
             match self.template {
                 Template::Glue => "",
                 Template::Model => " and a stand-in model (models/model.onnx)",

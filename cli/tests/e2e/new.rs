@@ -64,6 +64,10 @@ fn jig_new_refuses_a_name_or_directory_it_cannot_use() {
     assert!(manifest.contains("greeter.wasm") && manifest.contains("build = "), "{manifest}");
     let cargo_toml = std::fs::read_to_string(scratch.path().join("greeter/Cargo.toml")).unwrap();
     assert!(cargo_toml.contains("jig-sdk = { path = "), "a path the author's cargo resolves: {cargo_toml}");
+    let build_config = std::fs::read_to_string(scratch.path().join("greeter/.cargo/config.toml")).unwrap();
+    for flag in ["--initial-memory=8388608", "+simd128"] {
+        assert!(build_config.contains(flag), "built as jig builds its own glue ({flag}): {build_config}");
+    }
     let lock = std::fs::read_to_string(scratch.path().join("greeter/Cargo.lock")).unwrap();
     assert!(lock.contains("name = \"wit-bindgen\""), "the versions jig was tested with");
 }
