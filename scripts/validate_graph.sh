@@ -22,6 +22,8 @@
 # On a GPU (issue 54's figure end to end), the same with the models on MPS shares of GPU 0:
 #   JIG=path/to/jig SEGMENTS="mps:0:50 mps:0:25 mps:0:50x2" UP_ARGS="--cores 8 --gpus 0" BIN_S=10 \
 #   [PLANNER=gpulet] scripts/validate_graph.sh
+# ARRIVALS: `replay` (default) simulates the requests each run sent, when it sent them (`jig simulate --arrivals`);
+# `poisson`, the simulation's own draw at the trace's rates.
 # SEGMENTS: what `jig profile` measures (default `cpu:1`; the trace's peak is scaled to the first);
 # UP_ARGS: what `jig up` is given; PLANNER: the bundle's strategy (default jigsaw), which the simulation plans
 # with too; BIN_S: the trace's bins and the controller's demand windows, in seconds (default 20); PHOTO: the
@@ -158,9 +160,12 @@ import json, sys
 measured = json.load(open(sys.argv[1]))["p50_ms"]
 simulated = json.load(open(sys.argv[2]))[0]["p50_ms"]
 print(f"{max(0.0, measured - simulated) / 2:.2f}")' "$dir/low-measured.json" "$dir/low-simulated.json")
-    # Re-planned as the controller re-plans, from where it stood when the trace began.
+    # Re-planned as the controller re-plans, from where it stood when the trace began, and sent the very requests
+    # the run sent, when it sent them (ARRIVALS=poisson: the simulation's own draw at the trace's rates).
+    replay=(--arrivals "$dir/requests.csv")
+    [ "${ARRIVALS:-replay}" = replay ] || replay=()
     "$jig" simulate "$bundle" --observed "$dir/observed.json" --trace "$out/trace.csv" --overhead-ms "$overhead" \
-        --replan-threshold 0.2 --seed "$run" --sample 100000 --json >"$dir/simulated.json" 2>/dev/null
+        --replan-threshold 0.2 --seed "$run" --sample 100000 "${replay[@]}" --json >"$dir/simulated.json" 2>/dev/null
     python3 - "$dir" "$overhead" "$run" "$bin_s" <<'PY'
 import csv, json, sys
 d, overhead, run, bin_s = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4])

@@ -1,5 +1,6 @@
 //! Demand traces: a request rate per bin of time (5 minutes by default, the controller's window), for
-//! replaying load (`jig bench --trace`) and simulation (`jig simulate`).
+//! replaying load (`jig bench --trace`) and simulation (`jig simulate`); and a measured run's arrival times
+//! ([`arrivals_from_csv`]), for simulating the very requests it sent.
 //!
 //! **File format**: CSV with the header `start_s,rps` and one row per bin, in order, equally spaced:
 //! the bin's start in seconds from the trace's start and its mean request rate.
@@ -124,6 +125,31 @@ impl Trace {
     }
 }
 
+/// Arrival times to replay (`jig simulate --arrivals`), in order: the `sent_s` column (seconds from the run's
+/// start) of a CSV such as `jig bench --csv` writes; other columns are ignored. Errors name the line.
+pub fn arrivals_from_csv(text: &str) -> Result<Vec<f64>, ParseError> {
+    let mut reader = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes());
+    let headers = reader.headers().map_err(|e| ParseError(format!("not CSV: {e}")))?.clone();
+    let column = headers.iter().position(|h| h == "sent_s").ok_or_else(|| {
+        ParseError(format!(
+            "line 1: expected a `sent_s` column (as `jig bench --csv` writes), got {:?}",
+            headers.iter().collect::<Vec<_>>().join(",")
+        ))
+    })?;
+    let mut times = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| ParseError(format!("not CSV: {e}")))?;
+        let line = record.position().map_or(0, |p| p.line());
+        let sent = record.get(column).unwrap_or_default();
+        match sent.parse::<f64>() {
+            Ok(t) if t.is_finite() && t >= 0.0 => times.push(t),
+            _ => return Err(ParseError(format!("line {line}: `sent_s` {sent:?} is not a time in seconds"))),
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +183,20 @@ mod tests {
             ("start_s,rps\n0,1\n300,2\n900,2\n", "equally spaced"),
         ] {
             let error = Trace::from_csv(text).unwrap_err();
+            assert!(error.to_string().contains(message), "{text:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn arrivals_are_read_from_a_bench_record_in_order_and_bad_rows_name_their_line() {
+        let record = "sent_s,latency_ms,status\n0.250000,12.0,200\n0.100000,9.5,200\n1.5,30,504\n";
+        assert_eq!(arrivals_from_csv(record).unwrap(), vec![0.1, 0.25, 1.5]);
+        for (text, message) in [
+            ("start_s,rps\n0,1\n", "expected a `sent_s` column"),
+            ("sent_s,status\n0.1,200\nsoon,200\n", "line 3: `sent_s` \"soon\""),
+            ("sent_s\n-1\n", "line 2"),
+        ] {
+            let error = arrivals_from_csv(text).unwrap_err();
             assert!(error.to_string().contains(message), "{text:?}: {error}");
         }
     }

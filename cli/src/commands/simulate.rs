@@ -22,7 +22,7 @@ use crate::problem::{PlanningArgs, Source, parse_features, read_status};
 ///              [--peak RPS] [--sample 20000] [--seed 1] [--csv out.csv] [--plot out.svg] [--json]
 /// jig simulate SPEC.toml --profiles profiles.csv --trace day.csv [...]
 /// jig simulate BUNDLE_DIR --trace day.csv [--demand RPS | --replan-threshold 0.2] [--observed status.json]
-///                                                                   (mounted by the `jig` binary)
+///              [--arrivals requests.csv]                            (mounted by the `jig` binary)
 /// jig simulate PPIPE_SPEC.toml [--seed 1]          PPipe, NP and DART-r: the load each serves at 99% in time
 /// jig simulate GPULET_SPEC.toml [--seed 1]         gpu-lets and SBP: the rates each fits, its schedule served
 /// jig simulate SPEC.toml --profiles profiles.csv --searches [--queries 30] [--seed 1] [--cores C]
@@ -38,6 +38,11 @@ pub struct SimulateCommand {
     /// Demand trace (CSV `start_s,rps`, as `jig trace` writes); a generated day when absent.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Replay these arrival times instead of drawing Poisson arrivals at each bin's rate: the `sent_s` column of a
+    /// CSV, seconds from the trace's start, as `jig bench --trace … --csv` records the requests it sent. Each bin
+    /// then runs whole, and a measured run and its simulation see the same requests. Needs --trace.
+    #[arg(long, requires = "trace", conflicts_with = "peak")]
+    pub arrivals: Option<PathBuf>,
     /// Bins of the generated day.
     #[arg(long, default_value_t = 288)]
     pub bins: usize,
@@ -481,6 +486,13 @@ fn simulate_problem(
             Trace::diurnal(peak, args.bins, args.seed)
         }
     };
+    let arrivals = match &args.arrivals {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            Some(jig_sim::trace::arrivals_from_csv(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?)
+        }
+        None => None,
+    };
     // The spaces are independent: each simulates on its own thread (the bins of one space follow each other,
     // each planned from what the last one observed).
     let simulate_space = |features: Features| {
@@ -500,6 +512,7 @@ fn simulate_problem(
             fixed_demand: args.demand.map(|d| d * (1.0 + jig_planner::spec::DemandSpec::DEFAULT_SLACK)),
             controller: controller.clone(),
             seed: args.seed,
+            arrivals: arrivals.clone(),
             node_failures: args
                 .node_failures
                 .map(|nodes| jig_sim::simulate::NodeFailures { nodes, every_s: args.failure_every_s }),

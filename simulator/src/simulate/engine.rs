@@ -1,4 +1,4 @@
-//! The discrete-event engine that runs one bin of a plan ([`run_bin`], [`run_plan`]): Poisson arrivals through
+//! The discrete-event engine that runs one bin of a plan ([`run_bin`], [`run_plan`]): [`Arrivals`] through
 //! the plan's instances, admitted as a deployment admits them, routed, batched and dropped by `jig_policy`'s code,
 //! with log-normal batch latencies and the time spent outside the models. [`BinRun`] is what it measures.
 
@@ -68,16 +68,36 @@ pub struct Outside<'a> {
     pub hop_ms: f64,
 }
 
-/// Run `seconds` of Poisson arrivals at `rate` through the instances of `assignments`, with the time
-/// `outside` the models.
-pub fn run_bin(
+/// The root requests a run sends: Poisson arrivals, or given times (a measured run's, replayed).
+#[derive(Debug, Clone, Copy)]
+pub enum Arrivals<'a> {
+    /// Poisson arrivals; `(rate, seconds)` converts to this.
+    Poisson {
+        /// Mean arrivals a second.
+        rate: f64,
+        /// How long they arrive for.
+        seconds: f64,
+    },
+    /// One arrival at each of these times, seconds from the run's start, in order.
+    At(&'a [f64]),
+}
+
+impl From<(f64, f64)> for Arrivals<'_> {
+    fn from((rate, seconds): (f64, f64)) -> Self {
+        Arrivals::Poisson { rate, seconds }
+    }
+}
+
+/// Run `arrivals` (`(rate, seconds)`: Poisson) through the instances of `assignments`, with the time `outside`
+/// the models.
+pub fn run_bin<'a>(
     problem: &Problem,
     assignments: &[Assignment],
-    (rate, seconds): (f64, f64),
+    arrivals: impl Into<Arrivals<'a>>,
     outside: &Outside,
     seed: u64,
 ) -> BinRun {
-    run_plan(problem, assignments, (&[], &[]), (rate, seconds), outside, seed)
+    run_plan(problem, assignments, (&[], &[]), arrivals, outside, seed)
 }
 
 /// [`run_bin`] for a plan with query classes (Compass's) or pooled pipelines (PPipe's), as deployments route
@@ -85,16 +105,16 @@ pub fn run_bin(
 /// latency SLO, and runs on one of the class's routes, picked in proportion to their rates. With pipelines, the
 /// chain's first task queues requests at a head that books each batch along a pipeline (PPipe's data plane,
 /// `jig_policy::reserve`) and every later task runs the booked batch, as one, on the instance booked for it.
-pub fn run_plan(
+pub fn run_plan<'a>(
     problem: &Problem,
     assignments: &[Assignment],
     (classes, pipelines): (&[ClassPlan], &[PipelinePlan]),
-    (rate, seconds): (f64, f64),
+    arrivals: impl Into<Arrivals<'a>>,
     outside: &Outside,
     seed: u64,
 ) -> BinRun {
     let mut sim = Sim::for_plan(problem, assignments, (classes, pipelines), outside, seed);
-    sim.run_arrivals(rate, Duration::from_secs_f64(seconds.max(0.0)));
+    sim.run_arrivals(arrivals.into());
     let mut run = sim.run;
     run.latencies_ms.sort_by(f64::total_cmp);
     run
@@ -118,10 +138,20 @@ impl<'a> Sim<'a> {
         sim
     }
 
-    /// Poisson arrivals at `rate` until `end`, and everything they lead to.
-    pub(super) fn run_arrivals(&mut self, rate: f64, end: Duration) {
-        if rate > 0.0 {
-            let first = Duration::from_secs_f64(self.rng.exponential(1.0 / rate));
+    /// `arrivals`, and everything they lead to.
+    pub(super) fn run_arrivals(&mut self, arrivals: Arrivals) {
+        let (rate, end, mut given) = match arrivals {
+            Arrivals::Poisson { rate, seconds } => (rate, Duration::from_secs_f64(seconds.max(0.0)), None),
+            Arrivals::At(times) => {
+                (0.0, Duration::MAX, Some(times.iter().map(|&t| Duration::from_secs_f64(t.max(0.0)))))
+            }
+        };
+        // The next arrival after one at `at`: the next given, or a Poisson gap from the engine's stream.
+        let mut next_after = |sim: &mut Self, at: Duration| match &mut given {
+            Some(times) => times.next(),
+            None => (rate > 0.0).then(|| at + Duration::from_secs_f64(sim.rng.exponential(1.0 / rate))),
+        };
+        if let Some(first) = next_after(self, Duration::ZERO) {
             self.schedule(first, Event::Root);
         }
         while let Some((at, event)) = self.events.pop() {
@@ -130,8 +160,9 @@ impl<'a> Sim<'a> {
                 Event::Root => {
                     if at < end {
                         self.root_arrives();
-                        let next = at + Duration::from_secs_f64(self.rng.exponential(1.0 / rate));
-                        self.schedule(next, Event::Root);
+                        if let Some(next) = next_after(self, at) {
+                            self.schedule(next, Event::Root);
+                        }
                     }
                 }
                 Event::Arrive { task, job } => self.arrive(task, job),

@@ -1,23 +1,23 @@
 //! `jig simulate`: a discrete-event simulation of an application's plans under a demand trace, for clusters
 //! larger than any machine here (JigsawServe §4–5, Figure 4).
 //!
-//! Per bin of the trace: predict the demand from the last five bins ([`DemandSpec::predict`]), re-plan with the
-//! MILP (every bin, as the paper's evaluation does, or when the gateway's controller would: [`Controller`],
-//! surges within the bin included), and run the bin's requests through the plan's instances (under a surge's
-//! re-plan, those before it through the old plan's and the rest through the new one's).
-//! Requests arrive as a Poisson process at the bin's rate and are admitted as a deployment admits them (no
-//! more at once than the plan's capacity completes within the SLO; the rest refused); each instance batches
-//! and drops with [`jig_policy::Queue`] and each task routes with [`jig_policy::WeightedRoundRobin`] weighted
-//! by the planned rates, the same code the runtime runs (a PPipe plan's requests are booked along its pooled
-//! pipelines by `jig_policy::reserve` instead, as its deployments book them: [`run_plan`]). A batch of `n` rows
-//! takes a latency drawn from a log-normal with the spread of the profile's p50 and p95 at that batch size and
-//! the mean its throughput gives (so an instance serves the rows a second the plan counts on; interpolated
-//! between profiled sizes); an instance on `mig:…:K` runs K batches at once. Time outside the models
-//! (`overhead_ms` and `glue_ms`: glue, HTTP) delays each request at each task and takes a CPU core: one
-//! nothing runs on, or, when every core is busy, the least-queued CPU instance's, whose next batch takes that
-//! much longer (the OS shares a busy machine's cores). A finished request fans out to each successor task
-//! ⌊F⌋ or ⌈F⌉ times, F the variant's multiplicative factor (⌈F⌉ with probability F − ⌊F⌋). When no plan in the configuration space meets the predicted demand, the bin
-//! runs the plan for the largest demand the space can serve, as the paper's baselines do (§5).
+//! Per bin of the trace: predict the demand from the last five bins ([`DemandSpec::predict`]), re-plan with the MILP
+//! (every bin, as the paper's evaluation does, or when the gateway's controller would: [`Controller`], surges within
+//! the bin included), and run the bin's requests through the plan's instances (under a surge's re-plan, those before it
+//! through the old plan's and the rest through the new one's). Requests arrive as a Poisson process at the bin's rate
+//! (or at given times: [`SimOptions::arrivals`]) and are admitted as a deployment admits them (no more at once than the
+//! plan's capacity completes within the SLO; the rest refused); each instance batches and drops with
+//! [`jig_policy::Queue`] and each task routes with [`jig_policy::WeightedRoundRobin`] weighted by the planned rates,
+//! the same code the runtime runs (a PPipe plan's requests are booked along its pooled pipelines by
+//! `jig_policy::reserve` instead, as its deployments book them: [`run_plan`]). A batch of `n` rows takes a latency
+//! drawn from a log-normal with the spread of the profile's p50 and p95 at that batch size and the mean its throughput
+//! gives (so an instance serves the rows a second the plan counts on; interpolated between profiled sizes); an instance
+//! on `mig:…:K` runs K batches at once. Time outside the models (`overhead_ms` and `glue_ms`: glue, HTTP) delays each
+//! request at each task and takes a CPU core: one nothing runs on, or, when every core is busy, the least-queued CPU
+//! instance's, whose next batch takes that much longer (the OS shares a busy machine's cores). A finished request fans
+//! out to each successor task ⌊F⌋ or ⌈F⌉ times, F the variant's multiplicative factor (⌈F⌉ with probability F − ⌊F⌋).
+//! When no plan in the configuration space meets the predicted demand, the bin runs the plan for the largest demand the
+//! space can serve, as the paper's baselines do (§5).
 //!
 //! What each bin reports:
 //!
@@ -58,7 +58,7 @@ mod report;
 mod state;
 mod surge;
 
-pub use engine::{Outside, run_bin, run_plan};
+pub use engine::{Arrivals, Outside, run_bin, run_plan};
 pub use options::{Controller, NodeFailures, SimOptions};
 pub use render::{configurations, summary, svg};
 pub use report::{BinReport, BinRun, ClassOutcome, Instances, Simulation};
@@ -75,6 +75,12 @@ use surge::{Bin, Seconds, Switch};
 
 /// Latency SLOs each bin runs at least, so that overloads show.
 const OVERLOAD_SLOS: f64 = 10.0;
+
+/// The times of `all` (in order) in `[from, to)`, as seconds from `from`.
+fn within(all: &[f64], from: f64, to: f64) -> Vec<f64> {
+    let (start, end) = (all.partition_point(|&t| t < from), all.partition_point(|&t| t < to));
+    all[start..end].iter().map(|t| t - from).collect()
+}
 
 /// Simulate `problem`'s application under `trace`, re-planning every bin.
 pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Result<Simulation, PlanError> {
@@ -157,13 +163,16 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         }
         let mut solve_s = started.elapsed().as_secs_f64();
         let sampled = (options.sample_requests as f64 / rate.max(f64::MIN_POSITIVE)).max(OVERLOAD_SLOS * slo_s);
-        let seconds = trace.bin_s.min(sampled);
+        // Replayed arrivals run the whole bin: the bin's, as seconds into it.
+        let given = options.arrivals.as_deref().map(|all| within(all, start_s, start_s + trace.bin_s));
+        let seconds = if given.is_some() { trace.bin_s } else { trace.bin_s.min(sampled) };
         let seed = options.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64);
         // The plans the controller switches to for surges within the bin, and from when.
         let mut switches = vec![Switch { at_s: 0.0, plan }];
         if let (None, Some(controller)) = (&fixed, &options.controller) {
             let bin = Bin {
                 rate,
+                arrivals: given.as_deref(),
                 seconds,
                 bin_s: trace.bin_s,
                 planned_rps: switches[0].plan.demand_rps,
@@ -186,14 +195,11 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
             }
             let plan = &switch.plan;
             let part_seed = seed.wrapping_add((k as u64).wrapping_mul(0xd1b5_4a32_d192_ed03));
-            let part = run_plan(
-                problem,
-                &plan.assignments,
-                (&plan.classes, &plan.pipelines),
-                (rate, part_s),
-                &outside,
-                part_seed,
-            );
+            let from = switch.at_s.min(seconds);
+            let replayed = given.as_deref().map(|bin| within(bin, from, from + part_s));
+            let arrivals = replayed.as_deref().map_or(Arrivals::Poisson { rate, seconds: part_s }, Arrivals::At);
+            let part =
+                run_plan(problem, &plan.assignments, (&plan.classes, &plan.pipelines), arrivals, &outside, part_seed);
             run.absorb(part);
         }
         let surges = switches.len() as u32 - 1;
@@ -290,6 +296,25 @@ mod tests {
         let sim = simulate(&problem, &trace, &fixed).unwrap();
         assert!(sim.bins.iter().all(|b| b.slices == sim.bins[0].slices && b.planned_rps == 52.5));
         assert!(sim.bins[7].violation_rate > 0.5, "{:?}", sim.bins[7]);
+    }
+
+    #[test]
+    fn replayed_arrivals_are_the_requests_simulated_when_they_came() {
+        let problem = PaperApp::SocialMedia.problem(28, 1.0).unwrap();
+        let trace = Trace { bin_s: 10.0, rates: vec![50.0, 50.0] };
+        let options = SimOptions { fixed_demand: Some(52.5), ..SimOptions::default() };
+        // 500 requests a bin, evenly spaced, and the same 500 sent within the first half second of each bin.
+        let even: Vec<f64> = (0..1000).map(|i| f64::from(i) * 0.02).collect();
+        let burst: Vec<f64> = (0..1000).map(|i| f64::from(i / 500) * 10.0 + f64::from(i % 500) * 0.001).collect();
+        let run = |arrivals: &[f64]| {
+            simulate(&problem, &trace, &SimOptions { arrivals: Some(arrivals.to_vec()), ..options.clone() }).unwrap()
+        };
+        let (even, burst) = (run(&even), run(&burst));
+        for sim in [&even, &burst] {
+            assert!(sim.bins.iter().all(|b| b.requests == 500), "every request given, and no other: {:?}", sim.bins);
+        }
+        assert!(even.violation_rate() < 0.01, "{:?}", even.bins);
+        assert!(burst.violation_rate() > 0.2, "a burst of 1000 req/s on a plan for 52.5: {:?}", burst.bins);
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub struct SimOptions {
     pub controller: Option<Controller>,
     /// Seed of the arrivals and latencies.
     pub seed: u64,
+    /// Replay these root requests' arrival times (seconds from the trace's start, in order: a measured run's,
+    /// `jig bench --csv`'s `sent_s`) instead of drawing Poisson arrivals at each bin's rate; each bin then runs
+    /// whole. `None`: Poisson.
+    pub arrivals: Option<Vec<f64>>,
     /// Nodes failing one at a time; `None`: none fail.
     pub node_failures: Option<NodeFailures>,
 }
@@ -65,6 +69,7 @@ impl Default for SimOptions {
             fixed_demand: None,
             controller: None,
             seed: 1,
+            arrivals: None,
             node_failures: None,
         }
     }

@@ -166,7 +166,7 @@ mod tests {
         assert!(!solved.pipelines.is_empty());
         let plan = (&[][..], &solved.pipelines[..]);
         let mut sim = Sim::for_plan(&problem, &solved.assignments, plan, &Outside::default(), 11);
-        sim.run_arrivals(100.0, Duration::from_secs(30));
+        sim.run_arrivals((100.0, 30.0).into());
         let head = sim.head.as_ref().expect("a plan of pooled pipelines has a head");
         assert!(head.bookings.len() > 100, "{} batches booked", head.bookings.len());
         // Every member of every booked batch came to the tail and ran there in the one batch booked.

@@ -1,7 +1,7 @@
 //! Surges within a bin, under a controller: the gateway does not wait for a demand window to close when the load
 //! of the last [`Replan::SURGE_S`] seconds is a surge over its plan ([`Replan::surge`]); it re-plans for that load
 //! at once, checking each second. The simulator counts a bin's arrivals per whole second (Poisson at the bin's
-//! rate, drawn from a stream of their own), finds where the controller would re-plan, and switches the bin's plan
+//! rate, drawn from a stream of their own, or the replayed ones), finds where the controller would re-plan, and switches the bin's plan
 //! there: the requests that arrived before run to the end on the plan they came to, the rest on the new one, as
 //! a swap runs them (the old copy finishes what it holds). A new plan serves from the controller's next look
 //! after the second that showed the surge (a moment of its own in the second after it) plus its solve's time;
@@ -31,9 +31,11 @@ pub(super) struct Switch {
 }
 
 /// One bin under a controller.
-pub(super) struct Bin {
+pub(super) struct Bin<'a> {
     /// The trace's rate in the bin, req/s.
     pub(super) rate: f64,
+    /// The bin's replayed arrivals, seconds into it; `None`: Poisson at `rate`.
+    pub(super) arrivals: Option<&'a [f64]>,
     /// The bin's simulated seconds: its first, or all of it.
     pub(super) seconds: f64,
     /// The bin's length, seconds.
@@ -52,14 +54,18 @@ impl Seconds {
         &mut self,
         replanner: &mut Replanner,
         (replan, slack): (Replan, f64),
-        bin: Bin,
+        bin: Bin<'_>,
         seed: u64,
     ) -> Result<(Vec<Switch>, f64), PlanError> {
         // A stream of its own: the engine's arrivals and latencies stay those of a bin without surges.
         let mut rng = SplitMix64::new(seed ^ 0x5eed_5e55_0000_0001);
         let whole = bin.seconds.floor().max(0.0) as usize;
         let mut counts = vec![0u64; whole];
-        if bin.rate > 0.0 {
+        if let Some(times) = bin.arrivals {
+            for &t in times.iter().filter(|&&t| t < whole as f64) {
+                counts[t as usize] += 1;
+            }
+        } else if bin.rate > 0.0 {
             let mut t = rng.exponential(1.0 / bin.rate);
             while t < whole as f64 {
                 counts[t as usize] += 1;
