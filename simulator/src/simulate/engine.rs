@@ -374,8 +374,8 @@ impl<'a> Sim<'a> {
     }
 
     /// A request reaches task `task` (after its hop): its glue runs, then it queues for the model. The glue takes
-    /// a core nothing runs on, or, when there is none, time from the CPU instance with the least work queued
-    /// (the OS scheduler shares a busy machine's cores; that instance's next batch takes that much longer).
+    /// a core nothing runs on, or, when there is none, time from the CPU instances running batches
+    /// ([`Sim::share_busy_cores`]).
     fn arrive(&mut self, task: usize, job: Job) {
         let outside_ms = self.outside_ms[task];
         // Time outside the models takes a free core, or else lengthens the least-queued CPU instance's next batch
@@ -386,10 +386,8 @@ impl<'a> Sim<'a> {
             own_core = running + self.outside_running < self.cores;
             if own_core {
                 self.outside_running += 1;
-            } else if let Some(shared) =
-                self.instances.iter_mut().filter(|i| i.on_cpu).min_by_key(|i| (i.queue.len(), i.busy))
-            {
-                shared.debt_ms += outside_ms;
+            } else {
+                self.share_busy_cores(outside_ms);
             }
         }
         let job = Job { tasks: job.tasks | task_bits(&[task]), own_core, ..job };
@@ -399,6 +397,24 @@ impl<'a> Sim<'a> {
         } else {
             // Delays into a task are mostly the hop alone, so these come due about in the order they are made.
             self.events.push_in_order(self.now + delay, Event::Queue { task, job });
+        }
+    }
+
+    /// `ms` of work outside the models on a machine whose cores are all busy: the OS shares them among the
+    /// threads that can run, whatever their queues, so each CPU instance running a batch gives up its cores' share
+    /// of it (its next batch takes that much longer). With none running (the cores are busy with such work), the
+    /// least-queued CPU instance's next batch pays it all.
+    fn share_busy_cores(&mut self, ms: f64) {
+        let running = |i: &Instance| i.on_cpu && i.busy > 0;
+        let cores: u32 = self.instances.iter().filter(|i| running(i)).map(|i| i.cores).sum();
+        if cores > 0 {
+            for instance in self.instances.iter_mut().filter(|i| running(i)) {
+                instance.debt_ms += ms * f64::from(instance.cores) / f64::from(cores);
+            }
+        } else if let Some(least) =
+            self.instances.iter_mut().filter(|i| i.on_cpu).min_by_key(|i| (i.queue.len(), i.busy))
+        {
+            least.debt_ms += ms;
         }
     }
 
@@ -772,6 +788,59 @@ mod tests {
         let own = run_bin(&problem, &plan, (60.0, 30.0), &Outside { glue_ms: &[10.0], ..Outside::default() }, 3);
         let (r, p) = ((rate(&own), rate(&spare)), (p50(&own), p50(&spare)));
         assert!((r.0 - r.1).abs() < 0.01 && (p.0 - p.1).abs() < 3.0, "violations {r:?}, p50 {p:?}");
+    }
+
+    /// Work outside the models on a machine whose cores are busy takes its time from every instance running, as
+    /// the OS shares cores among runnable threads, not from the one with the least queued: with a bottleneck
+    /// queued deep, that one would never pay, and the simulation came out 17-25% below a measured p99.
+    #[test]
+    fn glue_without_a_free_core_shares_the_cores_of_the_instances_running() {
+        let spec = jig_planner::spec::PlanSpec::from_toml(
+            "[app]\nname = \"two\"\nslo_latency_ms = 200\nslo_accuracy = 0.9\n[[app.tasks]]\nname = \"t\"\n\
+             variants = [{ name = \"v\", accuracy = 1 }]\n[[segments]]\nname = \"cpu:1\"\n[resources]\nslices = 2\n\
+             [demand]\nwindows = [60]\n",
+        )
+        .unwrap();
+        let row = jig_planner::profile::ProfileRow {
+            slot: "t".into(),
+            variant: "v".into(),
+            segment: "cpu:1".into(),
+            batch: 1,
+            p50_ms: 10.0,
+            p95_ms: 10.0,
+            throughput_rps: 100.0,
+            device: "test".into(),
+            cpu_ms: None,
+        };
+        let problem = Problem::new(&spec, &[row], "test").unwrap().with_demand(60.0, 2);
+        let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 2, rate_rps: 60.0 }];
+        let mut sim = Sim::for_plan(&problem, &plan, (&[], &[]), &Outside::default(), 1);
+        let job = Job {
+            root: 0,
+            enqueued: Duration::ZERO,
+            deadline: Duration::from_secs(1),
+            accuracy: 1.0,
+            tasks: 0,
+            own_core: false,
+            route: NO_ROUTE,
+            booking: NO_ROUTE,
+        };
+        for _ in 0..5 {
+            sim.instances[1].queue.push(job);
+        }
+        let debts = |sim: &Sim| (sim.instances[0].debt_ms, sim.instances[1].debt_ms);
+        // Both running: half each, the deep queue's too.
+        (sim.instances[0].busy, sim.instances[1].busy) = (1, 1);
+        sim.share_busy_cores(10.0);
+        assert_eq!(debts(&sim), (5.0, 5.0));
+        // One running: all of it.
+        sim.instances[0].busy = 0;
+        sim.share_busy_cores(10.0);
+        assert_eq!(debts(&sim), (5.0, 15.0));
+        // None running (the cores busy with other such work): the least queued's next batch.
+        sim.instances[1].busy = 0;
+        sim.share_busy_cores(10.0);
+        assert_eq!(debts(&sim), (15.0, 15.0));
     }
 
     /// A group whose p50 sits above its mean (a short line and a long one recognised by turns, as a deployment
