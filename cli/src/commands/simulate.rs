@@ -51,7 +51,7 @@ pub struct SimulateCommand {
     #[arg(long)]
     pub peak: Option<f64>,
     /// Time each task spends on a request besides its model (glue, HTTP), ms; the profile tables measure only
-    /// the models. It runs on a free CPU core, or, when every core is busy, slows the least-queued CPU instance.
+    /// the models. It runs on a free CPU core, or, when every core is busy, slows the CPU instances running.
     #[arg(long, default_value_t = 0.0)]
     pub overhead_ms: f64,
     /// Time of each communication hop, ms: a request takes one into each task, and its deadline grows by the

@@ -378,8 +378,8 @@ impl<'a> Sim<'a> {
     /// ([`Sim::share_busy_cores`]).
     fn arrive(&mut self, task: usize, job: Job) {
         let outside_ms = self.outside_ms[task];
-        // Time outside the models takes a free core, or else lengthens the least-queued CPU instance's next batch
-        // (with none, there is nothing to place: most requests of a large GPU plan, so skip the scans).
+        // Time outside the models takes a free core, or else time from the CPU instances running (with none, there
+        // is nothing to place: most requests of a large GPU plan, so skip the scans).
         let mut own_core = false;
         if outside_ms > 0.0 {
             let running: u32 = self.instances.iter().filter(|i| i.busy > 0).map(|i| i.cores).sum();

@@ -13,11 +13,11 @@
 //! drawn from a log-normal with the spread of the profile's p50 and p95 at that batch size and the mean its throughput
 //! gives (so an instance serves the rows a second the plan counts on; interpolated between profiled sizes); an instance
 //! on `mig:…:K` runs K batches at once. Time outside the models (`overhead_ms` and `glue_ms`: glue, HTTP) delays each
-//! request at each task and takes a CPU core: one nothing runs on, or, when every core is busy, the least-queued CPU
-//! instance's, whose next batch takes that much longer (the OS shares a busy machine's cores). A finished request fans
-//! out to each successor task ⌊F⌋ or ⌈F⌉ times, F the variant's multiplicative factor (⌈F⌉ with probability F − ⌊F⌋).
-//! When no plan in the configuration space meets the predicted demand, the bin runs the plan for the largest demand the
-//! space can serve, as the paper's baselines do (§5).
+//! request at each task and takes a CPU core: one nothing runs on, or, when every core is busy, a share of each running
+//! CPU instance's cores, whose next batches take that much longer (the OS shares a busy machine's cores). A finished
+//! request fans out to each successor task ⌊F⌋ or ⌈F⌉ times, F the variant's multiplicative factor (⌈F⌉ with
+//! probability F − ⌊F⌋). When no plan in the configuration space meets the predicted demand, the bin runs the plan for
+//! the largest demand the space can serve, as the paper's baselines do (§5).
 //!
 //! What each bin reports:
 //!

@@ -15,7 +15,7 @@ pub struct SimOptions {
     pub sample_requests: usize,
     /// Time each task spends on a request outside its model (glue, HTTP), ms: the profile tables measure only
     /// the models. It delays the request and takes a CPU core: one nothing runs on, or, when every core is
-    /// busy, the least-queued CPU instance's (its next batch takes longer).
+    /// busy, a share of each running CPU instance's (their next batches take longer).
     pub overhead_ms: f64,
     /// Glue time of each task (by index into the problem's tasks) on top of `overhead_ms`, ms (a deployment's
     /// observed glue): it runs as `overhead_ms` does. Empty: none.
