@@ -86,6 +86,7 @@ echo "== glue and HTTP per request, from low load: $overhead ms"
 
 echo "== measured: jig bench validate --trace $out/trace.csv"
 "$jig" bench validate "$out/input.png" --trace "$out/trace.csv" --csv "$out/measured.csv" | tee "$out/measured.txt"
-echo "== simulated: jig simulate $bundle --demand $demand --overhead-ms $overhead --trace $out/trace.csv"
-"$jig" simulate "$bundle" --demand "$demand" --overhead-ms "$overhead" --trace "$out/trace.csv" --sample 100000 \
-    --csv "$out/simulated.csv" | tee "$out/simulated.txt"
+# The requests the run sent, simulated when it sent them (`--arrivals`).
+echo "== simulated, the same requests: jig simulate $bundle --overhead-ms $overhead --arrivals $out/measured.csv"
+"$jig" simulate "$bundle" --demand "$demand" --overhead-ms "$overhead" --trace "$out/trace.csv" \
+    --arrivals "$out/measured.csv" --csv "$out/simulated.csv" | tee "$out/simulated.txt"
