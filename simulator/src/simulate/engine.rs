@@ -597,6 +597,32 @@ mod tests {
     use jig_planner::spec::Features;
     use jig_policy::stats::quantile;
 
+    /// An app of one task `t` with one variant `v`, profiled on `cpu:1` at batch 1 (`p50_ms`, `p95_ms`,
+    /// `throughput_rps`), on `cores` cores, planned for `demand_rps`.
+    fn one_task_on_cores(
+        (slo_ms, cores, demand_rps): (f64, u32, f64),
+        (p50_ms, p95_ms, throughput_rps): (f64, f64, f64),
+    ) -> Problem {
+        let spec = jig_planner::spec::PlanSpec::from_toml(&format!(
+            "[app]\nname = \"one\"\nslo_latency_ms = {slo_ms}\nslo_accuracy = 0.9\n[[app.tasks]]\nname = \"t\"\n\
+             variants = [{{ name = \"v\", accuracy = 1 }}]\n[[segments]]\nname = \"cpu:1\"\n[resources]\n\
+             slices = {cores}\n[demand]\nwindows = [{demand_rps}]\n",
+        ))
+        .unwrap();
+        let row = jig_planner::profile::ProfileRow {
+            slot: "t".into(),
+            variant: "v".into(),
+            segment: "cpu:1".into(),
+            batch: 1,
+            p50_ms,
+            p95_ms,
+            throughput_rps,
+            device: "test".into(),
+            cpu_ms: None,
+        };
+        Problem::new(&spec, &[row], "test").unwrap().with_demand(demand_rps, cores)
+    }
+
     /// A `mig:…:K` instance is K processes serving together, as the profiler measures it and the app runs it:
     /// at a rate two processes keep up with, read as one process its queue would grow.
     #[test]
@@ -733,38 +759,8 @@ mod tests {
 
     #[test]
     fn glue_takes_a_free_core_or_else_its_instances_time() {
-        let spec = jig_planner::spec::PlanSpec::from_toml(
-            r#"
-            [app]
-            name = "one"
-            slo_latency_ms = 200
-            slo_accuracy = 0.9
-            [[app.tasks]]
-            name = "t"
-            variants = [{ name = "v", accuracy = 1 }]
-            [[segments]]
-            name = "cpu:1"
-            [resources]
-            slices = 2
-            [demand]
-            windows = [60]
-            "#,
-        )
-        .unwrap();
-        use jig_planner::profile::ProfileRow;
-        let row = |segment: &str| ProfileRow {
-            slot: "t".into(),
-            variant: "v".into(),
-            segment: segment.into(),
-            batch: 1,
-            p50_ms: 10.0,
-            p95_ms: 10.0,
-            throughput_rps: 100.0,
-            device: "test".into(),
-            cpu_ms: None,
-        };
         // A machine of one core, and one of two where the second runs no instance.
-        let one_core = Problem::new(&spec, &[row("cpu:1")], "test").unwrap().with_demand(60.0, 1);
+        let one_core = one_task_on_cores((200.0, 1, 60.0), (10.0, 10.0, 100.0));
         let problem = one_core.clone().with_demand(60.0, 2);
         let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 1, rate_rps: 60.0 }];
         let glue = Outside { overhead_ms: 10.0, ..Outside::default() };
@@ -795,24 +791,7 @@ mod tests {
     /// queued deep, that one would never pay, and the simulation came out 17-25% below a measured p99.
     #[test]
     fn glue_without_a_free_core_shares_the_cores_of_the_instances_running() {
-        let spec = jig_planner::spec::PlanSpec::from_toml(
-            "[app]\nname = \"two\"\nslo_latency_ms = 200\nslo_accuracy = 0.9\n[[app.tasks]]\nname = \"t\"\n\
-             variants = [{ name = \"v\", accuracy = 1 }]\n[[segments]]\nname = \"cpu:1\"\n[resources]\nslices = 2\n\
-             [demand]\nwindows = [60]\n",
-        )
-        .unwrap();
-        let row = jig_planner::profile::ProfileRow {
-            slot: "t".into(),
-            variant: "v".into(),
-            segment: "cpu:1".into(),
-            batch: 1,
-            p50_ms: 10.0,
-            p95_ms: 10.0,
-            throughput_rps: 100.0,
-            device: "test".into(),
-            cpu_ms: None,
-        };
-        let problem = Problem::new(&spec, &[row], "test").unwrap().with_demand(60.0, 2);
+        let problem = one_task_on_cores((200.0, 2, 60.0), (10.0, 10.0, 100.0));
         let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 2, rate_rps: 60.0 }];
         let mut sim = Sim::for_plan(&problem, &plan, (&[], &[]), &Outside::default(), 1);
         let job = Job {
@@ -847,27 +826,10 @@ mod tests {
     /// observed them) serves the rows a second its throughput says, which the plan counts on, not its p50's.
     #[test]
     fn a_batch_takes_the_mean_its_throughput_says_with_its_profile_s_spread() {
-        let spec = jig_planner::spec::PlanSpec::from_toml(
-            "[app]\nname = \"one\"\nslo_latency_ms = 500\nslo_accuracy = 0.9\n[[app.tasks]]\nname = \"t\"\n\
-             variants = [{ name = \"v\", accuracy = 1 }]\n[[segments]]\nname = \"cpu:1\"\n[resources]\nslices = 1\n\
-             [demand]\nwindows = [2]\n",
-        )
-        .unwrap();
-        let row = |throughput_rps: f64| jig_planner::profile::ProfileRow {
-            slot: "t".into(),
-            variant: "v".into(),
-            segment: "cpu:1".into(),
-            batch: 1,
-            p50_ms: 20.0,
-            p95_ms: 25.0,
-            throughput_rps,
-            device: "test".into(),
-            cpu_ms: None,
-        };
         let plan = [Assignment { task: 0, variant: 0, segment: 0, batch: 1, instances: 1, rate_rps: 2.0 }];
         // At 2 req/s nothing queues: each latency is one batch's.
         let mean = |throughput_rps: f64| {
-            let problem = Problem::new(&spec, &[row(throughput_rps)], "test").unwrap();
+            let problem = one_task_on_cores((500.0, 1, 2.0), (20.0, 25.0, throughput_rps));
             let run = run_bin(&problem, &plan, (2.0, 500.0), &Outside::default(), 11);
             let spread = quantile(&run.latencies_ms, 0.95).unwrap() / quantile(&run.latencies_ms, 0.5).unwrap();
             (run.latencies_ms.iter().sum::<f64>() / run.latencies_ms.len() as f64, spread)
