@@ -40,14 +40,14 @@ fn files(template: Template) -> &'static [(&'static str, &'static str)] {
             ("Cargo.toml", include_str!("../../templates/glue/Cargo.toml")),
             ("src/lib.rs", include_str!("../../templates/glue/src/lib.rs")),
             (".gitignore", include_str!("../../templates/glue/.gitignore")),
-            (".cargo/config.toml", include_str!("../../templates/glue/.cargo/config.toml")),
+            (".cargo/config.toml", include_str!("../../templates/cargo-config.toml")),
         ],
         Template::Model => &[
             ("jig.toml", include_str!("../../templates/model/jig.toml")),
             ("Cargo.toml", include_str!("../../templates/model/Cargo.toml")),
             ("src/lib.rs", include_str!("../../templates/model/src/lib.rs")),
             (".gitignore", include_str!("../../templates/model/.gitignore")),
-            (".cargo/config.toml", include_str!("../../templates/model/.cargo/config.toml")),
+            (".cargo/config.toml", include_str!("../../templates/cargo-config.toml")),
         ],
     }
 }

@@ -188,14 +188,14 @@ pub fn simulate(problem: &Problem, trace: &Trace, options: &SimOptions) -> Resul
         // Each plan runs the arrivals of its part of the simulated seconds (the first part with the bin's seed).
         let mut run = BinRun::default();
         for (k, switch) in switches.iter().enumerate() {
+            let from = switch.at_s.min(seconds);
             let end = switches.get(k + 1).map_or(seconds, |next| next.at_s.min(seconds));
-            let part_s = end - switch.at_s.min(seconds);
+            let part_s = end - from;
             if k > 0 && part_s <= 0.0 {
                 continue;
             }
             let plan = &switch.plan;
             let part_seed = seed.wrapping_add((k as u64).wrapping_mul(0xd1b5_4a32_d192_ed03));
-            let from = switch.at_s.min(seconds);
             let replayed = given.as_deref().map(|bin| within(bin, from, from + part_s));
             let arrivals = replayed.as_deref().map_or(Arrivals::Poisson { rate, seconds: part_s }, Arrivals::At);
             let part =

@@ -1,10 +1,10 @@
-//! Surges within a bin, under a controller: the gateway does not wait for a demand window to close when the load
-//! of the last [`Replan::SURGE_S`] seconds is a surge over its plan ([`Replan::surge`]); it re-plans for that load
-//! at once, checking each second. The simulator counts a bin's arrivals per whole second (Poisson at the bin's
-//! rate, drawn from a stream of their own, or the replayed ones), finds where the controller would re-plan, and switches the bin's plan
-//! there: the requests that arrived before run to the end on the plan they came to, the rest on the new one, as
-//! a swap runs them (the old copy finishes what it holds). A new plan serves from the controller's next look
-//! after the second that showed the surge (a moment of its own in the second after it) plus its solve's time;
+//! Surges within a bin, under a controller: the gateway does not wait for a demand window to close when the load of
+//! the last [`Replan::SURGE_S`] seconds is a surge over its plan ([`Replan::surge`]); it re-plans for that load at
+//! once, checking each second. The simulator counts a bin's arrivals per whole second (Poisson at the bin's rate,
+//! drawn from a stream of their own, or the replayed ones), finds where the controller would re-plan, and switches
+//! the bin's plan there: the requests that arrived before run to the end on the plan they came to, the rest on the
+//! new one, as a swap runs them (the old copy finishes what it holds). A new plan serves from the controller's next
+//! look after the second that showed the surge (a moment of its own in the second after it) plus its solve's time;
 //! its instances start at once.
 
 use std::collections::VecDeque;
