@@ -32,6 +32,9 @@ pub trait Executor: Send + Sync {
     fn holds(&self, _bytes: &[u8]) -> bool {
         false
     }
+    /// Hand back what its batches left held for reuse (an ONNX Runtime session's arena), when the instance went
+    /// idle after a load.
+    fn release_memory(&self) {}
     /// How many times the executor's process was replaced after dying (a worker's); `None` in process.
     fn restarts(&self) -> Option<Arc<AtomicU64>> {
         None

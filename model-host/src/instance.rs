@@ -45,6 +45,11 @@ impl Executor for Model {
     fn caller_may_run(&self) -> bool {
         true
     }
+    fn release_memory(&self) {
+        if let Err(e) = Model::release_memory(self) {
+            tracing::debug!("{e}");
+        }
+    }
 }
 
 /// A batch that took less than this at its size last time is run by its caller when the instance is idle and
@@ -187,6 +192,19 @@ impl Engine {
         *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = policy;
     }
 
+    /// What a load that ended leaves, back to the OS: the blocks its requests were placed in, the buffers its
+    /// batches were stacked in and what the executor keeps (all sized for its largest batches), then every page
+    /// the allocator holds free.
+    fn release_memory(&self) {
+        self.rows.close();
+        self.spare.clear();
+        {
+            let _held = self.hold();
+            self.executor.release_memory();
+        }
+        release_freed_memory();
+    }
+
     /// Hold the engine for one batch (a batch that panicked leaves nothing to repair).
     fn hold(&self) -> MutexGuard<'_, ()> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
@@ -297,7 +315,7 @@ impl Instance {
                     });
                     engine.set_policy(engine.config.policy); // at batch 1 if it cannot stack
                     let _ = ready_tx.send(Ok(engine.clone()));
-                    let idle = IdleRelease::new(RELEASE_WHEN_IDLE_FOR, release_freed_memory);
+                    let idle = IdleRelease::new(RELEASE_WHEN_IDLE_FOR);
                     Batcher { queue: Queue::new(engine.policy()), engine, jobs, idle }.run();
                     release_freed_memory();
                 })
@@ -512,14 +530,13 @@ pub const RELEASE_WHEN_IDLE_FOR: Duration = Duration::from_secs(10);
 /// When an idle instance releases freed memory: once no batch ran for `after`, if any ran since the last time.
 struct IdleRelease {
     after: Duration,
-    release: fn(),
     /// The instance's batch count when it last released memory.
     released_at: u64,
 }
 
 impl IdleRelease {
-    fn new(after: Duration, release: fn()) -> Self {
-        IdleRelease { after, release, released_at: 0 }
+    fn new(after: Duration) -> Self {
+        IdleRelease { after, released_at: 0 }
     }
 }
 
@@ -581,7 +598,7 @@ impl Batcher {
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let now = batches(&self.engine);
                     if now == seen && now != self.idle.released_at {
-                        (self.idle.release)();
+                        self.engine.release_memory();
                         self.idle.released_at = now;
                     }
                     seen = now;
@@ -642,8 +659,8 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
-    /// Answers each batch with its inputs.
-    struct Identity;
+    /// Answers each batch with its inputs; counts the times it was asked to release memory.
+    struct Identity(Arc<AtomicUsize>);
 
     impl Executor for Identity {
         fn inputs(&self) -> &[TensorSpec] {
@@ -652,22 +669,20 @@ mod tests {
         fn execute(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>, BoxError> {
             Ok(inputs.to_vec())
         }
-    }
-
-    static RELEASES: AtomicUsize = AtomicUsize::new(0);
-
-    fn count_release() {
-        RELEASES.fetch_add(1, Ordering::SeqCst);
+        fn release_memory(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     #[test]
-    fn an_instance_idle_after_batches_releases_freed_memory_once_and_not_under_a_steady_load() {
+    fn an_instance_idle_after_batches_releases_its_memory_once_and_not_under_a_steady_load() {
         let after = Duration::from_millis(200);
+        let released = Arc::new(AtomicUsize::new(0));
         let engine = Arc::new(Engine {
             config: Arc::new(InstanceConfig::new("test")),
             policy: Mutex::new(BatchPolicy::default()),
             batchable: true,
-            executor: Box::new(Identity),
+            executor: Box::new(Identity(released.clone())),
             stats: Arc::default(),
             running: Mutex::new(()),
             spare: Arc::default(),
@@ -676,7 +691,7 @@ mod tests {
         let (queue, jobs) = mpsc::channel();
         let batcher = {
             let engine = engine.clone();
-            let idle = IdleRelease::new(after, count_release);
+            let idle = IdleRelease::new(after);
             std::thread::spawn(move || Batcher { queue: Queue::new(engine.policy()), engine, jobs, idle }.run())
         };
         let ask = || {
@@ -689,14 +704,16 @@ mod tests {
                 .unwrap();
             answer.blocking_recv().unwrap().unwrap();
         };
-        let releases = || RELEASES.load(Ordering::SeqCst);
+        let releases = || released.load(Ordering::SeqCst);
 
         std::thread::sleep(after * 3);
         assert_eq!(releases(), 0, "no batch ran: nothing freed to release");
         ask();
         ask();
+        engine.spare.give_back(vec![0; 4096]); // what a stacked batch leaves
         std::thread::sleep(after * 3);
         assert_eq!(releases(), 1, "idle after batches: released once");
+        assert_eq!(engine.spare.held(), 0, "the buffers kept for batches were let go");
         std::thread::sleep(after * 3);
         assert_eq!(releases(), 1, "no batches since: not again");
         // A steady load, a batch every 10 ms, never idles that long.

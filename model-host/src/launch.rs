@@ -174,6 +174,9 @@ impl Executor for Loaded {
     fn caller_may_run(&self) -> bool {
         self.executor.caller_may_run()
     }
+    fn release_memory(&self) {
+        self.executor.release_memory()
+    }
     fn process_cpu(&self) -> Option<std::time::Duration> {
         self.executor.process_cpu()
     }

@@ -10,9 +10,13 @@ use std::sync::{Mutex, OnceLock};
 
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
-use ort::value::{DynTensor, TensorElementType, ValueType};
 
 use crate::{DType, Tensor};
+
+mod values;
+
+pub use values::{TensorView, TensorViewMut};
+use values::{from_ort, ort_input, ort_tensor, ort_view, tensor_data, tensor_spec, value_over};
 
 /// The ONNX Runtime version `make setup` installs and `ort` is built against.
 pub const ORT_VERSION: &str = "1.31.1";
@@ -224,6 +228,8 @@ pub struct Model {
     gpu_memory: Option<usize>,
     inputs: Vec<TensorSpec>,
     outputs: Vec<TensorSpec>,
+    /// The shapes of the last run's inputs, cut to one row: what [`Model::release_memory`] runs.
+    last_row: Mutex<Vec<Vec<u64>>>,
 }
 
 impl std::fmt::Debug for Model {
@@ -285,7 +291,14 @@ impl Model {
         };
         let inputs = specs("input", session.inputs())?;
         let outputs = specs("output", session.outputs())?;
-        Ok(Model { name: name.into(), session: Mutex::new(session), gpu_memory, inputs, outputs })
+        Ok(Model {
+            name: name.into(),
+            session: Mutex::new(session),
+            gpu_memory,
+            inputs,
+            outputs,
+            last_row: Mutex::default(),
+        })
     }
 
     /// The name it was loaded under, as errors give it.
@@ -325,6 +338,7 @@ impl Model {
     /// [`Model::run`] on borrowed bytes, such as a worker's shared region.
     pub fn run_views(&self, inputs: &[TensorView<'_>]) -> Result<Vec<Tensor>, ModelError> {
         check_parts(&self.name, &self.inputs, inputs.iter().map(|v| (v.dtype, v.shape)))?;
+        self.remember_row(inputs.iter().map(|v| v.shape));
         let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
         let values = inputs
             .iter()
@@ -365,6 +379,7 @@ impl Model {
         places: &mut [TensorViewMut<'_>],
     ) -> Result<BoundRun, ModelError> {
         check_parts(&self.name, &self.inputs, inputs.iter().map(|v| (v.dtype, v.shape)))?;
+        self.remember_row(inputs.iter().map(|v| v.shape));
         let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
         if places.len() != self.outputs.len() {
             return Err(failed(format!("{} places for {} outputs", places.len(), self.outputs.len())));
@@ -432,6 +447,52 @@ impl Model {
             })
             .collect()
     }
+
+    /// Hand back the memory its CPU arena grew to: ONNX Runtime keeps the arena at its peak (the activations of
+    /// the largest batch it ran) and shrinks it only at the end of a run that asks for it. This is such a run, of
+    /// one row of zeros shaped as the last run's inputs, for an instance that went idle; it costs that run. Its
+    /// own outputs take the smallest free chunks, so the regions a burst added are free and go back. Nothing to
+    /// release before a first run.
+    pub fn release_memory(&self) -> Result<(), ModelError> {
+        let failed = |detail: String| ModelError::Run { model: self.name.clone(), detail };
+        let row = self.last_row.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if row.is_empty() {
+            return Ok(());
+        }
+        let zeros: Vec<Vec<u8>> = self
+            .inputs
+            .iter()
+            .zip(&row)
+            .map(|(spec, shape)| vec![0; spec.dtype.bytes_for(shape).unwrap_or(0)])
+            .collect();
+        let values = self
+            .inputs
+            .iter()
+            .zip(&row)
+            .zip(&zeros)
+            .map(|((spec, shape), data)| ort_input(&TensorView { dtype: spec.dtype, shape, data }))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| failed(format!("cannot create an input tensor: {e}")))?;
+        let mut options = ort::session::RunOptions::new().map_err(|e| failed(format!("run options: {e}")))?;
+        options
+            .set("memory.enable_memory_arena_shrinkage", "cpu:0")
+            .map_err(|e| failed(format!("run options: {e}")))?;
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        session.run_with_options(values.as_slice(), &options).map_err(|e| failed(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Keep the shapes of a run's inputs, at one row where an input has a batch dimension.
+    fn remember_row<'a>(&self, shapes: impl Iterator<Item = &'a [u64]>) {
+        let mut row = self.last_row.lock().unwrap_or_else(|p| p.into_inner());
+        row.resize(self.inputs.len(), Vec::new());
+        for ((kept, shape), spec) in row.iter_mut().zip(shapes).zip(&self.inputs) {
+            let one_row = shape.iter().enumerate().map(|(i, &d)| if i == 0 && spec.batchable() { 1 } else { d });
+            if !kept.iter().copied().eq(one_row.clone()) {
+                *kept = one_row.collect();
+            }
+        }
+    }
 }
 
 /// A run bound to the memory of its inputs and outputs (see [`Model::bind`]).
@@ -455,20 +516,6 @@ struct InputCopy {
     from: *const u8,
     to: *mut u8,
     len: usize,
-}
-
-/// Where a tensor value's data starts, without asking for its type and shape (which allocates).
-fn tensor_data(value: &ort::value::DynValue) -> Option<*const u8> {
-    use ort::AsPointer;
-    let mut data = std::ptr::null_mut();
-    // SAFETY: `value` is a live value; for one that is not a tensor ONNX Runtime returns an error status.
-    let status = unsafe { (ort::api().GetTensorMutableData)(value.ptr().cast_mut(), &mut data) };
-    if !status.0.is_null() {
-        // SAFETY: a non-null status is an error ONNX Runtime allocated for the caller to release.
-        unsafe { (ort::api().ReleaseStatus)(status.0) };
-        return None;
-    }
-    Some(data.cast::<u8>().cast_const())
 }
 
 /// A failed run's message, with what to do when it ran out of the GPU memory its segment grants (`gpu_memory`,
@@ -513,41 +560,6 @@ pub(crate) fn gpu_memory_exhausted(detail: &str) -> bool {
     signs.iter().any(|sign| lower.contains(sign))
 }
 
-/// An ONNX Runtime tensor over `place`'s bytes, which a run writes in place.
-///
-/// # Safety
-/// The bytes must stay alive, and nothing else may touch them, until the value and every clone of it is dropped.
-unsafe fn value_over(place: &mut TensorViewMut<'_>) -> Result<ort::value::DynValue, String> {
-    use ort::AsPointer;
-    let api = ort::api();
-    let shape: Vec<i64> = place.shape.iter().map(|&d| d as i64).collect();
-    let info = ort::memory::MemoryInfo::default();
-    let mut value = std::ptr::null_mut();
-    // SAFETY: the pointer and length describe `place`'s bytes, which hold exactly `shape`'s elements of the
-    // dtype (a `TensorViewMut` is checked when built); ONNX Runtime does not take ownership of them.
-    let status = unsafe {
-        (api.CreateTensorWithDataAsOrtValue)(
-            info.ptr(),
-            place.data.as_mut_ptr().cast(),
-            place.data.len(),
-            shape.as_ptr(),
-            shape.len(),
-            element_of(place.dtype).into(),
-            &mut value,
-        )
-    };
-    if !status.0.is_null() {
-        // SAFETY: a non-null status is an error ONNX Runtime allocated; its message lives until it is released.
-        let message =
-            unsafe { std::ffi::CStr::from_ptr((api.GetErrorMessage)(status.0)) }.to_string_lossy().into_owned();
-        unsafe { (api.ReleaseStatus)(status.0) };
-        return Err(message);
-    }
-    let value = std::ptr::NonNull::new(value).ok_or("ONNX Runtime returned no tensor")?;
-    // SAFETY: a tensor value just created, owned by nobody else; releasing it leaves the bytes alone.
-    Ok(unsafe { ort::value::DynValue::from_ptr(value, Some(&ort::memory::Allocator::default())) })
-}
-
 /// Check `inputs` against `specs` (see [`Model::check`]).
 pub fn check_inputs(model: &str, specs: &[TensorSpec], inputs: &[Tensor]) -> Result<(), ModelError> {
     check_parts(model, specs, inputs.iter().map(|t| (t.dtype(), t.shape())))
@@ -572,185 +584,6 @@ fn check_parts<'a>(
         }
     }
     Ok(())
-}
-
-/// A tensor's parts, borrowed: what [`Model::run_views`] reads in place.
-#[derive(Debug, Clone, Copy)]
-pub struct TensorView<'a> {
-    dtype: DType,
-    shape: &'a [u64],
-    data: &'a [u8],
-}
-
-impl<'a> TensorView<'a> {
-    /// A view of `tensor`.
-    pub fn of(tensor: &'a Tensor) -> TensorView<'a> {
-        TensorView { dtype: tensor.dtype(), shape: tensor.shape(), data: tensor.data() }
-    }
-
-    /// A view of `data` as a `dtype` tensor of `shape`; `None` unless `data` holds exactly that many elements.
-    pub fn new(dtype: DType, shape: &'a [u64], data: &'a [u8]) -> Option<TensorView<'a>> {
-        (dtype.bytes_for(shape)? == data.len()).then_some(TensorView { dtype, shape, data })
-    }
-}
-
-/// A tensor's parts with its bytes borrowed mutably: where [`Model::run_into`] writes an output.
-#[derive(Debug)]
-pub struct TensorViewMut<'a> {
-    dtype: DType,
-    shape: &'a [u64],
-    data: &'a mut [u8],
-}
-
-impl<'a> TensorViewMut<'a> {
-    /// `data` as a `dtype` tensor of `shape`; `None` unless `data` holds exactly that many elements.
-    pub fn new(dtype: DType, shape: &'a [u64], data: &'a mut [u8]) -> Option<TensorViewMut<'a>> {
-        (dtype.bytes_for(shape)? == data.len()).then_some(TensorViewMut { dtype, shape, data })
-    }
-}
-
-fn tensor_spec(model: &str, io: &'static str, name: &str, ty: &ValueType) -> Result<TensorSpec, ModelError> {
-    let unsupported = || ModelError::UnsupportedType { model: model.into(), io, name: name.into(), ty: ty.to_string() };
-    match ty {
-        ValueType::Tensor { ty: element, shape, .. } => Ok(TensorSpec {
-            name: name.into(),
-            dtype: dtype_of(*element).ok_or_else(unsupported)?,
-            shape: shape.iter().map(|&d| u64::try_from(d).ok()).collect(),
-        }),
-        _ => Err(unsupported()),
-    }
-}
-
-fn dtype_of(element: TensorElementType) -> Option<DType> {
-    Some(match element {
-        TensorElementType::Float32 => DType::F32,
-        TensorElementType::Float16 => DType::F16,
-        TensorElementType::Float64 => DType::F64,
-        TensorElementType::Uint8 => DType::U8,
-        TensorElementType::Int8 => DType::I8,
-        TensorElementType::Uint16 => DType::U16,
-        TensorElementType::Int16 => DType::I16,
-        TensorElementType::Int32 => DType::I32,
-        TensorElementType::Int64 => DType::I64,
-        TensorElementType::Bool => DType::Bool,
-        _ => return None,
-    })
-}
-
-fn element_of(dtype: DType) -> TensorElementType {
-    match dtype {
-        DType::F32 => TensorElementType::Float32,
-        DType::F16 => TensorElementType::Float16,
-        DType::F64 => TensorElementType::Float64,
-        DType::U8 => TensorElementType::Uint8,
-        DType::I8 => TensorElementType::Int8,
-        DType::U16 => TensorElementType::Uint16,
-        DType::I16 => TensorElementType::Int16,
-        DType::I32 => TensorElementType::Int32,
-        DType::I64 => TensorElementType::Int64,
-        DType::Bool => TensorElementType::Bool,
-    }
-}
-
-/// `tensor` as an ONNX Runtime input: a view of its bytes, read in place, where its element type has a Rust
-/// equivalent and the bytes are aligned for it; else a copy.
-fn ort_input<'a>(tensor: &TensorView<'a>) -> ort::Result<ort::session::SessionInputValue<'a>> {
-    match ort_view(tensor)? {
-        Some(view) => Ok(view),
-        None => Ok(to_ort(tensor)?.into()),
-    }
-}
-
-/// A view of `tensor`'s bytes as an ONNX Runtime input, read in place; `None` where its element type has no Rust
-/// equivalent or the bytes are not aligned for it.
-fn ort_view<'a>(tensor: &TensorView<'a>) -> ort::Result<Option<ort::session::SessionInputValue<'a>>> {
-    use ort::value::TensorRefMut;
-
-    /// A view of `tensor`'s bytes as elements of `T`, or `None` when they are not aligned for `T`.
-    fn view<'a, T: ort::value::PrimitiveTensorElementType + std::fmt::Debug>(
-        tensor: &TensorView<'a>,
-    ) -> ort::Result<Option<ort::session::SessionInputValue<'a>>> {
-        let data = tensor.data;
-        if data.is_empty() || !(data.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
-            return Ok(None);
-        }
-        let shape = ort::value::Shape::new(tensor.shape.iter().map(|&d| d as i64));
-        // SAFETY: the bytes hold exactly shape.product() elements of T (a `TensorView` is checked when built) at
-        // an address aligned for T, on the CPU; ONNX Runtime only reads an input; and the view lives for 'a, as
-        // long as the bytes.
-        let view: TensorRefMut<'a, T> =
-            unsafe { TensorRefMut::from_raw(ort::memory::MemoryInfo::default(), data.as_ptr() as *mut _, shape)? };
-        Ok(Some(view.into()))
-    }
-
-    match tensor.dtype {
-        DType::F32 => view::<f32>(tensor),
-        DType::F64 => view::<f64>(tensor),
-        DType::U8 => view::<u8>(tensor),
-        DType::I8 => view::<i8>(tensor),
-        DType::U16 => view::<u16>(tensor),
-        DType::I16 => view::<i16>(tensor),
-        DType::I32 => view::<i32>(tensor),
-        DType::I64 => view::<i64>(tensor),
-        DType::Bool => view::<bool>(tensor),
-        DType::F16 => Ok(None),
-    }
-}
-
-/// An ONNX Runtime tensor holding a copy of `tensor`.
-fn to_ort(tensor: &TensorView<'_>) -> ort::Result<DynTensor> {
-    let mut value = ort_tensor(tensor)?;
-    let data = tensor.data;
-    if !data.is_empty() {
-        // SAFETY: the value was allocated on the CPU for exactly this dtype and shape, so it holds data.len()
-        // bytes; the regions cannot overlap.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), value.data_ptr_mut().cast::<u8>(), data.len()) };
-    }
-    Ok(value)
-}
-
-/// An ONNX Runtime tensor on the CPU of `tensor`'s element type and shape, its bytes not yet written.
-fn ort_tensor(tensor: &TensorView<'_>) -> ort::Result<DynTensor> {
-    let shape: Vec<i64> = tensor.shape.iter().map(|&d| d as i64).collect();
-    DynTensor::new(&ort::memory::Allocator::default(), element_of(tensor.dtype), shape)
-}
-
-/// The bytes of an output ONNX Runtime allocated on the CPU, owned with the value that holds them.
-struct OrtBytes {
-    _value: ort::value::DynTensor,
-    data: *const u8,
-    len: usize,
-}
-
-// SAFETY: the bytes belong to the value, which may move between threads (`ort` values are `Send`); nothing
-// writes them once the run that produced them has returned.
-unsafe impl Send for OrtBytes {}
-
-impl AsRef<[u8]> for OrtBytes {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: `data` points at `len` bytes owned by `_value`, which lives as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.data, self.len) }
-    }
-}
-
-/// An output as a [`Tensor`] that shares ONNX Runtime's buffer: no copy.
-fn from_ort(model: &str, value: ort::value::DynValue) -> Result<Tensor, ModelError> {
-    let failed = |detail: String| ModelError::Run { model: model.into(), detail };
-    let (dtype, shape) = match value.dtype() {
-        ValueType::Tensor { ty, shape, .. } => (
-            dtype_of(*ty).ok_or_else(|| failed(format!("an output has unsupported type {ty}")))?,
-            shape.iter().map(|&d| d.max(0) as u64).collect::<Vec<u64>>(),
-        ),
-        other => return Err(failed(format!("an output is a {other}, not a tensor"))),
-    };
-    let len = shape.iter().product::<u64>() as usize * dtype.size();
-    let tensor = value.downcast::<ort::value::DynTensorValueType>().map_err(|e| failed(e.to_string()))?;
-    if len == 0 {
-        return Tensor::new(dtype, shape, Vec::new()).map_err(|e| failed(e.to_string()));
-    }
-    let data = tensor.data_ptr().cast::<u8>();
-    let bytes = jig_wire::Bytes::from_owner(OrtBytes { _value: tensor, data, len });
-    Tensor::new(dtype, shape, bytes).map_err(|e| failed(e.to_string()))
 }
 
 #[cfg(test)]

@@ -137,6 +137,13 @@ impl Rows {
         Some(placed.collect())
     }
 
+    /// Stop filling the open blocks: each goes back to its memory's owner once its last row drops, and the next
+    /// request placed opens a new one. An idle instance closes them, so that the blocks of a burst (sized for its
+    /// largest batches) do not stay.
+    pub fn close(&self) {
+        self.state().open.clear();
+    }
+
     /// The bytes of `parts` as one view, when they lie end to end in one block in this order (requests placed in
     /// turn and batched so): the batch's input, with no copy. `None` otherwise.
     pub fn span(&self, parts: &[&[u8]]) -> Option<Bytes> {
@@ -208,5 +215,16 @@ mod tests {
         assert_eq!(spare.held(), 2000, "the first block is back");
         assert!(rows.place(&[&[9; 1000]], 2, |_| None).is_some(), "room left in the open block");
         assert!(rows.place(&[&[9; 1000]], 2, |_| None).is_none(), "no memory for a new one");
+    }
+
+    #[test]
+    fn a_closed_block_goes_back_when_its_last_row_drops_and_the_next_request_opens_another() {
+        let (rows, spare) = (Rows::default(), Arc::new(Spare::default()));
+        let first = rows.place(&[&[7; 1000]], 4, heap(&spare)).unwrap();
+        rows.close();
+        assert_eq!(spare.held(), 0, "a row still lies in the closed block");
+        drop(first);
+        assert_eq!(spare.held(), 4000, "the closed block is back");
+        assert!(rows.place(&[&[8; 1000]], 4, |_| None).is_none(), "the closed block is not filled further");
     }
 }

@@ -67,9 +67,10 @@ pub struct RuntimeConfig {
     /// Instance slots that keep [`RuntimeConfig::memory_keep_resident`] of their memory resident between
     /// invocations (at least one, at most `max_invocations`). Invocations beyond this many at once run in
     /// slots of a second pool that give all their memory back to the OS when the invocation ends (the next
-    /// one there pays the page faults). wasmtime never releases what a pooled slot keeps resident, so without
+    /// one there pays the page faults). wasmtime 48 never releases what a pooled slot keeps resident, so without
     /// the second pool every slot used at the peak of a burst (one per request in flight, waiting for its
-    /// models) would keep its memory for good.
+    /// models) would keep its memory for good. (wasmtime 50's `Engine::release_idle_pool_memory` releases it on
+    /// request, for a runtime gone idle; it needs Rust 1.97, past this workspace's `rust-version`.)
     pub resident_slots: u32,
     /// How often a running guest is checked against its deadline (and yields to the async executor).
     pub epoch_tick: Duration,

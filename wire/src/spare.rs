@@ -50,6 +50,12 @@ impl Spare {
         }
     }
 
+    /// Let every kept buffer go: what a load that ended leaves here goes back to the allocator (the next batch
+    /// faults its buffer in again).
+    pub fn clear(&self) {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// Bytes held for later use.
     pub fn held(&self) -> usize {
         self.free.lock().unwrap_or_else(|p| p.into_inner()).iter().map(Vec::capacity).sum()
@@ -73,5 +79,25 @@ impl Drop for Recycled {
         if let Some(home) = self.home.upgrade() {
             home.give_back(std::mem::take(&mut self.data));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_comes_back_when_its_last_view_drops_and_clear_lets_it_go() {
+        let spare = Arc::new(Spare::default());
+        let bytes = spare.share(spare.take(4096));
+        let view = bytes.slice(10..20);
+        drop(bytes);
+        assert_eq!(spare.held(), 0, "a view still reads the buffer");
+        drop(view);
+        assert_eq!(spare.held(), 4096);
+        assert_eq!(spare.take(100).capacity(), 4096, "a kept buffer serves a smaller request");
+        spare.give_back(vec![0; 512]);
+        spare.clear();
+        assert_eq!(spare.held(), 0);
     }
 }
