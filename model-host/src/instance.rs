@@ -514,7 +514,7 @@ impl Instance {
 /// memory in its arenas, so a gateway that re-plans or redeploys would otherwise keep each old deployment's, and
 /// after a burst what its batches and the requests around them freed: glibc trims on its own only the free
 /// memory at the top of an arena, which a few allocations still live above it pin. This returns every free page.
-fn release_freed_memory() {
+pub(crate) fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages of the allocator's arenas to the OS.
     unsafe {

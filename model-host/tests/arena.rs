@@ -3,13 +3,11 @@
 
 use jig_model_host::onnx::{Model, SessionOptions};
 use jig_model_host::{DType, Tensor};
-use jig_test_support::model;
+use jig_test_support::{model, resident_bytes};
 
-/// The process's resident memory, in bytes.
+/// This process's resident memory, in bytes.
 fn resident() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
+    resident_bytes(std::process::id())
 }
 
 #[test]

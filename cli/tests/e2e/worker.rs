@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use jig_model_host::onnx::{Model, ModelError, SessionOptions};
 use jig_model_host::worker::{Worker, WorkerError, WorkerSpec};
 use jig_model_host::{DType, Tensor};
-use jig_test_support::{cpu_ticks, f32s, i64s, minor_faults, mixed_two_rows, model};
+use jig_test_support::{cpu_ticks, f32s, i64s, minor_faults, mixed_two_rows, model, resident_bytes};
 
 fn spec(instance: &str, model: &str, path: PathBuf) -> WorkerSpec {
     let spec = WorkerSpec::new(env!("CARGO_BIN_EXE_jig"), instance, model, path, SessionOptions::default());
@@ -616,4 +616,26 @@ async fn concurrent_requests_placed_or_not_are_each_answered_exactly() {
         placed.push(count);
     }
     assert!(placed[1] > 0, "the first wave's memory, free again, takes some of the second: {placed:?}");
+}
+
+/// A worker asked to release memory (its instance went idle) gives back what a large batch grew its session's
+/// arena to, and serves on.
+#[test]
+fn a_worker_asked_to_release_memory_gives_back_its_arena() {
+    // `big`: x [N, 4096] -> y [N, 4096]; a first batch of a shape has ONNX Runtime allocate its output, 64 MiB at
+    // N = 4096, in the arena.
+    let worker = start("test/big@cpu:1#0", "big");
+    let run = |rows: u64| {
+        let x = Tensor::new(DType::F32, vec![rows, 4096], vec![0u8; rows as usize * 4096 * 4]).unwrap();
+        assert_eq!(worker.run(&[x]).unwrap()[0].shape(), &[rows, 4096]);
+    };
+    run(2); // the footprint of a light load
+    run(4096); // a burst's large batch
+    let pid = worker.pid().expect("a live worker");
+    let grown = resident_bytes(pid);
+    worker.release_memory().unwrap();
+    let released = grown.saturating_sub(resident_bytes(pid));
+    assert!(released >= 48 << 20, "released {} MiB of {} MiB resident", released >> 20, grown >> 20);
+    run(2);
+    assert_eq!(worker.pid(), Some(pid), "the same process serves on");
 }

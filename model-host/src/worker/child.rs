@@ -74,6 +74,14 @@ pub fn serve(socket: &Path) -> io::Result<()> {
                 }
                 _ => return Err(io::Error::new(io::ErrorKind::InvalidData, "Place for a run with no outputs held")),
             },
+            Ok(Some(Request::Release { id })) => {
+                let released = model.release_memory();
+                crate::instance::release_freed_memory();
+                match released {
+                    Ok(()) => Reply::Done { id },
+                    Err(e) => Reply::Failed { id, error: e.to_string() },
+                }
+            }
             Ok(Some(Request::Load { .. })) => {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "the parent sent a second Load"));
             }

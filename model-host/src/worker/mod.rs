@@ -13,7 +13,8 @@
 //! the socket, `Load` (model, session options, the mailbox's region) answered by `Loaded` with the model's
 //! declared inputs and outputs, or by `LoadFailed`; then, in the `mailbox` (a region both map, one frame
 //! each way at a time, no system call while the waiting side polls), `Run` answered by `Done` or `Failed`, one
-//! request in flight at a time, because the caller already serialises batches per instance.
+//! request in flight at a time, because the caller already serialises batches per instance; and `Release`, once
+//! the instance went idle after a load, answered by `Done` when the worker gave back what its batches grew.
 //!
 //! **Shared memory.** Tensor bytes never cross the socket: they lie in regions (`shm`), tmpfs files the
 //! parent creates and lends, one tensor to a region, from a pool (`regions`); the worker maps each region

@@ -125,48 +125,61 @@ impl Worker {
         let Some(process) = slot.as_mut() else { unreachable!("restart fills the slot or fails") };
         match process.run(inputs) {
             Ok(outputs) => Ok(outputs),
-            Err(Fault::Failed(detail)) => Err(WorkerError::Run {
-                instance: inner.spec.instance.clone(),
-                model: inner.spec.model_name.clone(),
-                detail: with_memory_hint(detail, &inner.spec.options),
-            }),
-            Err(Fault::Memory(err)) => Err(WorkerError::Memory {
-                instance: inner.spec.instance.clone(),
-                model: inner.spec.model_name.clone(),
-                detail: err.to_string(),
-            }),
-            Err(fault @ (Fault::Died(_) | Fault::Hung | Fault::Protocol(_))) => {
-                let process = slot.take().expect("a process was running");
-                // Dead or not, the process is not reaped yet: its CPU time can still be read.
-                let served = inner.serving_cpu(process.pid()).unwrap_or_default();
-                inner.replaced_cpu_ns.fetch_add(nanos(served), Ordering::SeqCst);
-                inner.pid.store(0, Ordering::SeqCst);
-                inner.set_regions(None);
-                let (instance, model) = (inner.spec.instance.clone(), inner.spec.model_name.clone());
-                let err = match fault {
-                    Fault::Died(io) => {
-                        let detail = process.reap(io);
-                        tracing::warn!(%instance, %model, %detail, "worker died during a batch; restarting it");
-                        WorkerError::Died { instance, model, detail }
-                    }
-                    Fault::Hung => {
-                        drop(process);
-                        let after = inner.spec.batch_timeout;
-                        tracing::warn!(%instance, %model, ?after, "worker did not answer a batch; killed, restarting it");
-                        WorkerError::Hung { instance, model, after }
-                    }
-                    Fault::Protocol(detail) => {
-                        drop(process);
-                        tracing::warn!(%instance, %model, %detail, "worker broke the protocol; restarting it");
-                        WorkerError::Protocol { instance, model, detail }
-                    }
-                    Fault::Failed(_) | Fault::Memory(_) => unreachable!(),
-                };
-                drop(slot);
-                Inner::restart_in_background(&self.inner);
-                Err(err)
-            }
+            Err(fault) => Err(self.error(slot, fault)),
         }
+    }
+
+    /// Ask the worker to give back what its batches grew: its session's arena, the allocator's free pages (see
+    /// [`crate::onnx::Model::release_memory`]). For an instance that went idle after a load; a worker that is not
+    /// running has nothing to give back.
+    pub fn release_memory(&self) -> Result<(), WorkerError> {
+        let mut slot = self.inner.lock();
+        let Some(process) = slot.as_mut() else { return Ok(()) };
+        match process.release() {
+            Ok(()) => Ok(()),
+            Err(fault) => Err(self.error(slot, fault)),
+        }
+    }
+
+    /// The error of a request the process in `slot` answered with `fault`. A process that died, hung or broke
+    /// the protocol is taken out, and a new one starts in the background.
+    fn error(&self, mut slot: MutexGuard<'_, Option<Process>>, fault: Fault) -> WorkerError {
+        let inner = &self.inner;
+        let (instance, model) = (inner.spec.instance.clone(), inner.spec.model_name.clone());
+        let process = match fault {
+            Fault::Failed(detail) => {
+                return WorkerError::Run { instance, model, detail: with_memory_hint(detail, &inner.spec.options) };
+            }
+            Fault::Memory(err) => return WorkerError::Memory { instance, model, detail: err.to_string() },
+            Fault::Died(_) | Fault::Hung | Fault::Protocol(_) => slot.take().expect("a process was running"),
+        };
+        // Dead or not, the process is not reaped yet: its CPU time can still be read.
+        let served = inner.serving_cpu(process.pid()).unwrap_or_default();
+        inner.replaced_cpu_ns.fetch_add(nanos(served), Ordering::SeqCst);
+        inner.pid.store(0, Ordering::SeqCst);
+        inner.set_regions(None);
+        let err = match fault {
+            Fault::Died(io) => {
+                let detail = process.reap(io);
+                tracing::warn!(%instance, %model, %detail, "worker died during a batch; restarting it");
+                WorkerError::Died { instance, model, detail }
+            }
+            Fault::Hung => {
+                drop(process);
+                let after = inner.spec.batch_timeout;
+                tracing::warn!(%instance, %model, ?after, "worker did not answer a batch; killed, restarting it");
+                WorkerError::Hung { instance, model, after }
+            }
+            Fault::Protocol(detail) => {
+                drop(process);
+                tracing::warn!(%instance, %model, %detail, "worker broke the protocol; restarting it");
+                WorkerError::Protocol { instance, model, detail }
+            }
+            Fault::Failed(_) | Fault::Memory(_) => unreachable!("answered above"),
+        };
+        drop(slot);
+        Inner::restart_in_background(&self.inner);
+        err
     }
 }
 
@@ -259,6 +272,11 @@ impl crate::executor::Executor for Worker {
     }
     fn restarts(&self) -> Option<Arc<AtomicU64>> {
         Some(self.inner.restarts.clone())
+    }
+    fn release_memory(&self) {
+        if let Err(err) = Worker::release_memory(self) {
+            tracing::debug!(%err, "releasing a worker's memory");
+        }
     }
     fn process_cpu(&self) -> Option<std::time::Duration> {
         self.cpu_time()

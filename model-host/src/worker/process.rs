@@ -238,6 +238,17 @@ impl Process {
         }
     }
 
+    /// Ask the worker to give back what its batches grew ([`Request::Release`]).
+    pub(super) fn release(&mut self) -> Result<(), Fault> {
+        self.next_id += 1;
+        let id = self.next_id;
+        match self.ask(&Request::Release { id }, id, SPIN)? {
+            Reply::Done { .. } => Ok(()),
+            Reply::Failed { error, .. } => Err(Fault::Failed(error)),
+            other => Err(Fault::Protocol(format!("it answered {} to request {id}", kind(&other)))),
+        }
+    }
+
     /// A region for each output of these types and shapes.
     fn places(&self, shapes: &[(DType, Vec<u64>)]) -> Result<Vec<(SharedTensor, SharedBuffer)>, Fault> {
         shapes

@@ -59,6 +59,12 @@ pub enum Request {
         /// Where each output goes, in declared order.
         outputs: Vec<SharedTensor>,
     },
+    /// The parent's instance went idle after a load: give back what the batches grew (the session's arena) and
+    /// the allocator's free pages. Answered by `Done`, or `Failed` when the release run failed.
+    Release {
+        /// Numbers the request; the answer carries it back.
+        id: u64,
+    },
 }
 
 /// Worker to parent.

@@ -1,4 +1,4 @@
-//! What a process has cost so far, from `/proc/PID/stat`.
+//! What a process has cost so far, from `/proc/PID/stat`, and what it holds, from `/proc/PID/status`.
 
 /// The fields of `/proc/PID/stat` after the parenthesised command name (the line's 3rd field first), as
 /// numbers where they are; none when the process is gone.
@@ -16,4 +16,11 @@ pub fn cpu_ticks(pid: u32) -> u64 {
 /// Minor page faults of a process so far (the line's 10th field): what touching fresh memory costs.
 pub fn minor_faults(pid: u32) -> u64 {
     proc_stat(pid).get(7).copied().flatten().unwrap_or(0)
+}
+
+/// Resident memory of a process (`VmRSS`), in bytes; 0 when the process is gone.
+pub fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next());
+    kib.and_then(|k| k.parse::<u64>().ok()).unwrap_or(0) * 1024
 }
