@@ -55,7 +55,7 @@ pub(super) unsafe fn value_over(place: &mut TensorViewMut<'_>) -> Result<ort::va
     Ok(unsafe { ort::value::DynValue::from_ptr(value, Some(&ort::memory::Allocator::default())) })
 }
 
-/// A tensor's parts, borrowed: what [`Model::run_views`] reads in place.
+/// A tensor's parts, borrowed: what [`Model::run_views`](super::Model::run_views) reads in place.
 #[derive(Debug, Clone, Copy)]
 pub struct TensorView<'a> {
     pub(super) dtype: DType,
@@ -75,7 +75,7 @@ impl<'a> TensorView<'a> {
     }
 }
 
-/// A tensor's parts with its bytes borrowed mutably: where [`Model::run_into`] writes an output.
+/// A tensor's parts with its bytes borrowed mutably: where [`Model::run_into`](super::Model::run_into) writes an output.
 #[derive(Debug)]
 pub struct TensorViewMut<'a> {
     pub(super) dtype: DType,
