@@ -75,7 +75,8 @@ impl<'a> TensorView<'a> {
     }
 }
 
-/// A tensor's parts with its bytes borrowed mutably: where [`Model::run_into`](super::Model::run_into) writes an output.
+/// A tensor's parts with its bytes borrowed mutably: where [`Model::run_into`](super::Model::run_into) writes
+/// an output.
 #[derive(Debug)]
 pub struct TensorViewMut<'a> {
     pub(super) dtype: DType,
