@@ -46,8 +46,8 @@ impl Executor for Model {
         true
     }
     fn release_memory(&self) {
-        if let Err(e) = Model::release_memory(self) {
-            tracing::debug!("{e}");
+        if let Err(err) = Model::release_memory(self) {
+            tracing::debug!(%err, "an idle instance's release run failed");
         }
     }
 }
@@ -522,9 +522,10 @@ pub(crate) fn release_freed_memory() {
     }
 }
 
-/// How long an instance runs no batch before it hands the memory freed meanwhile back to the OS (glibc's
-/// `malloc_trim`): long enough that a steady load, however light, never pays for it (the next batch faults in
-/// what it takes from the OS again), short enough that memory falls back soon after a burst.
+/// How long an instance runs no batch before it hands back what the load before grew (`Engine::release_memory`:
+/// its arena, its batches' buffers, glibc's free pages): long enough that a steady load, however light, never pays
+/// for it (the next batch faults in what it takes from the OS again), short enough that memory falls back soon
+/// after a burst.
 pub const RELEASE_WHEN_IDLE_FOR: Duration = Duration::from_secs(10);
 
 /// When an idle instance releases freed memory: once no batch ran for `after`, if any ran since the last time.
