@@ -118,6 +118,19 @@ impl Regions {
         std::mem::take(&mut self.state().unannounced)
     }
 
+    /// Unmap every free region (an idle worker's, after a load whose batches were large), and the regions the
+    /// worker may now unmap: those it was told of, for the message that asks it to.
+    pub fn retire_free(&self) -> Vec<u64> {
+        let mut state = self.state();
+        for region in std::mem::take(&mut state.free) {
+            match state.unannounced.iter().position(|r| r.id == region.id) {
+                Some(at) => drop(state.unannounced.remove(at)),
+                None => state.retired.push(region.id),
+            }
+        }
+        std::mem::take(&mut state.retired)
+    }
+
     fn give_back(&self, region: Owned) {
         let mut state = self.state();
         state.lent.retain(|&(id, ..)| id != region.id);
@@ -226,6 +239,22 @@ mod tests {
         assert!(regions.announcements().is_empty(), "the worker maps it already");
         assert_eq!(regions.changes().1.len(), 1, "the one retired is still to be unmapped");
         drop(kept);
+    }
+
+    #[test]
+    fn retiring_the_free_regions_unmaps_them_and_names_those_the_worker_maps() {
+        let regions = Arc::new(Regions::default());
+        let told = regions.take(10).unwrap();
+        assert_eq!(regions.changes().0.len(), 1, "announced");
+        let untold = regions.take(10).unwrap();
+        let lent = regions.take(10).unwrap();
+        drop((told, untold));
+        let retired = regions.retire_free();
+        assert_eq!(retired.len(), 1, "the one the worker maps; the other it never heard of");
+        assert!(regions.take_kept(10).is_none(), "nothing kept");
+        assert_eq!(regions.announcements().len(), 1, "the one still lent is announced, the retired one not");
+        drop(lent);
+        assert!(regions.take_kept(10).is_some(), "a region given back later is kept again");
     }
 
     #[test]

@@ -619,7 +619,7 @@ async fn concurrent_requests_placed_or_not_are_each_answered_exactly() {
 }
 
 /// A worker asked to release memory (its instance went idle) gives back what a large batch grew its session's
-/// arena to, and serves on.
+/// arena to and the free regions it was sent in, and serves on.
 #[test]
 fn a_worker_asked_to_release_memory_gives_back_its_arena() {
     // `big`: x [N, 4096] -> y [N, 4096]; a first batch of a shape has ONNX Runtime allocate its output, 64 MiB at
@@ -632,10 +632,13 @@ fn a_worker_asked_to_release_memory_gives_back_its_arena() {
     run(2); // the footprint of a light load
     run(4096); // a burst's large batch
     let pid = worker.pid().expect("a live worker");
+    let batch = 4096 * 4096 * 4;
+    assert!(worker.kept_buffer(batch).is_some(), "the large batch's regions are kept for the next");
     let grown = resident_bytes(pid);
     worker.release_memory().unwrap();
     let released = grown.saturating_sub(resident_bytes(pid));
     assert!(released >= 48 << 20, "released {} MiB of {} MiB resident", released >> 20, grown >> 20);
+    assert!(worker.kept_buffer(batch).is_none(), "the free regions went with the release");
     run(2);
     assert_eq!(worker.pid(), Some(pid), "the same process serves on");
 }

@@ -74,12 +74,13 @@ pub fn serve(socket: &Path) -> io::Result<()> {
                 }
                 _ => return Err(io::Error::new(io::ErrorKind::InvalidData, "Place for a run with no outputs held")),
             },
-            Ok(Some(Request::Release { id })) => {
-                let released = model.release_memory();
+            Ok(Some(Request::Release { id, close })) => {
+                let released =
+                    regions.update(&[], &close).and_then(|()| model.release_memory().map_err(|e| e.to_string()));
                 crate::instance::release_freed_memory();
                 match released {
                     Ok(()) => Reply::Done { id },
-                    Err(e) => Reply::Failed { id, error: e.to_string() },
+                    Err(error) => Reply::Failed { id, error },
                 }
             }
             Ok(Some(Request::Load { .. })) => {

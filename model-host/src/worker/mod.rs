@@ -14,7 +14,8 @@
 //! declared inputs and outputs, or by `LoadFailed`; then, in the `mailbox` (a region both map, one frame
 //! each way at a time, no system call while the waiting side polls), `Run` answered by `Done` or `Failed`, one
 //! request in flight at a time, because the caller already serialises batches per instance; and `Release`, once
-//! the instance went idle after a load, answered by `Done` when the worker gave back what its batches grew.
+//! the instance went idle after a load, answered by `Done` when the worker gave back what its batches grew (its
+//! arena, and the free regions, which the parent unmaps too).
 //!
 //! **Shared memory.** Tensor bytes never cross the socket: they lie in regions (`shm`), tmpfs files the
 //! parent creates and lends, one tensor to a region, from a pool (`regions`); the worker maps each region

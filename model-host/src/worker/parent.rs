@@ -130,8 +130,8 @@ impl Worker {
     }
 
     /// Ask the worker to give back what its batches grew: its session's arena, the allocator's free pages (see
-    /// [`crate::onnx::Model::release_memory`]). For an instance that went idle after a load; a worker that is not
-    /// running has nothing to give back.
+    /// [`crate::onnx::Model::release_memory`]), and the free shared regions both processes map. For an instance
+    /// that went idle after a load; a worker that is not running has nothing to give back.
     pub fn release_memory(&self) -> Result<(), WorkerError> {
         let mut slot = self.inner.lock();
         let Some(process) = slot.as_mut() else { return Ok(()) };

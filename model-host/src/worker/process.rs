@@ -238,11 +238,13 @@ impl Process {
         }
     }
 
-    /// Ask the worker to give back what its batches grew ([`Request::Release`]).
+    /// Ask the worker to give back what its batches grew ([`Request::Release`]), with the free regions both
+    /// sides map.
     pub(super) fn release(&mut self) -> Result<(), Fault> {
         self.next_id += 1;
         let id = self.next_id;
-        match self.ask(&Request::Release { id }, id, SPIN)? {
+        let close = self.regions.retire_free();
+        match self.ask(&Request::Release { id, close }, id, SPIN)? {
             Reply::Done { .. } => Ok(()),
             Reply::Failed { error, .. } => Err(Fault::Failed(error)),
             other => Err(Fault::Protocol(format!("it answered {} to request {id}", kind(&other)))),

@@ -64,6 +64,8 @@ pub enum Request {
     Release {
         /// Numbers the request; the answer carries it back.
         id: u64,
+        /// Regions the parent has let go of, to unmap: all its free ones.
+        close: Vec<u64>,
     },
 }
 
