@@ -465,14 +465,12 @@ impl Model {
             .zip(&row)
             .map(|(spec, shape)| vec![0; spec.dtype.bytes_for(shape).unwrap_or(0)])
             .collect();
-        let values = self
-            .inputs
-            .iter()
-            .zip(&row)
-            .zip(&zeros)
-            .map(|((spec, shape), data)| ort_input(&TensorView { dtype: spec.dtype, shape, data }))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| failed(format!("cannot create an input tensor: {e}")))?;
+        let mut values = Vec::with_capacity(zeros.len());
+        for ((spec, shape), data) in self.inputs.iter().zip(&row).zip(&zeros) {
+            let view = TensorView::new(spec.dtype, shape, data)
+                .ok_or_else(|| failed(format!("input `{}` of shape {shape:?} overflows memory", spec.name)))?;
+            values.push(ort_input(&view).map_err(|e| failed(format!("cannot create an input tensor: {e}")))?);
+        }
         let mut options = ort::session::RunOptions::new().map_err(|e| failed(format!("run options: {e}")))?;
         options
             .set("memory.enable_memory_arena_shrinkage", "cpu:0")
