@@ -6,6 +6,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use jig_manifest::Bundle;
 
 /// The payload in `path`, or standard input for `-`.
 pub fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
@@ -16,6 +17,12 @@ pub fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
     } else {
         std::fs::read(path).with_context(|| format!("reading the payload from {}", path.display()))
     }
+}
+
+/// The bundle in `dir`. The manifest's errors name files as the bundle does (`jig.toml`, `glue/…`), for a gateway
+/// as much as for this machine; here the error also names the directory.
+pub fn open_bundle(dir: &Path) -> anyhow::Result<Bundle> {
+    Bundle::open(dir).with_context(|| format!("bundle {}", dir.display()))
 }
 
 /// `KEY=VALUE` pairs as a map; an error names the pair that is not one.

@@ -200,7 +200,7 @@ pub fn bundle_problem(
     observed: Observations,
     mig: MigInstances,
 ) -> anyhow::Result<jig_planner::Problem> {
-    let bundle = jig_manifest::Bundle::open(dir)?;
+    let bundle = crate::input::open_bundle(dir)?;
     let profiles = profiles.map(Path::to_path_buf).or_else(|| bundle.profiles_path()).with_context(|| {
         format!("{}: no profiles.csv to plan with; run `jig profile {}` first", dir.display(), dir.display())
     })?;

@@ -7,6 +7,8 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, bail};
 use jig_manifest::{Build, Bundle};
 
+use crate::input::open_bundle;
+
 #[derive(clap::Args, Debug)]
 pub struct BuildCommand {
     /// The bundle directory (with its jig.toml).
@@ -18,7 +20,7 @@ impl BuildCommand {
     /// Run each distinct build once, in the manifest's order; stop at the first that fails.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let dir = &self.bundle;
-        let manifest = Bundle::manifest_of(dir)?;
+        let manifest = Bundle::manifest_of(dir).with_context(|| format!("bundle {}", dir.display()))?;
         let mut builds: Vec<(&Build, Vec<&str>)> = Vec::new();
         for task in &manifest.tasks {
             let Some(build) = &task.build else { continue };
@@ -58,7 +60,7 @@ impl BuildCommand {
                 );
             }
         }
-        let bundle = Bundle::open(dir)?;
+        let bundle = open_bundle(dir)?;
         println!(
             "built {}: {} task(s); deploy it with `jig deploy {}`",
             bundle.manifest.name,

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use bytes::Bytes;
 use hyper::Method;
 use jig_api::AppStatus;
@@ -11,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::commands::status::print_status;
 use crate::gateway::{Failure, GatewayArgs, bytes, call, call_with_progress, failed, print_body};
+use crate::input::open_bundle;
 use crate::progress::Transfer;
 
 #[derive(clap::Args, Debug)]
@@ -29,11 +31,11 @@ impl DeployCommand {
 }
 
 fn deploy(args: DeployCommand) -> anyhow::Result<ExitCode> {
-    let archive = jig_manifest::pack(&args.bundle)?;
+    let name = open_bundle(&args.bundle)?.manifest.name;
+    let archive = jig_manifest::pack(&args.bundle).with_context(|| format!("bundle {}", args.bundle.display()))?;
     // The gateway names a bundle by the SHA-256 of these bytes: how to tell, when its answer is lost, whether it
     // applied this one.
     let sha256 = hex::encode(Sha256::digest(&archive));
-    let name = jig_manifest::Bundle::open(&args.bundle)?.manifest.name;
     // Ask the gateway first whether it takes this token (or any), so a refusal comes before the upload.
     if let Err(failure) = call(&args.target, Method::GET, "/v1/apps", &[], Bytes::new())? {
         return Ok(failed(failure));

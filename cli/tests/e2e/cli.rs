@@ -78,6 +78,26 @@ fn a_file_that_is_not_a_component_exits_2_with_advice() {
 }
 
 #[test]
+fn a_bundle_missing_or_broken_is_named_by_its_directory_before_any_gateway_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-bundle");
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    std::fs::write(broken.join("jig.toml"), "name = \"broken\"\n[[tasks]]\nname = \"t\"\nglue = \"glue/t.wasm\"\n")
+        .unwrap();
+    for (bundle, cause) in [(&missing, "cannot read the bundle's jig.toml"), (&broken, "glue/t.wasm")] {
+        for command in ["deploy", "profile", "build"] {
+            // A gateway nobody listens on: the bundle's error comes first, from this machine.
+            let output = run(jig().arg(command).arg(bundle).env("JIG_GATEWAY", "http://127.0.0.1:9"), b"");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "jig {command}: {stderr}");
+            assert!(stderr.contains(&format!("bundle {}: ", bundle.display())), "jig {command}: {stderr}");
+            assert!(stderr.contains(cause), "jig {command}: {stderr}");
+        }
+    }
+}
+
+#[test]
 fn run_serves_a_model_slot_with_onnx_runtime() {
     let payload =
         serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [2, 64], "values": vec![0.25; 128]});

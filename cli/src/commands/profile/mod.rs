@@ -94,7 +94,7 @@ impl ProfileCommand {
 }
 
 fn profile(args: ProfileCommand) -> anyhow::Result<()> {
-    let bundle = Bundle::open(&args.bundle)?;
+    let bundle = crate::input::open_bundle(&args.bundle)?;
     let batch = match args.batch {
         Some(_) if !(args.pairs || args.counters || args.kernels_of.is_some()) => {
             bail!("--batch is the batch of --pairs and --counters; the sweep grows batches up to --max-batch")
