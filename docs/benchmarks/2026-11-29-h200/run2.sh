@@ -8,7 +8,8 @@
 #   JIG_CUDA_SPIN=1 (~20 s).
 # - voice: voice.py, Piper's voice on ONNX Runtime's CUDA provider under each cuDNN algorithm search (run.sh found
 #   it at 120-140 ms a line under the default exhaustive one), its host thread spinning and asleep, and on CPU
-#   threads (~1 minute).
+#   threads (~1 minute); then the voice cut in two (split_voice.py), its front on a CPU thread and its decoder
+#   on CUDA, each line's host CPU split between them (new; ~15 s more).
 # - capacity: scripts/gpu_capacity.sh as run.sh ran it (on CORES=14 since 2026-11-30), now with jig's CUDA
 #   sessions on cuDNN's heuristics, the voice's rows on eight processes of 7% (mps:0:57x8) and on cpu:1 and cpu:2
 #   beside the shares (the plan may put voices on cores), shares planned as measured together (the planner's
@@ -30,7 +31,7 @@ steps=" ${STEPS:-asleep voice capacity tensor} "
 . "$here/prelude.sh"
 [ -x "$G/bench" ] || { xz -dc -T0 "$G/bench.xz" >"$G/bench" && chmod +x "$G/bench"; } || exit 1
 mkdir -p .jig/models examples/sign-reader/models examples/sign-reader/glue target/release
-tar xJf "$G/models.tar.xz" -C .jig/models && xz -dc -T0 "$G/piper-joe.onnx.xz" >.jig/models/piper-joe.onnx &&
+tar xJf "$G/models.tar.xz" -C .jig/models && tar xJf "$G/voice.tar.xz" -C .jig/models &&
     tar xJf "$G/samples.tar.xz" -C .jig && tar xJf "$G/glue.tar.xz" -C examples/sign-reader/glue || exit 1
 for f in ppocr-det-480.onnx ppocr-rec.onnx ppocr-rec.charset.txt piper-joe.onnx piper-joe.phonemes.json cmudict.txt; do
     ln -f ".jig/models/$f" examples/sign-reader/models/
@@ -58,7 +59,7 @@ fi
 
 if [[ $steps == *" voice "* ]]; then
     say voice.py
-    timeout 90 python3 "$here/voice.py" .jig/models/piper-joe.onnx 12 2>/dev/null | tee "$OUT/voice.txt"
+    timeout 120 python3 "$here/voice.py" .jig/models/piper-joe.onnx 12 2>/dev/null | tee "$OUT/voice.txt"
 fi
 
 if [[ $steps == *" capacity "* ]]; then
