@@ -25,6 +25,10 @@ passed (the capacity is then at least that).
     PYTHONPATH=.jig/python python3 scripts/bare_pipeline.py --det-provider cuda --rec-provider cuda \\
         --voice-provider cuda --voice-cpu-sessions 1 --processes 8 --workers 4 --rate 50 --duration 30 \\
         --find-capacity
+    # The voice cut in two (scripts/models.py): its front on CPU threads, its decoder on CUDA
+    PYTHONPATH=.jig/python python3 scripts/bare_pipeline.py --det-provider cuda --rec-provider cuda \\
+        --voice .jig/models/piper-joe.front.onnx --voice-decoder .jig/models/piper-joe.back.onnx \\
+        --voice-decoder-provider cuda --processes 8 --workers 4 --rate 50 --duration 30 --find-capacity
     # What it reads: each input once, its lines' text, confidence and WAV bytes
     PYTHONPATH=.jig/python python3 scripts/bare_pipeline.py --check
 
@@ -402,11 +406,15 @@ class Pipeline:
     """The sign reader's three tasks, their models and their files, for the worker threads of one process."""
 
     def __init__(self, a):
-        if "cuda" in (a.det_provider, a.rec_provider, a.voice_provider) and hasattr(ort, "preload_dlls"):
+        providers = (a.det_provider, a.rec_provider, a.voice_provider, a.voice_decoder_provider)
+        if "cuda" in providers and hasattr(ort, "preload_dlls"):
             ort.preload_dlls()  # the CUDA and cuDNN of onnxruntime-gpu's nvidia-* wheels, wherever pip put them
         self.det = Pool(a.det, [(a.det_provider, a.sessions_det)], a.threads)
         self.rec = Pool(a.rec, [(a.rec_provider, a.sessions_rec)], a.threads)
         self.voice = Pool(a.voice, [(a.voice_provider, a.sessions_voice), ("cpu", a.voice_cpu_sessions)], a.threads)
+        self.decoder = None
+        if a.voice_decoder:
+            self.decoder = Pool(a.voice_decoder, [(a.voice_decoder_provider, a.sessions_voice_decoder)], a.threads)
         with open(a.charset, encoding="utf-8") as f:  # as Rust's `lines()`: no line after a final newline
             self.charset = [line.removesuffix("\r") for line in f.read().removesuffix("\n").split("\n")]
         with open(a.phonemes, encoding="utf-8") as f:
@@ -430,8 +438,13 @@ class Pipeline:
             answer.append({"text": text, "confidence": confidence, "box": box, "score": score})
             if text:  # `recognize` emits to `speak` only lines with text
                 due()
-                answer[-1]["wav"] = speak(self.voice.infer, text, self.lexicon, self.ids)
+                answer[-1]["wav"] = speak(self.say, text, self.lexicon, self.ids)
         return answer
+
+    def say(self, *inputs):
+        """The voice's outputs for one sentence: the whole voice's, or its front's through its decoder."""
+        outputs = self.voice.infer(*inputs)
+        return outputs if self.decoder is None else self.decoder.infer(outputs[0])
 
     def warm_up(self, pngs):
         """Every input through every session before the clock starts, so that each has met every shape (on
@@ -441,6 +454,8 @@ class Pipeline:
                 for text in {recognize(runner(s), crop, self.charset)[0] for s in self.rec.all} - {""}:
                     for s in self.voice.all:
                         speak(runner(s), text, self.lexicon, self.ids)
+                    for s in self.decoder.all if self.decoder else []:
+                        speak(lambda *x: runner(s)(self.voice.infer(*x)[0]), text, self.lexicon, self.ids)
 
 
 # ---- load ----------------------------------------------------------------------------------------------------
@@ -567,6 +582,12 @@ def main():
     p.add_argument("--voice-cpu-sessions", type=int, default=0, metavar="N",
                    help="voice sessions per process on CPU threads beside the --voice-provider cuda ones; a line "
                         "takes whichever is free (0)")
+    p.add_argument("--voice-decoder", metavar="PATH",
+                   help="the voice cut in two (scripts/models.py): --voice is then its front, and this its decoder, "
+                        "which each line's front output goes through next")
+    p.add_argument("--voice-decoder-provider", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--sessions-voice-decoder", type=int, default=1, metavar="N",
+                   help="decoder sessions per process (1)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per CPU session (1)")
     p.add_argument("--workers", type=int, default=6, help="request threads per process (6)")
     p.add_argument("--processes", type=int, default=1, help="processes, each with its own sessions (1)")

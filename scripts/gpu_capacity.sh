@@ -3,20 +3,25 @@
 # 0 and CPU cores, its planned and served capacity in one run, then the bare pipeline on the same machine.
 #
 # 1. A copy of the sign reader whose `speak` task names the voice's slot (`slot = "voice"`), so that the planner
-#    plans the voice like det and rec, with one variant a slot (VARIANTS).
+#    plans the voice like det and rec, with one variant a slot (VARIANTS). With SPLIT=1 the voice is cut in two
+#    (scripts/models.py): `speak` runs its front (`slot = "voice"`, `stage = "front"`) and a `vocode` task its
+#    decoder (`slot = "vocoder"`), so that the plan may put the front's thousands of small nodes on cores and the
+#    decoder's few large ones on a share.
 # 2. `jig profile` of the copy on SHARES: MPS shares of GPU 0 served by one process and by several
 #    (`mps:0:57x4`: four processes of 14% each, measured at once); then the voice on VOICE_SHARES (`mps:0:57x8`:
 #    a voice bound by its launches, as it was at 120-140 ms a line on every share, serves more by more processes)
-#    and on CPU_SEGMENTS (`cpu:1 cpu:2`), so that the plan can put it on cores where that serves more.
+#    and on CPU_SEGMENTS (`cpu:1 cpu:2`), so that the plan can put it on cores where that serves more (with
+#    SPLIT=1, the front and the decoder each).
 # 3. scripts/capacity.sh with `jig up --cores CORES --gpus 0`: the plan's capacity and the highest Poisson rate
 #    with >= 99% in SLO, and their ratio.
 # 4. scripts/bare_pipeline.py --find-capacity with det, rec and the voice on ONNX Runtime's CUDA provider and
 #    BARE_VOICE_CPU voice sessions a process on CPU threads beside them (PROCESSES processes of WORKERS request
-#    threads), and jig's served capacity over the bare one.
+#    threads), and jig's served capacity over the bare one; with SPLIT=1 the same cut voice, its front on two CPU
+#    sessions a process and its decoder on CUDA.
 #
 # Usage: JIG=path/to/jig [CORES=8] [GPUS=0] [SHARES="..."] [VOICE_SHARES="mps:0:57x8"] [CPU_SEGMENTS="cpu:1 cpu:2"]
 #        [DEMAND=req/s] [DURATION=15] [PROCESSES=8] [WORKERS=4] [BARE_PROVIDER=cuda] [BARE_VOICE_CPU=1]
-#        scripts/gpu_capacity.sh
+#        [SPLIT=1] scripts/gpu_capacity.sh
 # DEMAND declares the load the copy is deployed for (`[demand] rps`); without it, the manifest's. PROFILE_ONLY=1
 # stops after step 2.
 # Stage what scripts/test_gpu.sh's header lists (the jig binary, the bundle's glue and models, JIG_ORT_LIB and the
@@ -47,7 +52,9 @@ nproc >>"$out/machine.txt"
 echo "== the sign reader with its voice planned: $out/bundle (variants: $variants)"
 cp -r examples/sign-reader "$out/bundle"
 rm -f "$out/bundle/profiles.csv"
-DEMAND=${DEMAND:-} python3 - "$out/bundle/jig.toml" $variants <<'PY'
+split=${SPLIT:-}
+[ -z "$split" ] || cp .jig/models/piper-joe.front.onnx .jig/models/piper-joe.back.onnx "$out/bundle/models/"
+DEMAND=${DEMAND:-} SPLIT=$split python3 - "$out/bundle/jig.toml" $variants <<'PY'
 import os, re, sys
 path, keep = sys.argv[1], set(sys.argv[2:])
 head, *blocks = open(path).read().split("\n[[variants]]")
@@ -57,6 +64,18 @@ head = re.sub(r'(name = "speak"\n)', r'\1slot = "voice"\n', head, count=1)
 head = re.sub(r'cpu_ms = 80 .*', 'cpu_ms = 2       # phonemes; the voice is planned', head, count=1)
 kept = [b for b in blocks if re.search(r'name = "([^"]+)"', b).group(1) in keep]
 assert {re.search(r'slot = "([^"]+)"', b).group(1) for b in kept} == {"det", "rec", "voice"}, "one variant a slot"
+if os.environ.get("SPLIT"):  # the voice's front in `speak`, each sentence's `z` to its decoder in `vocode`
+    head = head.replace('slot = "voice"\n', 'slot = "voice"\nconfig = { stage = "front" }\n', 1)
+    head = head.rstrip("\n") + (
+        '\n\n[[tasks]]\nname = "vocode"\nglue = "glue/tts_frame.wasm"\nslot = "vocoder"\n'
+        'config = { stage = "vocoder" }\ncpu_ms = 1       # a WAV\n\n'
+        '[[edges]]\nfrom = "speak.voiced"\nto = "vocode"\n')
+    voice = next(i for i, b in enumerate(kept) if 'slot = "voice"' in b)
+    kept[voice] = kept[voice].replace('models/piper-joe.onnx"', 'models/piper-joe.front.onnx"')
+    kept[voice] = kept[voice].rstrip("\n") + "\nfactors = { vocode = 1.0 }\n"
+    # A line of 40 phoneme ids at Piper's default rates comes out of the front as 99 frames.
+    kept.append('\nslot = "vocoder"\nname = "piper-joe-medium-decoder"\nmodel = "models/piper-joe.back.onnx"\n'
+                'accuracy = 1.0\nshapes = { z = [192, 99] }\n')
 if os.environ.get("DEMAND"):  # the load it is deployed for, as a user who knows it declares it
     head = head.rstrip("\n") + f"\n\n[demand]\nrps = {float(os.environ['DEMAND'])}\n"
 open(path, "w").write(head + "".join("\n[[variants]]" + b for b in kept))
@@ -69,10 +88,12 @@ echo "== jig profile on $shares"
 # shellcheck disable=SC2086 # the two lists joined
 voice_segments=$(echo $voice_shares $cpu_segments)
 if [ -n "$voice_segments" ]; then
-    echo "== the voice on $voice_segments"
-    # shellcheck disable=SC2046,SC2086 # one --segment each
-    "$JIG" profile "$out/bundle" --slot voice $(printf -- '--segment %s ' $voice_segments) --max-batch 1 --runs 10 2>&1 |
-        tee -a "$out/profile.txt" | grep -E "^profile: [a-z]+/[^ ]+ on [^ ]+: batch" || true
+    for slot in voice ${split:+vocoder}; do
+        echo "== the $slot on $voice_segments"
+        # shellcheck disable=SC2046,SC2086 # one --segment each
+        "$JIG" profile "$out/bundle" --slot $slot $(printf -- '--segment %s ' $voice_segments) --max-batch 1 \
+            --runs 10 2>&1 | tee -a "$out/profile.txt" | grep -E "^profile: [a-z]+/[^ ]+ on [^ ]+: batch" || true
+    done
 fi
 cp "$out/bundle/profiles.csv" "$out/profiles.csv"
 [ -z "${PROFILE_ONLY:-}" ] || exit 0
@@ -86,11 +107,17 @@ served=$(awk -F, 'NR == 2 { print $3 }' "$out/capacity/summary.csv")
 provider=${BARE_PROVIDER:-cuda}
 echo "== the bare pipeline, its models on $provider"
 models=$out/bundle/models
+if [ -n "$split" ]; then
+    voice=(--voice "$models/piper-joe.front.onnx" --voice-provider cpu --sessions-voice 2
+        --voice-decoder "$models/piper-joe.back.onnx" --voice-decoder-provider "$provider")
+else
+    voice=(--voice "$models/piper-joe.onnx" --voice-provider "$provider"
+        --voice-cpu-sessions "$([ "$provider" = cuda ] && echo "${BARE_VOICE_CPU:-1}" || echo 0)")
+fi
 python3 scripts/bare_pipeline.py --det "$models/ppocr-det-480.onnx" --rec "$models/ppocr-rec.onnx" \
-    --voice "$models/piper-joe.onnx" --charset "$models/ppocr-rec.charset.txt" \
+    --charset "$models/ppocr-rec.charset.txt" \
     --phonemes "$models/piper-joe.phonemes.json" --lexicon "$models/cmudict.txt" \
-    --det-provider "$provider" --rec-provider "$provider" --voice-provider "$provider" \
-    --voice-cpu-sessions "$([ "$provider" = cuda ] && echo "${BARE_VOICE_CPU:-1}" || echo 0)" \
+    --det-provider "$provider" --rec-provider "$provider" "${voice[@]}" \
     --processes "${PROCESSES:-8}" --workers "${WORKERS:-4}" \
     --rate "${served:-50}" --duration "$duration" --find-capacity 2>&1 | tee "$out/bare.txt"
 # Where every rate the bare pipeline tried passed, its capacity is at least the last (and the ratio at most).

@@ -98,6 +98,19 @@ fn a_bundle_missing_or_broken_is_named_by_its_directory_before_any_gateway_is_as
 }
 
 #[test]
+fn a_voice_stage_that_is_not_one_or_an_input_it_cannot_take_is_named() {
+    let output = run(jig().arg("run").arg(component("tts_frame")).args(["--config", "stage=bogus"]), b"hello");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("config key `stage` is \"bogus\"") && stderr.contains("`vocoder`"), "{stderr}");
+
+    let output = run(jig().arg("run").arg(component("tts_frame")).args(["--config", "stage=vocoder"]), b"hello");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("stage `vocoder` takes what a `front` stage emits"), "{stderr}");
+}
+
+#[test]
 fn run_serves_a_model_slot_with_onnx_runtime() {
     let payload =
         serde_json::json!({"op": "infer-f32", "slot": "classifier", "shape": [2, 64], "values": vec![0.25; 128]});

@@ -177,3 +177,83 @@ fn each_voice_variant_says_a_sign() {
     // The same words at the same rate: the int8 voice speaks as long as the fp32 one, give or take.
     assert!((seconds[0] / seconds[1] - 1.0).abs() < 0.3, "{seconds:?}");
 }
+
+/// The samples of a 16-bit mono WAV.
+fn samples(wav: &[u8]) -> Vec<i16> {
+    wav_stats(wav);
+    wav[44..].chunks_exact(2).map(|s| i16::from_le_bytes([s[0], s[1]])).collect()
+}
+
+#[test]
+fn a_voice_cut_in_two_tasks_says_what_the_whole_voice_says() {
+    let state = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start(state.path(), &[]);
+    let models = root().join(".jig/models");
+    // No noise, so that the voice says a line the same way every time.
+    let config = |stage: &str| {
+        format!(
+            "config = {{ stage = \"{stage}\", noise-scale = \"0\", noise-w = \"0\" }}\n\
+             config_files = {{ phoneme-id-map = \"models/phonemes.json\", lexicon = \"models/cmudict.txt\" }}\n"
+        )
+    };
+    let whole = format!(
+        "name = \"whole\"\n[[tasks]]\nname = \"speak\"\nglue = \"glue/tts_frame.wasm\"\nslot = \"voice\"\n{}\
+         [[variants]]\nslot = \"voice\"\nname = \"piper\"\nmodel = \"models/voice.onnx\"\n",
+        config("whole")
+    );
+    // The front on one slot, emitting each sentence's `z` to the decoder's task on another.
+    let split = format!(
+        "name = \"split\"\n[[tasks]]\nname = \"speak\"\nglue = \"glue/tts_frame.wasm\"\nslot = \"voice\"\n{}\
+         [[tasks]]\nname = \"vocode\"\nglue = \"glue/tts_frame.wasm\"\nslot = \"vocoder\"\nconfig = {{ stage = \"vocoder\" }}\n\
+         [[edges]]\nfrom = \"speak.voiced\"\nto = \"vocode\"\n\
+         [[variants]]\nslot = \"voice\"\nname = \"piper-front\"\nmodel = \"models/front.onnx\"\n\
+         [[variants]]\nslot = \"vocoder\"\nname = \"piper-back\"\nmodel = \"models/back.onnx\"\n",
+        config("front")
+    );
+    for (manifest, files) in [
+        (&whole, vec![("models/voice.onnx", models.join("piper-joe.onnx"))]),
+        (
+            &split,
+            vec![
+                ("models/front.onnx", models.join("piper-joe.front.onnx")),
+                ("models/back.onnx", models.join("piper-joe.back.onnx")),
+            ],
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files: Vec<(&str, std::path::PathBuf)> = files;
+        files.push(("glue/tts_frame.wasm", component("tts_frame")));
+        files.push(("models/phonemes.json", models.join("piper-joe.phonemes.json")));
+        files.push(("models/cmudict.txt", models.join("cmudict.txt")));
+        let files: Vec<(&str, &Path)> = files.iter().map(|(to, from)| (*to, from.as_path())).collect();
+        bundle(dir.path(), manifest, &files);
+        let deployed = gateway.jig("deploy").arg(dir.path()).output().unwrap();
+        assert!(deployed.status.success(), "{}", String::from_utf8_lossy(&deployed.stderr));
+    }
+
+    let line = br#"{"text": "No parking. Stop here!", "index": 0}"#;
+    let reply = gateway.http("POST", "/v1/apps/whole/invoke", &[], line);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let wav = |output: &serde_json::Value| {
+        samples(&base64::engine::general_purpose::STANDARD.decode(output["base64"].as_str().unwrap()).unwrap())
+    };
+    let outputs = reply.json()["outputs"].as_array().unwrap().clone();
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    let said = wav(&outputs[0]);
+
+    let reply = gateway.http("POST", "/v1/apps/split/invoke", &[], line);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let mut outputs = reply.json()["outputs"].as_array().unwrap().clone();
+    assert_eq!(outputs.len(), 2, "one WAV a sentence: {outputs:?}");
+    outputs.sort_by_key(|o| o["json"]["sentence"].as_u64());
+    for (i, output) in outputs.iter().enumerate() {
+        assert_eq!(output["json"]["sentence"], i, "{output:?}");
+        assert_eq!(output["json"]["text"], "No parking. Stop here!", "the line's record is kept: {output:?}");
+    }
+    // The whole says the two sentences 0.2 s apart; the two tasks say the same samples, a sentence each.
+    let (first, second) = (wav(&outputs[0]), wav(&outputs[1]));
+    assert!(first.len() > 4410 && second.len() > 4410, "{} and {} samples", first.len(), second.len());
+    let joined: Vec<i16> = first.iter().copied().chain(std::iter::repeat_n(0, 4410)).chain(second).collect();
+    assert_eq!(said.len(), joined.len());
+    assert!(said == joined, "the cut voice says other samples than the whole");
+}

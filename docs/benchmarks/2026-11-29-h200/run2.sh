@@ -8,13 +8,15 @@
 #   JIG_CUDA_SPIN=1 (~20 s).
 # - voice: voice.py, Piper's voice on ONNX Runtime's CUDA provider under each cuDNN algorithm search (run.sh found
 #   it at 120-140 ms a line under the default exhaustive one), its host thread spinning and asleep, and on CPU
-#   threads (~1 minute); then the voice cut in two (split_voice.py), its front on a CPU thread and its decoder
+#   threads (~1 minute); then the voice cut in two (scripts/models.py), its front on a CPU thread and its decoder
 #   on CUDA, each line's host CPU split between them (new; ~15 s more).
 # - capacity: scripts/gpu_capacity.sh as run.sh ran it (on CORES=14 since 2026-11-30), now with jig's CUDA
 #   sessions on cuDNN's heuristics, the voice's rows on eight processes of 7% (mps:0:57x8) and on cpu:1 and cpu:2
 #   beside the shares (the plan may put voices on cores), shares planned as measured together (the planner's
 #   as_packed), a GPU row's host CPU profiled (`cpu_ms`) and planned on the cores, and the bare pipeline's voice
-#   on CUDA and one CPU session a process (~7 minutes).
+#   on CUDA and one CPU session a process (~7 minutes). With SPLIT=1 (new, 2026-12-01) the voice cut in two, both
+#   in jig's plan (its front a task, its decoder another) and in the bare pipeline: best after the voice step has
+#   shown the decoder on CUDA cheap in host CPU.
 # - tensor: the tensor path on mps:0:100 of Add at b = 16 and 32 (not yet measured there), then of the detector at
 #   b = 64 (its stacked one-row requests ran at 0.12-0.15x bare on 2026-11-30), as far as time is left.
 # - figure (not in the default; a call of its own, best on a later lease): issue 54's figure end to end,

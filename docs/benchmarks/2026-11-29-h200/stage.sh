@@ -13,12 +13,10 @@ set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mv .gpu/5/onnxruntime.tar.xz .gpu/5/unpack.sh "$work/"
-# The voice, and its two parts for voice.py's split configurations (split_voice.py): one stream with a window that
+# The voice and its two parts (scripts/models.py cuts it where its decoder starts): one stream with a window that
 # holds the whole model, so the front's weights, the whole's again, cost nothing (58.13 MB against 58.07 alone).
-mkdir -p "$work/voice" && cp .jig/models/piper-joe.onnx "$work/voice/"
-PYTHONPATH=.jig/python python3 "$(dirname "$0")/split_voice.py" "$work/voice/piper-joe.onnx"
-(cd "$work/voice" && tar cf - piper-joe.onnx piper-joe.front.onnx piper-joe.back.onnx |
-    xz -T2 --lzma2=preset=6,dict=192MiB >"$work/voice.tar.xz") && rm -r "$work/voice"
+(cd .jig/models && tar cf - piper-joe.onnx piper-joe.front.onnx piper-joe.back.onnx |
+    xz -T2 --lzma2=preset=6,dict=192MiB >"$work/voice.tar.xz")
 xz -T2 -6 -c target/release/jig >"$work/jig.xz"
 xz -T2 -6 -c "${BENCH:?set BENCH to the tensor_path bench binary}" >"$work/bench.xz"
 # The detector's and recognizer's other variants are what run2.sh's `figure` step (scripts/validate_graph.sh) plans

@@ -5,8 +5,8 @@ ids, after 3 warm-up lines), one JSON line a configuration, each in a process of
 A last configuration runs ONNX Runtime's profiler on CUDA and says where a line's time goes: the nodes each provider
 ran and their time, and the operator types the CPU ran longest (2026-11-30 on an H200: a line took as much host CPU
 as wall time on CUDA, asleep or not; the graph has 2,755 nodes).
-Where split_voice.py's two parts lie beside the model (STEM.front.onnx, STEM.back.onnx; stage.sh makes them), two
-more: the front on one CPU thread and the decoder on CUDA (asleep while waiting), in turn each line, and the same
+Where the voice's two parts lie beside the model (STEM.front.onnx, STEM.back.onnx: scripts/models.py cuts it where
+its decoder starts, and stage.sh carries them), two more: the front on one CPU thread and the decoder on CUDA (asleep while waiting), in turn each line, and the same
 with the decoder profiled; each says the front's and the back's ms and CPU ms a line besides the line's.
 Usage: python3 voice.py piper-joe.onnx [RUNS]"""
 import ctypes, json, multiprocessing, os, sys, time

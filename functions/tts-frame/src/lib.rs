@@ -17,12 +17,22 @@
 //! phoneme followed by the pad `_`, then `$`; characters missing from the map are skipped). Without a map,
 //! ids are the characters' Unicode code points. `lexicon`: the pronouncing dictionary of [`g2p`] (usually from
 //! `config_files`); without it the text is taken to be phonemes already.
+//!
+//! **A voice cut in two** (`stage`): a voice whose front (text encoder, durations, flow: thousands of small
+//! nodes at the phonemes' rate) runs on CPU cores and whose decoder (a few large convolutions at the audio's rate)
+//! runs on a GPU share is two tasks, each its own slot, planned apart (`scripts/models.py` cuts Piper's voice into
+//! `piper-joe.front.onnx` and `piper-joe.back.onnx`). With `stage = "front"` the slot holds the front: each
+//! sentence's output (the decoder's input) is **emitted** on `port` (default `voiced`) as a [`Voiced`] tensor
+//! envelope, and it returns `{"sentences": n}`. With `stage = "vocoder"` the input is such an envelope and the slot
+//! (default `vocoder`) the decoder: it returns that sentence's WAV, for a line in an envelope of its record (with
+//! `sentence`, from 0, where the line had several). The default, `stage = "whole"`, is all of the above in one.
 
 pub mod g2p;
 
 use std::collections::HashMap;
 
-use jig_sdk::{DType, Error, Function, Result, Tensor};
+use jig_sdk::{DType, Envelope, Error, Function, Result, Tensor};
+use serde::{Deserialize, Serialize};
 
 /// Split `text` into sentences: after `.`, `!`, `?` or `…` followed by whitespace, and at line breaks.
 /// Sentences are trimmed; empty ones are dropped.
@@ -99,10 +109,79 @@ fn pcm(output: &Tensor) -> Result<Vec<i16>> {
     }
 }
 
+/// The metadata of what a voice's front emits for one sentence: a tensor envelope's (the body is the tensor's
+/// raw little-endian bytes), with the line it came from and its place among the line's sentences.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Voiced {
+    /// The element type, by the Open Inference Protocol's name (`FP32`).
+    pub datatype: String,
+    /// The shape.
+    pub shape: Vec<u64>,
+    /// The recognized line's record, for a JSON input.
+    #[serde(default)]
+    pub record: Option<serde_json::Value>,
+    /// This sentence's index among those voiced, from 0.
+    pub sentence: usize,
+    /// How many sentences of the line were voiced.
+    pub sentences: usize,
+}
+
+/// The parts of the voice this task runs (config `stage`).
+enum Stage {
+    Whole,
+    Front,
+    Vocoder,
+}
+
+/// The answer for `record` (a recognized line, or none for plain text) around `audio`.
+fn answer(record: Option<serde_json::Value>, audio: Vec<u8>) -> Vec<u8> {
+    match record {
+        Some(meta) => Envelope { meta, body: audio }.encode(),
+        None => audio,
+    }
+}
+
+/// The first output of a model call.
+fn first(outputs: Vec<Tensor>, slot: &str) -> Result<Tensor> {
+    outputs.into_iter().next().ok_or_else(|| Error::internal(format!("the model in slot `{slot}` returned no outputs")))
+}
+
+/// A decoder's audio for one voiced sentence, as a WAV in the answer of its line.
+fn vocode(payload: Vec<u8>, slot: &str, sample_rate: u32) -> Result<Vec<u8>> {
+    let Envelope { meta, body } = Envelope::<Voiced>::decode(payload)
+        .map_err(|e| Error::invalid_input(format!("stage `vocoder` takes what a `front` stage emits: {e}")))?;
+    let voiced = Tensor::new(DType::from_oip_name(&meta.datatype)?, &meta.shape, body)?;
+    let audio = first(jig_sdk::infer(slot, &[voiced])?, slot)?;
+    let wav = jig_sdk::audio::wav(&pcm(&audio)?, sample_rate);
+    let record = match meta.record {
+        Some(serde_json::Value::Object(mut line)) if meta.sentences > 1 => {
+            line.insert("sentence".into(), meta.sentence.into());
+            Some(serde_json::Value::Object(line))
+        }
+        record => record,
+    };
+    Ok(answer(record, wav))
+}
+
 pub struct TtsFrame;
 
 impl Function for TtsFrame {
     fn handle(payload: Vec<u8>) -> Result<Vec<u8>> {
+        let stage = match jig_sdk::config("stage").as_deref() {
+            None | Some("whole") => Stage::Whole,
+            Some("front") => Stage::Front,
+            Some("vocoder") => Stage::Vocoder,
+            Some(other) => {
+                return Err(Error::invalid_input(format!(
+                    "config key `stage` is {other:?}: use `whole` (the default), `front` or `vocoder`"
+                )));
+            }
+        };
+        let sample_rate: u32 = jig_sdk::config_or("sample-rate", 22_050)?;
+        if let Stage::Vocoder = stage {
+            let slot = jig_sdk::config("slot").unwrap_or_else(|| "vocoder".to_string());
+            return vocode(payload, &slot, sample_rate);
+        }
         let text = String::from_utf8(payload).map_err(|e| Error::invalid_input(format!("text is not UTF-8: {e}")))?;
         // A JSON object with `text` (a recognized line): answer with its metadata around the audio.
         let record = serde_json::from_str::<serde_json::Value>(&text).ok().filter(|v| v["text"].is_string());
@@ -113,7 +192,6 @@ impl Function for TtsFrame {
         let lexicon = jig_sdk::config("lexicon");
         let lexicon = lexicon.as_deref().map(g2p::Lexicon::new);
         let slot = jig_sdk::config("slot").unwrap_or_else(|| "voice".to_string());
-        let sample_rate: u32 = jig_sdk::config_or("sample-rate", 22_050)?;
         let silence: f32 = jig_sdk::config_or("sentence-silence", 0.2)?;
         let scales = [
             jig_sdk::config_or("noise-scale", 0.667f32)?,
@@ -129,34 +207,44 @@ impl Function for TtsFrame {
         }
         let gap = vec![0i16; (silence * sample_rate as f32) as usize];
 
+        let voiced: Vec<Vec<i64>> = sentences(&text)
+            .into_iter()
+            .map(|sentence| match &lexicon {
+                Some(lexicon) => ids.encode(&g2p::phonemize(sentence, lexicon)),
+                None => ids.encode(sentence),
+            })
+            .filter(|encoded| !encoded.is_empty())
+            .collect();
+        let port = jig_sdk::config("port").unwrap_or_else(|| "voiced".to_string());
         let mut samples = Vec::new();
-        for (i, sentence) in sentences(&text).into_iter().enumerate() {
-            let phonemes = match &lexicon {
-                Some(lexicon) => std::borrow::Cow::Owned(g2p::phonemize(sentence, lexicon)),
-                None => std::borrow::Cow::Borrowed(sentence),
-            };
-            let encoded = ids.encode(&phonemes);
-            if encoded.is_empty() {
-                continue;
-            }
+        for (i, encoded) in voiced.iter().enumerate() {
             let n = encoded.len() as u64;
             let inputs = [
-                Tensor::from_i64(&[1, n], &encoded),
+                Tensor::from_i64(&[1, n], encoded),
                 Tensor::from_i64(&[1], &[n as i64]),
                 Tensor::from_f32(&[3], &scales),
             ];
-            let outputs = jig_sdk::infer(&slot, &inputs)?;
-            let audio = outputs.first().ok_or_else(|| Error::internal("voice model returned no outputs"))?;
+            let output = first(jig_sdk::infer(&slot, &inputs)?, &slot)?;
+            if let Stage::Front = stage {
+                let meta = Voiced {
+                    datatype: output.dtype().oip_name().into(),
+                    shape: output.shape().to_vec(),
+                    record: record.clone(),
+                    sentence: i,
+                    sentences: voiced.len(),
+                };
+                jig_sdk::emit(&port, &Envelope { meta, body: output.bytes().to_vec() }.encode());
+                continue;
+            }
             if i > 0 {
                 samples.extend_from_slice(&gap);
             }
-            samples.extend(pcm(audio)?);
+            samples.extend(pcm(&output)?);
         }
-        let audio = jig_sdk::audio::wav(&samples, sample_rate);
-        Ok(match record {
-            Some(meta) => jig_sdk::Envelope { meta, body: audio }.encode(),
-            None => audio,
-        })
+        if let Stage::Front = stage {
+            return Ok(serde_json::to_vec(&serde_json::json!({ "sentences": voiced.len() }))?);
+        }
+        Ok(answer(record, jig_sdk::audio::wav(&samples, sample_rate)))
     }
 }
 
