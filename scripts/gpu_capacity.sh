@@ -71,10 +71,12 @@ if os.environ.get("SPLIT"):  # the voice's front in `speak`, each sentence's `z`
         'config = { stage = "vocoder" }\ncpu_ms = 1       # a WAV\n\n'
         '[[edges]]\nfrom = "speak.voiced"\nto = "vocode"\n')
     voice = next(i for i, b in enumerate(kept) if 'slot = "voice"' in b)
+    name = re.search(r'name = "([^"]+)"', kept[voice]).group(1)
+    kept[voice] = kept[voice].replace(f'name = "{name}"', f'name = "{name}-front"')
     kept[voice] = kept[voice].replace('models/piper-joe.onnx"', 'models/piper-joe.front.onnx"')
     kept[voice] = kept[voice].rstrip("\n") + "\nfactors = { vocode = 1.0 }\n"
     # A line of 40 phoneme ids at Piper's default rates comes out of the front as 99 frames.
-    kept.append('\nslot = "vocoder"\nname = "piper-joe-medium-decoder"\nmodel = "models/piper-joe.back.onnx"\n'
+    kept.append(f'\nslot = "vocoder"\nname = "{name}-decoder"\nmodel = "models/piper-joe.back.onnx"\n'
                 'accuracy = 1.0\nshapes = { z = [192, 99] }\n')
 if os.environ.get("DEMAND"):  # the load it is deployed for, as a user who knows it declares it
     head = head.rstrip("\n") + f"\n\n[demand]\nrps = {float(os.environ['DEMAND'])}\n"
