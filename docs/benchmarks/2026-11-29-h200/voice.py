@@ -6,8 +6,9 @@ A last configuration runs ONNX Runtime's profiler on CUDA and says where a line'
 ran and their time, and the operator types the CPU ran longest (2026-11-30 on an H200: a line took as much host CPU
 as wall time on CUDA, asleep or not; the graph has 2,755 nodes).
 Where the voice's two parts lie beside the model (STEM.front.onnx, STEM.back.onnx: scripts/models.py cuts it where
-its decoder starts, and stage.sh carries them), two more: the front on one CPU thread and the decoder on CUDA (asleep while waiting), in turn each line, and the same
-with the decoder profiled; each says the front's and the back's ms and CPU ms a line besides the line's.
+its decoder starts, and stage.sh carries them), two more: the front on one CPU thread and the decoder on CUDA
+(asleep while waiting), in turn each line, and the same with the decoder profiled; each says the front's and the
+back's ms and CPU ms a line besides the line's.
 Usage: python3 voice.py piper-joe.onnx [RUNS]"""
 import ctypes, json, multiprocessing, os, sys, time
 
@@ -63,14 +64,14 @@ def measure(path, runs, name, providers, threads=1, asleep=False, profiled=False
     if asleep:
         asleep_while_waiting()
     line = lines().__next__
-    session_ = session(path, providers, threads, profiled)
+    voice = session(path, providers, threads, profiled)
     for _ in range(3):
-        session_.run(None, line())
+        voice.run(None, line())
     wall, cpu, samples = [], [], []
     for _ in range(runs):
         feeds = line()
         w, c = time.perf_counter(), time.process_time()
-        audio = session_.run(None, feeds)[0]
+        audio = voice.run(None, feeds)[0]
         wall.append((time.perf_counter() - w) * 1e3)
         cpu.append((time.process_time() - c) * 1e3)
         samples.append(audio.size)
@@ -78,7 +79,7 @@ def measure(path, runs, name, providers, threads=1, asleep=False, profiled=False
               "ms_p95": round(float(np.percentile(wall, 95)), 1), "cpu_ms_p50": round(float(np.median(cpu)), 1),
               "samples_p50": int(np.median(samples)), "distinct_lengths": len(set(samples))}
     if profiled:
-        result.update(where_the_time_goes(session_.end_profiling(), runs))
+        result.update(where_the_time_goes(voice.end_profiling(), runs))
     print(json.dumps(result), flush=True)
 
 
@@ -124,7 +125,8 @@ if __name__ == "__main__":
     front, back = path.removesuffix(".onnx") + ".front.onnx", path.removesuffix(".onnx") + ".back.onnx"
     if os.path.exists(front) and os.path.exists(back):
         for profiled in (False, True):
-            name = "split: front on cpu, 1 thread; back on cuda HEURISTIC, asleep" + (", profiled" if profiled else "")
+            name = "split: front on cpu, 1 thread; back on cuda HEURISTIC, asleep"
+            name += ", profiled" if profiled else ""
             children.append((measure_split, (front, back, runs, name, cuda("HEURISTIC"), profiled)))
     for target, args in children:
         child = spawn.Process(target=target, args=args)
