@@ -8,8 +8,9 @@ as wall time on CUDA, asleep or not; the graph has 2,755 nodes).
 Where the voice's two parts lie beside the model (STEM.front.onnx, STEM.back.onnx: scripts/models.py cuts it where
 its decoder starts, and stage.sh carries them), two more: the front on one CPU thread and the decoder on CUDA
 (asleep while waiting), in turn each line, and the same with the decoder profiled; each says the front's and the
-back's ms and CPU ms a line besides the line's.
-Usage: python3 voice.py piper-joe.onnx [RUNS]"""
+back's ms and CPU ms a line besides the line's. CPU=1 runs the CPU's configurations alone, the cut voice's
+both parts on one CPU thread too: on a machine without a GPU.
+Usage: [CPU=1] python3 voice.py piper-joe.onnx [RUNS]"""
 import ctypes, json, multiprocessing, os, sys, time
 
 
@@ -83,11 +84,12 @@ def measure(path, runs, name, providers, threads=1, asleep=False, profiled=False
     print(json.dumps(result), flush=True)
 
 
-def measure_split(front_path, back_path, runs, name, providers, profiled=False):
-    """Each line through the front on one CPU thread, then its decoder on `providers`, the host asleep while it
-    waits; p50s of the line's, the front's and the back's wall and CPU ms."""
+def measure_split(front_path, back_path, runs, name, providers, profiled=False, asleep=True):
+    """Each line through the front on one CPU thread, then its decoder on `providers` (with `asleep`, the host
+    asleep while it waits for CUDA); p50s of the line's, the front's and the back's wall and CPU ms."""
     import numpy as np
-    asleep_while_waiting()
+    if asleep:
+        asleep_while_waiting()
     line = lines().__next__
     front = session(front_path, ["CPUExecutionProvider"])
     back = session(back_path, providers, profiled=profiled)
@@ -114,16 +116,21 @@ def measure_split(front_path, back_path, runs, name, providers, profiled=False):
 
 if __name__ == "__main__":
     path, runs = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    cpu_only = os.environ.get("CPU") == "1"
     cuda = lambda search: [("CUDAExecutionProvider", {"cudnn_conv_algo_search": search})]
-    configs = [(f"cuda {search}", cuda(search), 1, False) for search in ("HEURISTIC", "DEFAULT", "EXHAUSTIVE")]
-    configs.append(("cuda HEURISTIC, asleep while waiting", cuda("HEURISTIC"), 1, True))
+    configs = [] if cpu_only else [(f"cuda {search}", cuda(search), 1, False)
+                                   for search in ("HEURISTIC", "DEFAULT", "EXHAUSTIVE")]
+    configs += [] if cpu_only else [("cuda HEURISTIC, asleep while waiting", cuda("HEURISTIC"), 1, True)]
     configs += [(f"cpu, {threads} threads", ["CPUExecutionProvider"], threads, False) for threads in (1, 4)]
-    configs.append(("cuda HEURISTIC, asleep, profiled", cuda("HEURISTIC"), 1, True))
+    configs += [] if cpu_only else [("cuda HEURISTIC, asleep, profiled", cuda("HEURISTIC"), 1, True)]
     spawn = multiprocessing.get_context("spawn")
     children = [(measure, (path, runs, name, providers, threads, asleep, name.endswith("profiled")))
                 for name, providers, threads, asleep in configs]
     front, back = path.removesuffix(".onnx") + ".front.onnx", path.removesuffix(".onnx") + ".back.onnx"
-    if os.path.exists(front) and os.path.exists(back):
+    if os.path.exists(front) and os.path.exists(back) and cpu_only:
+        name = "split: front and back on cpu, 1 thread"
+        children.append((measure_split, (front, back, runs, name, ["CPUExecutionProvider"], False, False)))
+    elif os.path.exists(front) and os.path.exists(back):
         for profiled in (False, True):
             name = "split: front on cpu, 1 thread; back on cuda HEURISTIC, asleep"
             name += ", profiled" if profiled else ""
