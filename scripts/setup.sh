@@ -12,6 +12,14 @@ set -euo pipefail
 step="" rerun="make setup"
 trap 'echo "setup: failed at: $step; rerun it with \`$rerun\` (or all of set-up with \`make setup\`)" >&2' ERR
 
+# A first build and the suite write about 9 GB (target/ 6-8 GB, .jig/ 1.3 GB): say so before a build stops half
+# way with "No space left on device".
+free_gb=$(df -Pk . 2>/dev/null | awk 'NR == 2 { print int($4 / 1048576) }') || true
+if [ "${free_gb:-10}" -lt 10 ]; then
+    echo "setup: warning: $free_gb GB free on the disk of $PWD; a first build and \`make test\` write about 9 GB" \
+        "(target/, .jig/): free some (\`cargo clean\` empties target/) if a build fails \"No space left on device\"" >&2
+fi
+
 step="the wasm32-wasip2 Rust target" rerun="rustup target add wasm32-wasip2"
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     echo "setup: adding the wasm32-wasip2 Rust target"
