@@ -85,7 +85,7 @@ fn deploy_noop(addr: SocketAddr, dir: &Path) {
         .expect("echo.wasm; build the components with `make functions`");
     std::fs::write(dir.join("jig.toml"), "name = \"noop\"\n[[tasks]]\nname = \"echo\"\nglue = \"glue/echo.wasm\"\n")
         .unwrap();
-    let archive = jig_manifest::pack(dir).unwrap();
+    let archive = jig_manifest::pack(&jig_manifest::Bundle::open(dir).unwrap()).unwrap();
     let client = jig_client::Client::new(&format!("http://{addr}"), None).unwrap();
     let answer = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -397,7 +397,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("glue")).unwrap();
         std::fs::write(dir.path().join("jig.toml"), manifest).unwrap();
         std::fs::write(dir.path().join("glue/t.wasm"), glue).unwrap();
-        bundle::pack(dir.path()).unwrap()
+        bundle::pack(&Bundle::open(dir.path()).unwrap()).unwrap()
     }
 
     #[test]

@@ -7,10 +7,10 @@ use std::path::Path;
 use crate::bundle::{Bundle, is_inside};
 use crate::error::{Result, invalid};
 
-/// Pack the bundle at `dir` for upload: a tar archive of [`Bundle::files`] in order, with fixed modes and
-/// no timestamps or owners. Checks the bundle first.
-pub fn pack(dir: &Path) -> Result<Vec<u8>> {
-    let bundle = Bundle::open(dir)?;
+/// Pack an opened (so checked) bundle for upload: a tar archive of [`Bundle::files`] in order, with fixed modes
+/// and no timestamps or owners.
+pub fn pack(bundle: &Bundle) -> Result<Vec<u8>> {
+    let dir = &bundle.dir;
     let mut archive = tar::Builder::new(Vec::new());
     let glue: Vec<&Path> = bundle.manifest.tasks.iter().map(|t| t.glue.as_path()).collect();
     for file in bundle.files() {
@@ -114,10 +114,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), TWO_TASKS);
         std::fs::write(dir.path().join("unrelated.txt"), b"not part of the bundle").unwrap();
-        let packed = pack(dir.path()).unwrap();
+        let packed = pack(&Bundle::open(dir.path()).unwrap()).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(1100));
         std::fs::write(dir.path().join("glue/a.wasm"), b"a").unwrap(); // a newer mtime, same bytes
-        assert_eq!(pack(dir.path()).unwrap(), packed);
+        assert_eq!(pack(&Bundle::open(dir.path()).unwrap()).unwrap(), packed);
 
         let out = tempfile::tempdir().unwrap();
         let bundle = unpack(&packed, &out.path().join("b"), 1 << 20).unwrap();
@@ -150,11 +150,11 @@ mod tests {
             [(&b"\0asm\x01\0\0\0"[..], "a core WebAssembly module"), (b"\x89PNG\r\n\x1a\n\xff", "not WebAssembly")]
         {
             std::fs::write(dir.path().join("glue/b.wasm"), bytes).unwrap();
-            let err = pack(dir.path()).unwrap_err().to_string();
+            let err = pack(&Bundle::open(dir.path()).unwrap()).unwrap_err().to_string();
             assert!(err.contains("glue/b.wasm") && err.contains(said) && err.contains("wasm32-wasip2"), "{err}");
         }
         std::fs::write(dir.path().join("glue/b.wasm"), b"\0asm\x0d\0\x01\0").unwrap();
-        pack(dir.path()).unwrap();
+        pack(&Bundle::open(dir.path()).unwrap()).unwrap();
     }
 
     #[test]

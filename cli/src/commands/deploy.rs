@@ -31,8 +31,9 @@ impl DeployCommand {
 }
 
 fn deploy(args: DeployCommand) -> anyhow::Result<ExitCode> {
-    let name = open_bundle(&args.bundle)?.manifest.name;
-    let archive = jig_manifest::pack(&args.bundle).with_context(|| format!("bundle {}", args.bundle.display()))?;
+    let bundle = open_bundle(&args.bundle)?;
+    let archive = jig_manifest::pack(&bundle).with_context(|| format!("bundle {}", args.bundle.display()))?;
+    let name = bundle.manifest.name;
     // The gateway names a bundle by the SHA-256 of these bytes: how to tell, when its answer is lost, whether it
     // applied this one.
     let sha256 = hex::encode(Sha256::digest(&archive));

@@ -32,12 +32,16 @@ fn sign_reader(dir: &Path) {
     );
 }
 
-/// The seconds and RMS (of full scale) of a 16-bit mono WAV, checking its header.
-fn wav_stats(wav: &[u8]) -> (f64, f64) {
+/// The samples of a 16-bit mono WAV, checking its header.
+fn samples(wav: &[u8]) -> Vec<i16> {
     assert_eq!((&wav[0..4], &wav[8..16]), (&b"RIFF"[..], &b"WAVEfmt "[..]), "not a WAV");
+    wav[44..].chunks_exact(2).map(|s| i16::from_le_bytes([s[0], s[1]])).collect()
+}
+
+/// The seconds and RMS (of full scale) of a 16-bit mono WAV.
+fn wav_stats(wav: &[u8]) -> (f64, f64) {
+    let samples: Vec<f64> = samples(wav).into_iter().map(|s| f64::from(s) / 32768.0).collect();
     let rate = u32::from_le_bytes(wav[24..28].try_into().unwrap());
-    let samples: Vec<f64> =
-        wav[44..].chunks_exact(2).map(|s| f64::from(i16::from_le_bytes([s[0], s[1]])) / 32768.0).collect();
     let rms = (samples.iter().map(|s| s * s).sum::<f64>() / samples.len().max(1) as f64).sqrt();
     (samples.len() as f64 / f64::from(rate), rms)
 }
@@ -176,12 +180,6 @@ fn each_voice_variant_says_a_sign() {
     }
     // The same words at the same rate: the int8 voice speaks as long as the fp32 one, give or take.
     assert!((seconds[0] / seconds[1] - 1.0).abs() < 0.3, "{seconds:?}");
-}
-
-/// The samples of a 16-bit mono WAV.
-fn samples(wav: &[u8]) -> Vec<i16> {
-    wav_stats(wav);
-    wav[44..].chunks_exact(2).map(|s| i16::from_le_bytes([s[0], s[1]])).collect()
 }
 
 #[test]
